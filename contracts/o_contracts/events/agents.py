@@ -1,0 +1,47 @@
+"""Agent registry events, appended by the gateway on `o.evt.agent.<agent_id>`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from o_contracts.base import Event
+from o_contracts.models import ToolRule
+
+
+class AgentCreated(Event):
+    agent_id: str
+    name: str
+    system: str
+    agent_type: str
+    llm_config: dict[str, Any]
+    embedding_config: dict[str, Any] | None = None
+    tools: list[str] = Field(default_factory=list)
+    tool_rules: list[ToolRule] = Field(default_factory=list)
+    block_ids: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    description: str | None = None
+    timezone: str | None = None
+
+
+class AgentUpdated(Event):
+    """Only the fields present in `changes` changed (a PATCH)."""
+
+    agent_id: str
+    changes: dict[str, Any]
+
+
+class AgentDeleted(Event):
+    agent_id: str
+
+
+class BlockAttached(Event):
+    agent_id: str
+    block_id: str
+
+
+class BlockDetached(Event):
+    agent_id: str
+    block_id: str

@@ -1,0 +1,47 @@
+"""Agent run events, appended by the executor on `o.evt.agent.<agent_id>`.
+
+A run is a chain of recorded facts. The LLM's response and each tool's result
+are recorded before they are acted on, so a resumed run never asks again.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from o_contracts.base import Event
+from o_contracts.models import ChatMessage, Usage
+
+
+class RunStarted(Event):
+    run_id: str
+    agent_id: str
+    # The accepted input: user (or system) messages that open this run.
+    messages: list[ChatMessage]
+    max_steps: int
+
+
+class LLMResponded(Event):
+    run_id: str
+    agent_id: str
+    step_id: str
+    step_number: int
+    message: ChatMessage
+    usage: Usage
+    model: str
+    finish_reason: str | None = None
+
+
+class ToolReturned(Event):
+    run_id: str
+    agent_id: str
+    step_id: str
+    message: ChatMessage
+
+
+class RunCompleted(Event):
+    run_id: str
+    agent_id: str
+    stop_reason: str
+    usage: Usage = Field(default_factory=Usage)
+    step_count: int = 0
+    error: str | None = None

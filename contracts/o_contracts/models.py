@@ -1,0 +1,76 @@
+"""Value types shared by several events and commands."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Value(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BlockSpec(Value):
+    """Everything that defines a core memory block, as created."""
+
+    label: str = Field(min_length=1, max_length=128)
+    value: str = ""
+    limit: int = Field(default=100000, ge=1)
+    description: str | None = None
+    read_only: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+
+
+class ToolCall(Value):
+    id: str
+    name: str
+    # The model's raw argument string: kept verbatim, because it is what the
+    # model said (and may be malformed JSON, which is the tool's error to report).
+    arguments: str
+
+
+class ChatMessage(Value):
+    """One message of an agent's conversation, provider-neutral.
+
+    Stored as the model saw or said it; the API renders it into Letta's
+    message types (assistant_message, tool_call_message, ...).
+    """
+
+    id: str
+    role: Role
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    otid: str | None = None
+    # Tool returns only.
+    status: Literal["success", "error"] | None = None
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+
+
+class Usage(Value):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class ToolRule(Value):
+    """A Letta tool rule; `type` names the rule, the other fields depend on it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str
+    tool_name: str

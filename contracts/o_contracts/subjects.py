@@ -1,0 +1,55 @@
+"""Stream and subject names: defined here once, used by every service.
+
+Subjects are per aggregate (`o.evt.agent.<agent_id>`), so one aggregate's history
+is one filtered replay and appends can use the expected-last-subject-sequence
+check for optimistic concurrency.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+EVENTS_STREAM: Final = "O_EVENTS"
+COMMANDS_STREAM: Final = "O_COMMANDS"
+DEAD_LETTER_STREAM: Final = "O_DEAD_LETTERS"
+
+EVENTS_PREFIX: Final = "o.evt"
+COMMANDS_PREFIX: Final = "o.cmd"
+DEAD_LETTER_PREFIX: Final = "o.dlq"
+RPC_PREFIX: Final = "o.rpc"
+
+ALL_EVENTS: Final = f"{EVENTS_PREFIX}.>"
+AGENT_EVENTS: Final = f"{EVENTS_PREFIX}.agent.*"
+BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
+ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
+ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
+
+# Commands are addressed to the service that owns the decision, keyed by the
+# aggregate they act on.
+EXECUTOR_COMMANDS: Final = f"{COMMANDS_PREFIX}.executor.*"
+SANDBOX_COMMANDS: Final = f"{COMMANDS_PREFIX}.sandbox.*"
+EVOLUTION_COMMANDS: Final = f"{COMMANDS_PREFIX}.evolution.*"
+MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
+
+# Request/reply reads (core NATS, not persisted): nothing changes state here.
+MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
+
+
+def agent_subject(agent_id: str) -> str:
+    return f"{EVENTS_PREFIX}.agent.{agent_id}"
+
+
+def block_subject(block_id: str) -> str:
+    return f"{EVENTS_PREFIX}.block.{block_id}"
+
+
+def executor_command_subject(agent_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.executor.{agent_id}"
+
+
+def memory_command_subject(key: str) -> str:
+    return f"{COMMANDS_PREFIX}.memory.{key}"
+
+
+def dead_letter_subject(consumer: str) -> str:
+    return f"{DEAD_LETTER_PREFIX}.{consumer}"

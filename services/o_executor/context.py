@@ -1,0 +1,59 @@
+"""Context compilation: the system prompt with rendered memory blocks, then the conversation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+DEFAULT_SYSTEM = """<base_instructions>
+You are a helpful self-improving agent with advanced memory capabilities.
+<memory>
+Your memory consists of memory blocks and external memory:
+- Memory Blocks: each has a label (title), a description (how it should influence your behavior) and a value (the content). They have size limits and are always in your context.
+- External memory: conversation history you can search with tools.
+Memory management tools allow you to edit memory blocks and query external memory.
+</memory>
+Continue executing and calling tools until the current task is complete or you need user input. To continue: call another tool. To yield control: end your response without calling a tool.
+</base_instructions>"""
+
+
+def render_blocks(blocks: list[dict[str, Any]]) -> str:
+    """Letta's standard `<memory_blocks>` rendering, so prompts written for Letta fit."""
+    if not blocks:
+        return ""
+    parts = [
+        "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n"
+    ]
+    for b in blocks:
+        meta = []
+        if b["read_only"]:
+            meta.append("- read_only=true")
+        meta.append(f"- chars_current={len(b['value'])}")
+        meta.append(f"- chars_limit={b['limit']}")
+        parts.append(
+            f"<{b['label']}>\n<description>\n{b.get('description') or ''}\n</description>\n"
+            f"<metadata>\n{chr(10).join(meta)}\n</metadata>\n"
+            f"<value>\n{b['value']}\n</value>\n</{b['label']}>\n"
+        )
+    return "\n".join(parts) + "\n</memory_blocks>"
+
+
+def render_metadata(agent_id: str, recall_count: int, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return (
+        "<memory_metadata>\n"
+        f"- AGENT_ID: {agent_id}\n"
+        f"- System prompt last recompiled: {now.strftime('%Y-%m-%d %I:%M:%S %p %Z%z')}\n"
+        f"- {recall_count} previous messages between you and the user are stored in recall memory\n"
+        "</memory_metadata>"
+    )
+
+
+def compile_system(
+    system: str, agent_id: str, blocks: list[dict[str, Any]], recall_count: int
+) -> str:
+    memory = render_blocks(blocks)
+    full = (memory + "\n\n" if memory else "") + render_metadata(agent_id, recall_count)
+    if "{CORE_MEMORY}" in system:
+        return system.replace("{CORE_MEMORY}", full)
+    return f"{system}\n\n{full}"

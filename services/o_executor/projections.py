@@ -1,0 +1,98 @@
+"""The executor's read model: every message of every conversation, and runs."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.models import ChatMessage
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+runs = Projection(name="runs", filter_subject=subjects.AGENT_EVENTS, tables=["messages", "runs"])
+
+# Letta's run status for each stop reason; anything else is a failure.
+_COMPLETED = {"end_turn", "max_steps", "tool_rule", "requires_approval", "no_tool_call"}
+
+
+async def _insert_message(
+    conn: asyncpg.Connection,
+    rec: Recorded,
+    agent_id: str,
+    run_id: str,
+    step_id: str | None,
+    message: ChatMessage,
+    offset: int = 0,
+) -> None:
+    await conn.execute(
+        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO NOTHING",
+        message.id,
+        agent_id,
+        run_id,
+        step_id,
+        message.role,
+        message.model_dump(mode="json", exclude_none=True),
+        # Several messages from one event keep their order within the event.
+        rec.seq * 1000 + offset,
+        rec.envelope.time,
+    )
+
+
+@runs.on(RunStarted)
+async def run_started(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunStarted)
+    await conn.execute(
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq)"
+        " VALUES ($1, $2, 'running', $3, $4) ON CONFLICT (id) DO NOTHING",
+        e.run_id,
+        e.agent_id,
+        rec.envelope.time,
+        rec.seq,
+    )
+    for i, m in enumerate(e.messages):
+        await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
+
+
+@runs.on(LLMResponded)
+async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, LLMResponded)
+    await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+    await conn.execute(
+        "UPDATE runs SET step_count = step_count + 1, last_seq = $2 WHERE id = $1",
+        e.run_id,
+        rec.seq,
+    )
+
+
+@runs.on(ToolReturned)
+async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolReturned)
+    await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+
+
+@runs.on(RunCompleted)
+async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunCompleted)
+    status = (
+        "completed"
+        if e.stop_reason in _COMPLETED
+        else ("cancelled" if e.stop_reason == "cancelled" else "failed")
+    )
+    await conn.execute(
+        "UPDATE runs SET status = $2, stop_reason = $3, usage = $4, step_count = $5, error = $6,"
+        " completed_at = $7, last_seq = $8 WHERE id = $1",
+        e.run_id,
+        status,
+        e.stop_reason,
+        e.usage.model_dump(),
+        e.step_count,
+        e.error,
+        rec.envelope.time,
+        rec.seq,
+    )

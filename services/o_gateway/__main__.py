@@ -1,0 +1,4 @@
+from o_gateway.service import GatewayService
+from o_runtime.service import main
+
+main(GatewayService)

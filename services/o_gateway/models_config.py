@@ -1,0 +1,84 @@
+"""Model handles (`provider/model`) to Letta's llm_config and embedding_config shapes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastapi import HTTPException
+
+# Context windows of well-known models; anything else gets Letta's default.
+_CONTEXT_WINDOWS = {"gpt-4o": 128000, "gpt-4o-mini": 128000, "gpt-4.1": 256000, "gpt-4": 8192}
+DEFAULT_CONTEXT_WINDOW = 128000
+_EMBEDDING_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+def _split(handle: str, what: str) -> tuple[str, str]:
+    provider, sep, model = handle.partition("/")
+    if not sep or not provider or not model:
+        raise HTTPException(400, f"{what} handle '{handle}' must be of the form provider/model")
+    return provider, model
+
+
+def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict[str, Any]:
+    provider, model = _split(handle, "model")
+    if provider != "openai":
+        raise HTTPException(400, f"model provider '{provider}' is not configured (known: openai)")
+    window = _CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)
+    if context_window_limit:
+        window = min(window, context_window_limit) if window else context_window_limit
+    return {
+        "model": model,
+        "display_name": None,
+        "model_endpoint_type": "openai",
+        "model_endpoint": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+        "provider_name": provider,
+        "provider_category": "base",
+        "model_wrapper": None,
+        "context_window": window,
+        "put_inner_thoughts_in_kwargs": False,
+        "handle": handle,
+        "temperature": 1.0,
+        "max_tokens": None,
+        "enable_reasoner": False,
+        "reasoning_effort": None,
+        "max_reasoning_tokens": 0,
+        "frequency_penalty": None,
+        "parallel_tool_calls": False,
+        "response_format": None,
+        "strict": False,
+    }
+
+
+def llm_config_from_body(config: dict[str, Any]) -> dict[str, Any]:
+    """An explicit llm_config: validated enough that the executor can use it."""
+    model = config.get("model")
+    endpoint = config.get("model_endpoint_type")
+    if not isinstance(model, str) or not model or not isinstance(endpoint, str):
+        raise HTTPException(422, "llm_config needs 'model' and 'model_endpoint_type'")
+    handle = config.get("handle") or f"{endpoint}/{model}"
+    return (
+        llm_config_for(handle, config.get("context_window"))
+        | {k: v for k, v in config.items() if k not in ("handle",)}
+        | {"handle": handle}
+    )
+
+
+def embedding_config_for(handle: str) -> dict[str, Any]:
+    provider, model = _split(handle, "embedding")
+    return {
+        "embedding_endpoint_type": provider,
+        "embedding_endpoint": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+        "embedding_model": model,
+        "embedding_dim": _EMBEDDING_DIMS.get(model, 1536),
+        "embedding_chunk_size": 300,
+        "handle": handle,
+        "batch_size": 1024,
+        "azure_endpoint": None,
+        "azure_version": None,
+        "azure_deployment": None,
+    }

@@ -1,0 +1,87 @@
+"""The gateway's read model of the agent registry (projection "agents")."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated, RunCompleted
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+agents = Projection(name="agents", filter_subject=subjects.AGENT_EVENTS, tables=["agents"])
+
+# AgentUpdated.changes key -> column; anything else in changes is not ours
+# (block_ids belong to the memory projection).
+_COLUMNS = {
+    "name": "name",
+    "system": "system",
+    "agent_type": "agent_type",
+    "llm_config": "llm_config",
+    "embedding_config": "embedding_config",
+    "tools": "tools",
+    "tool_rules": "tool_rules",
+    "tags": "tags",
+    "metadata": "metadata",
+    "description": "description",
+    "timezone": "timezone",
+}
+
+
+@agents.on(AgentCreated)
+async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, AgentCreated)
+    await conn.execute(
+        "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
+        " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14)"
+        " ON CONFLICT (id) DO NOTHING",
+        e.agent_id,
+        e.name,
+        e.system,
+        e.agent_type,
+        e.llm_config,
+        e.embedding_config,
+        e.tools,
+        [r.model_dump(mode="json") for r in e.tool_rules],
+        e.tags,
+        e.metadata,
+        e.description,
+        e.timezone,
+        rec.envelope.time,
+        rec.seq,
+    )
+
+
+@agents.on(AgentUpdated)
+async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, AgentUpdated)
+    args: list[object] = [e.agent_id, rec.envelope.time, rec.seq]
+    sets = []
+    for key, column in _COLUMNS.items():
+        if key in e.changes:
+            args.append(e.changes[key])
+            sets.append(f"{column} = ${len(args)}")
+    await conn.execute(
+        f"UPDATE agents SET updated_at = $2, last_seq = $3{''.join(', ' + s for s in sets)}"
+        " WHERE id = $1",
+        *args,
+    )
+
+
+@agents.on(AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, AgentDeleted)
+    await conn.execute("DELETE FROM agents WHERE id = $1", e.agent_id)
+
+
+@agents.on(RunCompleted)
+async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunCompleted)
+    await conn.execute(
+        "UPDATE agents SET last_stop_reason = $2 WHERE id = $1", e.agent_id, e.stop_reason
+    )

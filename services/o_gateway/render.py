@@ -1,0 +1,228 @@
+"""Read-model rows to Letta v1 response shapes (AgentState, Block, LettaMessage...)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from o_contracts.models import ChatMessage, Usage
+
+VERSION = "0.16.8"
+
+
+def iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def block(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "label": row["label"],
+        "value": row["value"],
+        "limit": row["limit"],
+        "description": row["description"],
+        "read_only": row["read_only"],
+        "metadata": row["metadata"] or {},
+        "tags": row["tags"] or [],
+        "is_template": False,
+        "template_name": None,
+        "template_id": None,
+        "base_template_id": None,
+        "deployment_id": None,
+        "entity_id": None,
+        "preserve_on_migration": False,
+        "project_id": None,
+        "hidden": None,
+        "created_by_id": None,
+        "last_updated_by_id": None,
+        "version": row["version"],
+    }
+
+
+def tool(name: str) -> dict[str, Any]:
+    from o_gateway.tools_catalog import tool_state
+
+    return tool_state(name)
+
+
+def agent(row: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    rendered_blocks = [block(b) for b in blocks]
+    llm = row["llm_config"]
+    emb = row["embedding_config"]
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "system": row["system"],
+        "agent_type": row["agent_type"],
+        "llm_config": llm,
+        "embedding_config": emb,
+        "model": llm.get("handle"),
+        "embedding": emb.get("handle") if emb else None,
+        "memory": {
+            "agent_type": row["agent_type"],
+            "git_enabled": False,
+            "blocks": rendered_blocks,
+            "file_blocks": [],
+            "prompt_template": "",
+        },
+        "blocks": rendered_blocks,
+        "tools": [tool(n) for n in row["tools"]],
+        "sources": [],
+        "tags": row["tags"] or [],
+        "tool_rules": row["tool_rules"] or [],
+        "message_ids": None,
+        "metadata": row["metadata"] or {},
+        "description": row["description"],
+        "timezone": row["timezone"] or "UTC",
+        "tool_exec_environment_variables": [],
+        "secrets": [],
+        "identity_ids": [],
+        "identities": [],
+        "pending_approval": None,
+        "message_buffer_autoclear": False,
+        "enable_sleeptime": None,
+        "multi_agent_group": None,
+        "managed_group": None,
+        "last_stop_reason": row["last_stop_reason"],
+        "last_run_completion": None,
+        "last_run_duration_ms": None,
+        "project_id": None,
+        "template_id": None,
+        "base_template_id": None,
+        "deployment_id": None,
+        "entity_id": None,
+        "hidden": None,
+        "response_format": None,
+        "created_by_id": None,
+        "last_updated_by_id": None,
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+    }
+
+
+def _common(
+    m: ChatMessage, date: datetime, run_id: str | None, step_id: str | None
+) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "date": date.isoformat(timespec="seconds"),
+        "name": m.name,
+        "otid": m.otid,
+        "sender_id": None,
+        "step_id": step_id,
+        "is_err": None,
+        "seq_id": None,
+        "run_id": run_id,
+    }
+
+
+def _tool_call(tc: Any) -> dict[str, str]:
+    return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
+
+
+def letta_messages(
+    m: ChatMessage,
+    date: datetime,
+    run_id: str | None,
+    step_id: str | None,
+    agent_type: str,
+    hidden_tool_calls: set[str] | None = None,
+) -> list[dict[str, Any]]:
+    """One stored message as Letta's API messages (one message may give several).
+
+    `hidden_tool_calls` collects ids of `send_message` calls, whose tool
+    returns Letta leaves out of the listing.
+    """
+    base = _common(m, date, run_id, step_id)
+    if m.role == "user":
+        return [base | {"message_type": "user_message", "content": m.content or ""}]
+    if m.role == "system":
+        return [base | {"message_type": "system_message", "content": m.content or ""}]
+    if m.role == "tool":
+        if hidden_tool_calls and m.tool_call_id in hidden_tool_calls:
+            return []
+        ret = {
+            "tool_return": m.content or "",
+            "status": m.status or "success",
+            "tool_call_id": m.tool_call_id or "",
+            "stdout": m.stdout,
+            "stderr": m.stderr,
+        }
+        return [
+            base
+            | {
+                "message_type": "tool_return_message",
+                **ret,
+                "tool_returns": [{"type": "tool", **ret}],
+            }
+        ]
+    out: list[dict[str, Any]] = []
+    if m.reasoning:
+        out.append(
+            base
+            | {
+                "message_type": "reasoning_message",
+                "reasoning": m.reasoning,
+                "source": "reasoner_model",
+                "signature": None,
+            }
+        )
+    if m.content:
+        if agent_type == "letta_v1_agent":
+            out.append(base | {"message_type": "assistant_message", "content": m.content})
+        else:
+            out.append(
+                base
+                | {
+                    "message_type": "reasoning_message",
+                    "reasoning": m.content,
+                    "source": "non_reasoner_model",
+                    "signature": None,
+                }
+            )
+    pending: list[Any] = []
+
+    def flush() -> None:
+        if pending:
+            calls = [_tool_call(tc) for tc in pending]
+            out.append(
+                base
+                | {"message_type": "tool_call_message", "tool_call": calls[0], "tool_calls": calls}
+            )
+            pending.clear()
+
+    for tc in m.tool_calls:
+        if tc.name == "send_message" and agent_type != "letta_v1_agent":
+            flush()
+            try:
+                text = json.loads(tc.arguments).get("message", "")
+            except (ValueError, AttributeError):
+                text = tc.arguments
+            out.append(base | {"message_type": "assistant_message", "content": text})
+            if hidden_tool_calls is not None:
+                hidden_tool_calls.add(tc.id)
+        else:
+            pending.append(tc)
+    flush()
+    return out
+
+
+def stop_reason(reason: str) -> dict[str, Any]:
+    return {"message_type": "stop_reason", "stop_reason": reason}
+
+
+def usage(u: Usage | dict[str, Any], step_count: int, run_ids: list[str]) -> dict[str, Any]:
+    values = u.model_dump() if isinstance(u, Usage) else u
+    return {
+        "message_type": "usage_statistics",
+        "completion_tokens": values.get("completion_tokens", 0),
+        "prompt_tokens": values.get("prompt_tokens", 0),
+        "total_tokens": values.get("total_tokens", 0),
+        "step_count": step_count,
+        "run_ids": run_ids,
+        "cached_input_tokens": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+        "context_tokens": None,
+    }

@@ -1,0 +1,162 @@
+"""Core memory blocks: `/v1/blocks/` and the agent-scoped core-memory routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from o_contracts.commands import CreateBlock, DeleteBlock, UpdateBlock
+from o_contracts.events import BlockAttached, BlockDetached
+from o_contracts.ids import new_id
+from o_gateway import render
+from o_gateway.commands import memory_command
+from o_gateway.routes.agents import agent_state, block_spec, blocks_of, change_agent
+from o_gateway.routes.paths import route
+from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
+from o_gateway.state import Gateway, checked_id, gateway
+from o_runtime.eventlog import AppendRejected
+
+router = APIRouter()
+GW = Annotated[Gateway, Depends(gateway)]
+
+
+async def block_row(gw: Gateway, block_id: str) -> dict[str, Any]:
+    row = await gw.pool.fetchrow("SELECT * FROM blocks WHERE id = $1", block_id)
+    if row is None:
+        raise HTTPException(404, f"Block {block_id} not found")
+    return dict(row)
+
+
+async def update(gw: Gateway, block_id: str, body: UpdateBlockBody) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True)
+    if changes:
+        reply = await memory_command(gw, UpdateBlock(block_id=block_id, changes=changes), block_id)
+        await gw.visible(reply.seq, "memory")
+    return render.block(await block_row(gw, block_id))
+
+
+@route(router, "POST", "/v1/blocks/")
+async def create_block(body: CreateBlockBody, gw: GW) -> dict[str, Any]:
+    block_id = new_id("block")
+    reply = await memory_command(
+        gw, CreateBlock(block_id=block_id, spec=block_spec(body)), block_id
+    )
+    await gw.visible(reply.seq, "memory")
+    return render.block(await block_row(gw, block_id))
+
+
+@route(router, "GET", "/v1/blocks/")
+async def list_blocks(
+    gw: GW,
+    label: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "asc",
+) -> list[dict[str, Any]]:
+    where, args = ["true"], []
+    if label is not None:
+        args.append(label)
+        where.append(f"label = ${len(args)}")
+    for cursor, op in (
+        (after, ">" if order == "asc" else "<"),
+        (before, "<" if order == "asc" else ">"),
+    ):
+        if cursor:
+            checked_id(cursor, "block")
+            args.append(cursor)
+            where.append(
+                f"(created_at, id) {op} (SELECT created_at, id FROM blocks WHERE id = ${len(args)})"
+            )
+    direction = "ASC" if order == "asc" else "DESC"
+    args.append(limit)
+    rows = await gw.pool.fetch(
+        f"SELECT * FROM blocks WHERE {' AND '.join(where)}"
+        f" ORDER BY created_at {direction}, id {direction} LIMIT ${len(args)}",
+        *args,
+    )
+    return [render.block(dict(r)) for r in rows]
+
+
+@route(router, "GET", "/v1/blocks/{block_id}")
+async def get_block(block_id: str, gw: GW) -> dict[str, Any]:
+    return render.block(await block_row(gw, checked_id(block_id, "block")))
+
+
+@route(router, "PATCH", "/v1/blocks/{block_id}")
+async def update_block(block_id: str, body: UpdateBlockBody, gw: GW) -> dict[str, Any]:
+    return await update(gw, checked_id(block_id, "block"), body)
+
+
+@route(router, "DELETE", "/v1/blocks/{block_id}")
+async def delete_block(block_id: str, gw: GW) -> None:
+    checked_id(block_id, "block")
+    reply = await memory_command(gw, DeleteBlock(block_id=block_id), block_id)
+    await gw.visible(reply.seq, "memory")
+
+
+# Agent-scoped core memory.
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/core-memory/blocks")
+async def list_agent_blocks(agent_id: str, gw: GW) -> list[dict[str, Any]]:
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    return [render.block(b) for b in await blocks_of(gw, agent_id)]
+
+
+async def agent_block(gw: Gateway, agent_id: str, label: str) -> dict[str, Any]:
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    for b in await blocks_of(gw, agent_id):
+        if b["label"] == label:
+            return b
+    raise HTTPException(404, f"Block with label '{label}' not found for agent {agent_id}")
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/core-memory/blocks/{label}")
+async def get_agent_block(agent_id: str, label: str, gw: GW) -> dict[str, Any]:
+    return render.block(await agent_block(gw, agent_id, label))
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/{label}")
+async def update_agent_block(
+    agent_id: str, label: str, body: UpdateBlockBody, gw: GW
+) -> dict[str, Any]:
+    block = await agent_block(gw, agent_id, label)
+    return await update(gw, block["id"], body)
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
+async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
+    checked_id(agent_id, "agent")
+    block = await block_row(gw, checked_id(block_id, "block"))
+
+    async def event_for(_row: dict[str, Any]) -> BlockAttached | None:
+        attached = await blocks_of(gw, agent_id)
+        if any(b["id"] == block_id for b in attached):
+            return None
+        if any(b["label"] == block["label"] for b in attached):
+            raise AppendRejected(
+                f"agent {agent_id} already has a block labelled '{block['label']}'", 409
+            )
+        return BlockAttached(agent_id=agent_id, block_id=block_id)
+
+    seq = await change_agent(gw, agent_id, event_for)
+    await gw.visible(seq, "agents", "memory")
+    return await agent_state(gw, agent_id)
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
+async def detach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
+    checked_id(agent_id, "agent")
+    checked_id(block_id, "block")
+
+    async def event_for(_row: dict[str, Any]) -> BlockDetached | None:
+        attached = await blocks_of(gw, agent_id)
+        if not any(b["id"] == block_id for b in attached):
+            raise AppendRejected(f"Block {block_id} is not attached to agent {agent_id}", 404)
+        return BlockDetached(agent_id=agent_id, block_id=block_id)
+
+    seq = await change_agent(gw, agent_id, event_for)
+    await gw.visible(seq, "agents", "memory")
+    return await agent_state(gw, agent_id)

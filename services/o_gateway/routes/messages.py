@@ -1,0 +1,234 @@
+"""Messages: send (JSON or Letta's SSE framing) and list."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import StreamingResponse
+from nats.js.api import DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.commands import StartRun
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
+from o_contracts.ids import new_id
+from o_contracts.models import ChatMessage
+from o_gateway import render
+from o_gateway.commands import PRODUCER
+from o_gateway.routes.paths import route
+from o_gateway.schemas import SendMessageBody
+from o_gateway.state import Gateway, checked_id, gateway
+from o_runtime.commands import CommandTimeout, send_and_wait
+
+router = APIRouter()
+GW = Annotated[Gateway, Depends(gateway)]
+
+# A run may take many LLM steps; past this the client gets 504 but the run
+# goes on and its messages appear in the history.
+RUN_REPLY_TIMEOUT = 600.0
+
+
+def input_messages(body: SendMessageBody) -> list[ChatMessage]:
+    if body.messages:
+        return [
+            ChatMessage(
+                id=new_id("message"), role=m.role, content=m.text(), name=m.name, otid=m.otid
+            )
+            for m in body.messages
+        ]
+    if body.input:
+        return [ChatMessage(id=new_id("message"), role="user", content=body.input)]
+    raise HTTPException(422, "send at least one message (`messages` or `input`)")
+
+
+def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
+    run_id = new_id("run")
+    cmd = StartRun(
+        run_id=run_id,
+        agent_id=agent_id,
+        messages=input_messages(body),
+        max_steps=body.max_steps,
+        stream_tokens=body.stream_tokens,
+    )
+    return Envelope.wrap(cmd, aggregate_id=agent_id, producer=PRODUCER, correlation_id=run_id)
+
+
+async def run_response(
+    gw: Gateway, agent_type: str, run_id: str, seq: int | None
+) -> dict[str, Any]:
+    await gw.visible(seq, "runs")
+    run = await gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
+    if run is None:
+        raise HTTPException(500, f"run {run_id} finished but is not recorded")
+    rows = await gw.pool.fetch(
+        "SELECT body, created_at, run_id, step_id FROM messages WHERE run_id = $1"
+        " AND role <> 'user' ORDER BY seq",
+        run_id,
+    )
+    hidden: set[str] = set()
+    messages = []
+    for r in rows:
+        m = ChatMessage.model_validate(r["body"])
+        messages += render.letta_messages(
+            m, r["created_at"], run_id, r["step_id"], agent_type, hidden
+        )
+    return {
+        "messages": messages,
+        "stop_reason": render.stop_reason(run["stop_reason"] or "error"),
+        "usage": render.usage(run["usage"] or {}, run["step_count"], [run_id]),
+        "logprobs": None,
+        "turns": None,
+    }
+
+
+async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
+    agent = await gw.agent_row(checked_id(agent_id, "agent"))
+    command = start_run(agent_id, body)
+    if streaming:
+        return StreamingResponse(
+            stream_run(gw, agent, command),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    try:
+        reply = await send_and_wait(
+            gw.eventlog,
+            subjects.executor_command_subject(agent_id),
+            command,
+            timeout=RUN_REPLY_TIMEOUT,
+        )
+    except CommandTimeout as exc:
+        raise HTTPException(504, f"run {command.data.run_id} is still going: {exc}") from exc
+    if not reply.ok:
+        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error)
+    return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+async def stream_run(
+    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun]
+) -> AsyncIterator[bytes]:
+    """Follow the run's events on the agent's subject and send them as Letta chunks.
+
+    The ordered consumer is created before the command is sent, so no event of
+    the run can be missed. A client that goes away does not cancel the run.
+    """
+    run_id = command.data.run_id
+    js = gw.eventlog.js
+    sub = await js.subscribe(
+        subjects.agent_subject(command.data.agent_id),
+        stream=subjects.EVENTS_STREAM,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.NEW,
+    )
+    hidden: set[str] = set()
+    try:
+        await gw.eventlog.send_command(
+            subjects.executor_command_subject(command.data.agent_id), command
+        )
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=RUN_REPLY_TIMEOUT)
+            except TimeoutError:
+                yield sse(
+                    {
+                        "message_type": "error_message",
+                        "run_id": run_id,
+                        "error_type": "timeout",
+                        "message": "the run did not finish in time",
+                    },
+                    event="error",
+                )
+                break
+            try:
+                env = decode(msg.data)
+            except MalformedMessage:
+                continue
+            event = env.data
+            if getattr(event, "run_id", None) != run_id:
+                continue
+            if isinstance(event, LLMResponded | ToolReturned):
+                step_id = event.step_id
+                for chunk in render.letta_messages(
+                    event.message, env.time, run_id, step_id, agent["agent_type"], hidden
+                ):
+                    yield sse(chunk)
+            elif isinstance(event, RunCompleted):
+                if event.error and event.stop_reason != "end_turn":
+                    yield sse(
+                        {
+                            "message_type": "error_message",
+                            "run_id": run_id,
+                            "error_type": event.stop_reason,
+                            "message": event.error,
+                        },
+                        event="error",
+                    )
+                yield sse(render.stop_reason(event.stop_reason))
+                yield sse(render.usage(event.usage, event.step_count, [run_id]))
+                break
+        yield sse("[DONE]")
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages")
+async def send_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
+    if (body.stream_tokens or not body.include_pings) and not body.streaming:
+        raise HTTPException(422, "stream_tokens and include_pings need streaming: true")
+    return await send(agent_id, body, gw, streaming=body.streaming)
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages/stream")
+async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
+    return await send(agent_id, body, gw, streaming=True)
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/messages")
+async def list_messages(
+    agent_id: str,
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "desc",
+) -> list[dict[str, Any]]:
+    agent = await gw.agent_row(checked_id(agent_id, "agent"))
+    where, args = ["agent_id = $1"], [agent_id]
+    for cursor, op in ((after, ">"), (before, "<")):
+        if cursor:
+            checked_id(cursor, "message")
+            seq = await gw.pool.fetchval(
+                "SELECT seq FROM messages WHERE id = $1 AND agent_id = $2", cursor, agent_id
+            )
+            if seq is None:
+                raise HTTPException(404, f"Message {cursor} not found")
+            args.append(seq)
+            where.append(f"seq {op} ${len(args)}")
+    args.append(limit)
+    direction = "ASC" if order == "asc" else "DESC"
+    rows = await gw.pool.fetch(
+        f"SELECT body, created_at, run_id, step_id FROM messages WHERE {' AND '.join(where)}"
+        f" ORDER BY seq {direction} LIMIT ${len(args)}",
+        *args,
+    )
+    # Letta returns the chosen page in chronological order either way.
+    if order == "desc":
+        rows = list(reversed(rows))
+    hidden: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        m = ChatMessage.model_validate(r["body"])
+        out += render.letta_messages(
+            m, r["created_at"], r["run_id"], r["step_id"], agent["agent_type"], hidden
+        )
+    return out

@@ -1,0 +1,106 @@
+"""Request bodies of the Letta v1 API (unknown fields are ignored, as Letta does)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CreateBlockBody(Body):
+    label: str = Field(min_length=1, max_length=128)
+    value: str = ""
+    limit: int = Field(default=100000, ge=1)
+    description: str | None = None
+    read_only: bool = False
+    metadata: dict[str, Any] | None = None
+    tags: list[str] | None = None
+
+
+class UpdateBlockBody(Body):
+    label: str | None = Field(default=None, min_length=1, max_length=128)
+    value: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+    description: str | None = None
+    read_only: bool | None = None
+    metadata: dict[str, Any] | None = None
+    tags: list[str] | None = None
+
+
+AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent"]
+
+
+class ToolRuleBody(Body):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    tool_name: str
+
+
+class CreateAgentBody(Body):
+    name: str | None = Field(default=None, pattern=r"^[\w '\-]+$", max_length=256)
+    system: str | None = None
+    agent_type: AgentType = "letta_v1_agent"
+    model: str | None = None
+    embedding: str | None = None
+    llm_config: dict[str, Any] | None = None
+    embedding_config: dict[str, Any] | None = None
+    context_window_limit: int | None = Field(default=None, ge=1024)
+    memory_blocks: list[CreateBlockBody] = Field(default_factory=list)
+    block_ids: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    tool_ids: list[str] = Field(default_factory=list)
+    tool_rules: list[ToolRuleBody] = Field(default_factory=list)
+    include_base_tools: bool = True
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+    description: str | None = None
+    timezone: str | None = None
+
+
+class UpdateAgentBody(Body):
+    name: str | None = Field(default=None, pattern=r"^[\w '\-]+$", max_length=256)
+    system: str | None = None
+    model: str | None = None
+    embedding: str | None = None
+    llm_config: dict[str, Any] | None = None
+    embedding_config: dict[str, Any] | None = None
+    context_window_limit: int | None = Field(default=None, ge=1024)
+    block_ids: list[str] | None = None
+    tool_rules: list[ToolRuleBody] | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    description: str | None = None
+    timezone: str | None = None
+
+
+class TextPart(Body):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class MessageCreateBody(Body):
+    type: Literal["message"] | None = None
+    role: Literal["user", "system", "assistant"] = "user"
+    content: str | list[TextPart]
+    name: str | None = None
+    otid: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content)
+
+
+class SendMessageBody(Body):
+    messages: list[MessageCreateBody] | None = None
+    input: str | None = None
+    max_steps: int = Field(default=50, ge=1, le=1000)
+    streaming: bool = False
+    stream_tokens: bool = False
+    include_pings: bool = True
+    include_return_message_types: list[str] | None = None
+    use_assistant_message: bool = True

@@ -1,0 +1,43 @@
+"""The gateway process: the HTTP API plus the agent-registry projection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import uvicorn
+
+from o_gateway.app import create_app
+from o_gateway.projections import agents
+from o_gateway.state import Gateway
+from o_runtime.projector import Projector
+from o_runtime.service import Service
+
+log = logging.getLogger(__name__)
+
+
+class GatewayService(Service):
+    name = "gateway"
+
+    async def setup(self) -> None:
+        Projector(agents, self.pool, self.eventlog).subscribe(self.broker)
+
+    async def started(self) -> None:
+        app = create_app(Gateway(self.eventlog, self.pool, self.watcher))
+        config = uvicorn.Config(
+            app,
+            host=os.environ.get("O_HTTP_HOST", "127.0.0.1"),
+            port=int(os.environ.get("O_HTTP_PORT", "8283")),
+            log_level="warning",
+            lifespan="off",
+        )
+        self.http = uvicorn.Server(config)
+        # Signals are the Service's to handle, not uvicorn's.
+        self.http.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self.http_task = asyncio.create_task(self.http.serve())
+        log.info("gateway listening on %s:%s", config.host, config.port)
+
+    async def stopping(self) -> None:
+        self.http.should_exit = True
+        await self.http_task

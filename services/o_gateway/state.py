@@ -1,0 +1,45 @@
+"""What request handlers share: the log, the read models, and read-your-writes waits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from fastapi import HTTPException, Request
+
+from o_contracts.ids import IdPrefix, InvalidId, parse_id
+from o_runtime.eventlog import EventLog
+from o_runtime.waiting import ProjectionWatcher
+
+# How long a write waits for its effect to be visible in the read models.
+READ_YOUR_WRITES_TIMEOUT = 10.0
+
+
+@dataclass
+class Gateway:
+    eventlog: EventLog
+    pool: asyncpg.Pool
+    watcher: ProjectionWatcher
+
+    async def visible(self, seq: int | None, *projections: str) -> None:
+        if seq:
+            await self.watcher.wait(seq, *projections, timeout=READ_YOUR_WRITES_TIMEOUT)
+
+    async def agent_row(self, agent_id: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow("SELECT * FROM agents WHERE id = $1", agent_id)
+        if row is None:
+            raise HTTPException(404, f"Agent {agent_id} not found")
+        return dict(row)
+
+
+def gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+def checked_id(value: str, prefix: IdPrefix) -> str:
+    try:
+        return parse_id(value, prefix)
+    except InvalidId as exc:
+        raise HTTPException(422, str(exc)) from exc

@@ -1,0 +1,29 @@
+"""The built-in tools as Letta Tool objects (user tools arrive with issue 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from o_contracts.base_tools import SCHEMAS
+from o_contracts.ids import derived_id
+
+
+def tool_state(name: str) -> dict[str, Any]:
+    schema = SCHEMAS.get(name, {"name": name, "description": "", "parameters": {}})
+    return {
+        "id": derived_id("tool", "builtin", name),
+        "name": name,
+        "tool_type": "letta_core" if name in SCHEMAS else "custom",
+        "description": schema.get("description"),
+        "source_type": "python",
+        "tags": [],
+        "source_code": None,
+        "json_schema": schema,
+        "args_json_schema": None,
+        "return_char_limit": 50000,
+        "pip_requirements": None,
+        "npm_requirements": None,
+        "default_requires_approval": None,
+        "enable_parallel_execution": False,
+        "metadata_": {},
+    }

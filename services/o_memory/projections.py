@@ -1,0 +1,153 @@
+"""The memory service's read model: blocks, their versions, and which agent has which."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import (
+    AgentCreated,
+    AgentDeleted,
+    AgentUpdated,
+    BlockAttached,
+    BlockCreated,
+    BlockDeleted,
+    BlockDetached,
+    BlockUpdated,
+)
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+memory = Projection(
+    name="memory",
+    filter_subject=subjects.ALL_EVENTS,
+    tables=["blocks", "block_versions", "agent_blocks"],
+)
+
+_BLOCK_FIELDS = ("label", "value", "limit", "description", "read_only", "metadata", "tags")
+
+
+@memory.on(BlockCreated)
+async def block_created(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, BlockCreated)
+    s = e.spec
+    await conn.execute(
+        'INSERT INTO blocks (id, label, value, "limit", description, read_only, metadata,'
+        " tags, version, created_at, updated_at, last_seq)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,1,$9,$9,$10) ON CONFLICT (id) DO NOTHING",
+        e.block_id,
+        s.label,
+        s.value,
+        s.limit,
+        s.description,
+        s.read_only,
+        s.metadata,
+        s.tags,
+        rec.envelope.time,
+        rec.seq,
+    )
+    await conn.execute(
+        "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
+        " created_at) VALUES ($1, 1, $2, $3, 'api', NULL, $4, $5) ON CONFLICT DO NOTHING",
+        e.block_id,
+        s.value,
+        s.model_dump(mode="json"),
+        rec.seq,
+        rec.envelope.time,
+    )
+
+
+@memory.on(BlockUpdated)
+async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, BlockUpdated)
+    sets = []
+    args: list[object] = [e.block_id, e.version, rec.envelope.time, rec.seq]
+    for field in _BLOCK_FIELDS:
+        if field in e.changes:
+            args.append(e.changes[field])
+            column = '"limit"' if field == "limit" else field
+            sets.append(f"{column} = ${len(args)}")
+    value = await conn.fetchval(
+        f"UPDATE blocks SET version = $2, updated_at = $3, last_seq = $4"
+        f"{''.join(', ' + s for s in sets)} WHERE id = $1 RETURNING value",
+        *args,
+    )
+    if value is None:
+        return
+    await conn.execute(
+        "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
+        " created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
+        e.block_id,
+        e.version,
+        value,
+        e.changes,
+        e.actor,
+        e.agent_id,
+        rec.seq,
+        rec.envelope.time,
+    )
+
+
+@memory.on(BlockDeleted)
+async def block_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, BlockDeleted)
+    await conn.execute("DELETE FROM blocks WHERE id = $1", e.block_id)
+    await conn.execute("DELETE FROM agent_blocks WHERE block_id = $1", e.block_id)
+
+
+async def _attach(conn: asyncpg.Connection, agent_id: str, block_id: str, seq: int) -> None:
+    await conn.execute(
+        "INSERT INTO agent_blocks (agent_id, block_id, position) VALUES ($1, $2, $3)"
+        " ON CONFLICT DO NOTHING",
+        agent_id,
+        block_id,
+        seq,
+    )
+
+
+@memory.on(AgentCreated)
+async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, AgentCreated)
+    for i, block_id in enumerate(e.block_ids):
+        # position keeps the creation order of the agent's blocks
+        await _attach(conn, e.agent_id, block_id, rec.seq * 1000 + i)
+
+
+@memory.on(BlockAttached)
+async def block_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, BlockAttached)
+    await _attach(conn, e.agent_id, e.block_id, rec.seq * 1000)
+
+
+@memory.on(BlockDetached)
+async def block_detached(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, BlockDetached)
+    await conn.execute(
+        "DELETE FROM agent_blocks WHERE agent_id = $1 AND block_id = $2", e.agent_id, e.block_id
+    )
+
+
+@memory.on(AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    # Only the agent's attachments go; its blocks stay (others may share them).
+    e = rec.envelope.data
+    assert isinstance(e, AgentDeleted)
+    await conn.execute("DELETE FROM agent_blocks WHERE agent_id = $1", e.agent_id)
+
+
+@memory.on(AgentUpdated)
+async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
+    # A PATCH with block_ids replaces the agent's set of blocks.
+    e = rec.envelope.data
+    assert isinstance(e, AgentUpdated)
+    if "block_ids" not in e.changes:
+        return
+    await conn.execute("DELETE FROM agent_blocks WHERE agent_id = $1", e.agent_id)
+    for i, block_id in enumerate(e.changes["block_ids"]):
+        await _attach(conn, e.agent_id, block_id, rec.seq * 1000 + i)

@@ -1,0 +1,48 @@
+"""The memory service process: block projection, memory commands, core-memory reads."""
+
+from __future__ import annotations
+
+import msgpack
+from faststream.nats import NatsMessage
+
+from o_contracts import subjects
+from o_contracts.commands import CreateBlock, DeleteBlock, RunMemoryTool, UpdateBlock
+from o_memory.blocks import agent_blocks
+from o_memory.handlers import MemoryCommands
+from o_memory.projections import memory
+from o_runtime.commands import CommandConsumer
+from o_runtime.projector import Projector
+from o_runtime.service import Service
+
+
+class MemoryService(Service):
+    name = "memory"
+
+    async def setup(self) -> None:
+        Projector(memory, self.pool, self.eventlog).subscribe(self.broker)
+        cmds = MemoryCommands(self)
+        CommandConsumer(
+            self.eventlog,
+            "memory",
+            subjects.MEMORY_COMMANDS,
+            {
+                CreateBlock: cmds.create_block,
+                UpdateBlock: cmds.update_block,
+                DeleteBlock: cmds.delete_block,
+                RunMemoryTool: cmds.run_memory_tool,
+            },
+        ).subscribe(self.broker)
+        self.broker.subscriber(
+            subjects.MEMORY_READ_CORE, queue="memory", title="core memory of an agent"
+        )(self.read_core_memory)
+
+    async def read_core_memory(self, body: bytes, msg: NatsMessage) -> bytes:
+        """Request: msgpack {agent_id, min_seq}; reply: msgpack list of the agent's blocks."""
+        request = msgpack.unpackb(body, raw=False)
+        if request.get("min_seq"):
+            await self.watcher.wait(int(request["min_seq"]), "memory")
+        blocks = await agent_blocks(self.pool, str(request["agent_id"]))
+        for b in blocks:
+            b.pop("created_at"), b.pop("updated_at")
+        packed: bytes = msgpack.packb(blocks, use_bin_type=True)
+        return packed

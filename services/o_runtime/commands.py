@@ -1,0 +1,161 @@
+"""Command consumers (durable, acked after the effect is committed) and senders.
+
+A command handler returns a `Reply`; when the command carried an `O-Reply-To`
+header the reply is published there, so a caller such as the gateway can wait
+for the outcome. Malformed commands are dead-lettered and, if someone waits,
+answered with the reason; the consumer goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgpack
+from faststream import AckPolicy
+from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from nats.js.api import ConsumerConfig
+
+from o_contracts import subjects
+from o_contracts.base import Command, Message, Reply
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_runtime.dead_letters import dead_letter
+from o_runtime.eventlog import AppendRejected, EventLog
+
+log = logging.getLogger(__name__)
+
+REPLY_HEADER = "O-Reply-To"
+MAX_DELIVERIES = 5
+
+CommandHandler = Callable[[Envelope[Any]], Awaitable[Reply]]
+
+
+class CommandConsumer:
+    def __init__(
+        self,
+        eventlog: EventLog,
+        name: str,
+        filter_subject: str,
+        handlers: dict[type[Command], CommandHandler],
+        *,
+        ack_wait: float = 60.0,
+        concurrency: int = 16,
+    ) -> None:
+        self.eventlog = eventlog
+        self.name = name
+        self.filter_subject = filter_subject
+        self.handlers = {cls.type_name(): fn for cls, fn in handlers.items()}
+        self.ack_wait = ack_wait
+        self.concurrency = concurrency
+
+    def subscribe(self, broker: NatsBroker) -> None:
+        broker.subscriber(
+            self.filter_subject,
+            stream=JStream(name=subjects.COMMANDS_STREAM, declare=False),
+            pull_sub=PullSub(batch_size=1, timeout=5.0),
+            durable=self.name,
+            ack_policy=AckPolicy.MANUAL,
+            config=ConsumerConfig(ack_wait=self.ack_wait, max_ack_pending=self.concurrency),
+            max_workers=self.concurrency,
+            title=self.name,
+        )(self._handle)
+
+    async def _handle(self, body: bytes, msg: NatsMessage) -> None:
+        raw = msg.raw_message
+        meta = raw.metadata
+        reply_to = (raw.headers or {}).get(REPLY_HEADER)
+        try:
+            envelope: Envelope[Message] = decode(raw.data)
+            handler = self.handlers.get(envelope.type)
+            if handler is None:
+                raise MalformedMessage(f"{self.name} does not handle {envelope.type}")
+        except MalformedMessage as exc:
+            await dead_letter(
+                self.eventlog.js,
+                self.name,
+                raw.data,
+                str(exc),
+                origin_subject=raw.subject,
+                origin_seq=meta.sequence.stream,
+            )
+            await self._reply(reply_to, Reply(ok=False, error=str(exc), status=400))
+            await msg.ack()
+            return
+        # Long commands (an agent run) keep telling the server they are alive,
+        # so the command is not redelivered to another replica meanwhile.
+        heartbeat = asyncio.create_task(self._keep_alive(msg))
+        try:
+            reply = await handler(envelope)
+        except AppendRejected as exc:
+            reply = Reply(ok=False, error=exc.reason, status=exc.status)
+        except Exception as exc:
+            if meta.num_delivered >= MAX_DELIVERIES:
+                reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
+                await dead_letter(
+                    self.eventlog.js,
+                    self.name,
+                    raw.data,
+                    reason,
+                    origin_subject=raw.subject,
+                    origin_seq=meta.sequence.stream,
+                )
+                await self._reply(reply_to, Reply(ok=False, error=reason, status=500))
+                await msg.ack()
+            else:
+                log.exception("%s: %s failed; will retry", self.name, envelope.type)
+                await msg.nack(delay=min(2.0**meta.num_delivered, 30.0))
+            return
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        await self._reply(reply_to, reply)
+        await msg.ack()
+
+    async def _keep_alive(self, msg: NatsMessage) -> None:
+        while True:
+            await asyncio.sleep(self.ack_wait / 3)
+            await msg.in_progress()
+
+    async def _reply(self, reply_to: str | None, reply: Reply) -> None:
+        if reply_to:
+            await self.eventlog.nc.publish(reply_to, encode_reply(reply))
+
+
+def encode_reply(reply: Reply) -> bytes:
+    return msgpack.packb(reply.model_dump(mode="json"), use_bin_type=True)
+
+
+def decode_reply(data: bytes) -> Reply:
+    return Reply.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class CommandTimeout(TimeoutError):
+    pass
+
+
+async def send_and_wait(
+    eventlog: EventLog, subject: str, envelope: Envelope[Any], timeout: float = 30.0
+) -> Reply:
+    """Send a command and wait for its reply.
+
+    The command is durable: if we time out, it is still processed later; the
+    caller only loses the answer, and a retry with the same envelope id is
+    deduplicated by the stream.
+    """
+    nc = eventlog.nc
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, max_msgs=1)
+    try:
+        await eventlog.send_command(subject, envelope, reply_to=inbox)
+        try:
+            msg = await sub.next_msg(timeout=timeout)
+        except TimeoutError as exc:
+            raise CommandTimeout(f"no reply to {envelope.type} within {timeout}s") from exc
+        return decode_reply(msg.data)
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()

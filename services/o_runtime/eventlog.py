@@ -1,0 +1,241 @@
+"""The JetStream log: O's write-ahead log.
+
+A state change exists once its event is acknowledged by the stream. Appends
+carry `Nats-Msg-Id` (a retried publish is deduplicated by the stream) and,
+for optimistic concurrency, `Nats-Expected-Last-Subject-Sequence`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import (
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+from o_contracts import subjects
+from o_contracts.base import Message
+from o_contracts.envelope import Envelope, decode
+
+log = logging.getLogger(__name__)
+
+# JetStream's error code for a stale Nats-Expected-Last-Subject-Sequence.
+WRONG_LAST_SEQUENCE = 10071
+DEDUP_WINDOW_SECONDS = 120.0
+
+
+class ConcurrencyConflict(Exception):
+    """The subject moved on since the caller read it; decide again on fresh state."""
+
+    def __init__(self, subject: str, expected: int | None) -> None:
+        super().__init__(f"{subject} is no longer at sequence {expected}")
+        self.subject = subject
+        self.expected = expected
+
+
+class AppendRejected(Exception):
+    """The decision function refused the change; carries a user-facing reason."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Appended:
+    seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An event read back from the log with its stream sequence."""
+
+    seq: int
+    subject: str
+    envelope: Envelope[Message]
+
+
+def stream_configs() -> list[StreamConfig]:
+    # 1 on a single server; 3 on the k8s NATS cluster (O_STREAM_REPLICAS=3).
+    replicas = int(os.environ.get("O_STREAM_REPLICAS", "1"))
+    return [
+        StreamConfig(
+            name=subjects.EVENTS_STREAM,
+            subjects=[subjects.ALL_EVENTS],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.LIMITS,
+            # No age or size limit: the log is the truth and projections are
+            # rebuilt from it.
+            max_age=0,
+            duplicate_window=DEDUP_WINDOW_SECONDS,
+            discard=DiscardPolicy.NEW,
+            allow_direct=True,
+            num_replicas=replicas,
+        ),
+        StreamConfig(
+            name=subjects.COMMANDS_STREAM,
+            subjects=[subjects.ALL_COMMANDS],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.LIMITS,
+            # Commands are kept a week for audit; their effects live on as events.
+            max_age=7 * 24 * 3600.0,
+            duplicate_window=DEDUP_WINDOW_SECONDS,
+            num_replicas=replicas,
+        ),
+        StreamConfig(
+            name=subjects.DEAD_LETTER_STREAM,
+            subjects=[subjects.ALL_DEAD_LETTERS],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.LIMITS,
+            max_age=30 * 24 * 3600.0,
+            num_replicas=replicas,
+        ),
+    ]
+
+
+async def ensure_streams(js: JetStreamContext) -> None:
+    """Create the streams, or bring their settings up to date (idempotent)."""
+    for config in stream_configs():
+        try:
+            await js.add_stream(config)
+        except BadRequestError:
+            # Exists with other settings (an older release): update in place.
+            await js.update_stream(config)
+
+
+class EventLog:
+    def __init__(self, nc: NatsClient) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+
+    @classmethod
+    async def connect(cls, url: str, name: str) -> EventLog:
+        nc = await nats.connect(url, name=name, max_reconnect_attempts=-1)
+        self = cls(nc)
+        await ensure_streams(self.js)
+        return self
+
+    async def close(self) -> None:
+        await self.nc.drain()
+
+    async def last_seq(self, subject: str) -> int:
+        """The stream sequence of the subject's last event, 0 if it has none."""
+        try:
+            msg = await self.js.get_last_msg(subjects.EVENTS_STREAM, subject)
+        except NotFoundError:
+            return 0
+        return int(msg.seq or 0)
+
+    async def append(
+        self, subject: str, envelope: Envelope[Any], expected_last_seq: int | None = None
+    ) -> Appended:
+        """Append one event. With `expected_last_seq`, only if the subject is still there."""
+        headers = {"Nats-Msg-Id": envelope.id}
+        if expected_last_seq is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_seq)
+        try:
+            ack = await self.js.publish(
+                subject, envelope.encode(), stream=subjects.EVENTS_STREAM, headers=headers
+            )
+        except BadRequestError as exc:
+            if exc.err_code == WRONG_LAST_SEQUENCE:
+                raise ConcurrencyConflict(subject, expected_last_seq) from exc
+            raise
+        return Appended(seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    async def append_decided(
+        self,
+        subject: str,
+        decide: Callable[[int], Awaitable[Envelope[Any] | None]],
+        attempts: int = 5,
+    ) -> Appended | None:
+        """Optimistic concurrency: decide on the subject's current state, append, retry.
+
+        `decide(last_seq)` sees the subject at `last_seq` (callers wait for their
+        projection to reach it) and returns the event to append, None for
+        nothing to do, or raises AppendRejected. A conflicting append is
+        decided again on fresh state; after `attempts` it is an error, never a
+        silent drop.
+        """
+        for _ in range(attempts):
+            last = await self.last_seq(subject)
+            envelope = await decide(last)
+            if envelope is None:
+                return None
+            try:
+                return await self.append(subject, envelope, expected_last_seq=last)
+            except ConcurrencyConflict:
+                log.info("append conflict on %s at %d; deciding again", subject, last)
+        raise AppendRejected(f"too many concurrent changes to {subject}; try again", status=409)
+
+    async def send_command(
+        self, subject: str, envelope: Envelope[Any], reply_to: str | None = None
+    ) -> Appended:
+        headers = {"Nats-Msg-Id": envelope.id}
+        if reply_to:
+            headers["O-Reply-To"] = reply_to
+        ack = await self.js.publish(
+            subject, envelope.encode(), stream=subjects.COMMANDS_STREAM, headers=headers
+        )
+        return Appended(seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    async def replay(self, filter_subject: str, start_seq: int = 1) -> AsyncIterator[RawEvent]:
+        """Read events in stream order, from `start_seq` to the current end.
+
+        Uses an ordered (ephemeral) consumer: gaps are detected and the
+        consumer recreated by the client, so nothing is skipped. Yields raw
+        bytes; the caller decodes, so it decides what an undecodable event means.
+        """
+        info = await self.js.stream_info(subjects.EVENTS_STREAM)
+        end = info.state.last_seq
+        if end < start_seq:
+            return
+        sub = await self.js.subscribe(
+            filter_subject,
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
+            ),
+        )
+        try:
+            consumer = await sub.consumer_info()
+            # Pending counts only what the server has not pushed yet.
+            if consumer.num_pending == 0 and not consumer.delivered.consumer_seq:
+                return
+            while True:
+                msg = await sub.next_msg(timeout=10)
+                meta = msg.metadata
+                yield RawEvent(meta.sequence.stream, msg.subject, msg.data)
+                if meta.num_pending == 0 or meta.sequence.stream >= end:
+                    return
+        finally:
+            await sub.unsubscribe()
+
+    async def read_subject(self, subject: str) -> list[Recorded]:
+        """One aggregate's whole history, decoded (undecodable events raise)."""
+        return [
+            Recorded(raw.seq, raw.subject, decode(raw.data)) async for raw in self.replay(subject)
+        ]
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    seq: int
+    subject: str
+    data: bytes

@@ -1,0 +1,195 @@
+"""Projectors: Postgres read models built from the log, each event applied exactly once.
+
+In one transaction a projector advances its checkpoint (only if the event's
+stream sequence is past it), applies the change, and notifies waiters; then
+it acks. A redelivered event finds the checkpoint already past it and is
+skipped, so every event takes effect exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+import asyncpg
+from faststream import AckPolicy
+from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.base import Message
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_runtime.dead_letters import dead_letter
+from o_runtime.eventlog import EventLog, Recorded
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "o_projection"
+# After this many failed deliveries an event whose handler keeps raising is
+# dead-lettered, so one poison event cannot stall the projection forever.
+MAX_DELIVERIES = 5
+
+Handler = Callable[[asyncpg.Connection, Recorded], Awaitable[None]]
+
+
+class Outcome(Enum):
+    APPLIED = "applied"
+    SKIPPED = "skipped"
+    DEAD_LETTERED = "dead_lettered"
+
+
+@dataclass
+class Projection:
+    """What a projection is: its name, the events it reads, its tables, its handlers."""
+
+    name: str
+    filter_subject: str
+    tables: list[str]
+    handlers: dict[str, Handler] = field(default_factory=dict)
+
+    def on(self, *event_types: type[Message]) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            for t in event_types:
+                self.handlers[t.type_name()] = fn
+            return fn
+
+        return register
+
+
+class Projector:
+    def __init__(self, projection: Projection, pool: asyncpg.Pool, eventlog: EventLog) -> None:
+        self.projection = projection
+        self.pool = pool
+        self.eventlog = eventlog
+
+    @property
+    def name(self) -> str:
+        return self.projection.name
+
+    async def apply(self, seq: int, subject: str, data: bytes) -> Outcome:
+        async with self.pool.acquire() as conn, conn.transaction():
+            return await self._apply_in(conn, seq, subject, data, live=True)
+
+    async def _apply_in(
+        self, conn: asyncpg.Connection, seq: int, subject: str, data: bytes, *, live: bool
+    ) -> Outcome:
+        # The row lock taken here also serialises us with a rebuild in progress.
+        advanced = await conn.fetchval(
+            "INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, $2)"
+            " ON CONFLICT (projection) DO UPDATE SET last_seq = EXCLUDED.last_seq,"
+            " updated_at = now() WHERE c.last_seq < EXCLUDED.last_seq RETURNING last_seq",
+            self.name,
+            seq,
+        )
+        if advanced is None:
+            return Outcome.SKIPPED
+        try:
+            envelope: Envelope[Message] = decode(data)
+        except MalformedMessage as exc:
+            if live:
+                await dead_letter(
+                    self.eventlog.js,
+                    f"projection-{self.name}",
+                    data,
+                    str(exc),
+                    origin_subject=subject,
+                    origin_seq=seq,
+                )
+            await self._notify(conn, seq)
+            return Outcome.DEAD_LETTERED
+        handler = self.projection.handlers.get(envelope.type)
+        if handler is not None:
+            await handler(conn, Recorded(seq, subject, envelope))
+        await self._notify(conn, seq)
+        return Outcome.APPLIED
+
+    async def _notify(self, conn: asyncpg.Connection, seq: int) -> None:
+        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, f"{self.name}:{seq}")
+
+    async def on_message(self, msg: NatsMessage) -> None:
+        raw = msg.raw_message
+        meta = raw.metadata
+        seq = meta.sequence.stream
+        try:
+            outcome = await self.apply(seq, raw.subject, raw.data)
+        except Exception as exc:
+            if meta.num_delivered >= MAX_DELIVERIES:
+                await self._give_up(raw.subject, seq, raw.data, exc)
+                await msg.ack()
+                return
+            log.exception("projection %s failed on seq %d; will retry", self.name, seq)
+            await msg.nack(delay=min(2.0**meta.num_delivered, 30.0))
+            return
+        log.debug("projection %s seq %d %s", self.name, seq, outcome.value)
+        await msg.ack()
+
+    async def _give_up(self, subject: str, seq: int, data: bytes, exc: Exception) -> None:
+        reason = f"handler failed {MAX_DELIVERIES} times: {exc!r}"
+        await dead_letter(
+            self.eventlog.js,
+            f"projection-{self.name}",
+            data,
+            reason,
+            origin_subject=subject,
+            origin_seq=seq,
+        )
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "UPDATE projection_checkpoints SET last_seq = $2 "
+                "WHERE projection = $1 AND last_seq < $2",
+                self.name,
+                seq,
+            )
+            await self._notify(conn, seq)
+
+    def subscribe(self, broker: NatsBroker) -> None:
+        """Attach this projector to a durable pull consumer on the broker.
+
+        max_ack_pending=1 keeps events in stream order even when several
+        replicas of the service share the consumer.
+        """
+        broker.subscriber(
+            self.projection.filter_subject,
+            stream=JStream(name=subjects.EVENTS_STREAM, declare=False),
+            pull_sub=PullSub(batch_size=1, timeout=5.0),
+            durable=f"projection-{self.name}",
+            ack_policy=AckPolicy.MANUAL,
+            config=ConsumerConfig(max_ack_pending=1, ack_wait=30, deliver_policy=DeliverPolicy.ALL),
+            title=f"projection {self.name}",
+            description=f"Builds the '{self.name}' read model in Postgres",
+        )(self._handle)
+
+    async def _handle(self, body: bytes, msg: NatsMessage) -> None:
+        await self.on_message(msg)
+
+    async def rebuild(self) -> int:
+        """Drop the projection's rows and replay the log into it, in one transaction.
+
+        Readers keep seeing the old rows until the commit (DELETE, not
+        TRUNCATE, so they are not blocked); the live projector waits on the
+        checkpoint row lock and afterwards skips what the rebuild applied.
+        Returns the number of events replayed.
+        """
+        count = 0
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO projection_checkpoints (projection) VALUES ($1)"
+                " ON CONFLICT DO NOTHING",
+                self.name,
+            )
+            await conn.execute(
+                "SELECT 1 FROM projection_checkpoints WHERE projection = $1 FOR UPDATE",
+                self.name,
+            )
+            for table in self.projection.tables:
+                await conn.execute(f"DELETE FROM {table}")
+            await conn.execute(
+                "UPDATE projection_checkpoints SET last_seq = 0 WHERE projection = $1",
+                self.name,
+            )
+            async for raw in self.eventlog.replay(self.projection.filter_subject):
+                await self._apply_in(conn, raw.seq, raw.subject, raw.data, live=False)
+                count += 1
+        return count

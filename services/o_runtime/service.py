@@ -1,0 +1,93 @@
+"""What every O service process does: connect, migrate, consume, answer health, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+import asyncpg
+from faststream.nats import NatsBroker
+
+from o_runtime.db import connect_pool
+from o_runtime.eventlog import EventLog
+from o_runtime.health import serve_health
+from o_runtime.logging_setup import setup_logging
+from o_runtime.settings import Settings
+from o_runtime.waiting import ProjectionWatcher
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    """Subclasses register their projectors and consumers in `setup`."""
+
+    name = "service"
+    # The tool sandbox is cut off from Postgres (it may reach only NATS).
+    needs_database = True
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.eventlog: EventLog
+        self.pool: asyncpg.Pool
+        self.broker: NatsBroker
+        self.watcher: ProjectionWatcher
+        self._stop = asyncio.Event()
+
+    async def setup(self) -> None:
+        """Attach projectors and command consumers to `self.broker`."""
+
+    async def started(self) -> None:
+        """Runs once the broker consumes; e.g. start an HTTP server."""
+
+    async def stopping(self) -> None:
+        """Runs first on shutdown."""
+
+    async def ready(self) -> bool:
+        if self.needs_database:
+            try:
+                await self.pool.fetchval("SELECT 1")
+            except Exception:
+                return False
+        return self.eventlog.nc.is_connected
+
+    async def start(self) -> None:
+        self.eventlog = await EventLog.connect(self.settings.nats_url, name=self.name)
+        if self.needs_database:
+            self.pool = await connect_pool(self.settings.database_url)
+            self.watcher = ProjectionWatcher(self.settings.database_url)
+            await self.watcher.start()
+        self.broker = NatsBroker(self.settings.nats_url, logger=log, log_level=logging.DEBUG)
+        await self.setup()
+        await self.broker.start()
+        await self.started()
+
+    async def stop(self) -> None:
+        await self.stopping()
+        await self.broker.stop()
+        if self.needs_database:
+            await self.watcher.stop()
+            await self.pool.close()
+        await self.eventlog.close()
+
+    async def run_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._stop.set)
+        await self.start()
+        health: Any = None
+        if self.settings.health_port:
+            health = await serve_health(self.settings.health_port, self.ready)
+        log.info("%s started", self.name)
+        await self._stop.wait()
+        log.info("%s stopping", self.name)
+        if health is not None:
+            health.close()
+        await self.stop()
+
+
+def main(service_cls: type[Service]) -> None:
+    settings = Settings.from_env(service_cls.name, service_cls.needs_database)
+    setup_logging(service_cls.name, settings.log_level)
+    asyncio.run(service_cls(settings).run_forever())

@@ -1,0 +1,85 @@
+"""Read-your-writes: wait until a projection has applied a given stream sequence.
+
+Projectors `pg_notify` each applied sequence in their transaction, so a
+waiter wakes on commit; one LISTEN connection per process serves all waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+import asyncpg
+
+from o_runtime.projector import NOTIFY_CHANNEL
+
+log = logging.getLogger(__name__)
+
+
+class ProjectionLag(TimeoutError):
+    def __init__(self, projection: str, seq: int, reached: int) -> None:
+        super().__init__(
+            f"projection '{projection}' has not applied event {seq} yet (at {reached})"
+        )
+
+
+class ProjectionWatcher:
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._conn: asyncpg.Connection | None = None
+        self._reached: dict[str, int] = defaultdict(int)
+        self._changed = asyncio.Condition()
+
+    async def start(self) -> None:
+        self._conn = await asyncpg.connect(self.dsn)
+        await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        # Listen first, then read: no notification can fall between the two.
+        await self.refresh()
+
+    async def stop(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def refresh(self) -> None:
+        assert self._conn is not None
+        rows = await self._conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
+        async with self._changed:
+            for row in rows:
+                self._reached[row["projection"]] = max(
+                    self._reached[row["projection"]], row["last_seq"]
+                )
+            self._changed.notify_all()
+
+    def reached(self, projection: str) -> int:
+        return self._reached[projection]
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        name, _, seq = payload.rpartition(":")
+        self._reached[name] = max(self._reached[name], int(seq))
+        asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait(self, seq: int, *projections: str, timeout: float = 10.0) -> None:
+        """Return once every named projection has applied `seq`; raise ProjectionLag."""
+
+        def done() -> bool:
+            return all(self._reached[p] >= seq for p in projections)
+
+        if done():
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._changed:
+                    await self._changed.wait_for(done)
+        except TimeoutError:
+            # A lost connection drops notifications: read the table before failing.
+            await self.refresh()
+            if done():
+                return
+            lagging = next(p for p in projections if self._reached[p] < seq)
+            raise ProjectionLag(lagging, seq, self._reached[lagging]) from None

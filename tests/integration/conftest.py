@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from o_runtime.db import connect_pool
+from o_runtime.eventlog import EventLog
+from o_runtime.waiting import ProjectionWatcher
+from tests.servers import Servers
+
+
+@pytest.fixture
+async def eventlog(servers: Servers) -> AsyncIterator[EventLog]:
+    log = await EventLog.connect(servers.nats_url, name="test")
+    yield log
+    await log.close()
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await connect_pool(database_url)
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+async def watcher(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[ProjectionWatcher]:
+    w = ProjectionWatcher(database_url)
+    await w.start()
+    yield w
+    await w.stop()
