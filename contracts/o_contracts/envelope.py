@@ -86,7 +86,8 @@ class Envelope(BaseModel, Generic[M]):
             "producer": self.producer,
             "data": self.data.model_dump(mode="json"),
         }
-        return msgpack.packb(body, use_bin_type=True)
+        packed: bytes = msgpack.packb(body, use_bin_type=True)
+        return packed
 
 
 M2 = TypeVar("M2", bound=Message)

@@ -5,24 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-DEFAULT_SYSTEM = """<base_instructions>
-You are a helpful self-improving agent with advanced memory capabilities.
-<memory>
-Your memory consists of memory blocks and external memory:
-- Memory Blocks: each has a label (title), a description (how it should influence your behavior) and a value (the content). They have size limits and are always in your context.
-- External memory: conversation history you can search with tools.
-Memory management tools allow you to edit memory blocks and query external memory.
-</memory>
-Continue executing and calling tools until the current task is complete or you need user input. To continue: call another tool. To yield control: end your response without calling a tool.
-</base_instructions>"""
-
 
 def render_blocks(blocks: list[dict[str, Any]]) -> str:
     """Letta's standard `<memory_blocks>` rendering, so prompts written for Letta fit."""
     if not blocks:
         return ""
     parts = [
-        "<memory_blocks>\nThe following memory blocks are currently engaged in your core memory unit:\n"
+        "<memory_blocks>\n"
+        "The following memory blocks are currently engaged in your core memory unit:\n"
     ]
     for b in blocks:
         meta = []

@@ -23,8 +23,9 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
+from o_contracts.prompts import default_system
 from o_executor import llm
-from o_executor.context import DEFAULT_SYSTEM, compile_system
+from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import ConcurrencyConflict
@@ -192,7 +193,10 @@ class AgentRun:
         response = await self.s.eventlog.nc.request(subjects.MEMORY_READ_CORE, request, timeout=10)
         blocks = msgpack.unpackb(response.data, raw=False)
         return compile_system(
-            agent["system"] or DEFAULT_SYSTEM, self.cmd.agent_id, blocks, recall_count
+            agent["system"] or default_system(agent["agent_type"]),
+            self.cmd.agent_id,
+            blocks,
+            recall_count,
         )
 
     async def _run_tool(self, agent: dict[str, Any], call: ToolCall) -> ToolOutcome:

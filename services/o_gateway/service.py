@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -15,6 +17,14 @@ from o_runtime.projector import Projector
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the Service owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class GatewayService(Service):
@@ -32,9 +42,7 @@ class GatewayService(Service):
             log_level="warning",
             lifespan="off",
         )
-        self.http = uvicorn.Server(config)
-        # Signals are the Service's to handle, not uvicorn's.
-        self.http.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self.http = _Server(config)
         self.http_task = asyncio.create_task(self.http.serve())
         log.info("gateway listening on %s:%s", config.host, config.port)
 

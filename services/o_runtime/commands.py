@@ -126,7 +126,8 @@ class CommandConsumer:
 
 
 def encode_reply(reply: Reply) -> bytes:
-    return msgpack.packb(reply.model_dump(mode="json"), use_bin_type=True)
+    packed: bytes = msgpack.packb(reply.model_dump(mode="json"), use_bin_type=True)
+    return packed
 
 
 def decode_reply(data: bytes) -> Reply:

@@ -216,7 +216,8 @@ class EventLog:
         try:
             consumer = await sub.consumer_info()
             # Pending counts only what the server has not pushed yet.
-            if consumer.num_pending == 0 and not consumer.delivered.consumer_seq:
+            delivered = consumer.delivered.consumer_seq if consumer.delivered else 0
+            if consumer.num_pending == 0 and not delivered:
                 return
             while True:
                 msg = await sub.next_msg(timeout=10)

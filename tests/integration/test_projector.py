@@ -133,13 +133,20 @@ async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
 ) -> None:
     projection = fresh_memory_projection()
     bad_subject = subjects.block_subject(new_id("block"))
-    bad = await eventlog.js.publish(
-        bad_subject, b"\xc1 not msgpack", stream=subjects.EVENTS_STREAM
-    )
+    bad = await eventlog.js.publish(bad_subject, b"\xc1 not msgpack", stream=subjects.EVENTS_STREAM)
     unknown = await eventlog.js.publish(
         bad_subject,
-        msgpack.packb({"id": "x", "type": "NoSuchEvent", "v": 1, "aggregate_id": "a",
-                       "time": "2026-01-01T00:00:00Z", "producer": "p", "data": {}}),
+        msgpack.packb(
+            {
+                "id": "x",
+                "type": "NoSuchEvent",
+                "v": 1,
+                "aggregate_id": "a",
+                "time": "2026-01-01T00:00:00Z",
+                "producer": "p",
+                "data": {},
+            }
+        ),
         stream=subjects.EVENTS_STREAM,
     )
     block_id, good = await create_block(eventlog, value="after the bad ones")
@@ -151,8 +158,9 @@ async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
         "after the bad ones"
     )
     dlq_subject = subjects.dead_letter_subject(f"projection-{projection.name}")
-    sub = await eventlog.js.subscribe(dlq_subject, stream=subjects.DEAD_LETTER_STREAM,
-                                      ordered_consumer=True)
+    sub = await eventlog.js.subscribe(
+        dlq_subject, stream=subjects.DEAD_LETTER_STREAM, ordered_consumer=True
+    )
     seen = {}
     for _ in range(2):
         m = await sub.next_msg(timeout=5)
@@ -175,24 +183,55 @@ async def test_rebuild_gives_the_same_rows(
     await update_block(eventlog, human, 2, "Sam, likes tea")
     agent_id = new_id("agent")
     agent_subject = subjects.agent_subject(agent_id)
-    await eventlog.append(agent_subject, env(AgentCreated(
-        agent_id=agent_id, name="a", system="", agent_type="letta_v1_agent",
-        llm_config={"model": "m"}, block_ids=[human]), agent_id))
-    await eventlog.append(agent_subject, env(BlockAttached(agent_id=agent_id, block_id=persona),
-                                             agent_id))
+    await eventlog.append(
+        agent_subject,
+        env(
+            AgentCreated(
+                agent_id=agent_id,
+                name="a",
+                system="",
+                agent_type="letta_v1_agent",
+                llm_config={"model": "m"},
+                block_ids=[human],
+            ),
+            agent_id,
+        ),
+    )
+    await eventlog.append(
+        agent_subject, env(BlockAttached(agent_id=agent_id, block_id=persona), agent_id)
+    )
     other = new_id("agent")
-    await eventlog.append(subjects.agent_subject(other), env(AgentCreated(
-        agent_id=other, name="b", system="", agent_type="letta_v1_agent",
-        llm_config={"model": "m"}, block_ids=[human]), other))
-    last = (await eventlog.append(subjects.agent_subject(other),
-                                  env(AgentDeleted(agent_id=other), other))).seq
+    await eventlog.append(
+        subjects.agent_subject(other),
+        env(
+            AgentCreated(
+                agent_id=other,
+                name="b",
+                system="",
+                agent_type="letta_v1_agent",
+                llm_config={"model": "m"},
+                block_ids=[human],
+            ),
+            other,
+        ),
+    )
+    last = (
+        await eventlog.append(
+            subjects.agent_subject(other), env(AgentDeleted(agent_id=other), other)
+        )
+    ).seq
     await watcher.wait(last, projection.name, timeout=30)
 
-    tables = {"blocks": "id", "block_versions": "block_id, version",
-              "agent_blocks": "agent_id, block_id"}
+    tables = {
+        "blocks": "id",
+        "block_versions": "block_id, version",
+        "agent_blocks": "agent_id, block_id",
+    }
     before = {t: await rows(pool, t, o) for t, o in tables.items()}
     assert [r["block_id"] for r in before["agent_blocks"] if r["agent_id"] == agent_id] == [
-        human, persona]
+        human,
+        persona,
+    ]
     # The deleted agent's attachment went; the shared block it used did not.
     assert not [r for r in before["agent_blocks"] if r["agent_id"] == other]
     assert human in {r["id"] for r in before["blocks"]}

@@ -15,6 +15,7 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
 from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec, ToolRule
+from o_contracts.prompts import default_system
 from o_gateway import render
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
@@ -118,7 +119,7 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
     event = AgentCreated(
         agent_id=agent_id,
         name=body.name or f"{random.choice(_ADJ)}-{random.choice(_NOUN)}",
-        system=body.system if body.system is not None else "",
+        system=body.system if body.system is not None else default_system(body.agent_type),
         agent_type=body.agent_type,
         llm_config=llm_config,
         embedding_config=embedding_config,
@@ -151,7 +152,8 @@ async def list_agents(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
-    where, args = ["true"], []
+    where: list[str] = ["true"]
+    args: list[object] = []
     if name is not None:
         args.append(name)
         where.append(f"name = ${len(args)}")

@@ -55,7 +55,8 @@ async def list_blocks(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
-    where, args = ["true"], []
+    where: list[str] = ["true"]
+    args: list[object] = []
     if label is not None:
         args.append(label)
         where.append(f"label = ${len(args)}")

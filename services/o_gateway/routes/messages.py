@@ -203,7 +203,8 @@ async def list_messages(
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    where, args = ["agent_id = $1"], [agent_id]
+    where: list[str] = ["agent_id = $1"]
+    args: list[object] = [agent_id]
     for cursor, op in ((after, ">"), (before, "<")):
         if cursor:
             checked_id(cursor, "message")

@@ -1,0 +1,104 @@
+"""The five service processes, supervised, against real NATS/Postgres and a local
+server speaking the OpenAI wire protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from letta_client import Letta
+
+from o_runtime.supervisor import ServiceSpec, Supervisor
+from tests.fakes.openai_server import FakeOpenAI
+
+SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class System:
+    base_url: str
+    supervisor: Supervisor
+    llm: FakeOpenAI
+    http: httpx.AsyncClient
+
+    def client(self) -> Letta:
+        return Letta(base_url=self.base_url, api_key="test-key")
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) -> None:
+    # A readiness probe, as an operator's would be: bounded, checks a real answer.
+    async with asyncio.timeout(60):
+        while True:
+            try:
+                if (await http.get("/v1/health/")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
+    import asyncpg
+
+    from tests.conftest import _with_database
+
+    name = "e2e"
+    admin = await asyncpg.connect(servers.database_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    port = free_port()
+    env = {
+        **os.environ,
+        "NATS_URL": servers.nats_url,
+        "DATABASE_URL": _with_database(servers.database_url, name),
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "OPENAI_API_KEY": "sk-test",
+        "O_HTTP_PORT": str(port),
+        "O_API_KEY": "test-key",
+        "O_LOG_LEVEL": "WARNING",
+    }
+    supervisor = Supervisor(
+        [ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env, backoff_initial=0.2
+    )
+    await supervisor.start()
+    base_url = f"http://127.0.0.1:{port}"
+    http = httpx.AsyncClient(
+        base_url=base_url, headers={"Authorization": "Bearer test-key"}, timeout=60
+    )
+    try:
+        await wait_until_healthy(http, supervisor)
+        yield System(base_url, supervisor, fake_llm, http)
+    finally:
+        await http.aclose()
+        await supervisor.stop()
+
+
+@pytest.fixture
+def llm(system: System) -> Iterator[FakeOpenAI]:
+    system.llm.reset()
+    yield system.llm
+    system.llm.reset()

@@ -1,0 +1,266 @@
+"""A user message's round trip: gateway -> executor -> LLM (openai SDK over HTTP) -> reply."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import System
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+async def new_agent(system: System, **extra: Any) -> dict[str, Any]:
+    body = {
+        "model": "openai/gpt-4o-mini",
+        "memory_blocks": [
+            {"label": "human", "value": "Name: Sam"},
+            {"label": "persona", "value": "Helpful."},
+        ],
+        **extra,
+    }
+    response = await system.http.post("/v1/agents/", json=body)
+    assert response.status_code == 200, response.text
+    agent: dict[str, Any] = response.json()
+    return agent
+
+
+async def send(system: System, agent_id: str, text: str, **extra: Any) -> dict[str, Any]:
+    response = await system.http.post(
+        f"/v1/agents/{agent_id}/messages",
+        json={"messages": [{"role": "user", "content": text}], **extra},
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    first = request["messages"][0]
+    assert first["role"] == "system"
+    return str(first["content"])
+
+
+async def test_plain_reply(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="Hello Sam!", prompt_tokens=120, completion_tokens=4))
+    result = await send(system, agent["id"], "hi there")
+    assert [m["message_type"] for m in result["messages"]] == ["assistant_message"]
+    assert result["messages"][0]["content"] == "Hello Sam!"
+    assert result["stop_reason"]["stop_reason"] == "end_turn"
+    usage = result["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["step_count"]) == (120, 4, 1)
+    # The LLM saw the compiled context: memory blocks rendered, then the user message.
+    prompt = system_prompt(llm.requests[-1])
+    assert "<human>" in prompt and "Name: Sam" in prompt and "chars_limit=100000" in prompt
+    assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi there"}
+    assert llm.requests[-1]["model"] == "gpt-4o-mini"
+    history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert [(m["message_type"], m["content"]) for m in history] == [
+        ("user_message", "hi there"),
+        ("assistant_message", "Hello Sam!"),
+    ]
+
+
+async def test_memory_tools_change_blocks_and_the_next_context(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, tools=["core_memory_append"])
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: green tea"})]),
+        Reply(
+            tool_calls=[
+                ("memory_replace", {"label": "human", "old_string": "Sam", "new_string": "Sam Lee"})
+            ]
+        ),
+        Reply(
+            tool_calls=[("core_memory_append", {"label": "persona", "content": "Remembers tea."})]
+        ),
+        Reply(content="Noted."),
+    )
+    result = await send(system, agent["id"], "I like green tea. My surname is Lee.")
+    types = [m["message_type"] for m in result["messages"]]
+    assert types == ["tool_call_message", "tool_return_message"] * 3 + ["assistant_message"]
+    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert [r["status"] for r in returns] == ["success"] * 3
+    assert result["usage"]["step_count"] == 4
+    blocks = {
+        b["label"]: b["value"]
+        for b in (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks")).json()
+    }
+    assert blocks == {
+        "human": "Name: Sam Lee\nLikes: green tea",
+        "persona": "Helpful.\nRemembers tea.",
+    }
+    # Each LLM request after an edit saw the edited block.
+    prompts = [system_prompt(r) for r in llm.requests[-4:]]
+    assert "Likes: green tea" not in prompts[0]
+    assert "Name: Sam\nLikes: green tea" in prompts[1]
+    assert "Name: Sam Lee\nLikes: green tea" in prompts[2]
+    assert "Remembers tea." in prompts[3]
+
+
+async def test_a_failed_memory_edit_is_a_tool_error_and_changes_nothing(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(
+        system,
+        memory_blocks=[
+            {"label": "human", "value": "Name: Sam"},
+            {"label": "rules", "value": "Be kind.", "read_only": True},
+            {"label": "tiny", "value": "12345", "limit": 8},
+        ],
+    )
+    llm.push(
+        Reply(
+            tool_calls=[
+                ("memory_replace", {"label": "human", "old_string": "Bob", "new_string": "X"}),
+                ("memory_insert", {"label": "rules", "new_string": "Be rude."}),
+                ("memory_insert", {"label": "tiny", "new_string": "6789"}),
+                ("memory_insert", {"label": "nope", "new_string": "x"}),
+            ]
+        ),
+        Reply(content="Sorry."),
+    )
+    result = await send(system, agent["id"], "edit things")
+    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert [r["status"] for r in returns] == ["error"] * 4
+    assert "did not appear" in returns[0]["tool_return"]
+    assert "read-only" in returns[1]["tool_return"]
+    assert "full" in returns[2]["tool_return"]
+    assert "no memory block labelled 'nope'" in returns[3]["tool_return"]
+    blocks = {
+        b["label"]: b["value"]
+        for b in (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks")).json()
+    }
+    assert blocks == {"human": "Name: Sam", "rules": "Be kind.", "tiny": "12345"}
+    # The model was told why, in the tool messages of its next request.
+    tool_msgs = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(tool_msgs) == 4
+
+
+def parse_sse(raw: str) -> list[tuple[str | None, Any]]:
+    events: list[tuple[str | None, Any]] = []
+    for frame in raw.split("\n\n"):
+        if not frame.strip():
+            continue
+        event = None
+        data = None
+        for line in frame.split("\n"):
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        assert data is not None, frame
+        events.append((event, data if data == "[DONE]" else json.loads(data)))
+    return events
+
+
+async def test_streaming_with_split_tool_call_arguments(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    llm.push(
+        Reply(
+            tool_calls=[
+                (
+                    "memory_insert",
+                    {"label": "human", "new_string": "Prefers long detailed answers " * 3},
+                )
+            ]
+        ),
+        Reply(content="Streaming works."),
+    )
+    async with system.http.stream(
+        "POST",
+        f"/v1/agents/{agent['id']}/messages/stream",
+        json={"messages": [{"role": "user", "content": "stream please"}], "stream_tokens": True},
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = (await response.aread()).decode()
+    events = parse_sse(raw)
+    kinds = [d if d == "[DONE]" else d["message_type"] for _, d in events]
+    assert kinds == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "stop_reason",
+        "usage_statistics",
+        "[DONE]",
+    ]
+    call = events[0][1]["tool_call"]
+    assert json.loads(call["arguments"])["new_string"].startswith("Prefers long")
+    assert events[3][1]["stop_reason"] == "end_turn"
+    assert events[4][1]["step_count"] == 2
+    assert all(r.get("stream") for r in llm.requests[-2:])
+    human = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
+    assert "Prefers long detailed answers" in human["value"]
+
+
+async def test_streaming_flag_on_the_messages_route(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="chunked"))
+    response = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages",
+        json={"messages": [{"role": "user", "content": "hi"}], "streaming": True},
+        headers={"Accept": "application/json"},
+    )
+    events = parse_sse(response.text)
+    assert [d if d == "[DONE]" else d["message_type"] for _, d in events] == [
+        "assistant_message",
+        "stop_reason",
+        "usage_statistics",
+        "[DONE]",
+    ]
+
+
+async def test_provider_auth_error_ends_the_run_with_llm_api_error(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(status=401, error_message="bad key"))
+    result = await send(system, agent["id"], "hello")
+    assert result["stop_reason"]["stop_reason"] == "llm_api_error"
+    run = await system.http.get(f"/v1/agents/{agent['id']}")
+    assert run.json()["last_stop_reason"] == "llm_api_error"
+
+
+async def test_memgpt_agent_replies_through_send_message(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, agent_type="memgpt_v2_agent")
+    llm.push(
+        Reply(
+            content="thinking about it",
+            tool_calls=[("send_message", {"message": "Hi from memgpt"})],
+        )
+    )
+    result = await send(system, agent["id"], "hello")
+    assert [
+        (m["message_type"], m.get("content") or m.get("reasoning")) for m in result["messages"]
+    ] == [("reasoning_message", "thinking about it"), ("assistant_message", "Hi from memgpt")]
+    assert result["stop_reason"]["stop_reason"] == "end_turn"
+
+
+async def test_a_killed_service_is_restarted_and_work_continues(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    for name in ("memory", "executor"):
+        restarts = system.supervisor.restart_count(name)
+        (pid,) = system.supervisor.pids(name)
+        import os
+
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.wait_for(system.supervisor.wait_for_restarts(name, restarts + 1), 30)
+        assert system.supervisor.pids(name) != [pid]
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "after restart"})]),
+        Reply(content="done"),
+    )
+    result = await send(system, agent["id"], "remember this")
+    assert result["stop_reason"]["stop_reason"] == "end_turn"
+    human = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
+    assert human["value"].endswith("after restart")
