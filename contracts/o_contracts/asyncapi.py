@@ -1,0 +1,158 @@
+"""The AsyncAPI 3.0 document of every channel, generated from the contracts.
+
+`make asyncapi` writes it to contracts/asyncapi.yaml; a unit test keeps the
+committed copy in step with the code. Payloads are the envelope (see
+envelope.py) with `data` typed per message, MessagePack on the wire.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from o_contracts import commands, events, subjects
+from o_contracts.base import Message
+from o_contracts.registry import all_messages
+
+
+@dataclass(frozen=True)
+class Channel:
+    key: str
+    address: str
+    parameter: str | None
+    description: str
+    messages: tuple[type[Message], ...]
+    # "send": O appends here and others subscribe; "receive": others may publish here.
+    action: str
+
+
+CHANNELS = (
+    Channel(
+        "agentEvents", f"{subjects.EVENTS_PREFIX}.agent.{{agent_id}}", "agent_id",
+        f"Everything that happens to one agent, in order (stream {subjects.EVENTS_STREAM}).",
+        (events.AgentCreated, events.AgentUpdated, events.AgentDeleted, events.BlockAttached,
+         events.BlockDetached, events.RunStarted, events.LLMResponded, events.ToolReturned,
+         events.RunCompleted),
+        "send",
+    ),
+    Channel(
+        "blockEvents", f"{subjects.EVENTS_PREFIX}.block.{{block_id}}", "block_id",
+        f"Versions of one core memory block (stream {subjects.EVENTS_STREAM}).",
+        (events.BlockCreated, events.BlockUpdated, events.BlockDeleted),
+        "send",
+    ),
+    Channel(
+        "executorCommands", f"{subjects.COMMANDS_PREFIX}.executor.{{agent_id}}", "agent_id",
+        f"Ask the executor to run an agent (stream {subjects.COMMANDS_STREAM}). Set "
+        "Nats-Msg-Id to the envelope id; add O-Reply-To to get a Reply when the run ends.",
+        (commands.StartRun,),
+        "receive",
+    ),
+    Channel(
+        "memoryCommands", f"{subjects.COMMANDS_PREFIX}.memory.{{key}}", "key",
+        f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
+        "the block id, or the agent id for memory tools.",
+        (commands.CreateBlock, commands.UpdateBlock, commands.DeleteBlock,
+         commands.RunMemoryTool),
+        "receive",
+    ),
+)
+
+HEADERS = {
+    "type": "object",
+    "properties": {
+        "Nats-Msg-Id": {"type": "string", "description": "The envelope id; retries are deduplicated."},
+        "Nats-Expected-Last-Subject-Sequence": {
+            "type": "string", "description": "Optimistic concurrency on the aggregate subject."},
+        "O-Reply-To": {"type": "string", "description": "Commands: inbox for the Reply."},
+    },
+}
+
+
+def _envelope_schema(cls: type[Message]) -> dict[str, Any]:
+    data = cls.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = data.pop("$defs", {})
+    return {
+        "type": "object",
+        "required": ["id", "type", "v", "aggregate_id", "time", "producer", "data"],
+        "properties": {
+            "id": {"type": "string", "description": "Unique id, also the Nats-Msg-Id header."},
+            "type": {"const": cls.type_name()},
+            "v": {"const": cls.schema_version, "description": "Schema version of data."},
+            "aggregate_id": {"type": "string"},
+            "causation_id": {"type": ["string", "null"]},
+            "correlation_id": {"type": ["string", "null"]},
+            "time": {"type": "string", "format": "date-time"},
+            "producer": {"type": "string"},
+            "data": data,
+        },
+    } | ({"$defs": defs} if defs else {})
+
+
+def document() -> dict[str, Any]:
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    for ch in CHANNELS:
+        refs = {}
+        for cls in ch.messages:
+            name = cls.type_name()
+            schema = _envelope_schema(cls)
+            schemas.update(schema.pop("$defs", {}))
+            messages[name] = {
+                "name": name,
+                "title": name,
+                "summary": (cls.__doc__ or name).strip().splitlines()[0],
+                "contentType": "application/msgpack",
+                "headers": HEADERS,
+                "payload": schema,
+            }
+            refs[name] = {"$ref": f"#/components/messages/{name}"}
+        channels[ch.key] = {
+            "address": ch.address,
+            "description": ch.description,
+            "messages": refs,
+        } | ({"parameters": {ch.parameter: {"description": f"The {ch.parameter}."}}}
+             if ch.parameter else {})
+        operations[f"{ch.action}{ch.key[0].upper()}{ch.key[1:]}"] = {
+            "action": ch.action,
+            "channel": {"$ref": f"#/channels/{ch.key}"},
+            "messages": [{"$ref": f"#/channels/{ch.key}/messages/{m}"} for m in refs],
+        }
+    channels["deadLetters"] = {
+        "address": f"{subjects.DEAD_LETTER_PREFIX}.{{consumer}}",
+        "description": f"Rejected messages with O-Reason, O-Origin-Subject and O-Origin-Seq "
+        f"headers (stream {subjects.DEAD_LETTER_STREAM}); the payload is the original bytes.",
+        "parameters": {"consumer": {"description": "The consumer that rejected it."}},
+    }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "O events and commands",
+            "version": "1.0.0",
+            "description": "NATS JetStream contracts of O. Events are facts appended by the "
+            "service that owns them; commands are requests other systems may publish.",
+        },
+        "defaultContentType": "application/msgpack",
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": schemas},
+    }
+
+
+def uncovered() -> list[str]:
+    """Registered message types that no channel documents (should be none)."""
+    covered = {cls for ch in CHANNELS for cls in ch.messages}
+    return sorted(m.type_name() for m in all_messages() if m not in covered)
+
+
+def render() -> str:
+    return yaml.safe_dump(document(), sort_keys=False, width=100, allow_unicode=True)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

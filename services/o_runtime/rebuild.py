@@ -1,0 +1,66 @@
+"""`python -m o_runtime.rebuild [NAME ...]` (or `make rebuild`): drop projections and
+replay them from the log, while the services keep running.
+
+Each rebuild is one transaction: readers see the old rows until it commits,
+and the live projector resumes after it, skipping what the rebuild applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+
+from o_runtime.db import connect_pool
+from o_runtime.eventlog import EventLog
+from o_runtime.projector import Projection, Projector
+
+# Every projection, by the service that owns it ("module:attribute").
+PROJECTIONS = {
+    "agents": "o_gateway.projections:agents",
+    "memory": "o_memory.projections:memory",
+    "runs": "o_executor.projections:runs",
+}
+
+
+def load(name: str) -> Projection:
+    module, _, attr = PROJECTIONS[name].partition(":")
+    projection: Projection = getattr(importlib.import_module(module), attr)
+    return projection
+
+
+async def rebuild(names: list[str], nats_url: str, database_url: str) -> dict[str, int]:
+    eventlog = await EventLog.connect(nats_url, name="rebuild")
+    pool = await connect_pool(database_url, max_size=2)
+    try:
+        return {n: await Projector(load(n), pool, eventlog).rebuild() for n in names}
+    finally:
+        await pool.close()
+        await eventlog.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"projections (default: all of {list(PROJECTIONS)})")
+    args = parser.parse_args(argv)
+    names = args.names or list(PROJECTIONS)
+    unknown = [n for n in names if n not in PROJECTIONS]
+    if unknown:
+        parser.error(f"unknown projection(s): {', '.join(unknown)}")
+    nats_url, database_url = os.environ.get("NATS_URL"), os.environ.get("DATABASE_URL")
+    if not nats_url or not database_url:
+        print(
+            "NATS_URL and DATABASE_URL must point at the running system "
+            "(`make rebuild` reads them from the data folder of `make run`)",
+            file=sys.stderr,
+        )
+        return 2
+    for name, count in asyncio.run(rebuild(names, nats_url, database_url)).items():
+        print(f"{name}: replayed {count} events")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
