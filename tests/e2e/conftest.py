@@ -32,6 +32,7 @@ class System:
     supervisor: Supervisor
     llm: FakeOpenAI
     http: httpx.AsyncClient
+    env: dict[str, str]
 
     def client(self) -> Letta:
         return Letta(base_url=self.base_url, api_key="test-key")
@@ -91,7 +92,7 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
     )
     try:
         await wait_until_healthy(http, supervisor)
-        yield System(base_url, supervisor, fake_llm, http)
+        yield System(base_url, supervisor, fake_llm, http, env)
     finally:
         await http.aclose()
         await supervisor.stop()
