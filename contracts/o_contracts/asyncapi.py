@@ -31,32 +31,47 @@ class Channel:
 
 CHANNELS = (
     Channel(
-        "agentEvents", f"{subjects.EVENTS_PREFIX}.agent.{{agent_id}}", "agent_id",
+        "agentEvents",
+        f"{subjects.EVENTS_PREFIX}.agent.{{agent_id}}",
+        "agent_id",
         f"Everything that happens to one agent, in order (stream {subjects.EVENTS_STREAM}).",
-        (events.AgentCreated, events.AgentUpdated, events.AgentDeleted, events.BlockAttached,
-         events.BlockDetached, events.RunStarted, events.LLMResponded, events.ToolReturned,
-         events.RunCompleted),
+        (
+            events.AgentCreated,
+            events.AgentUpdated,
+            events.AgentDeleted,
+            events.BlockAttached,
+            events.BlockDetached,
+            events.RunStarted,
+            events.LLMResponded,
+            events.ToolReturned,
+            events.RunCompleted,
+        ),
         "send",
     ),
     Channel(
-        "blockEvents", f"{subjects.EVENTS_PREFIX}.block.{{block_id}}", "block_id",
+        "blockEvents",
+        f"{subjects.EVENTS_PREFIX}.block.{{block_id}}",
+        "block_id",
         f"Versions of one core memory block (stream {subjects.EVENTS_STREAM}).",
         (events.BlockCreated, events.BlockUpdated, events.BlockDeleted),
         "send",
     ),
     Channel(
-        "executorCommands", f"{subjects.COMMANDS_PREFIX}.executor.{{agent_id}}", "agent_id",
+        "executorCommands",
+        f"{subjects.COMMANDS_PREFIX}.executor.{{agent_id}}",
+        "agent_id",
         f"Ask the executor to run an agent (stream {subjects.COMMANDS_STREAM}). Set "
         "Nats-Msg-Id to the envelope id; add O-Reply-To to get a Reply when the run ends.",
         (commands.StartRun,),
         "receive",
     ),
     Channel(
-        "memoryCommands", f"{subjects.COMMANDS_PREFIX}.memory.{{key}}", "key",
+        "memoryCommands",
+        f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
+        "key",
         f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
         "the block id, or the agent id for memory tools.",
-        (commands.CreateBlock, commands.UpdateBlock, commands.DeleteBlock,
-         commands.RunMemoryTool),
+        (commands.CreateBlock, commands.UpdateBlock, commands.DeleteBlock, commands.RunMemoryTool),
         "receive",
     ),
 )
@@ -64,9 +79,14 @@ CHANNELS = (
 HEADERS = {
     "type": "object",
     "properties": {
-        "Nats-Msg-Id": {"type": "string", "description": "The envelope id; retries are deduplicated."},
+        "Nats-Msg-Id": {
+            "type": "string",
+            "description": "The envelope id; retries are deduplicated.",
+        },
         "Nats-Expected-Last-Subject-Sequence": {
-            "type": "string", "description": "Optimistic concurrency on the aggregate subject."},
+            "type": "string",
+            "description": "Optimistic concurrency on the aggregate subject.",
+        },
         "O-Reply-To": {"type": "string", "description": "Commands: inbox for the Reply."},
     },
 }
@@ -116,8 +136,11 @@ def document() -> dict[str, Any]:
             "address": ch.address,
             "description": ch.description,
             "messages": refs,
-        } | ({"parameters": {ch.parameter: {"description": f"The {ch.parameter}."}}}
-             if ch.parameter else {})
+        } | (
+            {"parameters": {ch.parameter: {"description": f"The {ch.parameter}."}}}
+            if ch.parameter
+            else {}
+        )
         operations[f"{ch.action}{ch.key[0].upper()}{ch.key[1:]}"] = {
             "action": ch.action,
             "channel": {"$ref": f"#/channels/{ch.key}"},

