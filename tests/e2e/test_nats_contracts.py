@@ -1,0 +1,123 @@
+"""Other systems talk to O over NATS: publish commands, read events, get rejections."""
+
+from __future__ import annotations
+
+import msgpack
+import nats
+import pytest
+
+from o_contracts import subjects
+from o_contracts.commands import StartRun, UpdateBlock
+from o_contracts.envelope import Envelope, decode
+from o_contracts.events import RunCompleted
+from o_contracts.ids import new_id
+from o_contracts.models import ChatMessage
+from o_runtime.commands import decode_reply
+from tests.e2e.conftest import System
+from tests.e2e.test_messages import new_agent
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_an_external_publisher_runs_an_agent_over_nats(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    nc = await nats.connect(system.env["NATS_URL"])
+    js = nc.jetstream()
+    try:
+        events = await js.subscribe(
+            subjects.agent_subject(agent["id"]),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=nats.js.api.DeliverPolicy.NEW,
+        )
+        inbox = nc.new_inbox()
+        replies = await nc.subscribe(inbox, max_msgs=1)
+        run_id = new_id("run")
+        command = Envelope.wrap(
+            StartRun(
+                run_id=run_id,
+                agent_id=agent["id"],
+                messages=[ChatMessage(id=new_id("message"), role="user", content="from NATS")],
+            ),
+            aggregate_id=agent["id"],
+            producer="partner-system",
+        )
+        llm.push(Reply(content="hello NATS"))
+        await js.publish(
+            subjects.executor_command_subject(agent["id"]),
+            command.encode(),
+            stream=subjects.COMMANDS_STREAM,
+            headers={"Nats-Msg-Id": command.id, "O-Reply-To": inbox},
+        )
+        reply = decode_reply((await replies.next_msg(timeout=30)).data)
+        assert reply.ok and reply.result == {"stop_reason": "end_turn"}
+        seen = []
+        while True:
+            env = decode((await events.next_msg(timeout=10)).data)
+            seen.append(env.type)
+            if isinstance(env.data, RunCompleted):
+                assert env.correlation_id == command.id
+                break
+        assert seen == ["RunStarted", "LLMResponded", "RunCompleted"]
+    finally:
+        await nc.close()
+    history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert [m.get("content") for m in history] == ["from NATS", "hello NATS"]
+
+
+async def test_a_malformed_command_is_dead_lettered_and_the_consumer_goes_on(
+    system: System,
+) -> None:
+    agent = await new_agent(system)
+    block_id = next(b["id"] for b in agent["blocks"] if b["label"] == "human")
+    nc = await nats.connect(system.env["NATS_URL"])
+    js = nc.jetstream()
+    try:
+        inbox = nc.new_inbox()
+        replies = await nc.subscribe(inbox, max_msgs=2)
+        garbage = msgpack.packb(
+            {
+                "id": "x",
+                "type": "UpdateBlock",
+                "v": 1,
+                "aggregate_id": "a",
+                "time": "2026-01-01T00:00:00Z",
+                "producer": "p",
+                "data": {"block_id": 42},
+            }
+        )
+        bad = await js.publish(
+            subjects.memory_command_subject(block_id),
+            garbage,
+            stream=subjects.COMMANDS_STREAM,
+            headers={"Nats-Msg-Id": new_id("cmd"), "O-Reply-To": inbox},
+        )
+        good = Envelope.wrap(
+            UpdateBlock(block_id=block_id, changes={"value": "Name: Ada"}),
+            aggregate_id=block_id,
+            producer="partner-system",
+        )
+        await js.publish(
+            subjects.memory_command_subject(block_id),
+            good.encode(),
+            stream=subjects.COMMANDS_STREAM,
+            headers={"Nats-Msg-Id": good.id, "O-Reply-To": inbox},
+        )
+        first = decode_reply((await replies.next_msg(timeout=30)).data)
+        second = decode_reply((await replies.next_msg(timeout=30)).data)
+        assert (first.ok, first.status) == (False, 400)
+        assert "block_id" in (first.error or "")
+        assert second.ok
+        dead = await js.get_last_msg(
+            subjects.DEAD_LETTER_STREAM, subjects.dead_letter_subject("memory")
+        )
+        assert dead.headers is not None
+        assert int(dead.headers["O-Origin-Seq"]) == bad.seq
+        assert "invalid UpdateBlock" in dead.headers["O-Reason"]
+    finally:
+        await nc.close()
+    human = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
+    assert human["value"] == "Name: Ada"
