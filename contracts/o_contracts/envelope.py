@@ -113,7 +113,7 @@ def decode(raw: bytes) -> Envelope[Message]:
     if cls is None:
         raise MalformedMessage(f"unknown message type '{body['type']}'")
     version = body["v"]
-    if not isinstance(version, int) or version < 1 or version > cls.schema_version:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1 or version > cls.schema_version:
         raise MalformedMessage(
             f"{cls.type_name()} schema version {version!r} is not readable "
             f"(this build reads 1..{cls.schema_version})"
@@ -121,9 +121,12 @@ def decode(raw: bytes) -> Envelope[Message]:
     data = body["data"]
     if not isinstance(data, dict):
         raise MalformedMessage("payload is not a map")
-    try:
-        if version < cls.schema_version:
+    if version < cls.schema_version:
+        try:
             data = cls.upcast(version, data)
+        except Exception as exc:  # an old payload the upcaster cannot read
+            raise MalformedMessage(f"cannot upcast {cls.type_name()} v{version}: {exc!r}") from exc
+    try:
         payload = cls.model_validate(data)
         return Envelope[Message](
             id=body["id"],

@@ -35,7 +35,7 @@ def derived_id(prefix: IdPrefix, *parts: str) -> str:
 
 
 def parse_id(value: str, prefix: IdPrefix) -> str:
-    match = _ID_RE.match(value)
+    match = _ID_RE.fullmatch(value)
     if match is None or match.group("prefix") != prefix:
         raise InvalidId(f"'{value}' is not a valid {prefix} id (expected '{prefix}-<uuid4>')")
     return value

@@ -23,12 +23,10 @@ class BlockView:
     read_only: bool
 
 
-def _str_arg(args: dict[str, Any], name: str, *, required: bool = True) -> str:
+def _str_arg(args: dict[str, Any], name: str) -> str:
     value = args.get(name)
     if value is None:
-        if required:
-            raise MemoryToolError(f"missing required argument '{name}'")
-        return ""
+        raise MemoryToolError(f"missing required argument '{name}'")
     if not isinstance(value, str):
         raise MemoryToolError(f"argument '{name}' must be a string")
     return value
@@ -41,7 +39,7 @@ def core_memory_append(block: BlockView, args: dict[str, Any]) -> str:
 
 def core_memory_replace(block: BlockView, args: dict[str, Any]) -> str:
     old = _str_arg(args, "old_content")
-    new = _str_arg(args, "new_content", required=False)
+    new = _str_arg(args, "new_content")
     if not old:
         raise MemoryToolError("old_content must not be empty")
     if old not in block.value:
@@ -51,7 +49,7 @@ def core_memory_replace(block: BlockView, args: dict[str, Any]) -> str:
 
 def memory_replace(block: BlockView, args: dict[str, Any]) -> str:
     old = _str_arg(args, "old_string")
-    new = _str_arg(args, "new_string", required=False)
+    new = _str_arg(args, "new_string")
     if not old:
         raise MemoryToolError("old_string must not be empty")
     count = block.value.count(old)
@@ -86,7 +84,7 @@ def memory_insert(block: BlockView, args: dict[str, Any]) -> str:
 
 
 def memory_rethink(block: BlockView, args: dict[str, Any]) -> str:
-    return _str_arg(args, "new_memory", required=False)
+    return _str_arg(args, "new_memory")
 
 
 EDITS: dict[str, Callable[[BlockView, dict[str, Any]], str]] = {
