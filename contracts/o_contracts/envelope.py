@@ -113,7 +113,12 @@ def decode(raw: bytes) -> Envelope[Message]:
     if cls is None:
         raise MalformedMessage(f"unknown message type '{body['type']}'")
     version = body["v"]
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1 or version > cls.schema_version:
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or version < 1
+        or version > cls.schema_version
+    ):
         raise MalformedMessage(
             f"{cls.type_name()} schema version {version!r} is not readable "
             f"(this build reads 1..{cls.schema_version})"
