@@ -374,6 +374,8 @@ def test_the_committed_asyncapi_document_is_up_to_date() -> None:
 
     from o_contracts.asyncapi import render, uncovered
 
-    assert uncovered() == [], "every message type must be on a documented channel"
+    # Test-only message types (this module defines one) are not contracts.
+    missing = [name for name in uncovered() if not name.startswith("OTest")]
+    assert missing == [], "every message type must be on a documented channel"
     committed = Path(__file__).parents[2] / "contracts" / "asyncapi.yaml"
     assert committed.read_text() == render(), "run `make asyncapi`"
