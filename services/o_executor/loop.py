@@ -29,6 +29,7 @@ from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import ConcurrencyConflict
+from o_runtime.tracing import tracer
 
 if TYPE_CHECKING:
     from o_executor.service import ExecutorService
@@ -128,12 +129,13 @@ class AgentRun:
             step_id = derived_id("step", self.cmd.run_id, str(step))
             system = await self._system_prompt(agent, len(messages))
             try:
-                result = await llm.complete(
-                    handle,
-                    [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
-                    tools,
-                    stream=self.cmd.stream_tokens,
-                )
+                with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
+                    result = await llm.complete(
+                        handle,
+                        [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
+                        tools,
+                        stream=self.cmd.stream_tokens,
+                    )
             except (llm.LLMError, UnknownProvider) as exc:
                 log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
                 return "llm_api_error", str(exc)

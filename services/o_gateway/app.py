@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from opentelemetry import trace
 
 from o_contracts.ids import InvalidId
 from o_gateway.render import VERSION
@@ -15,6 +16,7 @@ from o_gateway.routes import agents, blocks, health, messages
 from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
 from o_runtime.eventlog import AppendRejected
+from o_runtime.tracing import tracer
 from o_runtime.waiting import ProjectionLag
 
 OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
@@ -43,6 +45,16 @@ def create_app(gateway: Gateway) -> FastAPI:
     @app.exception_handler(CommandTimeout)
     async def timed_out(_: Request, exc: CommandTimeout) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=504)
+
+    @app.middleware("http")
+    async def traced(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        # The root of a user message's trace; NATS headers carry it onwards.
+        with tracer.start_as_current_span(
+            f"{request.method} {request.url.path}", kind=trace.SpanKind.SERVER
+        ):
+            return await call_next(request)
 
     api_key = os.environ.get("O_API_KEY")
     if api_key:

@@ -24,6 +24,7 @@ from o_contracts.base import Command, Message, Reply
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import AppendRejected, EventLog
+from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,13 @@ class CommandConsumer:
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(msg))
         try:
-            reply = await handler(envelope)
+            with continued(
+                f"{self.name} {envelope.type}",
+                raw.headers,
+                aggregate_id=envelope.aggregate_id,
+                command_id=envelope.id,
+            ):
+                reply = await handler(envelope)
         except AppendRejected as exc:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
         except Exception as exc:

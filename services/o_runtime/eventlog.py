@@ -29,6 +29,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import Envelope, decode
+from o_runtime.tracing import inject
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class EventLog:
         self, subject: str, envelope: Envelope[Any], expected_last_seq: int | None = None
     ) -> Appended:
         """Append one event. With `expected_last_seq`, only if the subject is still there."""
-        headers = {"Nats-Msg-Id": envelope.id}
+        headers = inject({"Nats-Msg-Id": envelope.id})
         if expected_last_seq is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_seq)
         try:
@@ -186,7 +187,7 @@ class EventLog:
     async def send_command(
         self, subject: str, envelope: Envelope[Any], reply_to: str | None = None
     ) -> Appended:
-        headers = {"Nats-Msg-Id": envelope.id}
+        headers = inject({"Nats-Msg-Id": envelope.id})
         if reply_to:
             headers["O-Reply-To"] = reply_to
         ack = await self.js.publish(

@@ -23,6 +23,7 @@ from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
+from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class Projector:
         meta = raw.metadata
         seq = meta.sequence.stream
         try:
-            outcome = await self.apply(seq, raw.subject, raw.data)
+            with continued(f"project {self.name}", raw.headers, seq=seq):
+                outcome = await self.apply(seq, raw.subject, raw.data)
         except Exception as exc:
             if meta.num_delivered >= MAX_DELIVERIES:
                 await self._give_up(raw.subject, seq, raw.data, exc)

@@ -15,6 +15,7 @@ from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.logging_setup import setup_logging
 from o_runtime.settings import Settings
+from o_runtime.tracing import setup_tracing
 from o_runtime.waiting import ProjectionWatcher
 
 log = logging.getLogger(__name__)
@@ -90,4 +91,5 @@ class Service:
 def main(service_cls: type[Service]) -> None:
     settings = Settings.from_env(service_cls.name, service_cls.needs_database)
     setup_logging(service_cls.name, settings.log_level)
+    setup_tracing(service_cls.name)
     asyncio.run(service_cls(settings).run_forever())
