@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -293,16 +294,32 @@ def _banner(env: Mapping[str, str], specs: Sequence[ServiceSpec], base: Path) ->
     return "\n".join(lines)
 
 
+def _notify(notify_socket: str | None, message: str) -> None:
+    """systemd's readiness protocol (Type=notify); tests use it to wait for the banner too."""
+    if not notify_socket:
+        return
+    address = "\0" + notify_socket[1:] if notify_socket.startswith("@") else notify_socket
+    with (
+        contextlib.suppress(OSError),
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock,
+    ):
+        sock.sendto(message.encode(), address)
+
+
 async def _supervise_until(
     stop: asyncio.Event, env: dict[str, str], base: Path, state_file: Path
 ) -> None:
+    # The children are not the ones systemd (or a test) waits for.
+    notify_socket = env.pop("NOTIFY_SOCKET", None)
     specs = services_from_env(env)
     supervisor = Supervisor(specs, env, state_file=state_file)
     try:
         await supervisor.start()
         print(_banner(env, specs, base), flush=True)
+        _notify(notify_socket, f"READY=1\nMAINPID={os.getpid()}")
         await stop.wait()
         log.info("stopping")
+        _notify(notify_socket, "STOPPING=1")
     finally:
         await supervisor.stop()
         log.info("children stopped")
