@@ -14,8 +14,10 @@ import os
 import sys
 
 from o_runtime.db import connect_pool
+from o_runtime.embedded import data_dir
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projection, Projector
+from o_runtime.supervisor import read_endpoints
 
 # Every projection, by the service that owns it ("module:attribute").
 PROJECTIONS = {
@@ -51,11 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in PROJECTIONS]
     if unknown:
         parser.error(f"unknown projection(s): {', '.join(unknown)}")
-    nats_url, database_url = os.environ.get("NATS_URL"), os.environ.get("DATABASE_URL")
+    # Explicit settings win; otherwise the system `make run` started in the data folder.
+    endpoints = read_endpoints(data_dir()) | {
+        k: v for k in ("NATS_URL", "DATABASE_URL") if (v := os.environ.get(k))
+    }
+    nats_url, database_url = endpoints.get("NATS_URL"), endpoints.get("DATABASE_URL")
     if not nats_url or not database_url:
         print(
             "NATS_URL and DATABASE_URL must point at the running system "
-            "(`make rebuild` reads them from the data folder of `make run`)",
+            "(or start the system with `make run`, which records them in the data folder)",
             file=sys.stderr,
         )
         return 2

@@ -59,7 +59,8 @@ class Service:
             self.pool = await connect_pool(self.settings.database_url)
             self.watcher = ProjectionWatcher(self.settings.database_url)
             await self.watcher.start()
-        self.broker = NatsBroker(self.settings.nats_url, logger=log, log_level=logging.DEBUG)
+        # FastStream logs each message; its logger is quiet below WARNING (logging_setup).
+        self.broker = NatsBroker(self.settings.nats_url, logger=logging.getLogger("faststream.o"))
         await self.setup()
         await self.broker.start()
         await self.started()

@@ -325,6 +325,21 @@ async def _supervise_until(
         log.info("children stopped")
 
 
+ENDPOINTS_FILE = "endpoints.json"
+
+
+def write_endpoints(base: Path, env: Mapping[str, str]) -> None:
+    _write_json(
+        base / ENDPOINTS_FILE,
+        {"NATS_URL": env["NATS_URL"], "DATABASE_URL": env["DATABASE_URL"]},
+    )
+
+
+def read_endpoints(base: Path) -> dict[str, str]:
+    data = _read_json(base / ENDPOINTS_FILE)
+    return {k: str(v) for k, v in data.items()}
+
+
 async def run(env: Mapping[str, str]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -349,6 +364,8 @@ async def run(env: Mapping[str, str]) -> int:
             if servers.postgres is not None:
                 child_env["DATABASE_URL"] = servers.postgres.url
         if not stop.is_set():
+            # Where the running system is, for `make rebuild` and other tools.
+            write_endpoints(base, child_env)
             await _supervise_until(stop, child_env, base, state_file)
     finally:
         await asyncio.to_thread(servers.stop)
