@@ -8,6 +8,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from letta_client import Letta
 from o_runtime.supervisor import ServiceSpec, Supervisor
 from tests.fakes.openai_server import FakeOpenAI
 
+ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 
 
@@ -72,8 +74,11 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
     finally:
         await admin.close()
     port = free_port()
+    root = ROOT
     env = {
         **os.environ,
+        # The services import this checkout's code (also from a git worktree).
+        "PYTHONPATH": os.pathsep.join(str(root / p) for p in ("contracts", "services", ".")),
         "NATS_URL": servers.nats_url,
         "DATABASE_URL": _with_database(servers.database_url, name),
         "OPENAI_BASE_URL": fake_llm.base_url,

@@ -225,7 +225,7 @@ async def test_rebuild_gives_the_same_rows(
     tables = {
         "blocks": "id",
         "block_versions": "block_id, version",
-        "agent_blocks": "agent_id, block_id",
+        "agent_blocks": "agent_id, position",
     }
     before = {t: await rows(pool, t, o) for t, o in tables.items()}
     assert [r["block_id"] for r in before["agent_blocks"] if r["agent_id"] == agent_id] == [
