@@ -41,6 +41,8 @@ CHANNELS = (
             events.AgentDeleted,
             events.BlockAttached,
             events.BlockDetached,
+            events.ToolAttached,
+            events.ToolDetached,
             events.RunStarted,
             events.LLMResponded,
             events.ToolReturned,
@@ -55,6 +57,32 @@ CHANNELS = (
         f"Versions of one core memory block (stream {subjects.EVENTS_STREAM}).",
         (events.BlockCreated, events.BlockUpdated, events.BlockDeleted),
         "send",
+    ),
+    Channel(
+        "toolEvents",
+        f"{subjects.EVENTS_PREFIX}.tool.{{tool_id}}",
+        "tool_id",
+        f"The tool registry: one user tool's versions (stream {subjects.EVENTS_STREAM}).",
+        (events.ToolCreated, events.ToolUpdated, events.ToolDeleted),
+        "send",
+    ),
+    Channel(
+        "toolExecutionEvents",
+        f"{subjects.EVENTS_PREFIX}.sandbox.{{execution_id}}",
+        "execution_id",
+        f"The outcome of one sandboxed tool run (stream {subjects.EVENTS_STREAM}); "
+        "execution_id is the RunTool command id.",
+        (events.ToolExecutionStarted, events.ToolExecuted, events.ToolExecutionFailed),
+        "send",
+    ),
+    Channel(
+        "sandboxCommands",
+        f"{subjects.COMMANDS_PREFIX}.sandbox.{{agent_id}}",
+        "agent_id",
+        f"Ask the tool sandbox to run a user tool (stream {subjects.COMMANDS_STREAM}); add "
+        "O-Reply-To to get a Reply with the outcome.",
+        (commands.RunTool,),
+        "receive",
     ),
     Channel(
         "executorCommands",

@@ -7,6 +7,7 @@ retried send is deduplicated) and, when the sender waits for the outcome, an
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
@@ -55,3 +56,26 @@ class RunMemoryTool(Command):
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
+
+
+class RunTool(Command):
+    """Tool sandbox: run a user's Python tool for an agent, isolated, and record the outcome.
+
+    The source code travels in the command because the sandbox has no database.
+    Secrets arrive Fernet-encrypted and are decrypted only inside the sandbox,
+    for this run. A sandbox refuses a command past `deadline` (its caller has
+    given up), so a late delivery never runs a tool nobody waits for.
+    """
+
+    agent_id: str
+    run_id: str
+    tool_call_id: str
+    tool_id: str
+    tool_name: str
+    source_code: str
+    arguments: dict[str, Any]
+    encrypted_secrets: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0, le=600)
+    return_char_limit: int = Field(default=50000, ge=1)
+    idempotent: bool = False
+    deadline: datetime

@@ -21,6 +21,8 @@ RPC_PREFIX: Final = "o.rpc"
 ALL_EVENTS: Final = f"{EVENTS_PREFIX}.>"
 AGENT_EVENTS: Final = f"{EVENTS_PREFIX}.agent.*"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
+TOOL_EVENTS: Final = f"{EVENTS_PREFIX}.tool.*"
+SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -33,6 +35,8 @@ MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
 
 # Request/reply reads (core NATS, not persisted): nothing changes state here.
 MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
+# Any sandbox replica answers with the isolation it applies (for /v1/health).
+SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 
 
 def agent_subject(agent_id: str) -> str:
@@ -53,3 +57,15 @@ def memory_command_subject(key: str) -> str:
 
 def dead_letter_subject(consumer: str) -> str:
     return f"{DEAD_LETTER_PREFIX}.{consumer}"
+
+
+def tool_subject(tool_id: str) -> str:
+    return f"{EVENTS_PREFIX}.tool.{tool_id}"
+
+
+def sandbox_command_subject(agent_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.sandbox.{agent_id}"
+
+
+def tool_execution_subject(execution_id: str) -> str:
+    return f"{EVENTS_PREFIX}.sandbox.{execution_id}"

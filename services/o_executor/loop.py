@@ -27,6 +27,7 @@ from o_contracts.prompts import default_system
 from o_executor import llm
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
+from o_executor.sandbox_calls import run_user_tool
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.tracing import tracer
@@ -43,6 +44,8 @@ class ToolOutcome:
     ok: bool
     text: str
     ends_turn: bool = False
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
 
 
 class AgentGone(Exception):
@@ -123,7 +126,10 @@ class AgentRun:
             handle = Handle.parse(agent["llm_config"].get("handle") or "")
         except UnknownProvider as exc:
             return "error", str(exc)
-        tools = openai_tools(agent["tools"])
+        tools = openai_tools(agent["tools"]) + [
+            {"type": "function", "function": t["json_schema"]}
+            for t in agent.get("user_tools", {}).values()
+        ]
         for step in range(self.cmd.max_steps):
             self.steps = step + 1
             step_id = derived_id("step", self.cmd.run_id, str(step))
@@ -172,6 +178,8 @@ class AgentRun:
                     tool_call_id=call.id,
                     content=outcome.text,
                     status="success" if outcome.ok else "error",
+                    stdout=outcome.stdout,
+                    stderr=outcome.stderr,
                 )
                 await self._append(
                     ToolReturned(
@@ -202,7 +210,8 @@ class AgentRun:
         )
 
     async def _run_tool(self, agent: dict[str, Any], call: ToolCall) -> ToolOutcome:
-        if call.name not in agent["tools"]:
+        user_tool = agent.get("user_tools", {}).get(call.name)
+        if call.name not in agent["tools"] and user_tool is None:
             return ToolOutcome(False, f"tool '{call.name}' is not available to this agent")
         try:
             args = json.loads(call.arguments or "{}")
@@ -216,6 +225,23 @@ class AgentRun:
             return await self._conversation_search(args)
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
+        if user_tool is not None:
+            result = await run_user_tool(
+                self.s.eventlog,
+                self.command,
+                agent=agent,
+                tool=user_tool,
+                run_id=self.cmd.run_id,
+                tool_call_id=call.id,
+                arguments=args,
+                producer=PRODUCER,
+            )
+            return ToolOutcome(
+                result.get("status") == "success",
+                str(result.get("tool_return", "")),
+                stdout=list(result.get("stdout") or []),
+                stderr=list(result.get("stderr") or []),
+            )
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
     async def _memory_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:

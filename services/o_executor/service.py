@@ -45,11 +45,22 @@ class ExecutorService(Service):
     async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
         # The agent registry is the gateway's projection; the executor only reads it.
         row = await self.pool.fetchrow(
-            "SELECT id, name, system, agent_type, llm_config, tools, tool_rules FROM agents"
-            " WHERE id = $1",
+            "SELECT id, name, system, agent_type, llm_config, tools, tool_rules, tool_ids,"
+            " encrypted_secrets FROM agents WHERE id = $1",
             agent_id,
         )
-        return dict(row) if row else None
+        if row is None:
+            return None
+        agent = dict(row)
+        # The agent's user tools by name, from the gateway's tools projection:
+        # their source travels to the sandbox in each RunTool command.
+        tools = await self.pool.fetch(
+            "SELECT id, name, source_code, json_schema, return_char_limit, idempotent"
+            " FROM tools WHERE id = ANY($1)",
+            list(agent["tool_ids"]),
+        )
+        agent["user_tools"] = {t["name"]: dict(t) for t in tools}
+        return agent
 
     async def load_history(self, agent_id: str) -> list[ChatMessage]:
         rows = await self.pool.fetch(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncpg
 
 from o_contracts import subjects
-from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated, RunCompleted
+from o_contracts.events import (
+    AgentCreated,
+    AgentDeleted,
+    AgentUpdated,
+    RunCompleted,
+    ToolAttached,
+    ToolDetached,
+)
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
@@ -25,6 +32,8 @@ _COLUMNS = {
     "metadata": "metadata",
     "description": "description",
     "timezone": "timezone",
+    "encrypted_secrets": "encrypted_secrets",
+    "tool_ids": "tool_ids",
 }
 
 
@@ -34,8 +43,9 @@ async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
     assert isinstance(e, AgentCreated)
     await conn.execute(
         "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
-        " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14)"
+        " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq,"
+        " tool_ids, encrypted_secrets)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16)"
         " ON CONFLICT (id) DO NOTHING",
         e.agent_id,
         e.name,
@@ -51,6 +61,8 @@ async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
         e.timezone,
         rec.envelope.time,
         rec.seq,
+        e.tool_ids,
+        e.encrypted_secrets,
     )
 
 
@@ -84,4 +96,32 @@ async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
     assert isinstance(e, RunCompleted)
     await conn.execute(
         "UPDATE agents SET last_stop_reason = $2 WHERE id = $1", e.agent_id, e.stop_reason
+    )
+
+
+@agents.on(ToolAttached)
+async def tool_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolAttached)
+    await conn.execute(
+        "UPDATE agents SET tool_ids = array_append(tool_ids, $2), updated_at = $3, last_seq = $4"
+        " WHERE id = $1 AND NOT ($2 = ANY(tool_ids))",
+        e.agent_id,
+        e.tool_id,
+        rec.envelope.time,
+        rec.seq,
+    )
+
+
+@agents.on(ToolDetached)
+async def tool_detached(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolDetached)
+    await conn.execute(
+        "UPDATE agents SET tool_ids = array_remove(tool_ids, $2), updated_at = $3, last_seq = $4"
+        " WHERE id = $1",
+        e.agent_id,
+        e.tool_id,
+        rec.envelope.time,
+        rec.seq,
     )

@@ -46,7 +46,23 @@ def tool(name: str) -> dict[str, Any]:
     return tool_state(name)
 
 
-def agent(row: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
+def secrets(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The agent's tool secrets as Letta lists them: keys shown, values never."""
+    from o_runtime.tool_secrets import REDACTED
+
+    return [
+        {"agent_id": row["id"], "key": key, "value": REDACTED, "description": None}
+        for key in sorted(row.get("encrypted_secrets") or {})
+    ]
+
+
+def agent(
+    row: dict[str, Any],
+    blocks: list[dict[str, Any]],
+    user_tools: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    from o_gateway.tool_registry import render_user_tool
+
     rendered_blocks = [block(b) for b in blocks]
     llm = row["llm_config"]
     emb = row["embedding_config"]
@@ -67,7 +83,7 @@ def agent(row: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
             "prompt_template": "",
         },
         "blocks": rendered_blocks,
-        "tools": [tool(n) for n in row["tools"]],
+        "tools": [tool(n) for n in row["tools"]] + [render_user_tool(t) for t in user_tools or []],
         "sources": [],
         "tags": row["tags"] or [],
         "tool_rules": row["tool_rules"] or [],
@@ -75,8 +91,8 @@ def agent(row: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
         "metadata": row["metadata"] or {},
         "description": row["description"],
         "timezone": row["timezone"] or "UTC",
-        "tool_exec_environment_variables": [],
-        "secrets": [],
+        "tool_exec_environment_variables": secrets(row),
+        "secrets": secrets(row),
         "identity_ids": [],
         "identities": [],
         "pending_approval": None,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 
 class Body(BaseModel):
@@ -40,6 +40,38 @@ class ToolRuleBody(Body):
     tool_name: str
 
 
+class CreateToolBody(Body):
+    source_code: str = Field(min_length=1, max_length=200_000)
+    description: str | None = None
+    tags: list[str] | None = None
+    source_type: Literal["python"] = "python"
+    json_schema: dict[str, Any] | None = None
+    args_json_schema: dict[str, Any] | None = None
+    return_char_limit: int = Field(default=50000, ge=1, le=1_000_000)
+    pip_requirements: list[dict[str, Any]] | None = None
+    default_requires_approval: bool | None = None
+    # O's extension: safe to run twice, so a call interrupted by a dying sandbox is retried once.
+    idempotent: bool = False
+    metadata_: dict[str, Any] | None = None
+
+
+class UpdateToolBody(Body):
+    source_code: str | None = Field(default=None, min_length=1, max_length=200_000)
+    description: str | None = None
+    tags: list[str] | None = None
+    json_schema: dict[str, Any] | None = None
+    return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
+    pip_requirements: list[dict[str, Any]] | None = None
+    default_requires_approval: bool | None = None
+    idempotent: bool | None = None
+    metadata_: dict[str, Any] | None = None
+
+
+# Environment variable names a tool may receive (POSIX-portable, not empty).
+SecretName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
+Secrets = dict[SecretName, Annotated[str, StringConstraints(max_length=65536)]]
+
+
 class CreateAgentBody(Body):
     name: str | None = Field(default=None, pattern=r"^[\w '\-]+$", max_length=256)
     system: str | None = None
@@ -59,6 +91,9 @@ class CreateAgentBody(Body):
     metadata: dict[str, Any] | None = None
     description: str | None = None
     timezone: str | None = None
+    # Letta's two names for an agent's tool environment; both are accepted.
+    tool_exec_environment_variables: Secrets | None = None
+    secrets: Secrets | None = None
 
 
 class UpdateAgentBody(Body):
@@ -75,6 +110,9 @@ class UpdateAgentBody(Body):
     metadata: dict[str, Any] | None = None
     description: str | None = None
     timezone: str | None = None
+    tool_ids: list[str] | None = None
+    tool_exec_environment_variables: Secrets | None = None
+    secrets: Secrets | None = None
 
 
 class TextPart(Body):

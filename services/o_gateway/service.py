@@ -13,6 +13,7 @@ import uvicorn
 from o_gateway.app import create_app
 from o_gateway.projections import agents
 from o_gateway.state import Gateway
+from o_gateway.tools_projection import tools
 from o_runtime.projector import Projector
 from o_runtime.service import Service
 
@@ -32,6 +33,7 @@ class GatewayService(Service):
 
     async def setup(self) -> None:
         Projector(agents, self.pool, self.eventlog).subscribe(self.broker)
+        Projector(tools, self.pool, self.eventlog).subscribe(self.broker)
 
     async def started(self) -> None:
         app = create_app(Gateway(self.eventlog, self.pool, self.watcher))

@@ -44,6 +44,7 @@ class CommandConsumer:
         *,
         ack_wait: float = 60.0,
         concurrency: int = 16,
+        max_deliver: int | None = None,
     ) -> None:
         self.eventlog = eventlog
         self.name = name
@@ -51,6 +52,8 @@ class CommandConsumer:
         self.handlers = {cls.type_name(): fn for cls, fn in handlers.items()}
         self.ack_wait = ack_wait
         self.concurrency = concurrency
+        # Bounds redeliveries of a command whose consumer died mid-way (-1: unbounded).
+        self.max_deliver = max_deliver or -1
 
     def subscribe(self, broker: NatsBroker) -> None:
         broker.subscriber(
@@ -59,7 +62,11 @@ class CommandConsumer:
             pull_sub=PullSub(batch_size=1, timeout=5.0),
             durable=self.name,
             ack_policy=AckPolicy.MANUAL,
-            config=ConsumerConfig(ack_wait=self.ack_wait, max_ack_pending=self.concurrency),
+            config=ConsumerConfig(
+                ack_wait=self.ack_wait,
+                max_ack_pending=self.concurrency,
+                max_deliver=self.max_deliver,
+            ),
             max_workers=self.concurrency,
             title=self.name,
         )(self._handle)

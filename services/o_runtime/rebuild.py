@@ -24,6 +24,7 @@ PROJECTIONS = {
     "agents": "o_gateway.projections:agents",
     "memory": "o_memory.projections:memory",
     "runs": "o_executor.projections:runs",
+    "tools": "o_gateway.tools_projection:tools",
 }
 
 

@@ -1,15 +1,27 @@
-"""The tool-sandbox process.
+"""The tool-sandbox process: runs users' tools in confined single-use processes.
 
-It runs as its own process with its own consumer so the deployment shape is
-real from day one; running user tools in isolation is issue 5 and not built
-yet: every command it receives is dead-lettered with that reason.
+It has no database by design (in Kubernetes its NetworkPolicy lets it reach
+NATS only): everything a run needs arrives in the `RunTool` command, and the
+outcome goes back as an event and a reply.
 """
 
 from __future__ import annotations
 
+import msgpack
+from faststream.nats import NatsMessage
+
 from o_contracts import subjects
+from o_contracts.commands import RunTool
 from o_runtime.commands import CommandConsumer
 from o_runtime.service import Service
+from o_tool_sandbox.executions import Executions, replica_name
+from o_tool_sandbox.limits import Limits
+from o_tool_sandbox.pool import WorkerPool
+
+# Heartbeats keep a long tool's command with its replica; if the replica dies,
+# the command is redelivered after this long, at most MAX_DELIVER times in all.
+ACK_WAIT = 10.0
+MAX_DELIVER = 3
 
 
 class ToolSandboxService(Service):
@@ -17,6 +29,58 @@ class ToolSandboxService(Service):
     needs_database = False
 
     async def setup(self) -> None:
-        CommandConsumer(self.eventlog, "tool_sandbox", subjects.SANDBOX_COMMANDS, {}).subscribe(
-            self.broker
+        self.limits = Limits.from_env()
+        self.pool = WorkerPool(self.limits)
+        await self.pool.start()
+        self.replica = replica_name()
+        executions = Executions(self.eventlog, self.pool, self.replica)
+        CommandConsumer(
+            self.eventlog,
+            "tool_sandbox",
+            subjects.SANDBOX_COMMANDS,
+            {RunTool: executions.run_tool},
+            ack_wait=ACK_WAIT,
+            concurrency=16,
+            max_deliver=MAX_DELIVER,
+        ).subscribe(self.broker)
+        self.broker.subscriber(
+            subjects.SANDBOX_CAPABILITIES, queue="tool_sandbox", title="sandbox isolation"
+        )(self.capabilities)
+
+    async def capabilities(self, body: bytes, msg: NatsMessage) -> bytes:
+        """What this replica enforces on every tool run, for /v1/health/."""
+        packed: bytes = msgpack.packb(self.report(), use_bin_type=True)
+        return packed
+
+    def report(self) -> dict[str, object]:
+        iso = self.pool.isolation
+        namespaces = list(iso.get("namespaces", []))
+        network = (
+            "network namespace + seccomp (no sockets)"
+            if "network" in namespaces and iso.get("seccomp")
+            else "network namespace"
+            if "network" in namespaces
+            else "seccomp (no sockets)"
+            if iso.get("seccomp")
+            else "none: tools are refused"
         )
+        lim = self.limits
+        return {
+            "replica": self.replica,
+            "network": network,
+            "pid_namespace": "pid" in namespaces,
+            "user": f"separate uid per run (from {iso['uid']})" if iso.get("uid") else "same uid",
+            "filesystem": f"landlock {iso.get('landlock')}",
+            "limits": {
+                "wall_clock_seconds": lim.timeout,
+                "cpu_seconds": lim.cpu_seconds,
+                "memory_bytes": lim.memory_bytes,
+                "file_bytes": lim.file_bytes,
+                "processes": lim.processes,
+                "output_bytes_kept": lim.output_keep,
+            },
+            "python": self.pool.python,
+        }
+
+    async def stopping(self) -> None:
+        await self.pool.close()

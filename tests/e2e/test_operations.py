@@ -22,6 +22,7 @@ TABLES = {
     "agent_blocks": "agent_id, block_id",
     "messages": "id",
     "runs": "id",
+    "tools": "id",
     "projection_checkpoints": "projection",
 }
 
@@ -47,7 +48,15 @@ async def snapshot(dsn: str) -> dict[str, list[dict[str, Any]]]:
 
 
 async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(system)
+    tool = await system.http.post(
+        "/v1/tools/",
+        json={
+            "source_code": 'def rebuilt(n: int) -> int:\n    """Twice n.\n\n    Args:\n'
+            '        n: A number.\n    """\n    return 2 * n\n'
+        },
+    )
+    assert tool.status_code == 200, tool.text
+    agent = await new_agent(system, tool_ids=[tool.json()["id"]])
     llm.push(
         Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "rebuild me"})]),
         Reply(content="ok"),
@@ -70,6 +79,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "agents",
         "memory",
         "runs",
+        "tools",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])

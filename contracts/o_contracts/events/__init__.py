@@ -6,9 +6,13 @@ from o_contracts.events.agents import (
     AgentUpdated,
     BlockAttached,
     BlockDetached,
+    ToolAttached,
+    ToolDetached,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.runs import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_contracts.events.tools import ToolCreated, ToolDeleted, ToolUpdated
 
 __all__ = [
     "AgentCreated",
@@ -22,5 +26,13 @@ __all__ = [
     "LLMResponded",
     "RunCompleted",
     "RunStarted",
+    "ToolAttached",
+    "ToolCreated",
+    "ToolDeleted",
+    "ToolDetached",
+    "ToolExecuted",
+    "ToolExecutionFailed",
+    "ToolExecutionStarted",
     "ToolReturned",
+    "ToolUpdated",
 ]

@@ -24,6 +24,12 @@ class AgentCreated(Event):
     metadata: dict[str, Any] = Field(default_factory=dict)
     description: str | None = None
     timezone: str | None = None
+    # User tools (registry ids) attached at creation; later ones by ToolAttached.
+    tool_ids: list[str] = Field(default_factory=list)
+    # Tool secrets, Fernet-encrypted with O_SECRETS_KEY (see o_runtime.tool_secrets):
+    # the log never holds a secret in plaintext. AgentUpdated carries the same
+    # shape under changes["encrypted_secrets"].
+    encrypted_secrets: dict[str, str] = Field(default_factory=dict)
 
 
 class AgentUpdated(Event):
@@ -45,3 +51,13 @@ class BlockAttached(Event):
 class BlockDetached(Event):
     agent_id: str
     block_id: str
+
+
+class ToolAttached(Event):
+    agent_id: str
+    tool_id: str
+
+
+class ToolDetached(Event):
+    agent_id: str
+    tool_id: str

@@ -22,7 +22,9 @@ from o_gateway.models_config import embedding_config_for, llm_config_for, llm_co
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
 from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
 from o_runtime.eventlog import AppendRejected
+from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
 
 router = APIRouter()
 GW = Annotated[Gateway, Depends(gateway)]
@@ -40,7 +42,12 @@ _NOUN = ("otter", "falcon", "maple", "comet", "harbor", "lantern", "meadow", "su
 
 async def agent_state(gw: Gateway, agent_id: str) -> dict[str, Any]:
     row = await gw.agent_row(agent_id)
-    return render.agent(row, await blocks_of(gw, agent_id))
+    return await render_agent(gw, row)
+
+
+async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
+    tools = await user_tools(gw, list(row.get("tool_ids") or []))
+    return render.agent(row, await blocks_of(gw, row["id"]), tools)
 
 
 async def blocks_of(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
@@ -70,16 +77,53 @@ def block_spec(body: CreateBlockBody) -> BlockSpec:
     )
 
 
-def resolve_tools(body: CreateAgentBody) -> list[str]:
-    names = list(BASE_TOOLS.get(body.agent_type, [])) if body.include_base_tools else []
-    for name in body.tools:
-        if name not in SCHEMAS:
-            raise HTTPException(400, f"unknown tool '{name}' (custom tools arrive with /v1/tools)")
-        if name not in names:
-            names.append(name)
-    if body.tool_ids:
-        raise HTTPException(400, "tool_ids are not supported yet: attach built-in tools by name")
-    return names
+async def resolve_tools(
+    gw: Gateway, base: list[str], names: list[str], tool_ids: list[str]
+) -> tuple[list[str], list[str]]:
+    """Built-in tool names and user tool ids from tools given by name and by id."""
+    builtins = list(base)
+    user_ids: list[str] = []
+    for name in names:
+        if name in SCHEMAS:
+            builtins.append(name)
+            continue
+        row = await user_tool_by_name(gw, name)
+        if row is None:
+            raise HTTPException(400, f"unknown tool '{name}'")
+        user_ids.append(row["id"])
+    for tool_id in tool_ids:
+        checked_id(tool_id, "tool")
+        if tool_id in BUILTIN_IDS:
+            builtins.append(BUILTIN_IDS[tool_id])
+        else:
+            user_ids.append(tool_id)
+    found = await user_tools(gw, user_ids)
+    missing = set(user_ids) - {r["id"] for r in found}
+    if missing:
+        raise HTTPException(404, f"Tool {sorted(missing)[0]} not found")
+    unique_builtins = list(dict.fromkeys(builtins))
+    unique_ids = list(dict.fromkeys(user_ids))
+    check_unique_names(unique_builtins, [r["name"] for r in await user_tools(gw, unique_ids)])
+    return unique_builtins, unique_ids
+
+
+def check_unique_names(builtins: list[str], user_names: list[str]) -> None:
+    # The model calls tools by name: two tools of one agent cannot share one.
+    seen = set(builtins)
+    for name in user_names:
+        if name in seen:
+            raise HTTPException(409, f"the agent already has a tool named '{name}'")
+        seen.add(name)
+
+
+def secrets_of(env: dict[str, str] | None, secrets: dict[str, str] | None) -> dict[str, str] | None:
+    """Both Letta spellings, encrypted; None when the body set neither."""
+    if env is None and secrets is None:
+        return None
+    try:
+        return encrypt_all({**(env or {}), **(secrets or {})})
+    except SecretsUnavailable as exc:
+        raise HTTPException(400, str(exc)) from exc
 
 
 @route(router, "POST", "/v1/agents/")
@@ -93,7 +137,9 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
     embedding_config = (
         embedding_config_for(body.embedding) if body.embedding else body.embedding_config
     )
-    tools = resolve_tools(body)
+    base = list(BASE_TOOLS.get(body.agent_type, [])) if body.include_base_tools else []
+    tools, tool_ids = await resolve_tools(gw, base, body.tools, body.tool_ids)
+    encrypted = secrets_of(body.tool_exec_environment_variables, body.secrets) or {}
     labels = [b.label for b in body.memory_blocks]
     if len(set(labels)) != len(labels):
         raise HTTPException(400, "memory_blocks have duplicate labels")
@@ -130,6 +176,8 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         metadata=body.metadata or {},
         description=body.description,
         timezone=body.timezone or "UTC",
+        tool_ids=tool_ids,
+        encrypted_secrets=encrypted,
     )
     appended = await gw.eventlog.append(
         subjects.agent_subject(agent_id),
@@ -180,7 +228,7 @@ async def list_agents(
         f" ORDER BY created_at {direction}, id {direction} LIMIT ${len(args)}",
         *args,
     )
-    return [render.agent(dict(r), await blocks_of(gw, r["id"])) for r in rows]
+    return [await render_agent(gw, dict(r)) for r in rows]
 
 
 @route(router, "GET", "/v1/agents/count")
@@ -237,6 +285,12 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
         if missing:
             raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
         changes["block_ids"] = ids
+    if body.tool_ids is not None:
+        # Letta's update replaces the agent's whole tool list.
+        changes["tools"], changes["tool_ids"] = await resolve_tools(gw, [], [], body.tool_ids)
+    encrypted = secrets_of(body.tool_exec_environment_variables, body.secrets)
+    if encrypted is not None:
+        changes["encrypted_secrets"] = encrypted
 
     async def event_for(_row: dict[str, Any]) -> AgentUpdated | None:
         return AgentUpdated(agent_id=agent_id, changes=changes) if changes else None

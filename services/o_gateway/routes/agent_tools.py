@@ -1,0 +1,75 @@
+"""An agent's tools: list, attach, detach (built-in tools by their ids, user tools by theirs)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from o_contracts.events import AgentUpdated, ToolAttached, ToolDetached
+from o_gateway import render
+from o_gateway.routes.agents import agent_state, change_agent, check_unique_names
+from o_gateway.routes.paths import route
+from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
+
+router = APIRouter()
+GW = Annotated[Gateway, Depends(gateway)]
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/tools")
+async def list_agent_tools(agent_id: str, gw: GW) -> list[dict[str, Any]]:
+    row = await gw.agent_row(checked_id(agent_id, "agent"))
+    return [render.tool(n) for n in row["tools"]] + [
+        render_user_tool(t) for t in await user_tools(gw, list(row["tool_ids"]))
+    ]
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}")
+async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
+    checked_id(agent_id, "agent")
+    checked_id(tool_id, "tool")
+    builtin = BUILTIN_IDS.get(tool_id)
+    tool = None if builtin else await user_tool_row(gw, tool_id)
+
+    async def event_for(row: dict[str, Any]) -> Any:
+        if builtin is not None:
+            if builtin in row["tools"]:
+                return None
+            return AgentUpdated(agent_id=agent_id, changes={"tools": [*row["tools"], builtin]})
+        assert tool is not None
+        if tool_id in row["tool_ids"]:
+            return None
+        names = [t["name"] for t in await user_tools(gw, list(row["tool_ids"]))]
+        try:
+            check_unique_names(list(row["tools"]), [*names, tool["name"]])
+        except HTTPException as exc:
+            from o_runtime.eventlog import AppendRejected
+
+            raise AppendRejected(str(exc.detail), exc.status_code) from exc
+        return ToolAttached(agent_id=agent_id, tool_id=tool_id)
+
+    seq = await change_agent(gw, agent_id, event_for)
+    await gw.visible(seq, "agents")
+    return await agent_state(gw, agent_id)
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/tools/detach/{tool_id}")
+async def detach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
+    checked_id(agent_id, "agent")
+    checked_id(tool_id, "tool")
+    builtin = BUILTIN_IDS.get(tool_id)
+
+    async def event_for(row: dict[str, Any]) -> Any:
+        if builtin is not None:
+            if builtin not in row["tools"]:
+                return None
+            kept = [n for n in row["tools"] if n != builtin]
+            return AgentUpdated(agent_id=agent_id, changes={"tools": kept})
+        if tool_id not in row["tool_ids"]:
+            return None
+        return ToolDetached(agent_id=agent_id, tool_id=tool_id)
+
+    seq = await change_agent(gw, agent_id, event_for)
+    await gw.visible(seq, "agents")
+    return await agent_state(gw, agent_id)

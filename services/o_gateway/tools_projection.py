@@ -1,0 +1,75 @@
+"""The gateway's read model of the tool registry (projection "tools")."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+tools = Projection(name="tools", filter_subject=subjects.TOOL_EVENTS, tables=["tools"])
+
+# ToolUpdated.changes key -> column.
+COLUMNS = (
+    "name",
+    "description",
+    "source_type",
+    "source_code",
+    "json_schema",
+    "tags",
+    "return_char_limit",
+    "default_requires_approval",
+    "idempotent",
+    "metadata",
+)
+
+
+@tools.on(ToolCreated)
+async def tool_created(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolCreated)
+    await conn.execute(
+        "INSERT INTO tools (id, name, description, source_type, source_code, json_schema, tags,"
+        " return_char_limit, default_requires_approval, idempotent, metadata, created_at,"
+        " updated_at, last_seq) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13)"
+        " ON CONFLICT (id) DO NOTHING",
+        e.tool_id,
+        e.name,
+        e.description,
+        e.source_type,
+        e.source_code,
+        e.json_schema,
+        e.tags,
+        e.return_char_limit,
+        e.default_requires_approval,
+        e.idempotent,
+        e.metadata,
+        rec.envelope.time,
+        rec.seq,
+    )
+
+
+@tools.on(ToolUpdated)
+async def tool_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolUpdated)
+    args: list[object] = [e.tool_id, rec.envelope.time, rec.seq]
+    sets = []
+    for column in COLUMNS:
+        if column in e.changes:
+            args.append(e.changes[column])
+            sets.append(f"{column} = ${len(args)}")
+    await conn.execute(
+        f"UPDATE tools SET updated_at = $2, last_seq = $3{''.join(', ' + s for s in sets)}"
+        " WHERE id = $1",
+        *args,
+    )
+
+
+@tools.on(ToolDeleted)
+async def tool_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ToolDeleted)
+    await conn.execute("DELETE FROM tools WHERE id = $1", e.tool_id)
