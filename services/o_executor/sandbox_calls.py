@@ -1,16 +1,22 @@
-"""Calling the tool sandbox for a user tool: one `RunTool` command, one reply, bounded waits."""
+"""Calling the tool sandbox for a user tool: one `RunTool` command, its outcome event, a
+bounded wait."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import nats.errors
+from nats.js.errors import NotFoundError
+
 from o_contracts import subjects
 from o_contracts.commands import RunTool
-from o_contracts.envelope import Envelope
+from o_contracts.envelope import Envelope, decode
+from o_contracts.events import ToolExecuted, ToolExecutionFailed
 from o_contracts.ids import derived_id
-from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
 
 # Wall-clock limit per tool call; the sandbox may enforce a lower one.
@@ -36,7 +42,7 @@ async def run_user_tool(
     arguments: dict[str, Any],
     producer: str,
 ) -> dict[str, Any]:
-    """The sandbox's reply result: status, tool_return, stdout, stderr."""
+    """The outcome: status (success|error), tool_return, stdout, stderr."""
     budget = wait_budget(TOOL_TIMEOUT)
     command = cause.caused(
         RunTool(
@@ -60,23 +66,58 @@ async def run_user_tool(
         # which the stream deduplicates and the sandbox answers from its record.
         id=derived_id("cmd", run_id, tool_call_id, "sandbox"),
     )
+    return await request_execution(eventlog, command, budget)
+
+
+async def request_execution(
+    eventlog: EventLog, command: Envelope[RunTool], timeout: float
+) -> dict[str, Any]:
+    """Send the command and wait for its outcome *event*, not a reply.
+
+    A resumed run re-sends the same command id; within the stream's dedup
+    window that publish is dropped as a duplicate and would never be
+    answered. The outcome event on the execution's subject is there either
+    way: we listen on the subject first, then send, then look for an outcome
+    already recorded, so none can slip between.
+    """
+    subject = subjects.tool_execution_subject(command.id)
+    sub = await eventlog.nc.subscribe(subject)
     try:
-        reply = await send_and_wait(
-            eventlog, subjects.sandbox_command_subject(agent["id"]), command, timeout=budget
+        await eventlog.send_command(
+            subjects.sandbox_command_subject(command.data.agent_id), command
         )
-    except CommandTimeout:
-        return {
-            "status": "error",
-            "tool_return": f"the tool sandbox did not answer within {budget:g}s; "
-            "the tool may not have run",
-            "stdout": [],
-            "stderr": [],
-        }
-    if not reply.ok or reply.result is None:
-        return {
-            "status": "error",
-            "tool_return": reply.error or "the sandbox refused the call",
-            "stdout": [],
-            "stderr": [],
-        }
-    return reply.result
+        try:
+            last = await eventlog.js.get_last_msg(subjects.EVENTS_STREAM, subject)
+            outcome = _outcome(last.data or b"")
+            if outcome is not None:
+                return outcome
+        except NotFoundError:
+            pass
+        async with asyncio.timeout(timeout):
+            while True:
+                msg = await sub.next_msg(timeout=timeout)
+                outcome = _outcome(msg.data)
+                if outcome is not None:
+                    return outcome
+    except (TimeoutError, nats.errors.TimeoutError):
+        return _error(
+            f"the tool sandbox did not answer within {timeout:g}s; the tool may not have run"
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+def _outcome(raw: bytes) -> dict[str, Any] | None:
+    event = decode(raw).data
+    if isinstance(event, ToolExecuted):
+        result = {"status": "success", "tool_return": event.tool_return}
+    elif isinstance(event, ToolExecutionFailed):
+        result = {"status": "error", "tool_return": event.error, "failure": event.failure}
+    else:
+        return None
+    return result | {"stdout": event.stdout, "stderr": event.stderr, "sandbox": event.sandbox}
+
+
+def _error(text: str) -> dict[str, Any]:
+    return {"status": "error", "tool_return": text, "stdout": [], "stderr": []}

@@ -183,5 +183,6 @@ def _reply(seq: int, outcome: Event) -> Reply:
     return Reply(
         ok=True,
         seq=seq,
-        result=result | {"stdout": outcome.stdout, "stderr": outcome.stderr},
+        result=result
+        | {"stdout": outcome.stdout, "stderr": outcome.stderr, "sandbox": outcome.sandbox},
     )

@@ -29,6 +29,7 @@ WORKER = str(Path(__file__).with_name("worker.py"))
 # Tools run as uids from here on (root only): one per live worker.
 UID_BASE = int(os.environ.get("O_SANDBOX_UID_BASE", "61000"))
 UID_SLOTS = 1000
+SCRATCH_PREFIX = "o-sandbox-"
 
 
 @dataclass
@@ -81,7 +82,8 @@ class WorkerPool:
         self.limits = limits
         self.root = os.geteuid() == 0
         self.python, self.read_paths = interpreter.choose(unprivileged=self.root)
-        self.base = Path(tempfile.mkdtemp(prefix="o-sandbox-"))
+        _sweep_stale_scratch()
+        self.base = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         # Traversable, not listable: a tool finds only its own scratch directory.
         self.base.chmod(0o711)
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
@@ -294,3 +296,11 @@ async def _drain(stream: asyncio.StreamReader | None) -> bytes:
         return await asyncio.wait_for(stream.read(4096), timeout=1)
     except TimeoutError:
         return b""
+
+
+def _sweep_stale_scratch() -> None:
+    """Remove scratch folders of sandbox processes that died without cleaning up (kill -9)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)

@@ -7,6 +7,8 @@ outcome goes back as an event and a reply.
 
 from __future__ import annotations
 
+import os
+
 import msgpack
 from faststream.nats import NatsMessage
 
@@ -20,7 +22,7 @@ from o_tool_sandbox.pool import WorkerPool
 
 # Heartbeats keep a long tool's command with its replica; if the replica dies,
 # the command is redelivered after this long, at most MAX_DELIVER times in all.
-ACK_WAIT = 10.0
+ACK_WAIT = float(os.environ.get("O_SANDBOX_ACK_WAIT", "10"))
 MAX_DELIVER = 3
 
 

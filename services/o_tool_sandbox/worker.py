@@ -42,6 +42,8 @@ def _limits(cfg: dict[str, int]) -> None:
 
 def _confine(cfg: dict[str, Any], result: int) -> dict[str, object]:
     applied: dict[str, object] = {}
+    # If the sandbox service dies (even by SIGKILL), its workers die with it.
+    confine.set_parent_death_signal(signal.SIGKILL)
     namespaces = confine.unshare_namespaces() if os.geteuid() == 0 else []
     applied["namespaces"] = namespaces
     if "pid" in namespaces:
