@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -29,6 +30,9 @@ WORKER = str(Path(__file__).with_name("worker.py"))
 # Tools run as uids from here on (root only): one per live worker.
 UID_BASE = int(os.environ.get("O_SANDBOX_UID_BASE", "61000"))
 UID_SLOTS = 1000
+# Replicas on one host take a random block of UID_SLOTS uids each, so two
+# replicas' tools (almost surely) never share a uid.
+UID_BLOCKS = 1000
 SCRATCH_PREFIX = "o-sandbox-"
 
 
@@ -88,6 +92,7 @@ class WorkerPool:
         self.base.chmod(0o711)
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._uids: set[int] = set()
+        self._uid_base = UID_BASE + secrets.randbelow(UID_BLOCKS) * UID_SLOTS
         self._filling: set[asyncio.Task[None]] = set()
         self.isolation: dict[str, Any] = {}
         self._closed = False
@@ -127,7 +132,7 @@ class WorkerPool:
     def _take_uid(self) -> int | None:
         if not self.root:
             return None
-        for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
+        for uid in range(self._uid_base, self._uid_base + UID_SLOTS):
             if uid not in self._uids:
                 self._uids.add(uid)
                 return uid

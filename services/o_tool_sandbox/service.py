@@ -22,7 +22,7 @@ from o_tool_sandbox.pool import WorkerPool
 
 # Heartbeats keep a long tool's command with its replica; if the replica dies,
 # the command is redelivered after this long, at most MAX_DELIVER times in all.
-ACK_WAIT = float(os.environ.get("O_SANDBOX_ACK_WAIT", "10"))
+ACK_WAIT = 10.0
 MAX_DELIVER = 3
 
 
@@ -41,7 +41,7 @@ class ToolSandboxService(Service):
             "tool_sandbox",
             subjects.SANDBOX_COMMANDS,
             {RunTool: executions.run_tool},
-            ack_wait=ACK_WAIT,
+            ack_wait=float(os.environ.get("O_SANDBOX_ACK_WAIT", ACK_WAIT)),
             concurrency=16,
             max_deliver=MAX_DELIVER,
         ).subscribe(self.broker)

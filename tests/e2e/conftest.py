@@ -19,6 +19,7 @@ from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
+SECRETS_KEY = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
 
 
 def free_port() -> int:
@@ -86,6 +87,8 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
         "O_HTTP_PORT": str(port),
         "O_API_KEY": "test-key",
         "O_LOG_LEVEL": "WARNING",
+        # Tool secrets are encrypted under this key (gateway) and decrypted in the sandbox.
+        "O_SECRETS_KEY": SECRETS_KEY,
     }
     supervisor = Supervisor(
         [ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env, backoff_initial=0.2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Query
 
 from o_contracts.events import AgentUpdated, ToolAttached, ToolDetached
 from o_gateway import render
@@ -12,17 +12,28 @@ from o_gateway.routes.agents import agent_state, change_agent, check_unique_name
 from o_gateway.routes.paths import route
 from o_gateway.state import Gateway, checked_id, gateway
 from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
+from o_runtime.eventlog import AppendRejected
 
 router = APIRouter()
 GW = Annotated[Gateway, Depends(gateway)]
 
 
 @route(router, "GET", "/v1/agents/{agent_id}/tools")
-async def list_agent_tools(agent_id: str, gw: GW) -> list[dict[str, Any]]:
+async def list_agent_tools(
+    agent_id: str,
+    gw: GW,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> list[dict[str, Any]]:
     row = await gw.agent_row(checked_id(agent_id, "agent"))
-    return [render.tool(n) for n in row["tools"]] + [
+    tools = [render.tool(n) for n in row["tools"]] + [
         render_user_tool(t) for t in await user_tools(gw, list(row["tool_ids"]))
     ]
+    if after:
+        # The official client pages with after=<last id> until a page is empty.
+        ids = [t["id"] for t in tools]
+        tools = tools[ids.index(after) + 1 :] if after in ids else []
+    return tools[:limit]
 
 
 @route(router, "PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}")
@@ -44,8 +55,6 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
         try:
             check_unique_names(list(row["tools"]), [*names, tool["name"]])
         except HTTPException as exc:
-            from o_runtime.eventlog import AppendRejected
-
             raise AppendRejected(str(exc.detail), exc.status_code) from exc
         return ToolAttached(agent_id=agent_id, tool_id=tool_id)
 
