@@ -7,13 +7,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild deploy-check clean help
+.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild bench deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
-	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs')"
+	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs tools')"
+	@echo "make bench    benchmarks (sandbox round trip: p50/p99 over 500 calls)"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -33,8 +34,8 @@ test: lint
 	$(BIN)/python -m pytest tests -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check contracts services tests
-	$(BIN)/ruff format --check contracts services tests
+	$(BIN)/ruff check contracts services tests bench
+	$(BIN)/ruff format --check contracts services tests bench
 	$(BIN)/mypy contracts/o_contracts services
 	VENV=$(VENV) bash deploy/validate.sh
 
@@ -53,6 +54,10 @@ asyncapi: $(STAMP)
 
 rebuild: $(STAMP)
 	$(BIN)/python -m o_runtime.rebuild $(PROJECTIONS)
+
+# Benchmarks print medians and p99 over many runs; never run as timed tests.
+bench: $(STAMP)
+	$(BIN)/python bench/sandbox_roundtrip.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -94,6 +94,7 @@ class WorkerPool:
         self._uids: set[int] = set()
         self._uid_base = UID_BASE + secrets.randbelow(UID_BLOCKS) * UID_SLOTS
         self._filling: set[asyncio.Task[None]] = set()
+        self._disposing: set[asyncio.Task[None]] = set()
         self.isolation: dict[str, Any] = {}
         self._closed = False
 
@@ -109,6 +110,7 @@ class WorkerPool:
             task.cancel()
         while not self._ready.empty():
             await self._dispose(self._ready.get_nowait())
+        await asyncio.gather(*self._disposing, return_exceptions=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def _refill(self) -> None:
@@ -200,7 +202,11 @@ class WorkerPool:
         try:
             return await self._run_in(worker, source, name, args, env, timeout)
         finally:
-            await self._dispose(worker)
+            # Cleaning up (reaping, removing the scratch folder) is off the
+            # caller's path; the worker is already dead or being killed.
+            task = asyncio.create_task(self._dispose(worker))
+            self._disposing.add(task)
+            task.add_done_callback(self._disposing.discard)
 
     async def _run_in(
         self,

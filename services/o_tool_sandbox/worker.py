@@ -16,12 +16,14 @@ import resource
 import signal
 import sys
 import time
-import traceback
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing`: importing it would delay every worker's start
+if TYPE_CHECKING:
+    from typing import Any
 
 # Only confine.py (standard library) is imported from O, then the path is dropped.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from o_tool_sandbox import confine
+from o_tool_sandbox import confine  # noqa: E402
 
 del sys.path[0]
 
@@ -107,6 +109,8 @@ def _run(job: dict[str, Any]) -> dict[str, object]:
     except MemoryError:
         return {"ok": False, "failure": "memory_limit", "error": "MemoryError: memory limit hit"}
     except BaseException as exc:  # the tool's own error, reported to the model
+        import traceback  # only when needed: imports delay every worker's start
+
         # Only the tool's frames: the worker's are noise to the model.
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<tool>"]
         where = "".join(f"  line {f.lineno}, in {f.name}\n" for f in frames)

@@ -58,7 +58,7 @@ async def test_replicas_share_the_work(
 async def kill_mid_call(client: EventLog, nats_url: str, idempotent: bool) -> dict[str, object]:  # noqa: F811
     first = await spawn_sandbox(nats_url)
     second = None
-    command = tool_command(NAP, "nap", {"seconds": 1.5}, idempotent=idempotent)
+    command = tool_command(NAP, "nap", {"seconds": 1.0}, idempotent=idempotent)
     # Listen for the execution's events first, so its Started event cannot be missed.
     events = await client.nc.subscribe(subjects.tool_execution_subject(command.id))
     try:
