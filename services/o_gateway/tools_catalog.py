@@ -1,4 +1,4 @@
-"""The built-in tools as Letta Tool objects (user tools arrive with issue 5)."""
+"""The built-in tools as Letta Tool objects (user tools: tool_registry.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """One sandbox worker: confine this process, wait for one tool call, run it, exit.
 
-Started by the pool as `python -I -S worker.py '<config json>'` with a scrubbed
-environment. It confines itself (see confine.py), writes a ready line with
-what applied to the result pipe, then reads one job (JSON) from stdin, runs
+Forked by the zygote (zygote.py), or started alone as
+`python -I -S worker.py '<config json>'`, with a scrubbed environment. It
+confines itself (see confine.py), writes a ready line with what applied to
+the result pipe, then reads one job (JSON) from stdin, runs
 the tool, writes the outcome as one JSON line to the result pipe and exits.
 The tool's own stdout and stderr are the process's fd 1 and 2, pipes the pool
 reads with a bound. Standard library only: nothing of O's is importable here.
@@ -119,7 +120,11 @@ def _run(job: dict[str, Any]) -> dict[str, object]:
 
 
 def main() -> None:
-    cfg = json.loads(sys.argv[1])
+    serve(json.loads(sys.argv[1]))
+
+
+def serve(cfg: dict[str, Any]) -> None:
+    """Confine, answer ready, run one job, answer its outcome, exit (never returns)."""
     result = int(cfg["result_fd"])
     applied = _confine(cfg, result)
     me = os.getpid()

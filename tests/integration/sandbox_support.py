@@ -28,7 +28,7 @@ from o_tool_sandbox.service import ToolSandboxService
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = {
-    "O_SANDBOX_TIMEOUT": "2",
+    "O_SANDBOX_TIMEOUT": "4",
     "O_SANDBOX_CPU_SECONDS": "1",
     "O_SANDBOX_MEMORY_MB": "256",
     "O_SANDBOX_OUTPUT_MAX_MB": "1",
@@ -92,7 +92,7 @@ def tool_command(
     *,
     agent_id: str | None = None,
     idempotent: bool = False,
-    timeout: float = 2.0,
+    timeout: float = 4.0,
     secrets: dict[str, str] | None = None,
 ) -> Envelope[RunTool]:
     agent_id = agent_id or new_id("agent")
