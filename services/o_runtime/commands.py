@@ -45,6 +45,7 @@ class CommandConsumer:
         ack_wait: float = 60.0,
         concurrency: int = 16,
         max_deliver: int | None = None,
+        max_ack_pending: int | None = None,
     ) -> None:
         self.eventlog = eventlog
         self.name = name
@@ -54,6 +55,9 @@ class CommandConsumer:
         self.concurrency = concurrency
         # Bounds redeliveries of a command whose consumer died mid-way (-1: unbounded).
         self.max_deliver = max_deliver or -1
+        # In flight across all replicas sharing the durable consumer (default:
+        # one replica's concurrency).
+        self.max_ack_pending = max_ack_pending or concurrency
 
     def subscribe(self, broker: NatsBroker) -> None:
         broker.subscriber(
@@ -64,7 +68,7 @@ class CommandConsumer:
             ack_policy=AckPolicy.MANUAL,
             config=ConsumerConfig(
                 ack_wait=self.ack_wait,
-                max_ack_pending=self.concurrency,
+                max_ack_pending=self.max_ack_pending,
                 max_deliver=self.max_deliver,
             ),
             max_workers=self.concurrency,

@@ -164,14 +164,14 @@ class Zygote:
         return pid, exited
 
     async def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-        if self._reader is not None:
-            self._reader.cancel()
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+        if self.sock is not None:
+            self.sock.close()
 
 
 class WorkerPool:

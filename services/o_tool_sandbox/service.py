@@ -24,6 +24,7 @@ from o_tool_sandbox.pool import WorkerPool
 # the command is redelivered after this long, at most MAX_DELIVER times in all.
 ACK_WAIT = 10.0
 MAX_DELIVER = 3
+MAX_IN_FLIGHT = 1024
 
 
 class ToolSandboxService(Service):
@@ -42,7 +43,10 @@ class ToolSandboxService(Service):
             subjects.SANDBOX_COMMANDS,
             {RunTool: executions.run_tool},
             ack_wait=float(os.environ.get("O_SANDBOX_ACK_WAIT", ACK_WAIT)),
-            concurrency=16,
+            # Calls one replica runs at once; the durable consumer lets many
+            # replicas' calls be in flight together.
+            concurrency=int(os.environ.get("O_SANDBOX_CONCURRENCY", "8")),
+            max_ack_pending=MAX_IN_FLIGHT,
             max_deliver=MAX_DELIVER,
         ).subscribe(self.broker)
         self.broker.subscriber(

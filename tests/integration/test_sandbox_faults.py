@@ -43,10 +43,12 @@ async def test_replicas_share_the_work(
     sandbox_nats: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Two calls at a time per replica: eight calls cannot all wait for one of them.
+    monkeypatch.setenv("O_SANDBOX_CONCURRENCY", "2")
     replicas = [await start_sandbox(sandbox_nats, monkeypatch) for _ in range(2)]
     try:
         results = await asyncio.gather(
-            *(run_tool(client, tool_command(NAP, "nap", {"seconds": 0.4})) for _ in range(16))
+            *(run_tool(client, tool_command(NAP, "nap", {"seconds": 0.3})) for _ in range(8))
         )
         assert {r["status"] for r in results} == {"success"}
         assert {r["sandbox"] for r in results} == {s.replica for s in replicas}
