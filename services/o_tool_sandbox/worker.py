@@ -101,7 +101,12 @@ def _run(job: dict[str, Any]) -> dict[str, object]:
         fn = namespace.get(str(job["name"]))
         if not callable(fn):
             return {"ok": False, "failure": "exception", "error": f"no function {job['name']}"}
-        value = fn(**job["args"])
+        args = dict(job["args"])
+        code = getattr(fn, "__code__", None)
+        if code is not None and "agent_state" in code.co_varnames[: code.co_argcount]:
+            # Letta passes the agent's state here; the sandbox has none to give.
+            args.setdefault("agent_state", None)
+        value = fn(**args)
         if hasattr(value, "__await__"):
             import asyncio
 

@@ -37,6 +37,9 @@ def echo(text: str) -> str:
 '''
 
 
+THIS_FILE = str(Path(__file__).resolve())
+
+
 def exists(path: str) -> bool:
     return Path(path).exists()
 
@@ -162,6 +165,9 @@ async def test_o_environment_is_not_visible(
         env = await attack(client, "return sorted(os.environ)", unused="")
         assert env["status"] == "success"
         assert set(json.loads(env["tool_return"])) == {"PATH", "HOME", "TMPDIR", "LANG"}
+        # Nor O's files: the checkout (code, ./data) is outside what a tool may read.
+        files = await attack(client, "return open(path).read()[:20]", path=THIS_FILE)
+        assert files["status"] == "error" and "PermissionError" in files["tool_return"]
         proc = await attack(
             client, "return open(f'/proc/{pid}/environ', 'rb').read().decode()", pid=os.getpid()
         )
