@@ -301,7 +301,12 @@ class WorkerPool:
     async def run(
         self, source: str, name: str, args: dict[str, Any], env: dict[str, str], timeout: float
     ) -> Outcome:
-        worker = await self._ready.get() if not self._ready.empty() else await self._spawn()
+        while True:
+            worker = await self._ready.get() if not self._ready.empty() else await self._spawn()
+            if not worker.exited.done():
+                break
+            # It died waiting (its zygote was killed, say): take another.
+            await self._dispose(worker)
         self._refill()
         try:
             return await self._run_in(worker, source, name, args, env, timeout)
@@ -352,7 +357,8 @@ class WorkerPool:
                     await worker.stdin.drain()
                 worker.stdin.close()
                 result_line = await worker.results.readline()
-                code = await asyncio.shield(worker.exited)
+                with contextlib.suppress(RuntimeError):  # the zygote died: no status
+                    code = await asyncio.shield(worker.exited)
                 await asyncio.gather(*pumps)
         except TimeoutError:
             timed_out = True

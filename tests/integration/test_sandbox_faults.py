@@ -138,3 +138,23 @@ async def test_without_any_sandbox_the_caller_gets_an_error_in_bounded_time(
         finally:
             await lonely.close()
     assert result["status"] == "error" and "did not answer" in result["tool_return"]
+
+
+async def test_a_killed_zygote_is_replaced_and_calls_go_on(
+    client: EventLog,  # noqa: F811
+    sandbox_nats: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service = await start_sandbox(sandbox_nats, monkeypatch)
+    try:
+        zygote = service.pool._zygote.proc
+        assert zygote is not None
+        zygote.send_signal(signal.SIGKILL)
+        await zygote.wait()
+        # Its warm workers died with it; the next calls get fresh ones.
+        for _ in range(3):
+            result = await run_tool(client, tool_command(NAP, "nap", {"seconds": 0}))
+            assert (result["status"], result["tool_return"]) == ("success", "rested")
+        assert service.pool._zygote.proc is not zygote
+    finally:
+        await service.stop()
