@@ -146,3 +146,27 @@ async def test_requests_without_the_api_key_are_refused(system: System) -> None:
     async with httpx.AsyncClient(base_url=system.base_url) as anon:
         assert (await anon.get("/v1/agents/")).status_code == 401
         assert (await anon.get("/v1/health/")).status_code == 200
+
+
+def walk_pages(system: System, tag: str) -> tuple[list[str], list[str]]:
+    client = system.client()
+    created = [
+        client.agents.create(name=f"page-{i}", model="openai/gpt-4o-mini", tags=[tag]).id
+        for i in range(3)
+    ]
+    # The SDK auto-paginates with after=<last id> until a page comes back empty.
+    walked = [a.id for a in client.agents.list(tags=[tag], limit=1, order="asc")]
+    return created, walked
+
+
+async def test_list_pagination_walks_every_agent_once(system: System) -> None:
+    created, walked = await asyncio.to_thread(walk_pages, system, "pages-e2e")
+    assert walked == created
+    newest_first = (await system.http.get("/v1/agents/", params={"tags": "pages-e2e"})).json()
+    assert [a["id"] for a in newest_first] == created[::-1]
+    before = (
+        await system.http.get(
+            "/v1/agents/", params={"tags": "pages-e2e", "before": created[0], "order": "desc"}
+        )
+    ).json()
+    assert [a["id"] for a in before] == created[:0:-1]

@@ -13,6 +13,7 @@ from o_contracts.events import RunCompleted
 from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 from o_runtime.commands import decode_reply
+from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.e2e.test_messages import new_agent
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -64,6 +65,15 @@ async def test_an_external_publisher_runs_an_agent_over_nats(
         assert seen == ["RunStarted", "LLMResponded", "RunCompleted"]
     finally:
         await nc.close()
+    # The reply comes once the events are in the log; the messages listing reads the
+    # runs projection, so wait until it has applied the run's last event.
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"])
+    await watcher.start()
+    try:
+        assert reply.seq is not None
+        await watcher.wait(reply.seq, "runs", timeout=30)
+    finally:
+        await watcher.stop()
     history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert [m.get("content") for m in history] == ["from NATS", "hello NATS"]
 

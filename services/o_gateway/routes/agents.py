@@ -19,6 +19,7 @@ from o_contracts.prompts import default_system
 from o_gateway import render
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
+from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
 from o_gateway.state import Gateway, checked_id, gateway
@@ -200,34 +201,14 @@ async def list_agents(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
-    where: list[str] = ["true"]
-    args: list[object] = []
+    q = Listing("agents")
     if name is not None:
-        args.append(name)
-        where.append(f"name = ${len(args)}")
+        q.filter("name = {}", name)
     if query_text:
-        args.append(f"%{query_text}%")
-        where.append(f"name ILIKE ${len(args)}")
+        q.filter("name ILIKE {}", f"%{query_text}%")
     if tags:
-        args.append(tags)
-        where.append(f"tags {'@>' if match_all_tags else '&&'} ${len(args)}")
-    for cursor, op in (
-        (after, ">" if order == "asc" else "<"),
-        (before, "<" if order == "asc" else ">"),
-    ):
-        if cursor:
-            checked_id(cursor, "agent")
-            args.append(cursor)
-            where.append(
-                f"(created_at, id) {op} (SELECT created_at, id FROM agents WHERE id = ${len(args)})"
-            )
-    direction = "ASC" if order == "asc" else "DESC"
-    args.append(limit)
-    rows = await gw.pool.fetch(
-        f"SELECT * FROM agents WHERE {' AND '.join(where)}"
-        f" ORDER BY created_at {direction}, id {direction} LIMIT ${len(args)}",
-        *args,
-    )
+        q.filter(f"tags {'@>' if match_all_tags else '&&'} {{}}", tags)
+    rows = await gw.pool.fetch(q.page("agent", before, after, order, limit), *q.args)
     return [await render_agent(gw, dict(r)) for r in rows]
 
 

@@ -11,6 +11,7 @@ from o_contracts.events import BlockAttached, BlockDetached
 from o_contracts.ids import new_id
 from o_gateway import render
 from o_gateway.commands import memory_command
+from o_gateway.pagination import Listing
 from o_gateway.routes.agents import agent_state, block_spec, blocks_of, change_agent
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
@@ -55,28 +56,10 @@ async def list_blocks(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
-    where: list[str] = ["true"]
-    args: list[object] = []
+    q = Listing("blocks")
     if label is not None:
-        args.append(label)
-        where.append(f"label = ${len(args)}")
-    for cursor, op in (
-        (after, ">" if order == "asc" else "<"),
-        (before, "<" if order == "asc" else ">"),
-    ):
-        if cursor:
-            checked_id(cursor, "block")
-            args.append(cursor)
-            where.append(
-                f"(created_at, id) {op} (SELECT created_at, id FROM blocks WHERE id = ${len(args)})"
-            )
-    direction = "ASC" if order == "asc" else "DESC"
-    args.append(limit)
-    rows = await gw.pool.fetch(
-        f"SELECT * FROM blocks WHERE {' AND '.join(where)}"
-        f" ORDER BY created_at {direction}, id {direction} LIMIT ${len(args)}",
-        *args,
-    )
+        q.filter("label = {}", label)
+    rows = await gw.pool.fetch(q.page("block", before, after, order, limit), *q.args)
     return [render.block(dict(r)) for r in rows]
 
 
