@@ -70,6 +70,19 @@ async def test_tool_registry_with_the_official_client(system: System) -> None:
         client.tools.update, tool.id, return_char_limit=10, default_requires_approval=True
     )
     assert (updated.return_char_limit, updated.default_requires_approval) == (10, True)
+    # Agents take it by id, with secrets; the SDK reads them back (values redacted).
+    agent = await asyncio.to_thread(
+        client.agents.create,
+        model="openai/gpt-4o-mini",
+        tool_ids=[tool.id],
+        secrets={"WEATHER_KEY": "k-123"},
+    )
+    assert [s.key for s in agent.secrets or []] == ["WEATHER_KEY"]
+    assert {s.value for s in agent.secrets or []} == {"****"}
+    listed = await asyncio.to_thread(lambda: list(client.agents.tools.list(agent.id)))
+    assert "get_weather" in [t.name for t in listed]
+    detached = await asyncio.to_thread(client.agents.tools.detach, tool.id, agent_id=agent.id)
+    assert detached is not None and "get_weather" not in [t.name for t in detached.tools]
     await asyncio.to_thread(client.tools.delete, tool.id)
     with pytest.raises(NotFoundError):
         await asyncio.to_thread(client.tools.retrieve, tool.id)
