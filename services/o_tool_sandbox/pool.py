@@ -356,7 +356,11 @@ class WorkerPool:
                 with contextlib.suppress(ConnectionError):
                     await worker.stdin.drain()
                 worker.stdin.close()
-                result_line = await worker.results.readline()
+                try:
+                    result_line = await worker.results.readline()
+                except ValueError:  # a result line over the reader's limit
+                    flooded.set()
+                    worker.kill()
                 with contextlib.suppress(RuntimeError):  # the zygote died: no status
                     code = await asyncio.shield(worker.exited)
                 await asyncio.gather(*pumps)

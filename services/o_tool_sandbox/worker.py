@@ -29,6 +29,9 @@ from o_tool_sandbox import confine  # noqa: E402
 del sys.path[0]
 
 
+MAX_RETURN = 256 * 1024
+
+
 def _limits(cfg: dict[str, int]) -> None:
     for name, value in (
         ("RLIMIT_CPU", cfg["cpu_seconds"]),
@@ -111,7 +114,11 @@ def _run(job: dict[str, Any]) -> dict[str, object]:
             import asyncio
 
             value = asyncio.run(value)
-        return {"ok": True, "return": _text(value)}
+        text = _text(value)
+        if len(text) > MAX_RETURN:
+            # The tool's own return_char_limit cuts further; this bounds the pipe.
+            text = text[:MAX_RETURN] + f"\n[truncated: the return was {len(text)} characters]"
+        return {"ok": True, "return": text}
     except MemoryError:
         return {"ok": False, "failure": "memory_limit", "error": "MemoryError: memory limit hit"}
     except BaseException as exc:  # the tool's own error, reported to the model

@@ -252,3 +252,13 @@ async def test_health_report_names_the_isolation(
         assert report["pid_namespace"] is True
         assert str(report["user"]).startswith("separate uid")
     assert str(report["filesystem"]).startswith("landlock")
+
+
+async def test_a_huge_return_value_is_cut_not_fatal(
+    client: EventLog,  # noqa: F811
+    sandbox: ToolSandboxService,  # noqa: F811
+) -> None:
+    result = await attack(client, "return 'y' * (20 * 2**20)", unused="")
+    assert result["status"] == "success"
+    assert len(result["tool_return"]) < 60_000  # the tool's return_char_limit (50000)
+    assert "truncated" in result["tool_return"]
