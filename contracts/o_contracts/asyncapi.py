@@ -43,6 +43,7 @@ CHANNELS = (
             events.BlockDetached,
             events.RunStarted,
             events.LLMResponded,
+            events.ToolCallRequested,
             events.ToolReturned,
             events.RunCompleted,
         ),

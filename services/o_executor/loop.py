@@ -1,13 +1,18 @@
 """The agent loop for one run: compile context, call the LLM, run tools, record everything.
 
 Every fact is appended to the agent's subject before it is acted on: the
-LLM's response before its tool calls run, each tool's result before the next
-step. Event and message ids derive from the run id, so a redelivered command
-re-appends nothing (the stream deduplicates them).
+LLM's response before its tool calls run, a `ToolCallRequested` before a tool
+with effects runs, each tool's result before the next step. A run that is
+delivered again (its executor was killed, or another replica took over) reads
+its own recorded events back from the log and goes on from there: a recorded
+LLM step is not asked again and a recorded tool call is not run again.
+Event and message ids derive from the run id, so a repeated append is also
+deduplicated by the stream.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -19,15 +24,23 @@ from o_contracts import subjects
 from o_contracts.base import Event, Reply
 from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
 from o_contracts.commands import RunMemoryTool, StartRun
-from o_contracts.envelope import Envelope
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import (
+    LLMResponded,
+    RunCompleted,
+    RunStarted,
+    ToolCallRequested,
+    ToolReturned,
+)
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
 from o_executor import llm
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
-from o_runtime.commands import CommandTimeout, send_and_wait
+from o_executor.run_log import RunLog
+from o_executor.run_queue import Cursor
+from o_runtime.commands import CommandTimeout, current_delivery, send_and_wait
 from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.tracing import tracer
 
@@ -36,6 +49,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PRODUCER = "executor"
+# Tools without effects outside the run: running one again after a crash is harmless.
+PURE_TOOLS = frozenset({"send_message", "conversation_search", "memory_finish_edits"})
+MEMORY_CONSUMER = "memory"
+IN_DOUBT_TIMEOUT = 30.0
+# A killed process may hold the projection's next event until its ack_wait ends.
+PROJECTION_TIMEOUT = 60.0
 
 
 @dataclass
@@ -47,6 +66,10 @@ class ToolOutcome:
 
 class AgentGone(Exception):
     pass
+
+
+class RunTakenOver(Exception):
+    """Another executor appended events of this run meanwhile: it owns the run now."""
 
 
 class AgentRun:
@@ -71,8 +94,10 @@ class AgentRun:
             try:
                 appended = await self.s.eventlog.append(self.subject, envelope, self.last)
             except ConcurrencyConflict:
-                # Someone else wrote to the agent (a PATCH): the run is still
-                # valid as long as the agent exists.
+                # Someone else wrote to the agent: a PATCH (the run is still
+                # valid as long as the agent exists), or another executor that
+                # took this run over (then it is theirs to finish).
+                await self._check_ownership()
                 self.last = await self.s.eventlog.last_seq(self.subject)
                 await self.s.watcher.wait(self.last, "agents")
                 if await self.s.load_agent(self.cmd.agent_id) is None:
@@ -82,25 +107,71 @@ class AgentRun:
             return appended.seq
         raise RuntimeError(f"could not append to {self.subject}: too many conflicts")
 
+    async def _check_ownership(self) -> None:
+        async for raw in self.s.eventlog.replay(self.subject, start_seq=self.last + 1):
+            try:
+                env = decode(raw.data)
+            except MalformedMessage:
+                continue
+            if getattr(env.data, "run_id", None) == self.cmd.run_id:
+                raise RunTakenOver(self.cmd.run_id)
+
     async def execute(self) -> Reply:
+        delivery = current_delivery.get(None)
+        if delivery is None:  # called outside a command consumer: no ordering to keep
+            return await self._execute(Cursor(), redelivered=False)
+        queue = self.s.run_queue
+        cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+        try:
+            reply = await self._execute(cursor, redelivered=delivery.redelivered)
+        except RunTakenOver:
+            return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
+        except Exception:
+            if delivery.last_attempt:
+                # It will be dead-lettered: the agent's next run must not wait for it.
+                await queue.finish(self.cmd.agent_id, delivery.stream_seq, self.last)
+            raise
+        await queue.finish(self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0))
+        return reply
+
+    async def _execute(self, cursor: Cursor, redelivered: bool) -> Reply:
+        # A first delivery has nothing recorded; a redelivery reads what is.
+        recorded = RunLog()
+        if redelivered:
+            recorded = await RunLog.read(
+                self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, cursor.event_seq
+            )
+            if recorded.completed is not None:
+                self.last = recorded.completed_seq
+                return Reply(
+                    ok=True,
+                    seq=recorded.completed_seq,
+                    result={"stop_reason": recorded.completed.stop_reason},
+                )
+            # Memory edits made before the crash must show in the next prompt.
+            info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
+            self.memory_seq = info.state.last_seq
         agent = await self.s.load_agent(self.cmd.agent_id)
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         self.last = await self.s.eventlog.last_seq(self.subject)
-        await self.s.watcher.wait(self.last, "runs")
-        history = await self.s.load_history(self.cmd.agent_id)
+        # The history is what the log held before this run began.
+        before = recorded.started_seq - 1 if recorded.started is not None else self.last
+        await self.s.watcher.wait(before, "runs", timeout=PROJECTION_TIMEOUT)
+        history = await self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id)
         try:
-            await self._append(
-                RunStarted(
-                    run_id=self.cmd.run_id,
-                    agent_id=self.cmd.agent_id,
-                    messages=self.cmd.messages,
-                    max_steps=self.cmd.max_steps,
-                ),
-                "started",
-            )
+            if recorded.started is None:
+                await self._append(
+                    RunStarted(
+                        run_id=self.cmd.run_id,
+                        agent_id=self.cmd.agent_id,
+                        messages=self.cmd.messages,
+                        max_steps=self.cmd.max_steps,
+                    ),
+                    "started",
+                )
             messages = history + list(self.cmd.messages)
-            stop_reason, error = await self._steps(agent, messages)
+            stop_reason, error = await self._steps(agent, messages, recorded)
             seq = await self._append(
                 RunCompleted(
                     run_id=self.cmd.run_id,
@@ -116,8 +187,47 @@ class AgentRun:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} was deleted")
         return Reply(ok=True, seq=seq, result={"stop_reason": stop_reason})
 
+    async def _llm_step(
+        self,
+        agent: dict[str, Any],
+        handle: Handle,
+        tools: list[dict[str, Any]],
+        messages: list[ChatMessage],
+        step: int,
+        step_id: str,
+    ) -> ChatMessage:
+        system = await self._system_prompt(agent, len(messages))
+        with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
+            result = await llm.complete(
+                handle,
+                [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
+                tools,
+                stream=self.cmd.stream_tokens,
+            )
+        reply = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
+            role="assistant",
+            content=result.content,
+            tool_calls=result.tool_calls,
+        )
+        self.usage = self.usage + result.usage
+        await self._append(
+            LLMResponded(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                step_number=step,
+                message=reply,
+                usage=result.usage,
+                model=str(handle),
+                finish_reason=result.finish_reason,
+            ),
+            f"llm-{step}",
+        )
+        return reply
+
     async def _steps(
-        self, agent: dict[str, Any], messages: list[ChatMessage]
+        self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog
     ) -> tuple[str, str | None]:
         try:
             handle = Handle.parse(agent["llm_config"].get("handle") or "")
@@ -127,66 +237,73 @@ class AgentRun:
         for step in range(self.cmd.max_steps):
             self.steps = step + 1
             step_id = derived_id("step", self.cmd.run_id, str(step))
-            system = await self._system_prompt(agent, len(messages))
-            try:
-                with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
-                    result = await llm.complete(
-                        handle,
-                        [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
-                        tools,
-                        stream=self.cmd.stream_tokens,
-                    )
-            except (llm.LLMError, UnknownProvider) as exc:
-                log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
-                return "llm_api_error", str(exc)
-            reply = ChatMessage(
-                id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
-                role="assistant",
-                content=result.content,
-                tool_calls=result.tool_calls,
-            )
-            self.usage = self.usage + result.usage
-            await self._append(
-                LLMResponded(
-                    run_id=self.cmd.run_id,
-                    agent_id=self.cmd.agent_id,
-                    step_id=step_id,
-                    step_number=step,
-                    message=reply,
-                    usage=result.usage,
-                    model=str(handle),
-                    finish_reason=result.finish_reason,
-                ),
-                f"llm-{step}",
-            )
+            done = recorded.steps.get(step)
+            if done is not None:
+                # Answered before a crash: never ask the LLM again.
+                reply = done.message
+                self.usage = self.usage + done.usage
+            else:
+                try:
+                    reply = await self._llm_step(agent, handle, tools, messages, step, step_id)
+                except (llm.LLMError, UnknownProvider) as exc:
+                    log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
+                    return "llm_api_error", str(exc)
             messages.append(reply)
             if not reply.tool_calls:
                 return "end_turn", None
             ends_turn = False
             for call in reply.tool_calls:
-                outcome = await self._run_tool(agent, call)
-                tool_msg = ChatMessage(
-                    id=derived_id("message", self.cmd.run_id, str(step), call.id),
-                    role="tool",
-                    name=call.name,
-                    tool_call_id=call.id,
-                    content=outcome.text,
-                    status="success" if outcome.ok else "error",
-                )
-                await self._append(
-                    ToolReturned(
-                        run_id=self.cmd.run_id,
-                        agent_id=self.cmd.agent_id,
-                        step_id=step_id,
-                        message=tool_msg,
-                    ),
-                    f"tool-{step}-{call.id}",
-                )
+                tool_msg, outcome_ends = await self._tool_step(agent, call, step, step_id, recorded)
                 messages.append(tool_msg)
-                ends_turn = ends_turn or outcome.ends_turn
+                ends_turn = ends_turn or outcome_ends
             if ends_turn:
                 return "end_turn", None
         return "max_steps", None
+
+    async def _tool_step(
+        self, agent: dict[str, Any], call: ToolCall, step: int, step_id: str, recorded: RunLog
+    ) -> tuple[ChatMessage, bool]:
+        returned = recorded.returned.get(call.id)
+        if returned is not None:
+            ends = call.name == "send_message" and returned.message.status == "success"
+            return returned.message, ends
+        requested = recorded.requested.get(call.id)
+        if requested is not None:
+            outcome = await self._resolve_in_doubt(agent, call, requested[1])
+        else:
+            if call.name in agent["tools"] and call.name not in PURE_TOOLS:
+                await self._append(
+                    ToolCallRequested(
+                        run_id=self.cmd.run_id,
+                        agent_id=self.cmd.agent_id,
+                        step_id=step_id,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        command_id=self._memory_command_id(call)
+                        if call.name in MEMORY_TOOLS
+                        else None,
+                    ),
+                    f"tool-requested-{step}-{call.id}",
+                )
+            outcome = await self._run_tool(agent, call)
+        tool_msg = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), call.id),
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=outcome.text,
+            status="success" if outcome.ok else "error",
+        )
+        await self._append(
+            ToolReturned(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                message=tool_msg,
+            ),
+            f"tool-{step}-{call.id}",
+        )
+        return tool_msg, outcome.ends_turn
 
     async def _system_prompt(self, agent: dict[str, Any], recall_count: int) -> str:
         request = msgpack.packb(
@@ -218,8 +335,13 @@ class AgentRun:
             return await self._memory_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
-    async def _memory_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
-        command = self.command.caused(
+    def _memory_command_id(self, call: ToolCall, attempt: str = "") -> str:
+        return derived_id("cmd", self.cmd.run_id, call.id, *([attempt] if attempt else []))
+
+    def _memory_command(
+        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
+    ) -> Envelope[RunMemoryTool]:
+        return self.command.caused(
             RunMemoryTool(
                 agent_id=self.cmd.agent_id,
                 run_id=self.cmd.run_id,
@@ -229,8 +351,13 @@ class AgentRun:
             ),
             aggregate_id=self.cmd.agent_id,
             producer=PRODUCER,
-            id=derived_id("cmd", self.cmd.run_id, call.id),
+            id=self._memory_command_id(call, attempt),
         )
+
+    async def _memory_tool(
+        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
+    ) -> ToolOutcome:
+        command = self._memory_command(call, args, attempt)
         try:
             reply = await send_and_wait(
                 self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
@@ -242,6 +369,70 @@ class AgentRun:
         if not reply.ok:
             return ToolOutcome(False, reply.error or "memory edit failed")
         return ToolOutcome(True, str((reply.result or {}).get("message", "OK")))
+
+    async def _resolve_in_doubt(
+        self, agent: dict[str, Any], call: ToolCall, requested_seq: int
+    ) -> ToolOutcome:
+        """A tool call that was requested before a crash but has no recorded result."""
+        if call.name in PURE_TOOLS or call.name not in agent["tools"]:
+            return await self._run_tool(agent, call)
+        if call.name not in MEMORY_TOOLS:
+            # We cannot know whether it ran; running it again could do it twice.
+            return ToolOutcome(
+                False,
+                f"the run was interrupted while '{call.name}' was running; it was not run"
+                " again, and its outcome is unknown",
+            )
+        try:
+            args = json.loads(call.arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments are not a JSON object")
+        except ValueError:
+            return await self._run_tool(agent, call)  # rejected before any effect
+        done = ToolOutcome(
+            True, f"The core memory block with label `{args.get('label')}` has been edited."
+        )
+        command = self._memory_command(call, args)
+        effect_id = derived_id("evt", command.id)
+        if await self._find_event(effect_id, requested_seq):
+            return done
+        # Not applied (yet). Send the same command again: if the stream still
+        # holds the first one, this is deduplicated and we wait until the
+        # memory service has handled it; if not, it was never sent.
+        appended = await self.s.eventlog.send_command(
+            subjects.memory_command_subject(self.cmd.agent_id), command
+        )
+        await self._memory_handled(appended.seq)
+        if await self._find_event(effect_id, requested_seq):
+            return done
+        # Handled without an effect: it was rejected, which changed nothing, so
+        # asking again (under a new id) is safe and tells the model why.
+        return await self._memory_tool(call, args, attempt="in-doubt")
+
+    async def _find_event(self, event_id: str, since: int) -> bool:
+        async for raw in self.s.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):
+            try:
+                if decode(raw.data).id == event_id:
+                    return True
+            except MalformedMessage:
+                continue
+        return False
+
+    async def _memory_handled(self, command_seq: int) -> None:
+        """Wait until the memory service has acknowledged every command up to `command_seq`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IN_DOUBT_TIMEOUT
+        delay = 0.01
+        while True:
+            info = await self.s.eventlog.js.consumer_info(subjects.COMMANDS_STREAM, MEMORY_CONSUMER)
+            floor = info.ack_floor.stream_seq if info.ack_floor else 0
+            if (floor or 0) >= command_seq:
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(f"memory service has not handled command {command_seq}")
+            # A rare recovery path: polling the consumer state is simplest here.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
         query = args.get("query")

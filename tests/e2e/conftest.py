@@ -19,6 +19,7 @@ from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
+EXECUTOR_REPLICAS = 2
 
 
 def free_port() -> int:
@@ -86,9 +87,18 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
         "O_HTTP_PORT": str(port),
         "O_API_KEY": "test-key",
         "O_LOG_LEVEL": "WARNING",
+        # A killed executor's run is taken over this soon (tests kill them on purpose).
+        "O_EXECUTOR_ACK_WAIT": "3",
+        "O_PROJECTION_ACK_WAIT": "3",
     }
+    # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(
-        [ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env, backoff_initial=0.2
+        [
+            ServiceSpec.module(s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1)
+            for s in SERVICES
+        ],
+        env,
+        backoff_initial=0.2,
     )
     await supervisor.start()
     base_url = f"http://127.0.0.1:{port}"

@@ -8,7 +8,13 @@ from o_contracts.events.agents import (
     BlockDetached,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
-from o_contracts.events.runs import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events.runs import (
+    LLMResponded,
+    RunCompleted,
+    RunStarted,
+    ToolCallRequested,
+    ToolReturned,
+)
 
 __all__ = [
     "AgentCreated",
@@ -22,5 +28,6 @@ __all__ = [
     "LLMResponded",
     "RunCompleted",
     "RunStarted",
+    "ToolCallRequested",
     "ToolReturned",
 ]

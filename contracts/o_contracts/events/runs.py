@@ -31,6 +31,23 @@ class LLMResponded(Event):
     finish_reason: str | None = None
 
 
+class ToolCallRequested(Event):
+    """The executor is about to run a tool call that changes something outside the run.
+
+    Recorded before the tool runs, so a resumed run that finds this without a
+    `ToolReturned` knows the call may have had its effect, and finds out from
+    the log instead of running it again.
+    """
+
+    run_id: str
+    agent_id: str
+    step_id: str
+    tool_call_id: str
+    tool_name: str
+    # The command that carries the call to the service that runs it, if any.
+    command_id: str | None = None
+
+
 class ToolReturned(Event):
     run_id: str
     agent_id: str
