@@ -41,7 +41,11 @@ class ExecutorService(Service):
     async def start_run(self, envelope: Envelope[Any]) -> Reply:
         # One run per agent at a time across replicas, in arrival order; runs of
         # different agents proceed in parallel (run_queue.py explains how).
-        return await AgentRun(self, envelope).execute()
+        reply = await AgentRun(self, envelope).execute()
+        if reply.seq:
+            # Like every O service: whoever waited for the reply reads its write.
+            await self.watcher.wait(reply.seq, "runs", timeout=60.0)
+        return reply
 
     async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
         # The agent registry is the gateway's projection; the executor only reads it.

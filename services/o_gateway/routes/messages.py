@@ -60,7 +60,8 @@ def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
 async def run_response(
     gw: Gateway, agent_type: str, run_id: str, seq: int | None
 ) -> dict[str, Any]:
-    await gw.visible(seq, "runs")
+    # The agent's last_stop_reason is projected from the same event.
+    await gw.visible(seq, "runs", "agents")
     run = await gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
     if run is None:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
