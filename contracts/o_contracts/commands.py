@@ -23,6 +23,9 @@ class StartRun(Command):
     messages: list[ChatMessage] = Field(min_length=1)
     max_steps: int = Field(default=50, ge=1, le=1000)
     stream_tokens: bool = False
+    # Recorded on the run (Letta's Run.background and request_config).
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
 
 
 class CreateBlock(Command):

@@ -27,6 +27,7 @@ from o_contracts.commands import RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import (
     LLMResponded,
+    RunCancellationRequested,
     RunCompleted,
     RunStarted,
     ToolCallRequested,
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PRODUCER = "executor"
 # Tools without effects outside the run: running one again after a crash is harmless.
+# Only an executor running the run appends these; seeing one we did not write
+# means another executor has the run.
+EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
 PURE_TOOLS = frozenset({"send_message", "conversation_search", "memory_finish_edits"})
 MEMORY_CONSUMER = "memory"
 IN_DOUBT_TIMEOUT = 30.0
@@ -82,6 +86,7 @@ class AgentRun:
         self.memory_seq = 0
         self.usage = Usage()
         self.steps = 0
+        self.cancelled = False
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -95,9 +100,9 @@ class AgentRun:
                 appended = await self.s.eventlog.append(self.subject, envelope, self.last)
             except ConcurrencyConflict:
                 # Someone else wrote to the agent: a PATCH (the run is still
-                # valid as long as the agent exists), or another executor that
-                # took this run over (then it is theirs to finish).
-                await self._check_ownership()
+                # valid as long as the agent exists), a cancellation, or another
+                # executor that took this run over (then it is theirs to finish).
+                await self._read_news(self.last)
                 self.last = await self.s.eventlog.last_seq(self.subject)
                 await self.s.watcher.wait(self.last, "agents")
                 if await self.s.load_agent(self.cmd.agent_id) is None:
@@ -107,13 +112,18 @@ class AgentRun:
             return appended.seq
         raise RuntimeError(f"could not append to {self.subject}: too many conflicts")
 
-    async def _check_ownership(self) -> None:
-        async for raw in self.s.eventlog.replay(self.subject, start_seq=self.last + 1):
+    async def _read_news(self, since: int) -> None:
+        """What others appended to the agent after `since` that concerns this run."""
+        async for raw in self.s.eventlog.replay(self.subject, start_seq=since + 1):
             try:
-                env = decode(raw.data)
+                event = decode(raw.data).data
             except MalformedMessage:
                 continue
-            if getattr(env.data, "run_id", None) == self.cmd.run_id:
+            if getattr(event, "run_id", None) != self.cmd.run_id:
+                continue
+            if isinstance(event, RunCancellationRequested):
+                self.cancelled = True
+            elif isinstance(event, EXECUTOR_EVENTS):
                 raise RunTakenOver(self.cmd.run_id)
 
     async def execute(self) -> Reply:
@@ -157,7 +167,14 @@ class AgentRun:
         self.last = await self.s.eventlog.last_seq(self.subject)
         # The history is what the log held before this run began.
         before = recorded.started_seq - 1 if recorded.started is not None else self.last
-        await self.s.watcher.wait(before, "runs", timeout=PROJECTION_TIMEOUT)
+        await self.s.watcher.wait(max(before, self.last), "runs", timeout=PROJECTION_TIMEOUT)
+        # Cancelled while it waited for its turn? (Later cancellations show up
+        # as conflicts on our appends: see _read_news.)
+        self.cancelled = bool(
+            await self.s.pool.fetchval(
+                "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
+            )
+        )
         history = await self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id)
         try:
             if recorded.started is None:
@@ -167,6 +184,8 @@ class AgentRun:
                         agent_id=self.cmd.agent_id,
                         messages=self.cmd.messages,
                         max_steps=self.cmd.max_steps,
+                        background=self.cmd.background,
+                        request_config=self.cmd.request_config,
                     ),
                     "started",
                 )
@@ -238,6 +257,10 @@ class AgentRun:
             self.steps = step + 1
             step_id = derived_id("step", self.cmd.run_id, str(step))
             done = recorded.steps.get(step)
+            if done is None and self.cancelled:
+                # Between steps, so every tool call in the history has its result.
+                self.steps = step
+                return "cancelled", None
             if done is not None:
                 # Answered before a crash: never ask the LLM again.
                 reply = done.message

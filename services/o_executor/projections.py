@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncpg
 
 from o_contracts import subjects
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events import (
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunQueued,
+    RunStarted,
+    ToolReturned,
+)
 from o_contracts.models import ChatMessage
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
-runs = Projection(name="runs", filter_subject=subjects.AGENT_EVENTS, tables=["messages", "runs"])
+runs = Projection(
+    name="runs", filter_subject=subjects.AGENT_EVENTS, tables=["messages", "runs", "steps"]
+)
 
 # Letta's run status for each stop reason; anything else is a failure.
 _COMPLETED = {"end_turn", "max_steps", "tool_rule", "requires_approval", "no_tool_call"}
@@ -40,17 +49,37 @@ async def _insert_message(
     )
 
 
+@runs.on(RunQueued)
+async def run_queued(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunQueued)
+    await conn.execute(
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
+        " VALUES ($1, $2, 'created', $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+        e.run_id,
+        e.agent_id,
+        rec.envelope.time,
+        rec.seq,
+        e.background,
+        e.request_config,
+    )
+
+
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, RunStarted)
     await conn.execute(
-        "INSERT INTO runs (id, agent_id, status, created_at, last_seq)"
-        " VALUES ($1, $2, 'running', $3, $4) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
+        " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
+        " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4"
+        " WHERE runs.status = 'created'",
         e.run_id,
         e.agent_id,
         rec.envelope.time,
         rec.seq,
+        e.background,
+        e.request_config,
     )
     for i, m in enumerate(e.messages):
         await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
@@ -66,6 +95,29 @@ async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
         e.run_id,
         rec.seq,
     )
+    await conn.execute(
+        "INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
+        " completion_tokens, total_tokens, finish_reason, seq, created_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (id) DO NOTHING",
+        e.step_id,
+        e.run_id,
+        e.agent_id,
+        e.step_number,
+        e.model,
+        e.usage.prompt_tokens,
+        e.usage.completion_tokens,
+        e.usage.total_tokens,
+        e.finish_reason,
+        rec.seq,
+        rec.envelope.time,
+    )
+
+
+@runs.on(RunCancellationRequested)
+async def run_cancellation_requested(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunCancellationRequested)
+    await conn.execute("UPDATE runs SET cancel_requested = true WHERE id = $1", e.run_id)
 
 
 @runs.on(ToolReturned)

@@ -104,3 +104,10 @@ class SendMessageBody(Body):
     include_pings: bool = True
     include_return_message_types: list[str] | None = None
     use_assistant_message: bool = True
+    assistant_message_tool_name: str = "send_message"
+    assistant_message_tool_kwarg: str = "message"
+    background: bool = False
+
+
+class CancelRunsBody(Body):
+    run_ids: list[str] | None = None

@@ -41,11 +41,16 @@ class AgentEvents:
     def __init__(self, sub: Any) -> None:
         self.sub = sub
         self.seen: list[Envelope[Any]] = []
+        self.last_seq = 0
 
     async def wait_for(self, type_name: str, count: int = 1) -> None:
         async with asyncio.timeout(DEADLINE):
             while sum(e.type == type_name for e in self.seen) < count:
-                self.seen.append(decode((await self.sub.next_msg(timeout=DEADLINE)).data))
+                self._add(await self.sub.next_msg(timeout=DEADLINE))
+
+    def _add(self, msg: Any) -> None:
+        self.seen.append(decode(msg.data))
+        self.last_seq = msg.metadata.sequence.stream
 
     async def drain(self) -> list[Envelope[Any]]:
         """Everything recorded so far (call once the run is over)."""
@@ -54,7 +59,7 @@ class AgentEvents:
                 msg = await self.sub.next_msg(timeout=0.5)
             except TimeoutError:
                 return self.seen
-            self.seen.append(decode(msg.data))
+            self._add(msg)
 
 
 @asynccontextmanager

@@ -10,7 +10,9 @@ from o_contracts.events.agents import (
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.runs import (
     LLMResponded,
+    RunCancellationRequested,
     RunCompleted,
+    RunQueued,
     RunStarted,
     ToolCallRequested,
     ToolReturned,
@@ -26,7 +28,9 @@ __all__ = [
     "BlockDetached",
     "BlockUpdated",
     "LLMResponded",
+    "RunCancellationRequested",
     "RunCompleted",
+    "RunQueued",
     "RunStarted",
     "ToolCallRequested",
     "ToolReturned",

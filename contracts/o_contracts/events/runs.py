@@ -6,10 +6,21 @@ are recorded before they are acted on, so a resumed run never asks again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from o_contracts.base import Event
 from o_contracts.models import ChatMessage, Usage
+
+
+class RunQueued(Event):
+    """A run was accepted and waits for its turn (appended by the gateway for async runs)."""
+
+    run_id: str
+    agent_id: str
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunStarted(Event):
@@ -18,6 +29,15 @@ class RunStarted(Event):
     # The accepted input: user (or system) messages that open this run.
     messages: list[ChatMessage]
     max_steps: int
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunCancellationRequested(Event):
+    """Someone asked to stop the run; the executor stops at its next step boundary."""
+
+    run_id: str
+    agent_id: str
 
 
 class LLMResponded(Event):

@@ -14,13 +14,20 @@ from nats.js.api import DeliverPolicy
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
-from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
-from o_contracts.ids import new_id
+from o_contracts.events import (
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunQueued,
+    ToolReturned,
+)
+from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER
 from o_gateway.routes.paths import route
-from o_gateway.schemas import SendMessageBody
+from o_gateway.routes.runs import ACTIVE, run_json, run_row
+from o_gateway.schemas import CancelRunsBody, SendMessageBody
 from o_gateway.state import Gateway, checked_id, gateway
 from o_runtime.commands import CommandTimeout, send_and_wait
 
@@ -45,7 +52,16 @@ def input_messages(body: SendMessageBody) -> list[ChatMessage]:
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
-def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
+def request_config(body: SendMessageBody) -> dict[str, Any]:
+    return {
+        "use_assistant_message": body.use_assistant_message,
+        "assistant_message_tool_name": body.assistant_message_tool_name,
+        "assistant_message_tool_kwarg": body.assistant_message_tool_kwarg,
+        "include_return_message_types": body.include_return_message_types,
+    }
+
+
+def start_run(agent_id: str, body: SendMessageBody, background: bool = False) -> Envelope[StartRun]:
     run_id = new_id("run")
     cmd = StartRun(
         run_id=run_id,
@@ -53,6 +69,8 @@ def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
         messages=input_messages(body),
         max_steps=body.max_steps,
         stream_tokens=body.stream_tokens,
+        background=background or body.background,
+        request_config=request_config(body),
     )
     return Envelope.wrap(cmd, aggregate_id=agent_id, producer=PRODUCER, correlation_id=run_id)
 
@@ -192,6 +210,67 @@ async def send_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
 @route(router, "POST", "/v1/agents/{agent_id}/messages/stream")
 async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
     return await send(agent_id, body, gw, streaming=True)
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages/async")
+async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> dict[str, Any]:
+    """Accept the run and return it at once (status "created"); it runs in the background."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    command = start_run(agent_id, body, background=True)
+    run_id = command.data.run_id
+    queued = command.caused(
+        RunQueued(
+            run_id=run_id,
+            agent_id=agent_id,
+            background=True,
+            request_config=command.data.request_config,
+        ),
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        id=derived_id("evt", run_id, "queued"),
+    )
+    # The run exists (and can be listed or cancelled) before the executor sees it.
+    appended = await gw.eventlog.append(subjects.agent_subject(agent_id), queued)
+    await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
+    await gw.visible(appended.seq, "runs")
+    return run_json(await run_row(gw, run_id))
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages/cancel")
+async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None) -> dict[str, str]:
+    """Ask the agent's runs to stop; each stops at its next step boundary."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    run_ids = [checked_id(r, "run") for r in (body.run_ids or [])] if body else []
+    if not run_ids:
+        rows = await gw.pool.fetch(
+            "SELECT id FROM runs WHERE agent_id = $1 AND status = ANY($2)"
+            " AND NOT cancel_requested ORDER BY created_at",
+            agent_id,
+            list(ACTIVE),
+        )
+        run_ids = [r["id"] for r in rows]
+        if not run_ids:
+            raise HTTPException(409, f"agent {agent_id} has no active runs to cancel")
+    results: dict[str, str] = {}
+    last = 0
+    for run_id in run_ids:
+        row = await gw.pool.fetchrow(
+            "SELECT status FROM runs WHERE id = $1 AND agent_id = $2", run_id, agent_id
+        )
+        if row is None or row["status"] not in ACTIVE:
+            results[run_id] = "failed"
+            continue
+        event = Envelope.wrap(
+            RunCancellationRequested(run_id=run_id, agent_id=agent_id),
+            aggregate_id=agent_id,
+            producer=PRODUCER,
+            correlation_id=run_id,
+        )
+        appended = await gw.eventlog.append(subjects.agent_subject(agent_id), event)
+        last = max(last, appended.seq)
+        results[run_id] = "cancelled"
+    await gw.visible(last, "runs")
+    return results
 
 
 @route(router, "GET", "/v1/agents/{agent_id}/messages")
