@@ -1,14 +1,28 @@
-"""One LLM call: provider-neutral messages in, one assistant ChatMessage out."""
+"""One LLM call: provider-neutral messages in, one assistant ChatMessage out, with retries."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
+import anthropic
 import openai
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
-from o_executor.providers import Handle, client_for
+from o_executor.anthropic_format import from_anthropic, to_anthropic
+from o_executor.providers import Handle, anthropic_client, config_for, openai_client
+
+log = logging.getLogger(__name__)
+
+# A 429, a 5xx or a dropped connection is tried again this many times, waiting
+# BACKOFF_BASE * 2^n seconds (or the provider's retry-after, if shorter is not asked).
+MAX_RETRIES = int(os.environ.get("O_LLM_MAX_RETRIES", "3"))
+BACKOFF_BASE = float(os.environ.get("O_LLM_BACKOFF", "0.5"))
+BACKOFF_MAX = 20.0
+DEFAULT_MAX_TOKENS = 4096
 
 
 class LLMError(Exception):
@@ -23,6 +37,30 @@ class LLMResult:
     finish_reason: str | None
 
 
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(header) if header is not None else None
+    except ValueError:
+        return None
+
+
+def _retryable(exc: Exception) -> bool:
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status == 429 or status >= 500
+    # Connection failures, timeouts, and errors reported inside a stream.
+    return isinstance(exc, openai.APIError | anthropic.APIError)
+
+
+def _describe(handle: Handle, exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    if status in (401, 403):
+        return f"{handle}: the provider refused the credentials ({status}): {exc}"
+    return f"{handle}: {exc}"
+
+
 async def complete(
     handle: Handle,
     messages: list[dict[str, Any]],
@@ -30,20 +68,45 @@ async def complete(
     *,
     stream: bool = False,
     temperature: float | None = None,
+    max_tokens: int | None = None,
 ) -> LLMResult:
-    client = client_for(handle)
+    config = config_for(handle)
+    attempt = 0
+    while True:
+        try:
+            if config.protocol == "anthropic":
+                return await _anthropic(handle, messages, tools, stream, temperature, max_tokens)
+            return await _openai(handle, messages, tools, stream, temperature)
+        except (openai.APIError, anthropic.APIError) as exc:
+            if not _retryable(exc) or attempt >= MAX_RETRIES:
+                suffix = f" (after {attempt + 1} attempts)" if attempt else ""
+                raise LLMError(_describe(handle, exc) + suffix) from exc
+            delay = min(BACKOFF_BASE * 2**attempt, BACKOFF_MAX)
+            hinted = _retry_after(exc)
+            if hinted is not None:
+                delay = min(hinted, BACKOFF_MAX)
+            attempt += 1
+            log.info("%s failed (%s); retry %d in %.2fs", handle, exc, attempt, delay)
+            await asyncio.sleep(delay)
+
+
+async def _openai(
+    handle: Handle,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stream: bool,
+    temperature: float | None,
+) -> LLMResult:
+    client = openai_client(handle.provider)
     kwargs: dict[str, Any] = {"model": handle.model, "messages": messages}
     if tools:
         kwargs["tools"] = tools
         kwargs["tool_choice"] = "auto"
     if temperature is not None:
         kwargs["temperature"] = temperature
-    try:
-        if stream:
-            return await _complete_streaming(client, kwargs)
-        response = await client.chat.completions.create(**kwargs)
-    except openai.APIError as exc:
-        raise LLMError(f"{handle}: {exc}") from exc
+    if stream:
+        return await _complete_streaming(client, kwargs)
+    response = await client.chat.completions.create(**kwargs)
     if not response.choices:
         raise LLMError(f"{handle}: the response has no choices")
     choice = response.choices[0]
@@ -62,6 +125,45 @@ async def complete(
             total_tokens=usage.total_tokens if usage else 0,
         ),
         finish_reason=choice.finish_reason,
+    )
+
+
+async def _anthropic(
+    handle: Handle,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stream: bool,
+    temperature: float | None,
+    max_tokens: int | None,
+) -> LLMResult:
+    client = anthropic_client(handle.provider)
+    system, turns, anthropic_tools = to_anthropic(messages, tools)
+    kwargs: dict[str, Any] = {
+        "model": handle.model,
+        "messages": turns,
+        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+    }
+    if system:
+        kwargs["system"] = system
+    if anthropic_tools:
+        kwargs["tools"] = anthropic_tools
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if stream:
+        async with client.messages.stream(**kwargs) as events:
+            message = await events.get_final_message()
+    else:
+        message = await client.messages.create(**kwargs)
+    content, calls = from_anthropic(list(message.content))
+    prompt = message.usage.input_tokens
+    completion = message.usage.output_tokens
+    return LLMResult(
+        content=content,
+        tool_calls=calls,
+        usage=Usage(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        ),
+        finish_reason=message.stop_reason,
     )
 
 

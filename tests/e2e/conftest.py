@@ -15,6 +15,7 @@ import pytest
 from letta_client import Letta
 
 from o_runtime.supervisor import ServiceSpec, Supervisor
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,14 @@ def fake_llm() -> Iterator[FakeOpenAI]:
     fake.stop()
 
 
+@pytest.fixture(scope="session")
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
 async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) -> None:
     # A readiness probe, as an operator's would be: bounded, checks a real answer.
     async with asyncio.timeout(60):
@@ -62,7 +71,9 @@ async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) ->
 
 
 @pytest.fixture(scope="session")
-async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
+async def system(
+    servers, fake_llm: FakeOpenAI, fake_anthropic: FakeAnthropic, tmp_path_factory
+) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
     import asyncpg
 
     from tests.conftest import _with_database
@@ -84,6 +95,13 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
         "DATABASE_URL": _with_database(servers.database_url, name),
         "OPENAI_BASE_URL": fake_llm.base_url,
         "OPENAI_API_KEY": "sk-test",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        # A user-named OpenAI-compatible provider ("lab/<model>"), served by the same fake.
+        "O_PROVIDER_LAB_BASE_URL": fake_llm.base_url,
+        "O_PROVIDER_LAB_API_KEY": "lab-key",
+        # Retries of 5xx answers back off briefly in tests.
+        "O_LLM_BACKOFF": "0.02",
         "O_HTTP_PORT": str(port),
         "O_API_KEY": "test-key",
         "O_LOG_LEVEL": "WARNING",
@@ -111,6 +129,13 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
     finally:
         await http.aclose()
         await supervisor.stop()
+
+
+@pytest.fixture
+def claude(system: System, fake_anthropic: FakeAnthropic) -> Iterator[FakeAnthropic]:
+    fake_anthropic.reset()
+    yield fake_anthropic
+    fake_anthropic.reset()
 
 
 @pytest.fixture
