@@ -69,14 +69,17 @@ async def complete(
     stream: bool = False,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    force_tool: bool = False,
 ) -> LLMResult:
     config = config_for(handle)
     attempt = 0
     while True:
         try:
             if config.protocol == "anthropic":
-                return await _anthropic(handle, messages, tools, stream, temperature, max_tokens)
-            return await _openai(handle, messages, tools, stream, temperature)
+                return await _anthropic(
+                    handle, messages, tools, stream, temperature, max_tokens, force_tool
+                )
+            return await _openai(handle, messages, tools, stream, temperature, force_tool)
         except (openai.APIError, anthropic.APIError) as exc:
             if not _retryable(exc) or attempt >= MAX_RETRIES:
                 suffix = f" (after {attempt + 1} attempts)" if attempt else ""
@@ -96,12 +99,13 @@ async def _openai(
     tools: list[dict[str, Any]],
     stream: bool,
     temperature: float | None,
+    force_tool: bool,
 ) -> LLMResult:
     client = openai_client(handle.provider)
     kwargs: dict[str, Any] = {"model": handle.model, "messages": messages}
     if tools:
         kwargs["tools"] = tools
-        kwargs["tool_choice"] = "auto"
+        kwargs["tool_choice"] = "required" if force_tool else "auto"
     if temperature is not None:
         kwargs["temperature"] = temperature
     if stream:
@@ -135,6 +139,7 @@ async def _anthropic(
     stream: bool,
     temperature: float | None,
     max_tokens: int | None,
+    force_tool: bool,
 ) -> LLMResult:
     client = anthropic_client(handle.provider)
     system, turns, anthropic_tools = to_anthropic(messages, tools)
@@ -147,6 +152,8 @@ async def _anthropic(
         kwargs["system"] = system
     if anthropic_tools:
         kwargs["tools"] = anthropic_tools
+        if force_tool:
+            kwargs["tool_choice"] = {"type": "any"}
     if temperature is not None:
         kwargs["temperature"] = temperature
     if stream:

@@ -36,6 +36,7 @@ from o_contracts.events import (
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
+from o_contracts.tool_rules import ToolRuleSolver
 from o_executor import llm
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
@@ -56,6 +57,9 @@ PRODUCER = "executor"
 EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
 PURE_TOOLS = frozenset({"send_message", "conversation_search", "memory_finish_edits"})
 MEMORY_CONSUMER = "memory"
+# Agents whose tools carry `request_heartbeat` (Letta's memgpt loops).
+HEARTBEAT_AGENTS = frozenset({"memgpt_agent", "memgpt_v2_agent"})
+NON_USER_PREFIX = "[This is an automated system message hidden from the user] "
 IN_DOUBT_TIMEOUT = 30.0
 # A killed process may hold the projection's next event until its ack_wait ends.
 PROJECTION_TIMEOUT = 60.0
@@ -66,6 +70,38 @@ class ToolOutcome:
     ok: bool
     text: str
     ends_turn: bool = False
+
+
+def tool_schemas(names: list[str], allowed: set[str], heartbeat: bool) -> list[dict[str, Any]]:
+    """The tools the model may call now; memgpt agents' tools take `request_heartbeat`."""
+    tools = openai_tools([n for n in names if n in allowed])
+    if not heartbeat:
+        return tools
+    out = []
+    for tool in tools:
+        fn = tool["function"]
+        if fn["name"] != "send_message":
+            params = fn["parameters"]
+            props = {
+                **params["properties"],
+                "request_heartbeat": {
+                    "type": "boolean",
+                    "description": "Request an immediate heartbeat after function execution."
+                    " Set to true if you want to send a follow-up message or run a follow-up"
+                    " function.",
+                },
+            }
+            fn = {**fn, "parameters": {**params, "properties": props}}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def wants_heartbeat(call: ToolCall) -> bool:
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return False
+    return isinstance(args, dict) and args.get("request_heartbeat") is True
 
 
 class AgentGone(Exception):
@@ -87,6 +123,7 @@ class AgentRun:
         self.usage = Usage()
         self.steps = 0
         self.cancelled = False
+        self.rules = ToolRuleSolver([])
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -214,14 +251,17 @@ class AgentRun:
         messages: list[ChatMessage],
         step: int,
         step_id: str,
+        force_tool: bool,
     ) -> ChatMessage:
-        system = await self._system_prompt(agent, len(messages))
+        system = await self._system_prompt(agent, len(messages)) + self.rules.prompt()
         with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
             result = await llm.complete(
                 handle,
                 [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
                 tools,
                 stream=self.cmd.stream_tokens,
+                force_tool=force_tool,
+                max_tokens=agent["llm_config"].get("max_tokens"),
             )
         reply = ChatMessage(
             id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
@@ -252,10 +292,15 @@ class AgentRun:
             handle = Handle.parse(agent["llm_config"].get("handle") or "")
         except UnknownProvider as exc:
             return "error", str(exc)
-        tools = openai_tools(agent["tools"])
+        self.rules = ToolRuleSolver([dict(r) for r in agent.get("tool_rules") or []])
+        memgpt = agent["agent_type"] in HEARTBEAT_AGENTS
+        available = set(agent["tools"])
+        last_output: str | None = None
         for step in range(self.cmd.max_steps):
+            final = step == self.cmd.max_steps - 1
             self.steps = step + 1
             step_id = derived_id("step", self.cmd.run_id, str(step))
+            allowed = self.rules.allowed(available, last_output)
             done = recorded.steps.get(step)
             if done is None and self.cancelled:
                 # Between steps, so every tool call in the history has its result.
@@ -266,22 +311,110 @@ class AgentRun:
                 reply = done.message
                 self.usage = self.usage + done.usage
             else:
+                tools = tool_schemas(agent["tools"], allowed, heartbeat=memgpt)
                 try:
-                    reply = await self._llm_step(agent, handle, tools, messages, step, step_id)
+                    reply = await self._llm_step(
+                        agent,
+                        handle,
+                        tools,
+                        messages,
+                        step,
+                        step_id,
+                        self.rules.forces_tool_call(),
+                    )
                 except (llm.LLMError, UnknownProvider) as exc:
                     log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
                     return "llm_api_error", str(exc)
             messages.append(reply)
             if not reply.tool_calls:
+                uncalled = self.rules.uncalled_required(available)
+                if uncalled and not final:
+                    messages.append(
+                        self._nudge(
+                            step,
+                            f"ToolRuleViolated: You must call {', '.join(uncalled)} at least"
+                            " once to exit the loop.",
+                        )
+                    )
+                    continue
                 return "end_turn", None
-            ends_turn = False
+            ends_turn = terminal = False
+            heartbeat = not memgpt
             for call in reply.tool_calls:
+                if call.name in available and call.name not in allowed:
+                    tool_msg = await self._refuse(call, step, step_id, recorded, allowed)
+                    messages.append(tool_msg)
+                    heartbeat = True
+                    continue
                 tool_msg, outcome_ends = await self._tool_step(agent, call, step, step_id, recorded)
                 messages.append(tool_msg)
+                if call.name in available:
+                    self.rules.record(call.name)
+                last_output = tool_msg.content
                 ends_turn = ends_turn or outcome_ends
-            if ends_turn:
+                terminal = terminal or self.rules.is_terminal(call.name)
+                heartbeat = heartbeat or (
+                    wants_heartbeat(call)
+                    or tool_msg.status == "error"
+                    or self.rules.continues(call.name)
+                )
+            if terminal:
+                return "tool_rule", None
+            uncalled = self.rules.uncalled_required(available)
+            if uncalled and not final:
+                messages.append(
+                    self._nudge(
+                        step,
+                        f"Continuing, user expects these tools: [{', '.join(uncalled)}]"
+                        " to be called still.",
+                    )
+                )
+                continue
+            if ends_turn or not heartbeat:
                 return "end_turn", None
+            if memgpt:
+                messages.append(
+                    self._nudge(
+                        step, "Function called using request_heartbeat=true, returning control"
+                    )
+                )
         return "max_steps", None
+
+    def _nudge(self, step: int, text: str) -> ChatMessage:
+        """A hidden message that keeps the loop going; derived from recorded facts, so a
+        resumed run derives it again instead of storing it."""
+        return ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), "nudge"),
+            role="user",
+            content=f"{NON_USER_PREFIX}{text}",
+        )
+
+    async def _refuse(
+        self, call: ToolCall, step: int, step_id: str, recorded: RunLog, allowed: set[str]
+    ) -> ChatMessage:
+        """A call the tool rules forbid: not run; the model is told what it may call."""
+        returned = recorded.returned.get(call.id)
+        if returned is not None:
+            return returned.message
+        tool_msg = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), call.id),
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=f"[ToolConstraintError] Cannot call {call.name}, valid tools to call include:"
+            f" {sorted(allowed)}.",
+            status="error",
+        )
+        await self._append(
+            ToolReturned(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                message=tool_msg,
+            ),
+            f"tool-{step}-{call.id}",
+        )
+        return tool_msg
 
     async def _tool_step(
         self, agent: dict[str, Any], call: ToolCall, step: int, step_id: str, recorded: RunLog
@@ -370,7 +503,8 @@ class AgentRun:
                 run_id=self.cmd.run_id,
                 tool_call_id=call.id,
                 tool_name=call.name,
-                arguments=args,
+                # request_heartbeat is the loop's argument, not the tool's.
+                arguments={k: v for k, v in args.items() if k != "request_heartbeat"},
             ),
             aggregate_id=self.cmd.agent_id,
             producer=PRODUCER,
