@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 
@@ -124,6 +124,7 @@ class AgentRun:
         self.steps = 0
         self.cancelled = False
         self.rules = ToolRuleSolver([])
+        self.client_tools: dict[str, dict[str, Any]] = {}
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -221,6 +222,7 @@ class AgentRun:
                         agent_id=self.cmd.agent_id,
                         messages=self.cmd.messages,
                         max_steps=self.cmd.max_steps,
+                        approvals=self.cmd.approvals,
                         background=self.cmd.background,
                         request_config=self.cmd.request_config,
                     ),
@@ -263,11 +265,18 @@ class AgentRun:
                 force_tool=force_tool,
                 max_tokens=agent["llm_config"].get("max_tokens"),
             )
+        # Calls that need a person's approval, or that the client runs itself,
+        # are not run: the turn stops and waits for the answers.
+        waits = any(
+            self.rules.requires_approval(c.name) or c.name in self.client_tools
+            for c in result.tool_calls
+        )
         reply = ChatMessage(
             id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
             role="assistant",
             content=result.content,
             tool_calls=result.tool_calls,
+            approval_request=True if waits else None,
         )
         self.usage = self.usage + result.usage
         await self._append(
@@ -293,6 +302,17 @@ class AgentRun:
         except UnknownProvider as exc:
             return "error", str(exc)
         self.rules = ToolRuleSolver([dict(r) for r in agent.get("tool_rules") or []])
+        self.client_tools = {
+            str(t["name"]): {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {"type": "object", "properties": {}},
+            }
+            for t in self.cmd.client_tools
+            if t.get("name")
+        }
+        if self.cmd.approvals:
+            messages += await self._answer_approvals(agent, messages, recorded)
         memgpt = agent["agent_type"] in HEARTBEAT_AGENTS
         available = set(agent["tools"])
         last_output: str | None = None
@@ -311,7 +331,11 @@ class AgentRun:
                 reply = done.message
                 self.usage = self.usage + done.usage
             else:
-                tools = tool_schemas(agent["tools"], allowed, heartbeat=memgpt)
+                tools = tool_schemas(
+                    [t for t in agent["tools"] if t not in self.client_tools],
+                    allowed,
+                    heartbeat=memgpt,
+                ) + [{"type": "function", "function": spec} for spec in self.client_tools.values()]
                 try:
                     reply = await self._llm_step(
                         agent,
@@ -326,6 +350,8 @@ class AgentRun:
                     log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
                     return "llm_api_error", str(exc)
             messages.append(reply)
+            if reply.approval_request and reply.tool_calls:
+                return "requires_approval", None
             if not reply.tool_calls:
                 uncalled = self.rules.uncalled_required(available)
                 if uncalled and not final:
@@ -380,6 +406,70 @@ class AgentRun:
                 )
         return "max_steps", None
 
+    async def _answer_approvals(
+        self, agent: dict[str, Any], history: list[ChatMessage], recorded: RunLog
+    ) -> list[ChatMessage]:
+        """Carry out the answers to the last turn's pending tool calls, in the calls' order."""
+        waiting = next(
+            (m for m in reversed(history) if m.role == "assistant" and m.approval_request), None
+        )
+        answered = {m.tool_call_id for m in history if m.role == "tool"}
+        decisions = {a.tool_call_id: a for a in self.cmd.approvals}
+        out: list[ChatMessage] = []
+        for call in waiting.tool_calls if waiting else []:
+            if call.id in answered:
+                continue
+            decision = decisions.get(call.id)
+            step_id = derived_id("step", self.cmd.run_id, "approvals")
+            if decision is not None and decision.approve and decision.tool_return is None:
+                tool_msg, _ = await self._tool_step(agent, call, -1, step_id, recorded)
+                self.rules.record(call.name)
+            else:
+                status: Literal["success", "error"] = "error"
+                if decision is None:
+                    text = "Error: no decision was given for this tool call."
+                elif decision.tool_return is not None:
+                    text, status = decision.tool_return, decision.status
+                else:
+                    text = "Error: request to call tool denied."
+                    if decision.reason:
+                        text += f" User reason: {decision.reason}"
+                tool_msg = await self._record_return(call, -1, step_id, recorded, text, status)
+            out.append(tool_msg)
+        return out
+
+    async def _record_return(
+        self,
+        call: ToolCall,
+        step: int,
+        step_id: str,
+        recorded: RunLog,
+        text: str,
+        status: Literal["success", "error"],
+    ) -> ChatMessage:
+        """A tool result that did not come from running the tool here."""
+        returned = recorded.returned.get(call.id)
+        if returned is not None:
+            return returned.message
+        tool_msg = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), call.id),
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=text,
+            status=status,
+        )
+        await self._append(
+            ToolReturned(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                message=tool_msg,
+            ),
+            f"tool-{step}-{call.id}",
+        )
+        return tool_msg
+
     def _nudge(self, step: int, text: str) -> ChatMessage:
         """A hidden message that keeps the loop going; derived from recorded facts, so a
         resumed run derives it again instead of storing it."""
@@ -393,28 +483,11 @@ class AgentRun:
         self, call: ToolCall, step: int, step_id: str, recorded: RunLog, allowed: set[str]
     ) -> ChatMessage:
         """A call the tool rules forbid: not run; the model is told what it may call."""
-        returned = recorded.returned.get(call.id)
-        if returned is not None:
-            return returned.message
-        tool_msg = ChatMessage(
-            id=derived_id("message", self.cmd.run_id, str(step), call.id),
-            role="tool",
-            name=call.name,
-            tool_call_id=call.id,
-            content=f"[ToolConstraintError] Cannot call {call.name}, valid tools to call include:"
-            f" {sorted(allowed)}.",
-            status="error",
+        text = (
+            f"[ToolConstraintError] Cannot call {call.name}, valid tools to call include:"
+            f" {sorted(allowed)}."
         )
-        await self._append(
-            ToolReturned(
-                run_id=self.cmd.run_id,
-                agent_id=self.cmd.agent_id,
-                step_id=step_id,
-                message=tool_msg,
-            ),
-            f"tool-{step}-{call.id}",
-        )
-        return tool_msg
+        return await self._record_return(call, step, step_id, recorded, text, "error")
 
     async def _tool_step(
         self, agent: dict[str, Any], call: ToolCall, step: int, step_id: str, recorded: RunLog

@@ -18,7 +18,9 @@ from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
 runs = Projection(
-    name="runs", filter_subject=subjects.AGENT_EVENTS, tables=["messages", "runs", "steps"]
+    name="runs",
+    filter_subject=subjects.AGENT_EVENTS,
+    tables=["messages", "runs", "steps", "pending_approvals"],
 )
 
 # Letta's run status for each stop reason; anything else is a failure.
@@ -95,6 +97,18 @@ async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
         e.run_id,
         rec.seq,
     )
+    if e.message.approval_request:
+        for call in e.message.tool_calls:
+            await conn.execute(
+                "INSERT INTO pending_approvals (agent_id, tool_call_id, run_id, message_id,"
+                " tool_name, seq) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",
+                e.agent_id,
+                call.id,
+                e.run_id,
+                e.message.id,
+                call.name,
+                rec.seq,
+            )
     await conn.execute(
         "INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
         " completion_tokens, total_tokens, finish_reason, seq, created_at)"
@@ -125,6 +139,11 @@ async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, ToolReturned)
     await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+    await conn.execute(
+        "DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
+        e.agent_id,
+        e.message.tool_call_id,
+    )
 
 
 @runs.on(RunCompleted)

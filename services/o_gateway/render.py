@@ -186,14 +186,12 @@ def letta_messages(
     def flush() -> None:
         if pending:
             calls = [_tool_call(tc) for tc in pending]
-            out.append(
-                base
-                | {"message_type": "tool_call_message", "tool_call": calls[0], "tool_calls": calls}
-            )
+            kind = "approval_request_message" if m.approval_request else "tool_call_message"
+            out.append(base | {"message_type": kind, "tool_call": calls[0], "tool_calls": calls})
             pending.clear()
 
     for tc in m.tool_calls:
-        if tc.name == "send_message" and agent_type != "letta_v1_agent":
+        if tc.name == "send_message" and agent_type != "letta_v1_agent" and not m.approval_request:
             flush()
             try:
                 text = json.loads(tc.arguments).get("message", "")

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field
 
 from o_contracts.base import Event
-from o_contracts.models import ChatMessage, Usage
+from o_contracts.models import ApprovalDecision, ChatMessage, Usage
 
 
 class RunQueued(Event):
@@ -29,6 +29,8 @@ class RunStarted(Event):
     # The accepted input: user (or system) messages that open this run.
     messages: list[ChatMessage]
     max_steps: int
+    # The answers this run opens with, to the previous run's pending tool calls.
+    approvals: list[ApprovalDecision] = Field(default_factory=list)
     background: bool = False
     request_config: dict[str, Any] = Field(default_factory=dict)
 

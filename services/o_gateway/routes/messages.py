@@ -22,12 +22,17 @@ from o_contracts.events import (
     ToolReturned,
 )
 from o_contracts.ids import derived_id, new_id
-from o_contracts.models import ChatMessage
+from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
-from o_gateway.schemas import CancelRunsBody, SendMessageBody
+from o_gateway.schemas import (
+    ApprovalCreateBody,
+    CancelRunsBody,
+    MessageCreateBody,
+    SendMessageBody,
+)
 from o_gateway.state import Gateway, checked_id, gateway
 from o_runtime.commands import CommandTimeout, send_and_wait
 
@@ -46,10 +51,91 @@ def input_messages(body: SendMessageBody) -> list[ChatMessage]:
                 id=new_id("message"), role=m.role, content=m.text(), name=m.name, otid=m.otid
             )
             for m in body.messages
+            if isinstance(m, MessageCreateBody)
         ]
     if body.input:
         return [ChatMessage(id=new_id("message"), role="user", content=body.input)]
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
+
+
+def approval_answers(
+    body: SendMessageBody, pending: list[dict[str, Any]]
+) -> list[ApprovalDecision]:
+    """The answers in the request, one per tool call id (Letta's current and older forms)."""
+    out: list[ApprovalDecision] = []
+    for m in body.messages or []:
+        if not isinstance(m, ApprovalCreateBody):
+            continue
+        if m.approvals:
+            for a in m.approvals:
+                if a.type == "tool":
+                    text = (
+                        a.tool_return
+                        if isinstance(a.tool_return, str)
+                        else json.dumps(a.tool_return)
+                    )
+                    out.append(
+                        ApprovalDecision(
+                            tool_call_id=a.tool_call_id, tool_return=text, status=a.status
+                        )
+                    )
+                else:
+                    out.append(
+                        ApprovalDecision(
+                            tool_call_id=a.tool_call_id,
+                            approve=bool(a.approve),
+                            reason=a.reason,
+                        )
+                    )
+        elif m.approve is not None:
+            # The older form answers every call of one approval request message.
+            calls = [p for p in pending if p["message_id"] == m.approval_request_id]
+            if not calls:
+                raise HTTPException(
+                    404, f"approval request {m.approval_request_id} is not waiting for an answer"
+                )
+            out += [
+                ApprovalDecision(tool_call_id=p["tool_call_id"], approve=m.approve, reason=m.reason)
+                for p in calls
+            ]
+        else:
+            raise HTTPException(422, "an approval message needs `approvals` or `approve`")
+    return out
+
+
+async def check_approvals(
+    gw: Gateway, agent_id: str, body: SendMessageBody
+) -> list[ApprovalDecision]:
+    """Answers must match pending tool calls; a plain message may not skip a pending one."""
+    rows = await gw.pool.fetch(
+        "SELECT tool_call_id, message_id, tool_name FROM pending_approvals WHERE agent_id = $1"
+        " ORDER BY seq, tool_call_id",
+        agent_id,
+    )
+    pending = [dict(r) for r in rows]
+    answers = approval_answers(body, pending)
+    if not answers:
+        if pending:
+            raise HTTPException(
+                409,
+                {
+                    "code": "PENDING_APPROVAL",
+                    "message": "the agent is waiting for approval of a tool call; answer it"
+                    " with an approval message first",
+                    "pending_request_id": pending[0]["message_id"],
+                    "pending_tool_call_ids": [p["tool_call_id"] for p in pending],
+                },
+            )
+        return []
+    known = {p["tool_call_id"] for p in pending}
+    for a in answers:
+        if a.tool_call_id not in known:
+            waiting = ", ".join(sorted(known)) or "none"
+            raise HTTPException(
+                400,
+                f"tool call {a.tool_call_id} is not waiting for approval (waiting: {waiting})",
+            )
+    return answers
 
 
 def request_config(body: SendMessageBody) -> dict[str, Any]:
@@ -61,12 +147,22 @@ def request_config(body: SendMessageBody) -> dict[str, Any]:
     }
 
 
-def start_run(agent_id: str, body: SendMessageBody, background: bool = False) -> Envelope[StartRun]:
+def start_run(
+    agent_id: str,
+    body: SendMessageBody,
+    background: bool = False,
+    approvals: list[ApprovalDecision] | None = None,
+) -> Envelope[StartRun]:
     run_id = new_id("run")
+    messages = input_messages(body)
+    if not messages and not approvals:
+        raise HTTPException(422, "send at least one message (`messages` or `input`)")
     cmd = StartRun(
         run_id=run_id,
         agent_id=agent_id,
-        messages=input_messages(body),
+        messages=messages,
+        approvals=approvals or [],
+        client_tools=[t.model_dump(exclude_none=True) for t in body.client_tools or []],
         max_steps=body.max_steps,
         stream_tokens=body.stream_tokens,
         background=background or body.background,
@@ -106,7 +202,7 @@ async def run_response(
 
 async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    command = start_run(agent_id, body)
+    command = start_run(agent_id, body, approvals=await check_approvals(gw, agent_id, body))
     if streaming:
         return StreamingResponse(
             stream_run(gw, agent, command),
@@ -216,7 +312,8 @@ async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
 async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> dict[str, Any]:
     """Accept the run and return it at once (status "created"); it runs in the background."""
     await gw.agent_row(checked_id(agent_id, "agent"))
-    command = start_run(agent_id, body, background=True)
+    approvals = await check_approvals(gw, agent_id, body)
+    command = start_run(agent_id, body, background=True, approvals=approvals)
     run_id = command.data.run_id
     queued = command.caused(
         RunQueued(
