@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,10 @@ MAX_RETRIES = int(os.environ.get("O_LLM_MAX_RETRIES", "3"))
 BACKOFF_BASE = float(os.environ.get("O_LLM_BACKOFF", "0.5"))
 BACKOFF_MAX = 20.0
 DEFAULT_MAX_TOKENS = 4096
+
+
+# Called with each new piece of the answer's text while it streams.
+OnText = Callable[[str], Awaitable[None]]
 
 
 class LLMError(Exception):
@@ -70,19 +75,34 @@ async def complete(
     temperature: float | None = None,
     max_tokens: int | None = None,
     force_tool: bool = False,
+    on_text: OnText | None = None,
 ) -> LLMResult:
     config = config_for(handle)
     attempt = 0
+    emitted = False
+    if on_text is not None:
+        forward = on_text
+
+        async def tracked(text: str) -> None:
+            nonlocal emitted
+            emitted = True
+            await forward(text)
+
+        on_text = tracked
     while True:
         try:
             if config.protocol == "anthropic":
                 return await _anthropic(
-                    handle, messages, tools, stream, temperature, max_tokens, force_tool
+                    handle, messages, tools, stream, temperature, max_tokens, force_tool, on_text
                 )
-            return await _openai(handle, messages, tools, stream, temperature, force_tool)
+            return await _openai(handle, messages, tools, stream, temperature, force_tool, on_text)
         except (openai.APIError, anthropic.APIError) as exc:
-            if not _retryable(exc) or attempt >= MAX_RETRIES:
+            # Text already streamed to the client cannot be taken back: a retry would
+            # show it twice, so a stream that fails part-way is not retried.
+            if not _retryable(exc) or attempt >= MAX_RETRIES or emitted:
                 suffix = f" (after {attempt + 1} attempts)" if attempt else ""
+                if emitted:
+                    suffix += " (failed part-way through a streamed answer)"
                 raise LLMError(_describe(handle, exc) + suffix) from exc
             delay = min(BACKOFF_BASE * 2**attempt, BACKOFF_MAX)
             hinted = _retry_after(exc)
@@ -100,6 +120,7 @@ async def _openai(
     stream: bool,
     temperature: float | None,
     force_tool: bool,
+    on_text: OnText | None,
 ) -> LLMResult:
     client = openai_client(handle.provider)
     kwargs: dict[str, Any] = {"model": handle.model, "messages": messages}
@@ -109,7 +130,7 @@ async def _openai(
     if temperature is not None:
         kwargs["temperature"] = temperature
     if stream:
-        return await _complete_streaming(client, kwargs)
+        return await _complete_streaming(client, kwargs, on_text)
     response = await client.chat.completions.create(**kwargs)
     if not response.choices:
         raise LLMError(f"{handle}: the response has no choices")
@@ -140,6 +161,7 @@ async def _anthropic(
     temperature: float | None,
     max_tokens: int | None,
     force_tool: bool,
+    on_text: OnText | None,
 ) -> LLMResult:
     client = anthropic_client(handle.provider)
     system, turns, anthropic_tools = to_anthropic(messages, tools)
@@ -158,6 +180,9 @@ async def _anthropic(
         kwargs["temperature"] = temperature
     if stream:
         async with client.messages.stream(**kwargs) as events:
+            async for text in events.text_stream:
+                if on_text is not None and text:
+                    await on_text(text)
             message = await events.get_final_message()
     else:
         message = await client.messages.create(**kwargs)
@@ -174,7 +199,9 @@ async def _anthropic(
     )
 
 
-async def _complete_streaming(client: openai.AsyncOpenAI, kwargs: dict[str, Any]) -> LLMResult:
+async def _complete_streaming(
+    client: openai.AsyncOpenAI, kwargs: dict[str, Any], on_text: OnText | None
+) -> LLMResult:
     """Assemble a streamed response; tool-call arguments arrive split across chunks."""
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
@@ -196,6 +223,8 @@ async def _complete_streaming(client: openai.AsyncOpenAI, kwargs: dict[str, Any]
             delta = choice.delta
             if delta.content:
                 content.append(delta.content)
+                if on_text is not None:
+                    await on_text(delta.content)
             for tc in delta.tool_calls or []:
                 slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
                 if tc.id:

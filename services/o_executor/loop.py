@@ -256,6 +256,7 @@ class AgentRun:
         force_tool: bool,
     ) -> ChatMessage:
         system = await self._system_prompt(agent, len(messages)) + self.rules.prompt()
+        reply_id = derived_id("message", self.cmd.run_id, str(step), "assistant")
         with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
             result = await llm.complete(
                 handle,
@@ -264,6 +265,7 @@ class AgentRun:
                 stream=self.cmd.stream_tokens,
                 force_tool=force_tool,
                 max_tokens=agent["llm_config"].get("max_tokens"),
+                on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
             )
         # Calls that need a person's approval, or that the client runs itself,
         # are not run: the turn stops and waits for the answers.
@@ -272,7 +274,7 @@ class AgentRun:
             for c in result.tool_calls
         )
         reply = ChatMessage(
-            id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
+            id=reply_id,
             role="assistant",
             content=result.content,
             tool_calls=result.tool_calls,
@@ -293,6 +295,17 @@ class AgentRun:
             f"llm-{step}",
         )
         return reply
+
+    def _token_publisher(self, message_id: str) -> llm.OnText:
+        subject = subjects.run_tokens_subject(self.cmd.run_id)
+        nc = self.s.eventlog.nc
+
+        async def publish(text: str) -> None:
+            await nc.publish(
+                subject, msgpack.packb({"message_id": message_id, "text": text}, use_bin_type=True)
+            )
+
+        return publish
 
     async def _steps(
         self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from o_contracts.models import ChatMessage, Usage
@@ -204,6 +204,20 @@ def letta_messages(
             pending.append(tc)
     flush()
     return out
+
+
+def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict[str, Any]:
+    """One streamed piece of an assistant message's text (the same id on every piece)."""
+    now = datetime.now(UTC)
+    base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
+    if agent_type == "letta_v1_agent":
+        return base | {"message_type": "assistant_message", "content": text}
+    return base | {
+        "message_type": "reasoning_message",
+        "reasoning": text,
+        "source": "non_reasoner_model",
+        "signature": None,
+    }
 
 
 def stop_reason(reason: str) -> dict[str, Any]:

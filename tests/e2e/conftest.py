@@ -102,6 +102,8 @@ async def system(
         "O_PROVIDER_LAB_API_KEY": "lab-key",
         # Retries of 5xx answers back off briefly in tests.
         "O_LLM_BACKOFF": "0.02",
+        # Pings while a streamed run is idle come quickly (tests hold runs on purpose).
+        "O_STREAM_PING_SECONDS": "0.3",
         "O_HTTP_PORT": str(port),
         "O_API_KEY": "test-key",
         "O_LOG_LEVEL": "WARNING",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, parse_sse, send
+from tests.e2e.test_messages import merged, new_agent, parse_sse, send
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -65,8 +65,9 @@ async def test_anthropic_streaming(system: System, claude: FakeAnthropic) -> Non
         f"/v1/agents/{agent['id']}/messages/stream",
         json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
     )
-    events = [d for _, d in parse_sse(response.text)]
+    events = [d for _, d in merged(parse_sse(response.text))]
     kinds = [d if d == "[DONE]" else d["message_type"] for d in events]
+    assert events[2]["content"] == "Streamed from Claude."
     assert kinds == [
         "tool_call_message",
         "tool_return_message",
@@ -119,18 +120,48 @@ async def test_an_anthropic_auth_error_is_not_retried(
     assert len(claude.requests) == 1
 
 
-async def test_an_error_mid_stream_is_retried(system: System, llm: FakeOpenAI) -> None:
+async def test_an_error_mid_stream_before_any_text_is_retried(
+    system: System, llm: FakeOpenAI
+) -> None:
     agent = await new_agent(system)
+    insert = ("memory_insert", {"label": "human", "new_string": "Likes: retries"})
     llm.push(
-        Reply(content="this breaks halfway through", error_mid_stream=True), Reply(content="ok")
+        Reply(tool_calls=[insert], error_mid_stream=True),
+        Reply(tool_calls=[insert]),
+        Reply(content="ok"),
     )
     response = await system.http.post(
         f"/v1/agents/{agent['id']}/messages/stream",
         json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
     )
-    events = [d for _, d in parse_sse(response.text)]
-    assert events[0]["content"] == "ok" and events[1]["stop_reason"] == "end_turn"
-    assert len(llm.requests) == 2
+    events = [d for _, d in merged(parse_sse(response.text))]
+    assert [d if d == "[DONE]" else d["message_type"] for d in events][:4] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "stop_reason",
+    ]
+    assert len(llm.requests) == 3
+    human = await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
+    assert human.json()["value"] == "Name: Sam\nLikes: retries"
+
+
+async def test_a_token_stream_that_breaks_part_way_is_an_error_event(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="this breaks halfway through", error_mid_stream=True))
+    response = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages/stream",
+        json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
+    )
+    events = parse_sse(response.text)
+    # The part already shown cannot be taken back, so the step is not retried.
+    assert events[0][1]["message_type"] == "assistant_message"
+    error = next(d for e, d in events if e == "error")
+    assert error["error_type"] == "llm_api_error" and "part-way" in error["message"]
+    assert [d for _, d in events][-3:-1][0]["stop_reason"] == "llm_api_error"
+    assert len(llm.requests) == 1
 
 
 async def test_a_malformed_tool_call_is_a_tool_error_and_the_run_goes_on(

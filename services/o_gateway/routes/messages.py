@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
+import msgpack
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from nats.js.api import DeliverPolicy
@@ -42,6 +45,10 @@ GW = Annotated[Gateway, Depends(gateway)]
 # A run may take many LLM steps; past this the client gets 504 but the run
 # goes on and its messages appear in the history.
 RUN_REPLY_TIMEOUT = 600.0
+# While nothing else is sent, a ping this often keeps proxies from closing the stream.
+PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
+# The chunk types that carry an assistant message's text (what token deltas carry).
+TEXT_TYPES = ("assistant_message", "reasoning_message")
 
 
 def input_messages(body: SendMessageBody) -> list[ChatMessage]:
@@ -205,7 +212,7 @@ async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: boo
     command = start_run(agent_id, body, approvals=await check_approvals(gw, agent_id, body))
     if streaming:
         return StreamingResponse(
-            stream_run(gw, agent, command),
+            stream_run(gw, agent, command, include_pings=body.include_pings),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -229,30 +236,57 @@ def sse(data: Any, event: str | None = None) -> bytes:
 
 
 async def stream_run(
-    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun]
+    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun], include_pings: bool = True
 ) -> AsyncIterator[bytes]:
     """Follow the run's events on the agent's subject and send them as Letta chunks.
 
-    The ordered consumer is created before the command is sent, so no event of
-    the run can be missed. A client that goes away does not cancel the run.
+    The ordered consumer (and, with stream_tokens, the token subscription) is
+    created before the command is sent, so nothing of the run can be missed.
+    Token deltas arrive on core NATS: each chunk repeats its message's id and
+    carries only new text; the recorded LLMResponded completes whatever a lost
+    delta left out. A client that goes away does not cancel the run.
     """
     run_id = command.data.run_id
+    agent_type = agent["agent_type"]
+    inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def on_event(msg: Any) -> None:
+        await inbox.put(("event", msg))
+
+    async def on_tokens(msg: Any) -> None:
+        await inbox.put(("tokens", msg))
+
     js = gw.eventlog.js
-    sub = await js.subscribe(
+    events = await js.subscribe(
         subjects.agent_subject(command.data.agent_id),
         stream=subjects.EVENTS_STREAM,
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.NEW,
+        cb=on_event,
+    )
+    tokens = (
+        await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
+        if command.data.stream_tokens
+        else None
     )
     hidden: set[str] = set()
+    streamed: dict[str, str] = {}  # message id -> text sent as deltas
+    finished: set[str] = set()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
         await gw.eventlog.send_command(
             subjects.executor_command_subject(command.data.agent_id), command
         )
         while True:
+            remaining = deadline - loop.time()
             try:
-                msg = await sub.next_msg(timeout=RUN_REPLY_TIMEOUT)
+                kind, msg = await asyncio.wait_for(inbox.get(), min(PING_SECONDS, remaining))
             except TimeoutError:
+                if loop.time() < deadline:
+                    if include_pings:
+                        yield sse({"message_type": "ping"})
+                    continue
                 yield sse(
                     {
                         "message_type": "error_message",
@@ -263,6 +297,14 @@ async def stream_run(
                     event="error",
                 )
                 break
+            if kind == "tokens":
+                delta = msgpack.unpackb(msg.data, raw=False)
+                message_id, text = delta["message_id"], delta["text"]
+                if message_id in finished or not text:
+                    continue
+                streamed[message_id] = streamed.get(message_id, "") + text
+                yield sse(render.text_chunk(message_id, text, run_id, agent_type))
+                continue
             try:
                 env = decode(msg.data)
             except MalformedMessage:
@@ -271,10 +313,20 @@ async def stream_run(
             if getattr(event, "run_id", None) != run_id:
                 continue
             if isinstance(event, LLMResponded | ToolReturned):
-                step_id = event.step_id
-                for chunk in render.letta_messages(
-                    event.message, env.time, run_id, step_id, agent["agent_type"], hidden
-                ):
+                message = event.message
+                sent = streamed.get(message.id)
+                finished.add(message.id)
+                chunks = render.letta_messages(
+                    message, env.time, run_id, event.step_id, agent_type, hidden
+                )
+                for chunk in chunks:
+                    if sent is not None and chunk["message_type"] in TEXT_TYPES:
+                        # Already streamed: send only what the deltas missed.
+                        full = message.content or ""
+                        rest = full[len(sent) :] if full.startswith(sent) else ""
+                        if not rest:
+                            continue
+                        chunk = render.text_chunk(message.id, rest, run_id, agent_type)
                     yield sse(chunk)
             elif isinstance(event, RunCompleted):
                 if event.error and event.stop_reason != "end_turn":
@@ -292,8 +344,10 @@ async def stream_run(
                 break
         yield sse("[DONE]")
     finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+        for sub in (events, tokens):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages")
