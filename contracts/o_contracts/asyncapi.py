@@ -47,6 +47,7 @@ CHANNELS = (
             events.LLMResponded,
             events.ToolCallRequested,
             events.ToolReturned,
+            events.ContextSummarized,
             events.RunCompleted,
         ),
         "send",

@@ -30,10 +30,12 @@ class StartRun(Command):
     # Recorded on the run (Letta's Run.background and request_config).
     background: bool = False
     request_config: dict[str, Any] = Field(default_factory=dict)
+    # Only summarize the agent's context now (POST .../summarize); no LLM step.
+    summarize: bool = False
 
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:
-        if not self.messages and not self.approvals:
+        if not self.messages and not self.approvals and not self.summarize:
             raise ValueError("a run needs input messages or approvals")
         return self
 

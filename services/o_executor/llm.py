@@ -42,6 +42,14 @@ class LLMResult:
     finish_reason: str | None
 
 
+def family(handle: Handle) -> str:
+    """The tokenizer family of a handle's provider (for offline token estimates)."""
+    try:
+        return config_for(handle).protocol
+    except Exception:
+        return "openai"
+
+
 def _retry_after(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
     header = response.headers.get("retry-after") if response is not None else None

@@ -26,6 +26,7 @@ from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
 from o_contracts.commands import RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import (
+    ContextSummarized,
     LLMResponded,
     RunCancellationRequested,
     RunCompleted,
@@ -37,7 +38,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import ToolRuleSolver
-from o_executor import llm
+from o_executor import llm, tokens
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_executor.run_log import RunLog
@@ -60,6 +61,19 @@ MEMORY_CONSUMER = "memory"
 # Agents whose tools carry `request_heartbeat` (Letta's memgpt loops).
 HEARTBEAT_AGENTS = frozenset({"memgpt_agent", "memgpt_v2_agent"})
 NON_USER_PREFIX = "[This is an automated system message hidden from the user] "
+DEFAULT_WINDOW = 128000
+# Past this share of the window, older turns are summarized down to KEEP_AFTER_SUMMARY.
+SUMMARIZE_AT = 0.9
+KEEP_AFTER_SUMMARY = 0.5
+SUMMARIZER_PROMPT = (
+    "You summarize the earlier part of a conversation between an AI agent and a user, so the"
+    " agent can continue it without the full transcript. Keep facts about the user, decisions,"
+    " open tasks and the results of tool calls. Write at most a few short paragraphs."
+)
+SUMMARY_PREFIX = (
+    "Note: prior messages have been hidden from view due to conversation memory constraints."
+    " The following is a summary of the previous messages:\n"
+)
 IN_DOUBT_TIMEOUT = 30.0
 # A killed process may hold the projection's next event until its ack_wait ends.
 PROJECTION_TIMEOUT = 60.0
@@ -108,6 +122,10 @@ class AgentGone(Exception):
     pass
 
 
+class ContextOverflow(Exception):
+    """The system prompt alone does not fit the model's context window."""
+
+
 class RunTakenOver(Exception):
     """Another executor appended events of this run meanwhile: it owns the run now."""
 
@@ -125,6 +143,10 @@ class AgentRun:
         self.cancelled = False
         self.rules = ToolRuleSolver([])
         self.client_tools: dict[str, dict[str, Any]] = {}
+        self.tokens = tokens.Calibrated()
+        self.summary: ContextSummarized | None = None
+        # Where this run's own messages begin in the context (summaries never cut there).
+        self.run_start = 0
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -229,7 +251,11 @@ class AgentRun:
                     "started",
                 )
             messages = history + list(self.cmd.messages)
-            stop_reason, error = await self._steps(agent, messages, recorded)
+            self.run_start = len(history)
+            if self.cmd.summarize:
+                stop_reason, error = await self._forced_summary(agent, messages, recorded)
+            else:
+                stop_reason, error = await self._steps(agent, messages, recorded)
             seq = await self._append(
                 RunCompleted(
                     run_id=self.cmd.run_id,
@@ -243,7 +269,14 @@ class AgentRun:
             )
         except AgentGone:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} was deleted")
-        return Reply(ok=True, seq=seq, result={"stop_reason": stop_reason})
+        result: dict[str, Any] = {"stop_reason": stop_reason}
+        if self.summary is not None:
+            result |= {
+                "summary": self.summary.summary.content,
+                "num_messages_before": self.summary.messages_before,
+                "num_messages_after": self.summary.messages_after,
+            }
+        return Reply(ok=True, seq=seq, result=result)
 
     async def _llm_step(
         self,
@@ -256,17 +289,32 @@ class AgentRun:
         force_tool: bool,
     ) -> ChatMessage:
         system = await self._system_prompt(agent, len(messages)) + self.rules.prompt()
+        window = int(agent["llm_config"].get("context_window") or DEFAULT_WINDOW)
+        family = llm.family(handle)
+        if self.tokens(tokens.estimate_text(system, family)) > window:
+            raise ContextOverflow(
+                f"the system prompt (with memory blocks) needs about"
+                f" {self.tokens(tokens.estimate_text(system, family))} tokens; the context"
+                f" window of {handle} is {window}"
+            )
+        wire = llm.to_openai_messages(messages)
+        estimated = tokens.estimate_request(system, wire, tools, family)
+        if self.tokens(estimated) > SUMMARIZE_AT * window:
+            if await self._summarize(agent, handle, messages, step, window):
+                wire = llm.to_openai_messages(messages)
+                estimated = tokens.estimate_request(system, wire, tools, family)
         reply_id = derived_id("message", self.cmd.run_id, str(step), "assistant")
         with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
             result = await llm.complete(
                 handle,
-                [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
+                [{"role": "system", "content": system}, *wire],
                 tools,
                 stream=self.cmd.stream_tokens,
                 force_tool=force_tool,
                 max_tokens=agent["llm_config"].get("max_tokens"),
                 on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
             )
+        self.tokens.learn(estimated, result.usage.prompt_tokens)
         # Calls that need a person's approval, or that the client runs itself,
         # are not run: the turn stops and waits for the answers.
         waits = any(
@@ -307,6 +355,25 @@ class AgentRun:
 
         return publish
 
+    async def _forced_summary(
+        self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog
+    ) -> tuple[str, str | None]:
+        """POST .../summarize: summarize everything before the last turn, now."""
+        self.steps = 0
+        done = recorded.summaries.get(-1)
+        if done is None:
+            try:
+                handle = Handle.parse(agent["llm_config"].get("handle") or "")
+                window = int(agent["llm_config"].get("context_window") or DEFAULT_WINDOW)
+                self.run_start = max(
+                    (i for i, m in enumerate(messages) if m.role == "user"), default=0
+                )
+                done = await self._summarize(agent, handle, messages, -1, window, force=True)
+            except (llm.LLMError, UnknownProvider) as exc:
+                return "llm_api_error", str(exc)
+        self.summary = done
+        return "end_turn", None
+
     async def _steps(
         self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog
     ) -> tuple[str, str | None]:
@@ -335,6 +402,9 @@ class AgentRun:
             step_id = derived_id("step", self.cmd.run_id, str(step))
             allowed = self.rules.allowed(available, last_output)
             done = recorded.steps.get(step)
+            summarized = recorded.summaries.get(step)
+            if summarized is not None:
+                self._apply_summary(messages, summarized)
             if done is None and self.cancelled:
                 # Between steps, so every tool call in the history has its result.
                 self.steps = step
@@ -362,6 +432,8 @@ class AgentRun:
                 except (llm.LLMError, UnknownProvider) as exc:
                     log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
                     return "llm_api_error", str(exc)
+                except ContextOverflow as exc:
+                    return "context_window_overflow_in_system_prompt", str(exc)
             messages.append(reply)
             if reply.approval_request and reply.tool_calls:
                 return "requires_approval", None
@@ -482,6 +554,78 @@ class AgentRun:
             f"tool-{step}-{call.id}",
         )
         return tool_msg
+
+    def _apply_summary(self, messages: list[ChatMessage], event: ContextSummarized) -> None:
+        """Replace the evicted messages by the summary (also when replaying a recorded one)."""
+        gone = set(event.evicted_message_ids)
+        kept = [m for m in messages if m.id not in gone]
+        messages[:] = [event.summary, *kept]
+        self.run_start = max(1, self.run_start - len(gone) + 1)
+
+    async def _summarize(
+        self,
+        agent: dict[str, Any],
+        handle: Handle,
+        messages: list[ChatMessage],
+        step: int,
+        window: int,
+        force: bool = False,
+    ) -> ContextSummarized | None:
+        """Summarize older turns into one message, recorded before it is used.
+
+        Cuts only where a user turn begins, so a tool call is never separated from
+        its result, and never inside this run, so a pending approval (always the
+        end of the previous run's turn, answered by this one) stays whole.
+        """
+        family = llm.family(handle)
+        cuts = [
+            i
+            for i in range(1, min(self.run_start, len(messages) - 1) + 1)
+            if messages[i].role == "user" and messages[i].id is not None
+        ]
+        if not cuts:
+            return None
+        cut = cuts[-1]
+        if not force:
+            budget = KEEP_AFTER_SUMMARY * window
+            for i in cuts:
+                rest = tokens.estimate_request("", llm.to_openai_messages(messages[i:]), [], family)
+                if self.tokens(rest) <= budget:
+                    cut = i
+                    break
+        evicted = messages[:cut]
+        transcript = "\n".join(
+            f"{m.role}: {m.content or ''}"
+            + "".join(f" [called {tc.name}({tc.arguments})]" for tc in m.tool_calls)
+            for m in evicted
+        )
+        result = await llm.complete(
+            handle,
+            [
+                {"role": "system", "content": SUMMARIZER_PROMPT},
+                {"role": "user", "content": transcript},
+            ],
+            [],
+        )
+        self.usage = self.usage + result.usage
+        summary = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), "summary"),
+            role="user",
+            content=SUMMARY_PREFIX + (result.content or ""),
+        )
+        event = ContextSummarized(
+            run_id=self.cmd.run_id,
+            agent_id=self.cmd.agent_id,
+            step_number=step,
+            summary=summary,
+            evicted_message_ids=[m.id for m in evicted],
+            first_kept_message_id=messages[cut].id,
+            messages_before=len(messages),
+            messages_after=len(messages) - cut + 1,
+        )
+        await self._append(event, f"summary-{step}")
+        self._apply_summary(messages, event)
+        return event
 
     def _nudge(self, step: int, text: str) -> ChatMessage:
         """A hidden message that keeps the loop going; derived from recorded facts, so a

@@ -6,6 +6,7 @@ import asyncpg
 
 from o_contracts import subjects
 from o_contracts.events import (
+    ContextSummarized,
     LLMResponded,
     RunCancellationRequested,
     RunCompleted,
@@ -143,6 +144,29 @@ async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
         "DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
         e.agent_id,
         e.message.tool_call_id,
+    )
+
+
+@runs.on(ContextSummarized)
+async def context_summarized(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ContextSummarized)
+    await conn.execute(
+        "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
+    )
+    kept = await conn.fetchval("SELECT seq FROM messages WHERE id = $1", e.first_kept_message_id)
+    # The summary sits right before the first message it did not replace.
+    seq = (kept if kept is not None else rec.seq * 1000) - 1
+    await conn.execute(
+        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
+        " VALUES ($1,$2,$3,NULL,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING",
+        e.summary.id,
+        e.agent_id,
+        e.run_id,
+        e.summary.role,
+        e.summary.model_dump(mode="json", exclude_none=True),
+        seq,
+        rec.envelope.time,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from o_contracts import subjects
 from o_contracts.envelope import MalformedMessage, decode
 from o_contracts.events import (
+    ContextSummarized,
     LLMResponded,
     RunCompleted,
     RunStarted,
@@ -31,6 +32,7 @@ class RunLog:
     # tool_call_id -> (event, its stream sequence)
     requested: dict[str, tuple[ToolCallRequested, int]] = field(default_factory=dict)
     returned: dict[str, ToolReturned] = field(default_factory=dict)
+    summaries: dict[int, ContextSummarized] = field(default_factory=dict)
     completed: RunCompleted | None = None
     completed_seq: int = 0
 
@@ -57,6 +59,8 @@ class RunLog:
             elif isinstance(event, ToolReturned):
                 if event.message.tool_call_id:
                     found.returned[event.message.tool_call_id] = event
+            elif isinstance(event, ContextSummarized):
+                found.summaries[event.step_number] = event
             elif isinstance(event, RunCompleted):
                 found.completed, found.completed_seq = event, raw.seq
         return found

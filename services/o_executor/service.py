@@ -61,7 +61,7 @@ class ExecutorService(Service):
         # from its recorded events, so they are left out here.
         rows = await self.pool.fetch(
             "SELECT body FROM messages WHERE agent_id = $1 AND run_id IS DISTINCT FROM $2"
-            " ORDER BY seq",
+            " AND in_context ORDER BY seq",
             agent_id,
             exclude_run,
         )

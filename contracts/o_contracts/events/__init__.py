@@ -9,6 +9,7 @@ from o_contracts.events.agents import (
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.runs import (
+    ContextSummarized,
     LLMResponded,
     RunCancellationRequested,
     RunCompleted,
@@ -27,6 +28,7 @@ __all__ = [
     "BlockDeleted",
     "BlockDetached",
     "BlockUpdated",
+    "ContextSummarized",
     "LLMResponded",
     "RunCancellationRequested",
     "RunCompleted",

@@ -77,6 +77,24 @@ class ToolReturned(Event):
     message: ChatMessage
 
 
+class ContextSummarized(Event):
+    """Older messages left the context window; a summary (written by the LLM) took their place.
+
+    The evicted messages stay in the history (recall) and remain searchable.
+    """
+
+    run_id: str
+    agent_id: str
+    # The step before whose LLM call this happened (-1: a forced summarize).
+    step_number: int
+    summary: ChatMessage
+    evicted_message_ids: list[str]
+    # The summary is placed right before this message in the context.
+    first_kept_message_id: str
+    messages_before: int
+    messages_after: int
+
+
 class RunCompleted(Event):
     run_id: str
     agent_id: str

@@ -424,6 +424,44 @@ async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None)
     return results
 
 
+@route(router, "POST", "/v1/agents/{agent_id}/summarize")
+async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
+    """Summarize the agent's older messages now (they stay in the history and searchable)."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    run_id = new_id("run")
+    command = Envelope.wrap(
+        StartRun(run_id=run_id, agent_id=agent_id, summarize=True),
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        correlation_id=run_id,
+    )
+    try:
+        reply = await send_and_wait(
+            gw.eventlog,
+            subjects.executor_command_subject(agent_id),
+            command,
+            timeout=RUN_REPLY_TIMEOUT,
+        )
+    except CommandTimeout as exc:
+        raise HTTPException(504, f"summarizing is still going: {exc}") from exc
+    if not reply.ok:
+        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error)
+    result = reply.result or {}
+    if result.get("stop_reason") != "end_turn":
+        raise HTTPException(502, f"summarizing failed: {result.get('stop_reason')}")
+    await gw.visible(reply.seq, "runs")
+    if "summary" not in result:
+        count = await gw.pool.fetchval(
+            "SELECT count(*) FROM messages WHERE agent_id = $1 AND in_context", agent_id
+        )
+        return {"num_messages_before": count, "num_messages_after": count, "summary": ""}
+    return {
+        "num_messages_before": result["num_messages_before"],
+        "num_messages_after": result["num_messages_after"],
+        "summary": result["summary"],
+    }
+
+
 @route(router, "GET", "/v1/agents/{agent_id}/messages")
 async def list_messages(
     agent_id: str,
