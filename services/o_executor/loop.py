@@ -228,8 +228,9 @@ class AgentRun:
         # The history is what the log held before this run began.
         before = recorded.started_seq - 1 if recorded.started is not None else self.last
         await self.s.watcher.wait(max(before, self.last), "runs", timeout=PROJECTION_TIMEOUT)
-        # Cancelled while it waited for its turn? (Later cancellations show up
-        # as conflicts on our appends: see _read_news.)
+        # Cancelled while it waited for its turn (possibly while the previous run
+        # was still going)? Later cancellations show up as conflicts on our
+        # appends: see _read_news.
         self.cancelled = bool(
             await self.s.pool.fetchval(
                 "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
