@@ -32,6 +32,8 @@ from o_runtime.embedded import start_servers  # noqa: E402
 from o_runtime.supervisor import ServiceSpec, Supervisor  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply  # noqa: E402
 
+AGENTS = 20
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -59,9 +61,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def measure(http: httpx.AsyncClient, agent_id: str, text: str, runs: int) -> list[float]:
+async def measure(
+    http: httpx.AsyncClient, agent_ids: list[str], text: str, runs: int
+) -> list[float]:
     timings = []
     for i in range(runs):
+        agent_id = agent_ids[i % len(agent_ids)]
         start = time.perf_counter()
         response = await http.post(
             f"/v1/agents/{agent_id}/messages", json={"input": f"{text} #{i}"}
@@ -126,18 +131,27 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                         except httpx.TransportError:
                             pass
                         await asyncio.sleep(0.1)
-                created = await http.post(
-                    "/v1/agents/",
-                    json={
-                        "model": "openai/gpt-4o-mini",
-                        "memory_blocks": [{"label": "human", "value": "bench"}],
-                    },
+                # Runs go round-robin over AGENTS agents, so each conversation stays
+                # short: the figures are the loop's overhead, not the cost of ever
+                # longer contexts (which summarization bounds in real use).
+                agent_ids = []
+                for _ in range(AGENTS):
+                    created = await http.post(
+                        "/v1/agents/",
+                        json={
+                            "model": "openai/gpt-4o-mini",
+                            "memory_blocks": [{"label": "human", "value": "bench"}],
+                        },
+                    )
+                    agent_ids.append(created.json()["id"])
+                agent_id = agent_ids[-1]
+                print(
+                    f"{runs} timed runs each (after {warmup} warm-up) over {AGENTS} agents,"
+                    " client-side, ms:"
                 )
-                agent_id = created.json()["id"]
-                print(f"{runs} timed runs each (after {warmup} warm-up), client-side, ms:")
                 for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
-                    await measure(http, agent_id, text, warmup)
-                    timings = await measure(http, agent_id, text, runs)
+                    await measure(http, agent_ids, text, warmup)
+                    timings = await measure(http, agent_ids, text, runs)
                     print(
                         f"  {label}: median {statistics.median(timings):7.2f}"
                         f"   p99 {percentile(timings, 0.99):7.2f}"

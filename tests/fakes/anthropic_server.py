@@ -110,6 +110,9 @@ class FakeAnthropic:
 
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it, Nagle's algorithm and the client's
+        # delayed ACK add ~40 ms to every response (asyncio only sets it for proto=TCP).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self.port))
         sock.listen(128)
         self.port = sock.getsockname()[1]
