@@ -11,6 +11,7 @@ from typing import Any
 
 import anthropic
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor.anthropic_format import from_anthropic, to_anthropic
@@ -139,7 +140,11 @@ async def _openai(
         kwargs["temperature"] = temperature
     if stream:
         return await _complete_streaming(client, kwargs, on_text)
-    response = await client.chat.completions.create(**kwargs)
+    # The SDK's own HTTP client, error mapping and response types, but without
+    # chat.completions.create's recursive TypedDict transform of the request,
+    # which cost ~16 ms a call on an agent's context (profiled); our payload is
+    # already plain JSON of the documented shape.
+    response = await client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
     if not response.choices:
         raise LLMError(f"{handle}: the response has no choices")
     choice = response.choices[0]
@@ -215,8 +220,12 @@ async def _complete_streaming(
     calls: dict[int, dict[str, str]] = {}
     usage = Usage()
     finish: str | None = None
-    stream = await client.chat.completions.create(
-        **kwargs, stream=True, stream_options={"include_usage": True}
+    stream = await client.post(
+        "/chat/completions",
+        body={**kwargs, "stream": True, "stream_options": {"include_usage": True}},
+        cast_to=ChatCompletion,
+        stream=True,
+        stream_cls=openai.AsyncStream[ChatCompletionChunk],
     )
     async for chunk in stream:
         if chunk.usage is not None:
