@@ -191,6 +191,7 @@ async def _anthropic(
             kwargs["tool_choice"] = {"type": "any"}
     if temperature is not None:
         kwargs["temperature"] = temperature
+    message: anthropic.types.Message
     if stream:
         async with client.messages.stream(**kwargs) as events:
             async for text in events.text_stream:
@@ -198,7 +199,8 @@ async def _anthropic(
                     await on_text(text)
             message = await events.get_final_message()
     else:
-        message = await client.messages.create(**kwargs)
+        # As for OpenAI: the SDK's client and types, without its request transform.
+        message = await client.post("/v1/messages", body=kwargs, cast_to=anthropic.types.Message)
     content, calls = from_anthropic(list(message.content))
     prompt = message.usage.input_tokens
     completion = message.usage.output_tokens
