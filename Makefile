@@ -14,7 +14,7 @@ help:
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs tools')"
-	@echo "make bench    benchmarks (sandbox round trip: p50/p99 over 500 calls)"
+	@echo "make bench    benchmarks: agent-loop overhead, sandbox round trip (median/p50 and p99)"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -55,8 +55,10 @@ asyncapi: $(STAMP)
 rebuild: $(STAMP)
 	$(BIN)/python -m o_runtime.rebuild $(PROJECTIONS)
 
-# Benchmarks print medians and p99 over many runs; never run as timed tests.
+# Timings, never tests: medians and p99 over many runs.
+BENCH_RUNS ?= 200
 bench: $(STAMP)
+	$(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
 	$(BIN)/python bench/sandbox_roundtrip.py
 
 clean:

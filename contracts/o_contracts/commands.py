@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from o_contracts.base import Command
-from o_contracts.models import BlockSpec, ChatMessage
+from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage
 
 
 class StartRun(Command):
@@ -21,9 +21,24 @@ class StartRun(Command):
 
     run_id: str
     agent_id: str
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(default_factory=list)
+    # Answers to the agent's pending tool calls (approvals, client tool results).
+    approvals: list[ApprovalDecision] = Field(default_factory=list)
+    # Tools the client runs itself: {"name", "description", "parameters"}.
+    client_tools: list[dict[str, Any]] = Field(default_factory=list)
     max_steps: int = Field(default=50, ge=1, le=1000)
     stream_tokens: bool = False
+    # Recorded on the run (Letta's Run.background and request_config).
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
+    # Only summarize the agent's context now (POST .../summarize); no LLM step.
+    summarize: bool = False
+
+    @model_validator(mode="after")
+    def _has_input(self) -> StartRun:
+        if not self.messages and not self.approvals and not self.summarize:
+            raise ValueError("a run needs input messages or approvals")
+        return self
 
 
 class CreateBlock(Command):

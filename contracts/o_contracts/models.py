@@ -48,10 +48,25 @@ class ChatMessage(Value):
     tool_call_id: str | None = None
     name: str | None = None
     otid: str | None = None
+    # Assistant messages only: its tool calls wait for a person's approval (or,
+    # for client tools, for the client's result) instead of running.
+    approval_request: bool | None = None
     # Tool returns only.
     status: Literal["success", "error"] | None = None
     stdout: list[str] | None = None
     stderr: list[str] | None = None
+
+
+class ApprovalDecision(Value):
+    """A person's answer to a pending tool call: approve or deny (with a reason), or,
+    for a client tool, the result the client computed."""
+
+    tool_call_id: str
+    approve: bool = True
+    reason: str | None = None
+    # Set when the client ran the tool itself.
+    tool_return: str | None = None
+    status: Literal["success", "error"] = "success"
 
 
 class Usage(Value):

@@ -38,6 +38,10 @@ MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 
+# Token deltas of a run's LLM output (core NATS, best effort): the recorded
+# LLMResponded event stays the truth; deltas only make streaming feel live.
+RUN_TOKENS_PREFIX: Final = "o.tokens.run"
+
 
 def agent_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.agent.{agent_id}"
@@ -53,6 +57,10 @@ def executor_command_subject(agent_id: str) -> str:
 
 def memory_command_subject(key: str) -> str:
     return f"{COMMANDS_PREFIX}.memory.{key}"
+
+
+def run_tokens_subject(run_id: str) -> str:
+    return f"{RUN_TOKENS_PREFIX}.{run_id}"
 
 
 def dead_letter_subject(consumer: str) -> str:

@@ -1,17 +1,22 @@
 """The agent loop for one run: compile context, call the LLM, run tools, record everything.
 
 Every fact is appended to the agent's subject before it is acted on: the
-LLM's response before its tool calls run, each tool's result before the next
-step. Event and message ids derive from the run id, so a redelivered command
-re-appends nothing (the stream deduplicates them).
+LLM's response before its tool calls run, a `ToolCallRequested` before a tool
+with effects runs, each tool's result before the next step. A run that is
+delivered again (its executor was killed, or another replica took over) reads
+its own recorded events back from the log and goes on from there: a recorded
+LLM step is not asked again and a recorded tool call is not run again.
+Event and message ids derive from the run id, so a repeated append is also
+deduplicated by the stream.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 
@@ -19,16 +24,27 @@ from o_contracts import subjects
 from o_contracts.base import Event, Reply
 from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
 from o_contracts.commands import RunMemoryTool, StartRun
-from o_contracts.envelope import Envelope
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import (
+    ContextSummarized,
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunStarted,
+    ToolCallRequested,
+    ToolReturned,
+)
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
-from o_executor import llm
+from o_contracts.tool_rules import ToolRuleSolver
+from o_executor import llm, tokens
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
+from o_executor.run_log import RunLog
+from o_executor.run_queue import Cursor
 from o_executor.sandbox_calls import run_user_tool
-from o_runtime.commands import CommandTimeout, send_and_wait
+from o_runtime.commands import CommandTimeout, current_delivery, send_and_wait
 from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.tracing import tracer
 
@@ -37,6 +53,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PRODUCER = "executor"
+# Tools without effects outside the run: running one again after a crash is harmless.
+# Only an executor running the run appends these; seeing one we did not write
+# means another executor has the run.
+EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
+PURE_TOOLS = frozenset({"send_message", "conversation_search", "memory_finish_edits"})
+MEMORY_CONSUMER = "memory"
+# Agents whose tools carry `request_heartbeat` (Letta's memgpt loops).
+HEARTBEAT_AGENTS = frozenset({"memgpt_agent", "memgpt_v2_agent"})
+NON_USER_PREFIX = "[This is an automated system message hidden from the user] "
+DEFAULT_WINDOW = 128000
+# Past this share of the window, older turns are summarized down to KEEP_AFTER_SUMMARY.
+SUMMARIZE_AT = 0.9
+KEEP_AFTER_SUMMARY = 0.5
+SUMMARIZER_PROMPT = (
+    "You summarize the earlier part of a conversation between an AI agent and a user, so the"
+    " agent can continue it without the full transcript. Keep facts about the user, decisions,"
+    " open tasks and the results of tool calls. Write at most a few short paragraphs."
+)
+SUMMARY_PREFIX = (
+    "Note: prior messages have been hidden from view due to conversation memory constraints."
+    " The following is a summary of the previous messages:\n"
+)
+IN_DOUBT_TIMEOUT = 30.0
+# A killed process may hold the projection's next event until its ack_wait ends.
+PROJECTION_TIMEOUT = 60.0
 
 
 @dataclass
@@ -48,8 +89,48 @@ class ToolOutcome:
     stderr: list[str] | None = None
 
 
+def tool_schemas(names: list[str], allowed: set[str], heartbeat: bool) -> list[dict[str, Any]]:
+    """The tools the model may call now; memgpt agents' tools take `request_heartbeat`."""
+    tools = openai_tools([n for n in names if n in allowed])
+    if not heartbeat:
+        return tools
+    out = []
+    for tool in tools:
+        fn = tool["function"]
+        if fn["name"] != "send_message":
+            params = fn["parameters"]
+            props = {
+                **params["properties"],
+                "request_heartbeat": {
+                    "type": "boolean",
+                    "description": "Request an immediate heartbeat after function execution."
+                    " Set to true if you want to send a follow-up message or run a follow-up"
+                    " function.",
+                },
+            }
+            fn = {**fn, "parameters": {**params, "properties": props}}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def wants_heartbeat(call: ToolCall) -> bool:
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return False
+    return isinstance(args, dict) and args.get("request_heartbeat") is True
+
+
 class AgentGone(Exception):
     pass
+
+
+class ContextOverflow(Exception):
+    """The system prompt alone does not fit the model's context window."""
+
+
+class RunTakenOver(Exception):
+    """Another executor appended events of this run meanwhile: it owns the run now."""
 
 
 class AgentRun:
@@ -62,6 +143,13 @@ class AgentRun:
         self.memory_seq = 0
         self.usage = Usage()
         self.steps = 0
+        self.cancelled = False
+        self.rules = ToolRuleSolver([])
+        self.client_tools: dict[str, dict[str, Any]] = {}
+        self.tokens = tokens.Calibrated()
+        self.summary: ContextSummarized | None = None
+        # Where this run's own messages begin in the context (summaries never cut there).
+        self.run_start = 0
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -74,8 +162,10 @@ class AgentRun:
             try:
                 appended = await self.s.eventlog.append(self.subject, envelope, self.last)
             except ConcurrencyConflict:
-                # Someone else wrote to the agent (a PATCH): the run is still
-                # valid as long as the agent exists.
+                # Someone else wrote to the agent: a PATCH (the run is still
+                # valid as long as the agent exists), a cancellation, or another
+                # executor that took this run over (then it is theirs to finish).
+                await self._read_news(self.last)
                 self.last = await self.s.eventlog.last_seq(self.subject)
                 await self.s.watcher.wait(self.last, "agents")
                 if await self.s.load_agent(self.cmd.agent_id) is None:
@@ -85,25 +175,91 @@ class AgentRun:
             return appended.seq
         raise RuntimeError(f"could not append to {self.subject}: too many conflicts")
 
+    async def _read_news(self, since: int) -> None:
+        """What others appended to the agent after `since` that concerns this run."""
+        async for raw in self.s.eventlog.replay(self.subject, start_seq=since + 1):
+            try:
+                event = decode(raw.data).data
+            except MalformedMessage:
+                continue
+            if getattr(event, "run_id", None) != self.cmd.run_id:
+                continue
+            if isinstance(event, RunCancellationRequested):
+                self.cancelled = True
+            elif isinstance(event, EXECUTOR_EVENTS):
+                raise RunTakenOver(self.cmd.run_id)
+
     async def execute(self) -> Reply:
+        delivery = current_delivery.get(None)
+        if delivery is None:  # called outside a command consumer: no ordering to keep
+            return await self._execute(Cursor(), redelivered=False)
+        queue = self.s.run_queue
+        cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+        try:
+            reply = await self._execute(cursor, redelivered=delivery.redelivered)
+        except RunTakenOver:
+            return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
+        except Exception:
+            if delivery.last_attempt:
+                # It will be dead-lettered: the agent's next run must not wait for it.
+                await queue.finish(self.cmd.agent_id, delivery.stream_seq, self.last)
+            raise
+        await queue.finish(self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0))
+        return reply
+
+    async def _execute(self, cursor: Cursor, redelivered: bool) -> Reply:
+        # A first delivery has nothing recorded; a redelivery reads what is.
+        recorded = RunLog()
+        if redelivered:
+            recorded = await RunLog.read(
+                self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, cursor.event_seq
+            )
+            if recorded.completed is not None:
+                self.last = recorded.completed_seq
+                return Reply(
+                    ok=True,
+                    seq=recorded.completed_seq,
+                    result={"stop_reason": recorded.completed.stop_reason},
+                )
+            # Memory edits made before the crash must show in the next prompt.
+            info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
+            self.memory_seq = info.state.last_seq
         agent = await self.s.load_agent(self.cmd.agent_id)
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         self.last = await self.s.eventlog.last_seq(self.subject)
-        await self.s.watcher.wait(self.last, "runs")
-        history = await self.s.load_history(self.cmd.agent_id)
-        try:
-            await self._append(
-                RunStarted(
-                    run_id=self.cmd.run_id,
-                    agent_id=self.cmd.agent_id,
-                    messages=self.cmd.messages,
-                    max_steps=self.cmd.max_steps,
-                ),
-                "started",
+        # The history is what the log held before this run began.
+        before = recorded.started_seq - 1 if recorded.started is not None else self.last
+        await self.s.watcher.wait(max(before, self.last), "runs", timeout=PROJECTION_TIMEOUT)
+        # Cancelled while it waited for its turn (possibly while the previous run
+        # was still going)? Later cancellations show up as conflicts on our
+        # appends: see _read_news.
+        self.cancelled = bool(
+            await self.s.pool.fetchval(
+                "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
             )
+        )
+        history = await self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id)
+        try:
+            if recorded.started is None:
+                await self._append(
+                    RunStarted(
+                        run_id=self.cmd.run_id,
+                        agent_id=self.cmd.agent_id,
+                        messages=self.cmd.messages,
+                        max_steps=self.cmd.max_steps,
+                        approvals=self.cmd.approvals,
+                        background=self.cmd.background,
+                        request_config=self.cmd.request_config,
+                    ),
+                    "started",
+                )
             messages = history + list(self.cmd.messages)
-            stop_reason, error = await self._steps(agent, messages)
+            self.run_start = len(history)
+            if self.cmd.summarize:
+                stop_reason, error = await self._forced_summary(agent, messages, recorded)
+            else:
+                stop_reason, error = await self._steps(agent, messages, recorded)
             seq = await self._append(
                 RunCompleted(
                     run_id=self.cmd.run_id,
@@ -117,84 +273,436 @@ class AgentRun:
             )
         except AgentGone:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} was deleted")
-        return Reply(ok=True, seq=seq, result={"stop_reason": stop_reason})
+        result: dict[str, Any] = {"stop_reason": stop_reason}
+        if self.summary is not None:
+            result |= {
+                "summary": self.summary.summary.content,
+                "num_messages_before": self.summary.messages_before,
+                "num_messages_after": self.summary.messages_after,
+            }
+        return Reply(ok=True, seq=seq, result=result)
+
+    async def _llm_step(
+        self,
+        agent: dict[str, Any],
+        handle: Handle,
+        tools: list[dict[str, Any]],
+        messages: list[ChatMessage],
+        step: int,
+        step_id: str,
+        force_tool: bool,
+    ) -> ChatMessage:
+        system = await self._system_prompt(agent, len(messages)) + self.rules.prompt()
+        window = int(agent["llm_config"].get("context_window") or DEFAULT_WINDOW)
+        family = llm.family(handle)
+        if self.tokens(tokens.estimate_text(system, family)) > window:
+            raise ContextOverflow(
+                f"the system prompt (with memory blocks) needs about"
+                f" {self.tokens(tokens.estimate_text(system, family))} tokens; the context"
+                f" window of {handle} is {window}"
+            )
+        wire = llm.to_openai_messages(messages)
+        estimated = tokens.estimate_request(system, wire, tools, family)
+        if self.tokens(estimated) > SUMMARIZE_AT * window:
+            if await self._summarize(agent, handle, messages, step, window):
+                wire = llm.to_openai_messages(messages)
+                estimated = tokens.estimate_request(system, wire, tools, family)
+        reply_id = derived_id("message", self.cmd.run_id, str(step), "assistant")
+        with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
+            result = await llm.complete(
+                handle,
+                [{"role": "system", "content": system}, *wire],
+                tools,
+                stream=self.cmd.stream_tokens,
+                force_tool=force_tool,
+                max_tokens=agent["llm_config"].get("max_tokens"),
+                on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
+            )
+        self.tokens.learn(estimated, result.usage.prompt_tokens)
+        # Calls that need a person's approval, or that the client runs itself,
+        # are not run: the turn stops and waits for the answers.
+        waits = any(
+            self.rules.requires_approval(c.name) or c.name in self.client_tools
+            for c in result.tool_calls
+        )
+        reply = ChatMessage(
+            id=reply_id,
+            role="assistant",
+            content=result.content,
+            tool_calls=result.tool_calls,
+            approval_request=True if waits else None,
+        )
+        self.usage = self.usage + result.usage
+        await self._append(
+            LLMResponded(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                step_number=step,
+                message=reply,
+                usage=result.usage,
+                model=str(handle),
+                finish_reason=result.finish_reason,
+            ),
+            f"llm-{step}",
+        )
+        return reply
+
+    def _token_publisher(self, message_id: str) -> llm.OnText:
+        subject = subjects.run_tokens_subject(self.cmd.run_id)
+        nc = self.s.eventlog.nc
+
+        async def publish(text: str) -> None:
+            await nc.publish(
+                subject, msgpack.packb({"message_id": message_id, "text": text}, use_bin_type=True)
+            )
+
+        return publish
+
+    async def _forced_summary(
+        self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog
+    ) -> tuple[str, str | None]:
+        """POST .../summarize: summarize everything before the last turn, now."""
+        self.steps = 0
+        done = recorded.summaries.get(-1)
+        if done is None:
+            try:
+                handle = Handle.parse(agent["llm_config"].get("handle") or "")
+                window = int(agent["llm_config"].get("context_window") or DEFAULT_WINDOW)
+                self.run_start = max(
+                    (i for i, m in enumerate(messages) if m.role == "user"), default=0
+                )
+                done = await self._summarize(agent, handle, messages, -1, window, force=True)
+            except (llm.LLMError, UnknownProvider) as exc:
+                return "llm_api_error", str(exc)
+        self.summary = done
+        return "end_turn", None
 
     async def _steps(
-        self, agent: dict[str, Any], messages: list[ChatMessage]
+        self, agent: dict[str, Any], messages: list[ChatMessage], recorded: RunLog
     ) -> tuple[str, str | None]:
         try:
             handle = Handle.parse(agent["llm_config"].get("handle") or "")
         except UnknownProvider as exc:
             return "error", str(exc)
-        tools = openai_tools(agent["tools"]) + [
-            {"type": "function", "function": t["json_schema"]}
-            for t in agent.get("user_tools", {}).values()
-        ]
+        self.rules = ToolRuleSolver([dict(r) for r in agent.get("tool_rules") or []])
+        self.client_tools = {
+            str(t["name"]): {
+                "name": t["name"],
+                "description": t.get("description") or "",
+                "parameters": t.get("parameters") or {"type": "object", "properties": {}},
+            }
+            for t in self.cmd.client_tools
+            if t.get("name")
+        }
+        if self.cmd.approvals:
+            messages += await self._answer_approvals(agent, messages, recorded)
+        memgpt = agent["agent_type"] in HEARTBEAT_AGENTS
+        available = set(agent["tools"])
+        last_output: str | None = None
         for step in range(self.cmd.max_steps):
+            final = step == self.cmd.max_steps - 1
             self.steps = step + 1
             step_id = derived_id("step", self.cmd.run_id, str(step))
-            system = await self._system_prompt(agent, len(messages))
-            try:
-                with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
-                    result = await llm.complete(
+            allowed = self.rules.allowed(available, last_output)
+            done = recorded.steps.get(step)
+            summarized = recorded.summaries.get(step)
+            if summarized is not None:
+                self._apply_summary(messages, summarized)
+            if done is None and self.cancelled:
+                # Between steps, so every tool call in the history has its result.
+                self.steps = step
+                return "cancelled", None
+            if done is not None:
+                # Answered before a crash: never ask the LLM again.
+                reply = done.message
+                self.usage = self.usage + done.usage
+            else:
+                tools = tool_schemas(
+                    [t for t in agent["tools"] if t not in self.client_tools],
+                    allowed,
+                    heartbeat=memgpt,
+                ) + [{"type": "function", "function": spec} for spec in self.client_tools.values()]
+                # Users' tools (run in the sandbox), filtered by the same tool rules.
+                tools += [
+                    {"type": "function", "function": t["json_schema"]}
+                    for name, t in agent.get("user_tools", {}).items()
+                    if name in allowed and name not in self.client_tools
+                ]
+                try:
+                    reply = await self._llm_step(
+                        agent,
                         handle,
-                        [{"role": "system", "content": system}, *llm.to_openai_messages(messages)],
                         tools,
-                        stream=self.cmd.stream_tokens,
+                        messages,
+                        step,
+                        step_id,
+                        self.rules.forces_tool_call(),
                     )
-            except (llm.LLMError, UnknownProvider) as exc:
-                log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
-                return "llm_api_error", str(exc)
-            reply = ChatMessage(
-                id=derived_id("message", self.cmd.run_id, str(step), "assistant"),
-                role="assistant",
-                content=result.content,
-                tool_calls=result.tool_calls,
-            )
-            self.usage = self.usage + result.usage
-            await self._append(
-                LLMResponded(
-                    run_id=self.cmd.run_id,
-                    agent_id=self.cmd.agent_id,
-                    step_id=step_id,
-                    step_number=step,
-                    message=reply,
-                    usage=result.usage,
-                    model=str(handle),
-                    finish_reason=result.finish_reason,
-                ),
-                f"llm-{step}",
-            )
+                except (llm.LLMError, UnknownProvider) as exc:
+                    log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
+                    return "llm_api_error", str(exc)
+                except ContextOverflow as exc:
+                    return "context_window_overflow_in_system_prompt", str(exc)
             messages.append(reply)
+            if reply.approval_request and reply.tool_calls:
+                return "requires_approval", None
             if not reply.tool_calls:
+                uncalled = self.rules.uncalled_required(available)
+                if uncalled and not final:
+                    messages.append(
+                        self._nudge(
+                            step,
+                            f"ToolRuleViolated: You must call {', '.join(uncalled)} at least"
+                            " once to exit the loop.",
+                        )
+                    )
+                    continue
                 return "end_turn", None
-            ends_turn = False
+            ends_turn = terminal = False
+            heartbeat = not memgpt
             for call in reply.tool_calls:
-                outcome = await self._run_tool(agent, call)
-                tool_msg = ChatMessage(
-                    id=derived_id("message", self.cmd.run_id, str(step), call.id),
-                    role="tool",
-                    name=call.name,
-                    tool_call_id=call.id,
-                    content=outcome.text,
-                    status="success" if outcome.ok else "error",
-                    stdout=outcome.stdout,
-                    stderr=outcome.stderr,
+                if call.name in available and call.name not in allowed:
+                    tool_msg = await self._refuse(call, step, step_id, recorded, allowed)
+                    messages.append(tool_msg)
+                    heartbeat = True
+                    continue
+                tool_msg, outcome_ends = await self._tool_step(agent, call, step, step_id, recorded)
+                messages.append(tool_msg)
+                if call.name in available:
+                    self.rules.record(call.name)
+                last_output = tool_msg.content
+                ends_turn = ends_turn or outcome_ends
+                terminal = terminal or self.rules.is_terminal(call.name)
+                heartbeat = heartbeat or (
+                    wants_heartbeat(call)
+                    or tool_msg.status == "error"
+                    or self.rules.continues(call.name)
                 )
+            if terminal:
+                return "tool_rule", None
+            uncalled = self.rules.uncalled_required(available)
+            if uncalled and not final:
+                messages.append(
+                    self._nudge(
+                        step,
+                        f"Continuing, user expects these tools: [{', '.join(uncalled)}]"
+                        " to be called still.",
+                    )
+                )
+                continue
+            if ends_turn or not heartbeat:
+                return "end_turn", None
+            if memgpt:
+                messages.append(
+                    self._nudge(
+                        step, "Function called using request_heartbeat=true, returning control"
+                    )
+                )
+        return "max_steps", None
+
+    async def _answer_approvals(
+        self, agent: dict[str, Any], history: list[ChatMessage], recorded: RunLog
+    ) -> list[ChatMessage]:
+        """Carry out the answers to the last turn's pending tool calls, in the calls' order."""
+        waiting = next(
+            (m for m in reversed(history) if m.role == "assistant" and m.approval_request), None
+        )
+        answered = {m.tool_call_id for m in history if m.role == "tool"}
+        decisions = {a.tool_call_id: a for a in self.cmd.approvals}
+        out: list[ChatMessage] = []
+        for call in waiting.tool_calls if waiting else []:
+            if call.id in answered:
+                continue
+            decision = decisions.get(call.id)
+            step_id = derived_id("step", self.cmd.run_id, "approvals")
+            if decision is not None and decision.approve and decision.tool_return is None:
+                tool_msg, _ = await self._tool_step(agent, call, -1, step_id, recorded)
+                self.rules.record(call.name)
+            else:
+                status: Literal["success", "error"] = "error"
+                if decision is None:
+                    text = "Error: no decision was given for this tool call."
+                elif decision.tool_return is not None:
+                    text, status = decision.tool_return, decision.status
+                else:
+                    text = "Error: request to call tool denied."
+                    if decision.reason:
+                        text += f" User reason: {decision.reason}"
+                tool_msg = await self._record_return(call, -1, step_id, recorded, text, status)
+            out.append(tool_msg)
+        return out
+
+    async def _record_return(
+        self,
+        call: ToolCall,
+        step: int,
+        step_id: str,
+        recorded: RunLog,
+        text: str,
+        status: Literal["success", "error"],
+    ) -> ChatMessage:
+        """A tool result that did not come from running the tool here."""
+        returned = recorded.returned.get(call.id)
+        if returned is not None:
+            return returned.message
+        tool_msg = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), call.id),
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=text,
+            status=status,
+        )
+        await self._append(
+            ToolReturned(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                message=tool_msg,
+            ),
+            f"tool-{step}-{call.id}",
+        )
+        return tool_msg
+
+    def _apply_summary(self, messages: list[ChatMessage], event: ContextSummarized) -> None:
+        """Replace the evicted messages by the summary (also when replaying a recorded one)."""
+        gone = set(event.evicted_message_ids)
+        kept = [m for m in messages if m.id not in gone]
+        messages[:] = [event.summary, *kept]
+        self.run_start = max(1, self.run_start - len(gone) + 1)
+
+    async def _summarize(
+        self,
+        agent: dict[str, Any],
+        handle: Handle,
+        messages: list[ChatMessage],
+        step: int,
+        window: int,
+        force: bool = False,
+    ) -> ContextSummarized | None:
+        """Summarize older turns into one message, recorded before it is used.
+
+        Cuts only where a user turn begins, so a tool call is never separated from
+        its result, and never inside this run, so a pending approval (always the
+        end of the previous run's turn, answered by this one) stays whole.
+        """
+        family = llm.family(handle)
+        cuts = [
+            i
+            for i in range(1, min(self.run_start, len(messages) - 1) + 1)
+            if messages[i].role == "user" and messages[i].id is not None
+        ]
+        if not cuts:
+            return None
+        cut = cuts[-1]
+        if not force:
+            budget = KEEP_AFTER_SUMMARY * window
+            for i in cuts:
+                rest = tokens.estimate_request("", llm.to_openai_messages(messages[i:]), [], family)
+                if self.tokens(rest) <= budget:
+                    cut = i
+                    break
+        evicted = messages[:cut]
+        transcript = "\n".join(
+            f"{m.role}: {m.content or ''}"
+            + "".join(f" [called {tc.name}({tc.arguments})]" for tc in m.tool_calls)
+            for m in evicted
+        )
+        result = await llm.complete(
+            handle,
+            [
+                {"role": "system", "content": SUMMARIZER_PROMPT},
+                {"role": "user", "content": transcript},
+            ],
+            [],
+        )
+        self.usage = self.usage + result.usage
+        summary = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), "summary"),
+            role="user",
+            content=SUMMARY_PREFIX + (result.content or ""),
+        )
+        event = ContextSummarized(
+            run_id=self.cmd.run_id,
+            agent_id=self.cmd.agent_id,
+            step_number=step,
+            summary=summary,
+            evicted_message_ids=[m.id for m in evicted],
+            first_kept_message_id=messages[cut].id,
+            messages_before=len(messages),
+            messages_after=len(messages) - cut + 1,
+        )
+        await self._append(event, f"summary-{step}")
+        self._apply_summary(messages, event)
+        return event
+
+    def _nudge(self, step: int, text: str) -> ChatMessage:
+        """A hidden message that keeps the loop going; derived from recorded facts, so a
+        resumed run derives it again instead of storing it."""
+        return ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), "nudge"),
+            role="user",
+            content=f"{NON_USER_PREFIX}{text}",
+        )
+
+    async def _refuse(
+        self, call: ToolCall, step: int, step_id: str, recorded: RunLog, allowed: set[str]
+    ) -> ChatMessage:
+        """A call the tool rules forbid: not run; the model is told what it may call."""
+        text = (
+            f"[ToolConstraintError] Cannot call {call.name}, valid tools to call include:"
+            f" {sorted(allowed)}."
+        )
+        return await self._record_return(call, step, step_id, recorded, text, "error")
+
+    async def _tool_step(
+        self, agent: dict[str, Any], call: ToolCall, step: int, step_id: str, recorded: RunLog
+    ) -> tuple[ChatMessage, bool]:
+        returned = recorded.returned.get(call.id)
+        if returned is not None:
+            ends = call.name == "send_message" and returned.message.status == "success"
+            return returned.message, ends
+        requested = recorded.requested.get(call.id)
+        if requested is not None:
+            outcome = await self._resolve_in_doubt(agent, call, requested[1])
+        else:
+            user_tool = call.name in agent.get("user_tools", {})
+            if (call.name in agent["tools"] or user_tool) and call.name not in PURE_TOOLS:
                 await self._append(
-                    ToolReturned(
+                    ToolCallRequested(
                         run_id=self.cmd.run_id,
                         agent_id=self.cmd.agent_id,
                         step_id=step_id,
-                        message=tool_msg,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        command_id=self._memory_command_id(call)
+                        if call.name in MEMORY_TOOLS
+                        else None,
                     ),
-                    f"tool-{step}-{call.id}",
+                    f"tool-requested-{step}-{call.id}",
                 )
-                messages.append(tool_msg)
-                ends_turn = ends_turn or outcome.ends_turn
-            if ends_turn:
-                return "end_turn", None
-        return "max_steps", None
+            outcome = await self._run_tool(agent, call)
+        tool_msg = ChatMessage(
+            id=derived_id("message", self.cmd.run_id, str(step), call.id),
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=outcome.text,
+            status="success" if outcome.ok else "error",
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
+        )
+        await self._append(
+            ToolReturned(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                step_id=step_id,
+                message=tool_msg,
+            ),
+            f"tool-{step}-{call.id}",
+        )
+        return tool_msg, outcome.ends_turn
 
     async def _system_prompt(self, agent: dict[str, Any], recall_count: int) -> str:
         request = msgpack.packb(
@@ -244,19 +752,30 @@ class AgentRun:
             )
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
-    async def _memory_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
-        command = self.command.caused(
+    def _memory_command_id(self, call: ToolCall, attempt: str = "") -> str:
+        return derived_id("cmd", self.cmd.run_id, call.id, *([attempt] if attempt else []))
+
+    def _memory_command(
+        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
+    ) -> Envelope[RunMemoryTool]:
+        return self.command.caused(
             RunMemoryTool(
                 agent_id=self.cmd.agent_id,
                 run_id=self.cmd.run_id,
                 tool_call_id=call.id,
                 tool_name=call.name,
-                arguments=args,
+                # request_heartbeat is the loop's argument, not the tool's.
+                arguments={k: v for k, v in args.items() if k != "request_heartbeat"},
             ),
             aggregate_id=self.cmd.agent_id,
             producer=PRODUCER,
-            id=derived_id("cmd", self.cmd.run_id, call.id),
+            id=self._memory_command_id(call, attempt),
         )
+
+    async def _memory_tool(
+        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
+    ) -> ToolOutcome:
+        command = self._memory_command(call, args, attempt)
         try:
             reply = await send_and_wait(
                 self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
@@ -268,6 +787,72 @@ class AgentRun:
         if not reply.ok:
             return ToolOutcome(False, reply.error or "memory edit failed")
         return ToolOutcome(True, str((reply.result or {}).get("message", "OK")))
+
+    async def _resolve_in_doubt(
+        self, agent: dict[str, Any], call: ToolCall, requested_seq: int
+    ) -> ToolOutcome:
+        """A tool call that was requested before a crash but has no recorded result."""
+        # Users' tools are safe to ask again: the sandbox command has the same id,
+        # and the sandbox answers a repeat from its recorded outcome.
+        if call.name in PURE_TOOLS or call.name not in agent["tools"]:
+            return await self._run_tool(agent, call)
+        if call.name not in MEMORY_TOOLS:
+            # We cannot know whether it ran; running it again could do it twice.
+            return ToolOutcome(
+                False,
+                f"the run was interrupted while '{call.name}' was running; it was not run"
+                " again, and its outcome is unknown",
+            )
+        try:
+            args = json.loads(call.arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments are not a JSON object")
+        except ValueError:
+            return await self._run_tool(agent, call)  # rejected before any effect
+        done = ToolOutcome(
+            True, f"The core memory block with label `{args.get('label')}` has been edited."
+        )
+        command = self._memory_command(call, args)
+        effect_id = derived_id("evt", command.id)
+        if await self._find_event(effect_id, requested_seq):
+            return done
+        # Not applied (yet). Send the same command again: if the stream still
+        # holds the first one, this is deduplicated and we wait until the
+        # memory service has handled it; if not, it was never sent.
+        appended = await self.s.eventlog.send_command(
+            subjects.memory_command_subject(self.cmd.agent_id), command
+        )
+        await self._memory_handled(appended.seq)
+        if await self._find_event(effect_id, requested_seq):
+            return done
+        # Handled without an effect: it was rejected, which changed nothing, so
+        # asking again (under a new id) is safe and tells the model why.
+        return await self._memory_tool(call, args, attempt="in-doubt")
+
+    async def _find_event(self, event_id: str, since: int) -> bool:
+        async for raw in self.s.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):
+            try:
+                if decode(raw.data).id == event_id:
+                    return True
+            except MalformedMessage:
+                continue
+        return False
+
+    async def _memory_handled(self, command_seq: int) -> None:
+        """Wait until the memory service has acknowledged every command up to `command_seq`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IN_DOUBT_TIMEOUT
+        delay = 0.01
+        while True:
+            info = await self.s.eventlog.js.consumer_info(subjects.COMMANDS_STREAM, MEMORY_CONSUMER)
+            floor = info.ack_floor.stream_seq if info.ack_floor else 0
+            if (floor or 0) >= command_seq:
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(f"memory service has not handled command {command_seq}")
+            # A rare recovery path: polling the consumer state is simplest here.
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
 
     async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
         query = args.get("query")

@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncpg
 
 from o_contracts import subjects
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events import (
+    ContextSummarized,
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunQueued,
+    RunStarted,
+    ToolReturned,
+)
 from o_contracts.models import ChatMessage
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
-runs = Projection(name="runs", filter_subject=subjects.AGENT_EVENTS, tables=["messages", "runs"])
+runs = Projection(
+    name="runs",
+    filter_subject=subjects.AGENT_EVENTS,
+    tables=["messages", "runs", "steps", "pending_approvals"],
+)
 
 # Letta's run status for each stop reason; anything else is a failure.
 _COMPLETED = {"end_turn", "max_steps", "tool_rule", "requires_approval", "no_tool_call"}
@@ -40,17 +52,37 @@ async def _insert_message(
     )
 
 
+@runs.on(RunQueued)
+async def run_queued(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunQueued)
+    await conn.execute(
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
+        " VALUES ($1, $2, 'created', $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+        e.run_id,
+        e.agent_id,
+        rec.envelope.time,
+        rec.seq,
+        e.background,
+        e.request_config,
+    )
+
+
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, RunStarted)
     await conn.execute(
-        "INSERT INTO runs (id, agent_id, status, created_at, last_seq)"
-        " VALUES ($1, $2, 'running', $3, $4) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
+        " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
+        " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4"
+        " WHERE runs.status = 'created'",
         e.run_id,
         e.agent_id,
         rec.envelope.time,
         rec.seq,
+        e.background,
+        e.request_config,
     )
     for i, m in enumerate(e.messages):
         await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
@@ -66,6 +98,41 @@ async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
         e.run_id,
         rec.seq,
     )
+    if e.message.approval_request:
+        for call in e.message.tool_calls:
+            await conn.execute(
+                "INSERT INTO pending_approvals (agent_id, tool_call_id, run_id, message_id,"
+                " tool_name, seq) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",
+                e.agent_id,
+                call.id,
+                e.run_id,
+                e.message.id,
+                call.name,
+                rec.seq,
+            )
+    await conn.execute(
+        "INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
+        " completion_tokens, total_tokens, finish_reason, seq, created_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (id) DO NOTHING",
+        e.step_id,
+        e.run_id,
+        e.agent_id,
+        e.step_number,
+        e.model,
+        e.usage.prompt_tokens,
+        e.usage.completion_tokens,
+        e.usage.total_tokens,
+        e.finish_reason,
+        rec.seq,
+        rec.envelope.time,
+    )
+
+
+@runs.on(RunCancellationRequested)
+async def run_cancellation_requested(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, RunCancellationRequested)
+    await conn.execute("UPDATE runs SET cancel_requested = true WHERE id = $1", e.run_id)
 
 
 @runs.on(ToolReturned)
@@ -73,6 +140,34 @@ async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, ToolReturned)
     await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+    await conn.execute(
+        "DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
+        e.agent_id,
+        e.message.tool_call_id,
+    )
+
+
+@runs.on(ContextSummarized)
+async def context_summarized(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, ContextSummarized)
+    await conn.execute(
+        "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
+    )
+    kept = await conn.fetchval("SELECT seq FROM messages WHERE id = $1", e.first_kept_message_id)
+    # The summary sits right before the first message it did not replace.
+    seq = (kept if kept is not None else rec.seq * 1000) - 1
+    await conn.execute(
+        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
+        " VALUES ($1,$2,$3,NULL,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING",
+        e.summary.id,
+        e.agent_id,
+        e.run_id,
+        e.summary.role,
+        e.summary.model_dump(mode="json", exclude_none=True),
+        seq,
+        rec.envelope.time,
+    )
 
 
 @runs.on(RunCompleted)

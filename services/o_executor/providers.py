@@ -1,16 +1,21 @@
 """LLM providers by handle (`provider/model`) through the official SDKs.
 
-`openai/<model>` uses the `openai` SDK with OPENAI_API_KEY and OPENAI_BASE_URL
-from the environment, so any OpenAI-compatible server works.
+`anthropic/...` (and user-named providers of type anthropic) use the
+`anthropic` SDK; everything else speaks the OpenAI protocol through the
+`openai` SDK with the provider's base URL and key (o_runtime.llm_providers).
+The SDKs' own retries are off: llm.py retries with backoff, the same way for
+every provider.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cache
 
+from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
+
+from o_runtime.llm_providers import ProviderConfig, ProviderNotConfigured, provider
 
 
 class UnknownProvider(ValueError):
@@ -33,24 +38,33 @@ class Handle:
         return f"{self.provider}/{self.model}"
 
 
-SUPPORTED_PROVIDERS = ("openai",)
+TIMEOUT = 120.0
+
+
+def config_for(handle: Handle) -> ProviderConfig:
+    try:
+        return provider(handle.provider)
+    except ProviderNotConfigured as exc:
+        raise UnknownProvider(str(exc)) from exc
 
 
 @cache
-def openai_client() -> AsyncOpenAI:
-    # Retries are ours to decide (issue: backoff policy per run), so the SDK's
-    # own are kept small; timeouts generous for slow local models.
+def openai_client(name: str) -> AsyncOpenAI:
+    config = provider(name)
     return AsyncOpenAI(
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-        max_retries=2,
-        timeout=120.0,
+        api_key=config.api_key or "not-set",
+        base_url=config.base_url,
+        max_retries=0,
+        timeout=TIMEOUT,
     )
 
 
-def client_for(handle: Handle) -> AsyncOpenAI:
-    if handle.provider == "openai":
-        return openai_client()
-    raise UnknownProvider(
-        f"provider '{handle.provider}' is not configured (known: {', '.join(SUPPORTED_PROVIDERS)})"
+@cache
+def anthropic_client(name: str) -> AsyncAnthropic:
+    config = provider(name)
+    return AsyncAnthropic(
+        api_key=config.api_key or "not-set",
+        base_url=config.base_url,
+        max_retries=0,
+        timeout=TIMEOUT,
     )

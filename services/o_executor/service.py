@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
+import os
 from typing import Any
 
 from o_contracts import subjects
@@ -13,6 +12,7 @@ from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
 from o_executor.loop import AgentRun
 from o_executor.projections import runs
+from o_executor.run_queue import RunQueue
 from o_runtime.commands import CommandConsumer
 from o_runtime.projector import Projector
 from o_runtime.service import Service
@@ -21,26 +21,31 @@ from o_runtime.service import Service
 class ExecutorService(Service):
     name = "executor"
 
-    _agent_locks: defaultdict[str, asyncio.Lock]
+    run_queue: RunQueue
 
     async def setup(self) -> None:
-        self._agent_locks = defaultdict(asyncio.Lock)
+        self.run_queue = await RunQueue.open(self.eventlog)
         Projector(runs, self.pool, self.eventlog).subscribe(self.broker)
         CommandConsumer(
             self.eventlog,
             "executor",
             subjects.EXECUTOR_COMMANDS,
             {StartRun: self.start_run},
-            # A run can take minutes; the consumer heartbeats while it works.
-            ack_wait=60.0,
-            concurrency=8,
+            # A run can take minutes; the consumer heartbeats every ack_wait/3
+            # while it works. A killed executor's run goes to another replica (or
+            # its restart) after ack_wait.
+            ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "30")),
+            concurrency=16,
         ).subscribe(self.broker)
 
     async def start_run(self, envelope: Envelope[Any]) -> Reply:
-        # One run per agent at a time in this process (fair, FIFO); runs of
-        # different agents proceed in parallel. Across replicas: see issue 3.
-        async with self._agent_locks[envelope.data.agent_id]:
-            return await AgentRun(self, envelope).execute()
+        # One run per agent at a time across replicas, in arrival order; runs of
+        # different agents proceed in parallel (run_queue.py explains how).
+        reply = await AgentRun(self, envelope).execute()
+        if reply.seq:
+            # Like every O service: whoever waited for the reply reads its write.
+            await self.watcher.wait(reply.seq, "runs", timeout=60.0)
+        return reply
 
     async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
         # The agent registry is the gateway's projection; the executor only reads it.
@@ -62,8 +67,13 @@ class ExecutorService(Service):
         agent["user_tools"] = {t["name"]: dict(t) for t in tools}
         return agent
 
-    async def load_history(self, agent_id: str) -> list[ChatMessage]:
+    async def load_history(self, agent_id: str, exclude_run: str) -> list[ChatMessage]:
+        # A resumed run's own messages may be projected already; it re-adds them
+        # from its recorded events, so they are left out here.
         rows = await self.pool.fetch(
-            "SELECT body FROM messages WHERE agent_id = $1 ORDER BY seq", agent_id
+            "SELECT body FROM messages WHERE agent_id = $1 AND run_id IS DISTINCT FROM $2"
+            " AND in_context ORDER BY seq",
+            agent_id,
+            exclude_run,
         )
         return [ChatMessage.model_validate(r["body"]) for r in rows]

@@ -7,6 +7,9 @@ from typing import Any
 
 from fastapi import HTTPException
 
+from o_runtime import llm_providers
+from o_runtime.llm_providers import ProviderConfig
+
 # Context windows of well-known models; anything else gets Letta's default.
 _CONTEXT_WINDOWS = {"gpt-4o": 128000, "gpt-4o-mini": 128000, "gpt-4.1": 256000, "gpt-4": 8192}
 DEFAULT_CONTEXT_WINDOW = 128000
@@ -24,19 +27,31 @@ def _split(handle: str, what: str) -> tuple[str, str]:
     return provider, model
 
 
+def context_window(model: str, config: ProviderConfig) -> int:
+    if model in _CONTEXT_WINDOWS:
+        return _CONTEXT_WINDOWS[model]
+    if config.context_window:
+        return config.context_window
+    if config.protocol == "anthropic" or model.startswith("claude"):
+        return 200000
+    return DEFAULT_CONTEXT_WINDOW
+
+
 def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict[str, Any]:
-    provider, model = _split(handle, "model")
-    if provider != "openai":
-        raise HTTPException(400, f"model provider '{provider}' is not configured (known: openai)")
-    window = _CONTEXT_WINDOWS.get(model, DEFAULT_CONTEXT_WINDOW)
+    provider_name, model = _split(handle, "model")
+    try:
+        config = llm_providers.provider(provider_name)
+    except llm_providers.ProviderNotConfigured as exc:
+        raise HTTPException(400, str(exc)) from exc
+    window = context_window(model, config)
     if context_window_limit:
         window = min(window, context_window_limit) if window else context_window_limit
     return {
         "model": model,
         "display_name": None,
-        "model_endpoint_type": "openai",
-        "model_endpoint": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
-        "provider_name": provider,
+        "model_endpoint_type": config.endpoint_type,
+        "model_endpoint": config.base_url,
+        "provider_name": provider_name,
         "provider_category": "base",
         "model_wrapper": None,
         "context_window": window,
@@ -68,11 +83,18 @@ def llm_config_from_body(config: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _embedding_endpoint(provider_name: str) -> str | None:
+    config = llm_providers.configured().get(provider_name)
+    if config is not None:
+        return config.base_url
+    return os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+
 def embedding_config_for(handle: str) -> dict[str, Any]:
     provider, model = _split(handle, "embedding")
     return {
         "embedding_endpoint_type": provider,
-        "embedding_endpoint": os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+        "embedding_endpoint": _embedding_endpoint(provider),
         "embedding_model": model,
         "embedding_dim": _EMBEDDING_DIMS.get(model, 1536),
         "embedding_chunk_size": 300,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from o_contracts.models import ChatMessage, Usage
@@ -202,14 +202,12 @@ def letta_messages(
     def flush() -> None:
         if pending:
             calls = [_tool_call(tc) for tc in pending]
-            out.append(
-                base
-                | {"message_type": "tool_call_message", "tool_call": calls[0], "tool_calls": calls}
-            )
+            kind = "approval_request_message" if m.approval_request else "tool_call_message"
+            out.append(base | {"message_type": kind, "tool_call": calls[0], "tool_calls": calls})
             pending.clear()
 
     for tc in m.tool_calls:
-        if tc.name == "send_message" and agent_type != "letta_v1_agent":
+        if tc.name == "send_message" and agent_type != "letta_v1_agent" and not m.approval_request:
             flush()
             try:
                 text = json.loads(tc.arguments).get("message", "")
@@ -222,6 +220,20 @@ def letta_messages(
             pending.append(tc)
     flush()
     return out
+
+
+def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict[str, Any]:
+    """One streamed piece of an assistant message's text (the same id on every piece)."""
+    now = datetime.now(UTC)
+    base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
+    if agent_type == "letta_v1_agent":
+        return base | {"message_type": "assistant_message", "content": text}
+    return base | {
+        "message_type": "reasoning_message",
+        "reasoning": text,
+        "source": "non_reasoner_model",
+        "signature": None,
+    }
 
 
 def stop_reason(reason: str) -> dict[str, Any]:

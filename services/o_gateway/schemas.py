@@ -133,8 +133,35 @@ class MessageCreateBody(Body):
         return "".join(p.text for p in self.content)
 
 
+class ApprovalItemBody(Body):
+    """One answer: {"type": "approval", approve, reason} or a client's {"type": "tool", ...}."""
+
+    type: Literal["approval", "tool"] = "approval"
+    tool_call_id: str
+    approve: bool | None = None
+    reason: str | None = None
+    tool_return: Any = None
+    status: Literal["success", "error"] = "success"
+
+
+class ApprovalCreateBody(Body):
+    type: Literal["approval"]
+    approvals: list[ApprovalItemBody] | None = None
+    # Deprecated single-answer form: applies to every call of that request.
+    approve: bool | None = None
+    approval_request_id: str | None = None
+    reason: str | None = None
+
+
+class ClientToolBody(Body):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class SendMessageBody(Body):
-    messages: list[MessageCreateBody] | None = None
+    messages: list[ApprovalCreateBody | MessageCreateBody] | None = None
+    client_tools: list[ClientToolBody] | None = None
     input: str | None = None
     max_steps: int = Field(default=50, ge=1, le=1000)
     streaming: bool = False
@@ -142,3 +169,10 @@ class SendMessageBody(Body):
     include_pings: bool = True
     include_return_message_types: list[str] | None = None
     use_assistant_message: bool = True
+    assistant_message_tool_name: str = "send_message"
+    assistant_message_tool_kwarg: str = "message"
+    background: bool = False
+
+
+class CancelRunsBody(Body):
+    run_ids: list[str] | None = None

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -32,6 +34,38 @@ REPLY_HEADER = "O-Reply-To"
 MAX_DELIVERIES = 5
 
 CommandHandler = Callable[[Envelope[Any]], Awaitable[Reply]]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where the command being handled sits in the commands stream, and how often it came."""
+
+    stream_seq: int
+    num_delivered: int
+
+    @property
+    def redelivered(self) -> bool:
+        return self.num_delivered > 1
+
+    @property
+    def last_attempt(self) -> bool:
+        return self.num_delivered >= MAX_DELIVERIES
+
+
+# Set while a handler runs, so handlers that care (the executor orders runs by
+# stream sequence) can read it without changing every handler's signature.
+current_delivery: contextvars.ContextVar[Delivery] = contextvars.ContextVar("current_delivery")
+
+
+class Deferred(Exception):
+    """Raised by a handler: not yet (another command must go first); redeliver later.
+
+    Not counted as a failure: a deferred command is never dead-lettered.
+    """
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"deferred for {delay}s")
+        self.delay = delay
 
 
 class CommandConsumer:
@@ -99,6 +133,7 @@ class CommandConsumer:
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(msg))
+        current_delivery.set(Delivery(meta.sequence.stream, meta.num_delivered))
         try:
             with continued(
                 f"{self.name} {envelope.type}",
@@ -109,6 +144,9 @@ class CommandConsumer:
                 reply = await handler(envelope)
         except AppendRejected as exc:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
+        except Deferred as exc:
+            await msg.nack(delay=exc.delay)
+            return
         except Exception as exc:
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"

@@ -9,6 +9,7 @@ skipped, so every event takes effect exactly once.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -158,7 +159,13 @@ class Projector:
             pull_sub=PullSub(batch_size=1, timeout=5.0),
             durable=f"projection-{self.name}",
             ack_policy=AckPolicy.MANUAL,
-            config=ConsumerConfig(max_ack_pending=1, ack_wait=30, deliver_policy=DeliverPolicy.ALL),
+            config=ConsumerConfig(
+                max_ack_pending=1,
+                # With max_ack_pending=1, an event held by a killed process stalls
+                # the projection this long before another replica gets it.
+                ack_wait=float(os.environ.get("O_PROJECTION_ACK_WAIT", "30")),
+                deliver_policy=DeliverPolicy.ALL,
+            ),
             title=f"projection {self.name}",
             description=f"Builds the '{self.name}' read model in Postgres",
         )(self._handle)

@@ -15,11 +15,13 @@ import pytest
 from letta_client import Letta
 
 from o_runtime.supervisor import ServiceSpec, Supervisor
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 SECRETS_KEY = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
+EXECUTOR_REPLICAS = 2
 
 
 def free_port() -> int:
@@ -49,6 +51,14 @@ def fake_llm() -> Iterator[FakeOpenAI]:
     fake.stop()
 
 
+@pytest.fixture(scope="session")
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
 async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) -> None:
     # A readiness probe, as an operator's would be: bounded, checks a real answer.
     async with asyncio.timeout(60):
@@ -62,7 +72,9 @@ async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) ->
 
 
 @pytest.fixture(scope="session")
-async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
+async def system(
+    servers, fake_llm: FakeOpenAI, fake_anthropic: FakeAnthropic, tmp_path_factory
+) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
     import asyncpg
 
     from tests.conftest import _with_database
@@ -84,14 +96,32 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
         "DATABASE_URL": _with_database(servers.database_url, name),
         "OPENAI_BASE_URL": fake_llm.base_url,
         "OPENAI_API_KEY": "sk-test",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        # A user-named OpenAI-compatible provider ("lab/<model>"), served by the same fake.
+        "O_PROVIDER_LAB_BASE_URL": fake_llm.base_url,
+        "O_PROVIDER_LAB_API_KEY": "lab-key",
+        # Retries of 5xx answers back off briefly in tests.
+        "O_LLM_BACKOFF": "0.02",
+        # Pings while a streamed run is idle come quickly (tests hold runs on purpose).
+        "O_STREAM_PING_SECONDS": "0.3",
         "O_HTTP_PORT": str(port),
         "O_API_KEY": "test-key",
         "O_LOG_LEVEL": "WARNING",
         # Tool secrets are encrypted under this key (gateway) and decrypted in the sandbox.
         "O_SECRETS_KEY": SECRETS_KEY,
+        # A killed executor's run is taken over this soon (tests kill them on purpose).
+        "O_EXECUTOR_ACK_WAIT": "3",
+        "O_PROJECTION_ACK_WAIT": "3",
     }
+    # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(
-        [ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env, backoff_initial=0.2
+        [
+            ServiceSpec.module(s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1)
+            for s in SERVICES
+        ],
+        env,
+        backoff_initial=0.2,
     )
     await supervisor.start()
     base_url = f"http://127.0.0.1:{port}"
@@ -104,6 +134,13 @@ async def system(servers, fake_llm: FakeOpenAI, tmp_path_factory) -> AsyncIterat
     finally:
         await http.aclose()
         await supervisor.stop()
+
+
+@pytest.fixture
+def claude(system: System, fake_anthropic: FakeAnthropic) -> Iterator[FakeAnthropic]:
+    fake_anthropic.reset()
+    yield fake_anthropic
+    fake_anthropic.reset()
 
 
 @pytest.fixture

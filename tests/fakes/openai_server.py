@@ -91,6 +91,8 @@ class Reply:
     connection without finishing the chunked body (``openai.APIConnectionError``).
 
     ``delay`` waits that many seconds before answering (timeouts, cancellation).
+    ``release``, if set, holds the answer until the test sets the event (to kill
+    a client exactly while its request is in flight).
     """
 
     content: str | None = None
@@ -104,6 +106,7 @@ class Reply:
     raw_arguments: str | None = None
     error_message: str | None = None
     delay: float = 0.0
+    release: threading.Event | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -436,6 +439,7 @@ class FakeOpenAI:
         self.default_reply: Callable[[JSONDict], Reply] = echo_reply
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._call_ids = itertools.count(1)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -468,6 +472,9 @@ class FakeOpenAI:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted connections inherit it: without it, Nagle's algorithm and the client's
+            # delayed ACK add ~40 ms to every response (asyncio only sets it for proto=TCP).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind((self.host, self.port))
             sock.listen(1024)
         except BaseException:
@@ -551,12 +558,23 @@ class FakeOpenAI:
             self._call_ids = itertools.count(1)
             self.default_reply = echo_reply
 
+    def wait_for_requests(
+        self, predicate: Callable[[list[JSONDict]], bool], timeout: float = 30.0
+    ) -> bool:
+        """Block until ``predicate(requests)`` holds (True) or ``timeout`` passes (False).
+
+        Blocking: from async code, run it in a thread (``asyncio.to_thread``).
+        """
+        with self._arrived:
+            return self._arrived.wait_for(lambda: predicate(self.requests), timeout)
+
     # ------------------------------------------------------------------ internals
 
     def _take_reply(self, body: JSONDict) -> Reply:
         with self._lock:
             self.requests.append(body)
             reply = self._queue.popleft() if self._queue else None
+            self._arrived.notify_all()
         return reply if reply is not None else self.default_reply(body)
 
     def _resolve(self, reply: Reply, body: Mapping[str, Any]) -> _Completion:
@@ -633,6 +651,8 @@ class FakeOpenAI:
             reply = self._take_reply(body)
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
+            if reply.release is not None:
+                await asyncio.get_running_loop().run_in_executor(None, reply.release.wait)
             if reply.status >= 400:
                 return _error_response(reply.status, reply.error_message)
             completion = self._resolve(reply, body)

@@ -10,7 +10,16 @@ from o_contracts.events.agents import (
     ToolDetached,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
-from o_contracts.events.runs import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events.runs import (
+    ContextSummarized,
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunQueued,
+    RunStarted,
+    ToolCallRequested,
+    ToolReturned,
+)
 from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
 from o_contracts.events.tools import ToolCreated, ToolDeleted, ToolUpdated
 
@@ -23,10 +32,14 @@ __all__ = [
     "BlockDeleted",
     "BlockDetached",
     "BlockUpdated",
+    "ContextSummarized",
     "LLMResponded",
+    "RunCancellationRequested",
     "RunCompleted",
+    "RunQueued",
     "RunStarted",
     "ToolAttached",
+    "ToolCallRequested",
     "ToolCreated",
     "ToolDeleted",
     "ToolDetached",

@@ -6,10 +6,21 @@ are recorded before they are acted on, so a resumed run never asks again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from o_contracts.base import Event
-from o_contracts.models import ChatMessage, Usage
+from o_contracts.models import ApprovalDecision, ChatMessage, Usage
+
+
+class RunQueued(Event):
+    """A run was accepted and waits for its turn (appended by the gateway for async runs)."""
+
+    run_id: str
+    agent_id: str
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunStarted(Event):
@@ -18,6 +29,17 @@ class RunStarted(Event):
     # The accepted input: user (or system) messages that open this run.
     messages: list[ChatMessage]
     max_steps: int
+    # The answers this run opens with, to the previous run's pending tool calls.
+    approvals: list[ApprovalDecision] = Field(default_factory=list)
+    background: bool = False
+    request_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunCancellationRequested(Event):
+    """Someone asked to stop the run; the executor stops at its next step boundary."""
+
+    run_id: str
+    agent_id: str
 
 
 class LLMResponded(Event):
@@ -31,11 +53,46 @@ class LLMResponded(Event):
     finish_reason: str | None = None
 
 
+class ToolCallRequested(Event):
+    """The executor is about to run a tool call that changes something outside the run.
+
+    Recorded before the tool runs, so a resumed run that finds this without a
+    `ToolReturned` knows the call may have had its effect, and finds out from
+    the log instead of running it again.
+    """
+
+    run_id: str
+    agent_id: str
+    step_id: str
+    tool_call_id: str
+    tool_name: str
+    # The command that carries the call to the service that runs it, if any.
+    command_id: str | None = None
+
+
 class ToolReturned(Event):
     run_id: str
     agent_id: str
     step_id: str
     message: ChatMessage
+
+
+class ContextSummarized(Event):
+    """Older messages left the context window; a summary (written by the LLM) took their place.
+
+    The evicted messages stay in the history (recall) and remain searchable.
+    """
+
+    run_id: str
+    agent_id: str
+    # The step before whose LLM call this happened (-1: a forced summarize).
+    step_number: int
+    summary: ChatMessage
+    evicted_message_ids: list[str]
+    # The summary is placed right before this message in the context.
+    first_kept_message_id: str
+    messages_before: int
+    messages_after: int
 
 
 class RunCompleted(Event):

@@ -16,12 +16,13 @@ from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
 from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec, ToolRule
 from o_contracts.prompts import default_system
+from o_contracts.tool_rules import InvalidToolRule, validate_rules
 from o_gateway import render
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
+from o_gateway.schemas import CreateAgentBody, CreateBlockBody, ToolRuleBody, UpdateAgentBody
 from o_gateway.state import Gateway, checked_id, gateway
 from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
 from o_runtime.eventlog import AppendRejected
@@ -39,6 +40,15 @@ DEFAULT_DESCRIPTIONS = {
 }
 _ADJ = ("bright", "calm", "eager", "gentle", "keen", "lucky", "quiet", "swift")
 _NOUN = ("otter", "falcon", "maple", "comet", "harbor", "lantern", "meadow", "summit")
+
+
+def checked_rules(rules: list[ToolRuleBody]) -> list[dict[str, Any]]:
+    dumped = [r.model_dump() for r in rules]
+    try:
+        validate_rules(dumped)
+    except InvalidToolRule as exc:
+        raise HTTPException(422, str(exc)) from exc
+    return dumped
 
 
 async def agent_state(gw: Gateway, agent_id: str) -> dict[str, Any]:
@@ -171,7 +181,7 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         llm_config=llm_config,
         embedding_config=embedding_config,
         tools=tools,
-        tool_rules=[ToolRule.model_validate(r.model_dump()) for r in body.tool_rules],
+        tool_rules=[ToolRule.model_validate(r) for r in checked_rules(body.tool_rules)],
         block_ids=new_block_ids + block_ids,
         tags=body.tags,
         metadata=body.metadata or {},
@@ -250,7 +260,7 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
         if key in fields and fields[key] is not None:
             changes[key] = fields[key]
     if body.tool_rules is not None:
-        changes["tool_rules"] = [r.model_dump() for r in body.tool_rules]
+        changes["tool_rules"] = checked_rules(body.tool_rules)
     if body.llm_config is not None:
         changes["llm_config"] = llm_config_from_body(body.llm_config)
     elif body.model is not None:

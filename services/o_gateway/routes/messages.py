@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
+import msgpack
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from nats.js.api import DeliverPolicy
@@ -14,13 +17,25 @@ from nats.js.api import DeliverPolicy
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
-from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
-from o_contracts.ids import new_id
-from o_contracts.models import ChatMessage
+from o_contracts.events import (
+    LLMResponded,
+    RunCancellationRequested,
+    RunCompleted,
+    RunQueued,
+    ToolReturned,
+)
+from o_contracts.ids import derived_id, new_id
+from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER
 from o_gateway.routes.paths import route
-from o_gateway.schemas import SendMessageBody
+from o_gateway.routes.runs import ACTIVE, run_json, run_row
+from o_gateway.schemas import (
+    ApprovalCreateBody,
+    CancelRunsBody,
+    MessageCreateBody,
+    SendMessageBody,
+)
 from o_gateway.state import Gateway, checked_id, gateway
 from o_runtime.commands import CommandTimeout, send_and_wait
 
@@ -30,6 +45,10 @@ GW = Annotated[Gateway, Depends(gateway)]
 # A run may take many LLM steps; past this the client gets 504 but the run
 # goes on and its messages appear in the history.
 RUN_REPLY_TIMEOUT = 600.0
+# While nothing else is sent, a ping this often keeps proxies from closing the stream.
+PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
+# The chunk types that carry an assistant message's text (what token deltas carry).
+TEXT_TYPES = ("assistant_message", "reasoning_message")
 
 
 def input_messages(body: SendMessageBody) -> list[ChatMessage]:
@@ -39,20 +58,122 @@ def input_messages(body: SendMessageBody) -> list[ChatMessage]:
                 id=new_id("message"), role=m.role, content=m.text(), name=m.name, otid=m.otid
             )
             for m in body.messages
+            if isinstance(m, MessageCreateBody)
         ]
     if body.input:
         return [ChatMessage(id=new_id("message"), role="user", content=body.input)]
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
-def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
+def approval_answers(
+    body: SendMessageBody, pending: list[dict[str, Any]]
+) -> list[ApprovalDecision]:
+    """The answers in the request, one per tool call id (Letta's current and older forms)."""
+    out: list[ApprovalDecision] = []
+    for m in body.messages or []:
+        if not isinstance(m, ApprovalCreateBody):
+            continue
+        if m.approvals:
+            for a in m.approvals:
+                if a.type == "tool":
+                    text = (
+                        a.tool_return
+                        if isinstance(a.tool_return, str)
+                        else json.dumps(a.tool_return)
+                    )
+                    out.append(
+                        ApprovalDecision(
+                            tool_call_id=a.tool_call_id, tool_return=text, status=a.status
+                        )
+                    )
+                else:
+                    out.append(
+                        ApprovalDecision(
+                            tool_call_id=a.tool_call_id,
+                            approve=bool(a.approve),
+                            reason=a.reason,
+                        )
+                    )
+        elif m.approve is not None:
+            # The older form answers every call of one approval request message.
+            calls = [p for p in pending if p["message_id"] == m.approval_request_id]
+            if not calls:
+                raise HTTPException(
+                    404, f"approval request {m.approval_request_id} is not waiting for an answer"
+                )
+            out += [
+                ApprovalDecision(tool_call_id=p["tool_call_id"], approve=m.approve, reason=m.reason)
+                for p in calls
+            ]
+        else:
+            raise HTTPException(422, "an approval message needs `approvals` or `approve`")
+    return out
+
+
+async def check_approvals(
+    gw: Gateway, agent_id: str, body: SendMessageBody
+) -> list[ApprovalDecision]:
+    """Answers must match pending tool calls; a plain message may not skip a pending one."""
+    rows = await gw.pool.fetch(
+        "SELECT tool_call_id, message_id, tool_name FROM pending_approvals WHERE agent_id = $1"
+        " ORDER BY seq, tool_call_id",
+        agent_id,
+    )
+    pending = [dict(r) for r in rows]
+    answers = approval_answers(body, pending)
+    if not answers:
+        if pending:
+            raise HTTPException(
+                409,
+                {
+                    "code": "PENDING_APPROVAL",
+                    "message": "the agent is waiting for approval of a tool call; answer it"
+                    " with an approval message first",
+                    "pending_request_id": pending[0]["message_id"],
+                    "pending_tool_call_ids": [p["tool_call_id"] for p in pending],
+                },
+            )
+        return []
+    known = {p["tool_call_id"] for p in pending}
+    for a in answers:
+        if a.tool_call_id not in known:
+            waiting = ", ".join(sorted(known)) or "none"
+            raise HTTPException(
+                400,
+                f"tool call {a.tool_call_id} is not waiting for approval (waiting: {waiting})",
+            )
+    return answers
+
+
+def request_config(body: SendMessageBody) -> dict[str, Any]:
+    return {
+        "use_assistant_message": body.use_assistant_message,
+        "assistant_message_tool_name": body.assistant_message_tool_name,
+        "assistant_message_tool_kwarg": body.assistant_message_tool_kwarg,
+        "include_return_message_types": body.include_return_message_types,
+    }
+
+
+def start_run(
+    agent_id: str,
+    body: SendMessageBody,
+    background: bool = False,
+    approvals: list[ApprovalDecision] | None = None,
+) -> Envelope[StartRun]:
     run_id = new_id("run")
+    messages = input_messages(body)
+    if not messages and not approvals:
+        raise HTTPException(422, "send at least one message (`messages` or `input`)")
     cmd = StartRun(
         run_id=run_id,
         agent_id=agent_id,
-        messages=input_messages(body),
+        messages=messages,
+        approvals=approvals or [],
+        client_tools=[t.model_dump(exclude_none=True) for t in body.client_tools or []],
         max_steps=body.max_steps,
         stream_tokens=body.stream_tokens,
+        background=background or body.background,
+        request_config=request_config(body),
     )
     return Envelope.wrap(cmd, aggregate_id=agent_id, producer=PRODUCER, correlation_id=run_id)
 
@@ -60,7 +181,8 @@ def start_run(agent_id: str, body: SendMessageBody) -> Envelope[StartRun]:
 async def run_response(
     gw: Gateway, agent_type: str, run_id: str, seq: int | None
 ) -> dict[str, Any]:
-    await gw.visible(seq, "runs")
+    # The agent's last_stop_reason is projected from the same event.
+    await gw.visible(seq, "runs", "agents")
     run = await gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
     if run is None:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
@@ -87,10 +209,10 @@ async def run_response(
 
 async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    command = start_run(agent_id, body)
+    command = start_run(agent_id, body, approvals=await check_approvals(gw, agent_id, body))
     if streaming:
         return StreamingResponse(
-            stream_run(gw, agent, command),
+            stream_run(gw, agent, command, include_pings=body.include_pings),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -114,30 +236,57 @@ def sse(data: Any, event: str | None = None) -> bytes:
 
 
 async def stream_run(
-    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun]
+    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun], include_pings: bool = True
 ) -> AsyncIterator[bytes]:
     """Follow the run's events on the agent's subject and send them as Letta chunks.
 
-    The ordered consumer is created before the command is sent, so no event of
-    the run can be missed. A client that goes away does not cancel the run.
+    The ordered consumer (and, with stream_tokens, the token subscription) is
+    created before the command is sent, so nothing of the run can be missed.
+    Token deltas arrive on core NATS: each chunk repeats its message's id and
+    carries only new text; the recorded LLMResponded completes whatever a lost
+    delta left out. A client that goes away does not cancel the run.
     """
     run_id = command.data.run_id
+    agent_type = agent["agent_type"]
+    inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def on_event(msg: Any) -> None:
+        await inbox.put(("event", msg))
+
+    async def on_tokens(msg: Any) -> None:
+        await inbox.put(("tokens", msg))
+
     js = gw.eventlog.js
-    sub = await js.subscribe(
+    events = await js.subscribe(
         subjects.agent_subject(command.data.agent_id),
         stream=subjects.EVENTS_STREAM,
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.NEW,
+        cb=on_event,
+    )
+    tokens = (
+        await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
+        if command.data.stream_tokens
+        else None
     )
     hidden: set[str] = set()
+    streamed: dict[str, str] = {}  # message id -> text sent as deltas
+    finished: set[str] = set()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
         await gw.eventlog.send_command(
             subjects.executor_command_subject(command.data.agent_id), command
         )
         while True:
+            remaining = deadline - loop.time()
             try:
-                msg = await sub.next_msg(timeout=RUN_REPLY_TIMEOUT)
+                kind, msg = await asyncio.wait_for(inbox.get(), min(PING_SECONDS, remaining))
             except TimeoutError:
+                if loop.time() < deadline:
+                    if include_pings:
+                        yield sse({"message_type": "ping"})
+                    continue
                 yield sse(
                     {
                         "message_type": "error_message",
@@ -148,6 +297,14 @@ async def stream_run(
                     event="error",
                 )
                 break
+            if kind == "tokens":
+                delta = msgpack.unpackb(msg.data, raw=False)
+                message_id, text = delta["message_id"], delta["text"]
+                if message_id in finished or not text:
+                    continue
+                streamed[message_id] = streamed.get(message_id, "") + text
+                yield sse(render.text_chunk(message_id, text, run_id, agent_type))
+                continue
             try:
                 env = decode(msg.data)
             except MalformedMessage:
@@ -156,10 +313,20 @@ async def stream_run(
             if getattr(event, "run_id", None) != run_id:
                 continue
             if isinstance(event, LLMResponded | ToolReturned):
-                step_id = event.step_id
-                for chunk in render.letta_messages(
-                    event.message, env.time, run_id, step_id, agent["agent_type"], hidden
-                ):
+                message = event.message
+                sent = streamed.get(message.id)
+                finished.add(message.id)
+                chunks = render.letta_messages(
+                    message, env.time, run_id, event.step_id, agent_type, hidden
+                )
+                for chunk in chunks:
+                    if sent is not None and chunk["message_type"] in TEXT_TYPES:
+                        # Already streamed: send only what the deltas missed.
+                        full = message.content or ""
+                        rest = full[len(sent) :] if full.startswith(sent) else ""
+                        if not rest:
+                            continue
+                        chunk = render.text_chunk(message.id, rest, run_id, agent_type)
                     yield sse(chunk)
             elif isinstance(event, RunCompleted):
                 if event.error and event.stop_reason != "end_turn":
@@ -177,8 +344,10 @@ async def stream_run(
                 break
         yield sse("[DONE]")
     finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+        for sub in (events, tokens):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages")
@@ -191,6 +360,106 @@ async def send_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
 @route(router, "POST", "/v1/agents/{agent_id}/messages/stream")
 async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
     return await send(agent_id, body, gw, streaming=True)
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages/async")
+async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> dict[str, Any]:
+    """Accept the run and return it at once (status "created"); it runs in the background."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    approvals = await check_approvals(gw, agent_id, body)
+    command = start_run(agent_id, body, background=True, approvals=approvals)
+    run_id = command.data.run_id
+    queued = command.caused(
+        RunQueued(
+            run_id=run_id,
+            agent_id=agent_id,
+            background=True,
+            request_config=command.data.request_config,
+        ),
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        id=derived_id("evt", run_id, "queued"),
+    )
+    # The run exists (and can be listed or cancelled) before the executor sees it.
+    appended = await gw.eventlog.append(subjects.agent_subject(agent_id), queued)
+    await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
+    await gw.visible(appended.seq, "runs")
+    return run_json(await run_row(gw, run_id))
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/messages/cancel")
+async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None) -> dict[str, str]:
+    """Ask the agent's runs to stop; each stops at its next step boundary."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    run_ids = [checked_id(r, "run") for r in (body.run_ids or [])] if body else []
+    if not run_ids:
+        rows = await gw.pool.fetch(
+            "SELECT id FROM runs WHERE agent_id = $1 AND status = ANY($2)"
+            " AND NOT cancel_requested ORDER BY created_at",
+            agent_id,
+            list(ACTIVE),
+        )
+        run_ids = [r["id"] for r in rows]
+        if not run_ids:
+            raise HTTPException(409, f"agent {agent_id} has no active runs to cancel")
+    results: dict[str, str] = {}
+    last = 0
+    for run_id in run_ids:
+        row = await gw.pool.fetchrow(
+            "SELECT status FROM runs WHERE id = $1 AND agent_id = $2", run_id, agent_id
+        )
+        if row is None or row["status"] not in ACTIVE:
+            results[run_id] = "failed"
+            continue
+        event = Envelope.wrap(
+            RunCancellationRequested(run_id=run_id, agent_id=agent_id),
+            aggregate_id=agent_id,
+            producer=PRODUCER,
+            correlation_id=run_id,
+        )
+        appended = await gw.eventlog.append(subjects.agent_subject(agent_id), event)
+        last = max(last, appended.seq)
+        results[run_id] = "cancelled"
+    await gw.visible(last, "runs")
+    return results
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/summarize")
+async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
+    """Summarize the agent's older messages now (they stay in the history and searchable)."""
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    run_id = new_id("run")
+    command = Envelope.wrap(
+        StartRun(run_id=run_id, agent_id=agent_id, summarize=True),
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        correlation_id=run_id,
+    )
+    try:
+        reply = await send_and_wait(
+            gw.eventlog,
+            subjects.executor_command_subject(agent_id),
+            command,
+            timeout=RUN_REPLY_TIMEOUT,
+        )
+    except CommandTimeout as exc:
+        raise HTTPException(504, f"summarizing is still going: {exc}") from exc
+    if not reply.ok:
+        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error)
+    result = reply.result or {}
+    if result.get("stop_reason") != "end_turn":
+        raise HTTPException(502, f"summarizing failed: {result.get('stop_reason')}")
+    await gw.visible(reply.seq, "runs")
+    if "summary" not in result:
+        count = await gw.pool.fetchval(
+            "SELECT count(*) FROM messages WHERE agent_id = $1 AND in_context", agent_id
+        )
+        return {"num_messages_before": count, "num_messages_after": count, "summary": ""}
+    return {
+        "num_messages_before": result["num_messages_before"],
+        "num_messages_after": result["num_messages_after"],
+        "summary": result["summary"],
+    }
 
 
 @route(router, "GET", "/v1/agents/{agent_id}/messages")

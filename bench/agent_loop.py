@@ -1,0 +1,173 @@
+"""Per-step orchestration overhead of the agent loop (`make bench`).
+
+Starts embedded NATS and Postgres, the gateway, executor and memory services
+(real processes under the Supervisor) and a zero-latency fake OpenAI server,
+then times POST /v1/agents/{id}/messages from the client's side until the
+response arrives, for 1-step runs (plain answer) and 3-step runs (two tool
+calls, conversation_search then memory_insert, then the answer). Prints the
+median and p99 over RUNS runs each, after WARMUP untimed runs.
+
+    python -m bench.agent_loop [--runs 200] [--warmup 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
+
+from o_runtime.embedded import start_servers  # noqa: E402
+from o_runtime.supervisor import ServiceSpec, Supervisor  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply  # noqa: E402
+
+AGENTS = 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def scripted(body: dict[str, Any]) -> Reply:
+    """Zero latency. "3 steps" turns call two tools first; everything else answers at once."""
+    messages = body["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    if "3 steps" not in str(messages[last_user]["content"]):
+        return echo_reply(body)
+    done = sum(1 for m in messages[last_user:] if m["role"] == "tool")
+    if done == 0:
+        return Reply(tool_calls=[("conversation_search", {"query": "nothing-matches"})])
+    if done == 1:
+        return Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "."})])
+    return Reply(content="done")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def measure(
+    http: httpx.AsyncClient, agent_ids: list[str], text: str, runs: int
+) -> list[float]:
+    timings = []
+    for i in range(runs):
+        agent_id = agent_ids[i % len(agent_ids)]
+        start = time.perf_counter()
+        response = await http.post(
+            f"/v1/agents/{agent_id}/messages", json={"input": f"{text} #{i}"}
+        )
+        timings.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200, response.text
+        assert response.json()["stop_reason"]["stop_reason"] == "end_turn"
+    return timings
+
+
+async def print_timeline(nats_url: str, agent_id: str) -> None:
+    """Where the last run's time went: its events with the time since the run started."""
+    from o_contracts import subjects
+    from o_contracts.envelope import decode
+    from o_runtime.eventlog import EventLog
+
+    log = await EventLog.connect(nats_url, "bench")
+    try:
+        events = [decode(raw.data) async for raw in log.replay(subjects.agent_subject(agent_id))]
+    finally:
+        await log.close()
+    last_run = [e for e in events if getattr(e.data, "run_id", None) == events[-1].data.run_id]
+    start = last_run[0].time
+    print("last run's events (ms since RunStarted):")
+    for e in last_run:
+        print(f"  {(e.time - start).total_seconds() * 1000:8.2f}  {e.type}")
+
+
+async def main(runs: int, warmup: int, timeline: bool = False) -> None:
+    fake = FakeOpenAI()
+    fake.default_reply = scripted
+    fake.start()
+    with tempfile.TemporaryDirectory() as tmp, start_servers(Path(tmp)) as servers:
+        assert servers.nats is not None and servers.postgres is not None
+        port = free_port()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
+            "NATS_URL": servers.nats.url,
+            "DATABASE_URL": servers.postgres.url,
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "O_HTTP_PORT": str(port),
+            "O_API_KEY": "bench",
+            "O_LOG_LEVEL": "WARNING",
+        }
+        supervisor = Supervisor(
+            [ServiceSpec.module(s, f"o_{s}") for s in ("gateway", "executor", "memory")], env
+        )
+        await supervisor.start()
+        try:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}",
+                headers={"Authorization": "Bearer bench"},
+                timeout=60,
+            ) as http:
+                async with asyncio.timeout(60):
+                    while True:
+                        try:
+                            if (await http.get("/v1/health/")).status_code == 200:
+                                break
+                        except httpx.TransportError:
+                            pass
+                        await asyncio.sleep(0.1)
+                # Runs go round-robin over AGENTS agents, so each conversation stays
+                # short: the figures are the loop's overhead, not the cost of ever
+                # longer contexts (which summarization bounds in real use).
+                agent_ids = []
+                for _ in range(AGENTS):
+                    created = await http.post(
+                        "/v1/agents/",
+                        json={
+                            "model": "openai/gpt-4o-mini",
+                            "memory_blocks": [{"label": "human", "value": "bench"}],
+                        },
+                    )
+                    agent_ids.append(created.json()["id"])
+                agent_id = agent_ids[-1]
+                print(
+                    f"{runs} timed runs each (after {warmup} warm-up) over {AGENTS} agents,"
+                    " client-side, ms:"
+                )
+                for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
+                    await measure(http, agent_ids, text, warmup)
+                    timings = await measure(http, agent_ids, text, runs)
+                    print(
+                        f"  {label}: median {statistics.median(timings):7.2f}"
+                        f"   p99 {percentile(timings, 0.99):7.2f}"
+                        f"   min {min(timings):6.2f}   max {max(timings):7.2f}"
+                    )
+                if timeline:
+                    await print_timeline(servers.nats.url, agent_id)
+        finally:
+            await supervisor.stop()
+            fake.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--timeline", action="store_true", help="print the last run's events")
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.warmup, args.timeline))

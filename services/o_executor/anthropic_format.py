@@ -1,0 +1,91 @@
+"""OpenAI-shaped chat messages and tools to the Anthropic Messages API, and its answer back.
+
+The loop keeps one neutral message shape (OpenAI's); only this module knows
+Anthropic's: the system prompt is a parameter, tool calls are `tool_use`
+blocks, tool results are `tool_result` blocks in a user turn, and turns must
+alternate (consecutive same-role turns are merged).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from o_contracts.models import ToolCall
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        # The model sent broken JSON earlier; show it as-is rather than fail the run.
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+def to_anthropic(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system, messages, tools) for `client.messages.create`."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for m in messages:
+        role = m["role"]
+        if role == "system":
+            system.append(m.get("content") or "")
+        elif role == "tool":
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": m["tool_call_id"],
+                        "content": m.get("content") or "",
+                    }
+                ],
+            )
+        elif role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.get("content"):
+                blocks.append({"type": "text", "text": m["content"]})
+            for tc in m.get("tool_calls") or []:
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": tc["id"],
+                        "name": tc["function"]["name"],
+                        "input": _arguments(tc["function"]["arguments"]),
+                    }
+                )
+            if blocks:
+                add("assistant", blocks)
+        else:
+            add("user", [{"type": "text", "text": m.get("content") or ""}])
+    anthropic_tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "input_schema": t["function"].get("parameters") or {"type": "object"},
+        }
+        for t in tools
+    ]
+    return "\n\n".join(system), turns, anthropic_tools
+
+
+def from_anthropic(content: list[Any]) -> tuple[str | None, list[ToolCall]]:
+    """Text and tool calls of an Anthropic response's content blocks."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if block.type == "text":
+            text.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
+    return ("".join(text) or None), calls

@@ -1,0 +1,155 @@
+"""One agent's runs execute one at a time, in the order their commands arrived.
+
+Why this design: the gateway (or any NATS client) sends `StartRun` to
+`o.cmd.executor.<agent_id>`, so the commands stream already holds each agent's
+runs in arrival order. Every executor replica pulls from one shared durable
+consumer (any replica may take any command, so other agents run in parallel),
+and a per-agent cursor in NATS KV says "every StartRun of this agent up to
+stream sequence N is finished". A replica holding command S asks the stream
+for the agent's first command after the cursor (`next_by_subj`); only when
+that is S does it run. Finishing advances the cursor with compare-and-swap,
+which wakes the next command's holder (a KV watch), on whichever replica.
+
+A partitioned consumer (max_ack_pending=1 per hash bucket) would also order
+runs, but it blocks unrelated agents that share a bucket behind a long run;
+the cursor costs two reads and one write per run and blocks no one else.
+
+The cursor also records where the agent's subject stood when the last run
+finished, so a resumed run reads only its own stretch of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import NotFoundError as JsNotFoundError
+from nats.js.kv import KeyValue
+
+from o_contracts import subjects
+from o_contracts.commands import StartRun
+from o_contracts.envelope import MalformedMessage, decode
+from o_runtime.commands import Deferred
+from o_runtime.eventlog import EventLog
+
+log = logging.getLogger(__name__)
+
+BUCKET = "o_executor_runs"
+# How long a command waits in its handler for its turn before it is handed
+# back to the stream (so waiting commands do not fill the consumer's slots).
+WAIT_IN_HANDLER = 5.0
+REDELIVER_AFTER = 0.5
+
+
+@dataclass(frozen=True)
+class Cursor:
+    command_seq: int = 0
+    event_seq: int = 0
+    revision: int = 0
+
+
+class RunQueue:
+    def __init__(self, eventlog: EventLog, kv: KeyValue) -> None:
+        self.eventlog = eventlog
+        self.kv = kv
+        # Local wake-ups: a run finishing in this process releases its
+        # successor here without a round trip through the KV watch.
+        self._finished = asyncio.Condition()
+
+    @classmethod
+    async def open(cls, eventlog: EventLog) -> RunQueue:
+        try:
+            kv = await eventlog.js.key_value(BUCKET)
+        except BucketNotFoundError:
+            kv = await eventlog.js.create_key_value(bucket=BUCKET, history=1)
+        return cls(eventlog, kv)
+
+    async def cursor(self, agent_id: str) -> Cursor:
+        try:
+            entry = await self.kv.get(agent_id)
+        except KeyNotFoundError:
+            return Cursor()
+        data = json.loads(entry.value or b"{}")
+        return Cursor(int(data["command_seq"]), int(data["event_seq"]), int(entry.revision or 0))
+
+    async def _next_pending(self, agent_id: str, after: int) -> int | None:
+        """The stream sequence of the agent's first StartRun after `after`."""
+        subject = subjects.executor_command_subject(agent_id)
+        seq = after + 1
+        while True:
+            try:
+                msg = await self.eventlog.js.get_msg(
+                    subjects.COMMANDS_STREAM, seq=seq, subject=subject, next=True
+                )
+            except JsNotFoundError:
+                return None
+            try:
+                if isinstance(decode(msg.data or b"").data, StartRun):
+                    return int(msg.seq or 0)
+            except MalformedMessage:
+                pass  # dead-lettered by the consumer; never runs, so never blocks
+            seq = int(msg.seq or 0) + 1
+
+    async def wait_turn(self, agent_id: str, command_seq: int) -> Cursor:
+        """Return once every earlier run of the agent is finished (or raise Deferred)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_IN_HANDLER
+        watcher = None
+        try:
+            while True:
+                cursor = await self.cursor(agent_id)
+                if cursor.command_seq >= command_seq:
+                    return cursor  # already finished (a redelivery after the fact)
+                if await self._next_pending(agent_id, cursor.command_seq) in (command_seq, None):
+                    return cursor
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Deferred(REDELIVER_AFTER)
+                if watcher is None:
+                    # Watch from now on, then look again: a change between our read
+                    # and the watch start is caught by the re-read.
+                    watcher = await self.kv.watch(agent_id, include_history=False)
+                    continue
+                await self._wait_change(watcher, remaining)
+        finally:
+            if watcher is not None:
+                with contextlib.suppress(Exception):
+                    await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _wait_change(self, watcher: KeyValue.KeyWatcher, timeout: float) -> None:
+        local = asyncio.create_task(self._local_finish())
+        remote = asyncio.create_task(watcher.updates(timeout=timeout))  # type: ignore[no-untyped-call]
+        _, pending = await asyncio.wait(
+            {local, remote}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in pending:
+            task.cancel()
+        for task in (local, remote):
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
+                await task
+
+    async def _local_finish(self) -> None:
+        async with self._finished:
+            await self._finished.wait()
+
+    async def finish(self, agent_id: str, command_seq: int, event_seq: int) -> None:
+        """Mark the agent's runs up to `command_seq` finished (only ever forward)."""
+        value = json.dumps({"command_seq": command_seq, "event_seq": event_seq}).encode()
+        for _ in range(20):
+            cursor = await self.cursor(agent_id)
+            if cursor.command_seq >= command_seq:
+                break
+            try:
+                if cursor.revision == 0:
+                    await self.kv.create(agent_id, value)
+                else:
+                    await self.kv.update(agent_id, value, last=cursor.revision)
+                break
+            except KeyWrongLastSequenceError:
+                log.debug("cursor of %s moved meanwhile; reading it again", agent_id)
+        async with self._finished:
+            self._finished.notify_all()

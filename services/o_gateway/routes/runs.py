@@ -1,0 +1,259 @@
+"""Runs and steps (Letta's Run and Step resources), read from the executor's projection."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from o_contracts.models import ChatMessage
+from o_gateway import render
+from o_gateway.routes.paths import route
+from o_gateway.state import Gateway, checked_id, gateway
+
+router = APIRouter()
+GW = Annotated[Gateway, Depends(gateway)]
+
+ACTIVE = ("created", "running")
+
+
+def run_json(row: dict[str, Any]) -> dict[str, Any]:
+    created, completed = row["created_at"], row["completed_at"]
+    duration = int((completed - created).total_seconds() * 1e9) if completed else None
+    return {
+        "id": row["id"],
+        "status": row["status"],
+        "created_at": render.iso(created),
+        "completed_at": render.iso(completed),
+        "agent_id": row["agent_id"],
+        "conversation_id": None,
+        "base_template_id": None,
+        "background": row["background"],
+        "metadata": {"run_type": "send_message"},
+        "request_config": row["request_config"],
+        "stop_reason": row["stop_reason"],
+        "callback_url": None,
+        "callback_sent_at": None,
+        "callback_status_code": None,
+        "callback_error": None,
+        "ttft_ns": None,
+        "total_duration_ns": duration,
+    }
+
+
+def step_json(row: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]:
+    provider, _, model = (row["model"] or "").partition("/")
+    return {
+        "id": row["id"],
+        "origin": None,
+        "organization_id": None,
+        "provider_id": None,
+        "run_id": row["run_id"],
+        "agent_id": row["agent_id"],
+        "provider_name": provider or None,
+        "provider_category": "base",
+        "model": model or None,
+        "model_handle": row["model"],
+        "model_endpoint": None,
+        "context_window_limit": None,
+        "completion_tokens": row["completion_tokens"],
+        "prompt_tokens": row["prompt_tokens"],
+        "total_tokens": row["total_tokens"],
+        "cached_input_tokens": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+        "completion_tokens_details": {},
+        "prompt_tokens_details": {},
+        "stop_reason": row["finish_reason"],
+        "tags": [],
+        "tid": None,
+        "trace_id": None,
+        "request_id": None,
+        "messages": [],
+        "feedback": None,
+        "project_id": None,
+        "error_type": None,
+        "error_data": None,
+        "status": "cancelled" if run and run["status"] == "cancelled" else "success",
+        "created_at": render.iso(row["created_at"]),
+    }
+
+
+async def run_row(gw: Gateway, run_id: str) -> dict[str, Any]:
+    row = await gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", checked_id(run_id, "run"))
+    if row is None:
+        raise HTTPException(404, f"Run {run_id} not found")
+    return dict(row)
+
+
+async def _cursor_seq(gw: Gateway, table: str, cursor: str | None, prefix: Any) -> int | None:
+    if cursor is None:
+        return None
+    seq = await gw.pool.fetchval(
+        f"SELECT {'last_seq' if table == 'runs' else 'seq'} FROM {table} WHERE id = $1",
+        checked_id(cursor, prefix),
+    )
+    if seq is None:
+        raise HTTPException(404, f"{cursor} not found")
+    return int(seq)
+
+
+@route(router, "GET", "/v1/runs/")
+async def list_runs(
+    gw: GW,
+    agent_id: str | None = None,
+    agent_ids: Annotated[list[str] | None, Query()] = None,
+    statuses: Annotated[list[str] | None, Query()] = None,
+    background: bool | None = None,
+    stop_reason: str | None = None,
+    active: bool = False,
+    after: str | None = None,
+    before: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "desc",
+    ascending: bool | None = None,
+) -> list[dict[str, Any]]:
+    where: list[str] = ["true"]
+    args: list[object] = []
+
+    def arg(value: object) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    ids = [*(agent_ids or []), *([agent_id] if agent_id else [])]
+    if ids:
+        where.append(f"agent_id = ANY({arg([checked_id(i, 'agent') for i in ids])})")
+    if active:
+        statuses = list(ACTIVE)
+    if statuses:
+        where.append(f"status = ANY({arg(statuses)})")
+    if background is not None:
+        where.append(f"background = {arg(background)}")
+    if stop_reason:
+        where.append(f"stop_reason = {arg(stop_reason)}")
+    # Runs are ordered by creation; cursors compare (created_at, id).
+    for cursor, op in (
+        (after, ">" if order == "asc" else "<"),
+        (before, "<" if order == "asc" else ">"),
+    ):
+        if cursor:
+            row = await run_row(gw, cursor)
+            where.append(f"(created_at, id) {op} ({arg(row['created_at'])}, {arg(row['id'])})")
+    if ascending is not None:
+        order = "asc" if ascending else "desc"
+    direction = "ASC" if order == "asc" else "DESC"
+    rows = await gw.pool.fetch(
+        f"SELECT * FROM runs WHERE {' AND '.join(where)}"
+        f" ORDER BY created_at {direction}, id {direction} LIMIT {arg(limit)}",
+        *args,
+    )
+    return [run_json(dict(r)) for r in rows]
+
+
+@route(router, "GET", "/v1/runs/{run_id}")
+async def retrieve_run(run_id: str, gw: GW) -> dict[str, Any]:
+    return run_json(await run_row(gw, run_id))
+
+
+@route(router, "GET", "/v1/runs/{run_id}/messages")
+async def list_run_messages(
+    run_id: str,
+    gw: GW,
+    after: str | None = None,
+    before: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "asc",
+) -> list[dict[str, Any]]:
+    run = await run_row(gw, run_id)
+    agent = await gw.pool.fetchrow("SELECT agent_type FROM agents WHERE id = $1", run["agent_id"])
+    agent_type = agent["agent_type"] if agent else "letta_v1_agent"
+    where = ["run_id = $1"]
+    args: list[object] = [run["id"]]
+    for cursor, op in (
+        (after, ">" if order == "asc" else "<"),
+        (before, "<" if order == "asc" else ">"),
+    ):
+        seq = await _cursor_seq(gw, "messages", cursor, "message")
+        if seq is not None:
+            args.append(seq)
+            where.append(f"seq {op} ${len(args)}")
+    args.append(limit)
+    direction = "ASC" if order == "asc" else "DESC"
+    rows = await gw.pool.fetch(
+        f"SELECT body, created_at, step_id FROM messages WHERE {' AND '.join(where)}"
+        f" ORDER BY seq {direction} LIMIT ${len(args)}",
+        *args,
+    )
+    hidden: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        m = ChatMessage.model_validate(r["body"])
+        out += render.letta_messages(
+            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden
+        )
+    return out
+
+
+@route(router, "GET", "/v1/runs/{run_id}/usage")
+async def retrieve_run_usage(run_id: str, gw: GW) -> dict[str, Any]:
+    run = await run_row(gw, run_id)
+    usage = run["usage"] or {}
+    if not usage:
+        # Still running: sum the steps recorded so far.
+        totals = await gw.pool.fetchrow(
+            "SELECT COALESCE(SUM(prompt_tokens), 0) AS p, COALESCE(SUM(completion_tokens), 0) AS c,"
+            " COALESCE(SUM(total_tokens), 0) AS t FROM steps WHERE run_id = $1",
+            run["id"],
+        )
+        assert totals is not None
+        usage = {
+            "prompt_tokens": totals["p"],
+            "completion_tokens": totals["c"],
+            "total_tokens": totals["t"],
+        }
+    return {
+        "completion_tokens": usage.get("completion_tokens", 0),
+        "prompt_tokens": usage.get("prompt_tokens", 0),
+        "total_tokens": usage.get("total_tokens", 0),
+        "completion_tokens_details": None,
+        "prompt_tokens_details": None,
+    }
+
+
+@route(router, "GET", "/v1/runs/{run_id}/steps")
+async def list_run_steps(
+    run_id: str,
+    gw: GW,
+    after: str | None = None,
+    before: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "desc",
+) -> list[dict[str, Any]]:
+    run = await run_row(gw, run_id)
+    where = ["run_id = $1"]
+    args: list[object] = [run["id"]]
+    for cursor, op in (
+        (after, ">" if order == "asc" else "<"),
+        (before, "<" if order == "asc" else ">"),
+    ):
+        seq = await _cursor_seq(gw, "steps", cursor, "step")
+        if seq is not None:
+            args.append(seq)
+            where.append(f"seq {op} ${len(args)}")
+    args.append(limit)
+    direction = "ASC" if order == "asc" else "DESC"
+    rows = await gw.pool.fetch(
+        f"SELECT * FROM steps WHERE {' AND '.join(where)} ORDER BY seq {direction}"
+        f" LIMIT ${len(args)}",
+        *args,
+    )
+    return [step_json(dict(r), run) for r in rows]
+
+
+@route(router, "GET", "/v1/steps/{step_id}")
+async def retrieve_step(step_id: str, gw: GW) -> dict[str, Any]:
+    row = await gw.pool.fetchrow("SELECT * FROM steps WHERE id = $1", checked_id(step_id, "step"))
+    if row is None:
+        raise HTTPException(404, f"Step {step_id} not found")
+    run = await gw.pool.fetchrow("SELECT status FROM runs WHERE id = $1", row["run_id"])
+    return step_json(dict(row), dict(run) if run else None)

@@ -1,0 +1,157 @@
+"""Which LLM providers are configured: read by the gateway (handles, /v1/models) and the executor.
+
+A model handle is `<provider>/<model>`. Built-in providers are configured from
+the environment:
+
+| provider   | protocol  | key                 | base URL (default)                           |
+|------------|-----------|---------------------|----------------------------------------------|
+| openai     | openai    | OPENAI_API_KEY      | OPENAI_BASE_URL (api.openai.com/v1)          |
+| anthropic  | anthropic | ANTHROPIC_API_KEY   | ANTHROPIC_BASE_URL (api.anthropic.com)       |
+| groq       | openai    | GROQ_API_KEY        | GROQ_BASE_URL (api.groq.com/openai/v1)       |
+| openrouter | openai    | OPENROUTER_API_KEY  | OPENROUTER_BASE_URL (openrouter.ai/api/v1)   |
+| ollama     | openai    | (none)              | OLLAMA_BASE_URL (must be set)                |
+| vllm       | openai    | VLLM_API_KEY        | VLLM_BASE_URL (must be set)                  |
+
+A provider counts as configured when its key (or, for local servers, its base
+URL) is set. Any other name is a user-named provider, from a JSON file named
+by O_PROVIDERS_FILE:
+
+    {"providers": [{"name": "lab", "type": "openai", "base_url": "http://gpu:8000/v1",
+                    "api_key_env": "LAB_KEY", "models": ["qwen3-32b"],
+                    "context_window": 32768}]}
+
+or from the environment: O_PROVIDER_<NAME>_BASE_URL, O_PROVIDER_<NAME>_API_KEY,
+O_PROVIDER_<NAME>_TYPE (openai or anthropic, default openai).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+Protocol = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    protocol: Protocol
+    base_url: str | None
+    api_key: str | None
+    # Models to list when the provider's own /models cannot be asked.
+    models: tuple[str, ...] = ()
+    embedding_models: tuple[str, ...] = ()
+    context_window: int | None = None
+    # The `model_endpoint_type` Letta shows for it.
+    endpoint_type: str = field(default="openai")
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    protocol: Protocol
+    key_env: str | None
+    url_env: str
+    default_url: str | None
+    needs_key: bool = True
+
+
+BUILTINS: dict[str, _Builtin] = {
+    "openai": _Builtin("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1"),
+    "anthropic": _Builtin(
+        "anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com"
+    ),
+    "groq": _Builtin("openai", "GROQ_API_KEY", "GROQ_BASE_URL", "https://api.groq.com/openai/v1"),
+    "openrouter": _Builtin(
+        "openai", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1"
+    ),
+    "ollama": _Builtin("openai", None, "OLLAMA_BASE_URL", None, needs_key=False),
+    "vllm": _Builtin("openai", "VLLM_API_KEY", "VLLM_BASE_URL", None, needs_key=False),
+}
+_ENV_PROVIDER = re.compile(r"^O_PROVIDER_([A-Z0-9_]+)_BASE_URL$")
+
+
+class ProviderNotConfigured(ValueError):
+    pass
+
+
+def _from_file(path: str, env: Mapping[str, str]) -> list[ProviderConfig]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ProviderNotConfigured(f"O_PROVIDERS_FILE {path}: {exc}") from exc
+    out = []
+    for entry in data.get("providers", []):
+        protocol = entry.get("type", "openai")
+        if protocol not in ("openai", "anthropic") or not entry.get("name"):
+            raise ProviderNotConfigured(f"O_PROVIDERS_FILE {path}: bad provider entry {entry!r}")
+        key = entry.get("api_key") or env.get(entry.get("api_key_env") or "", None)
+        out.append(
+            ProviderConfig(
+                name=str(entry["name"]),
+                protocol=protocol,
+                base_url=entry.get("base_url"),
+                api_key=key,
+                models=tuple(entry.get("models", ())),
+                embedding_models=tuple(entry.get("embedding_models", ())),
+                context_window=entry.get("context_window"),
+                endpoint_type=protocol,
+            )
+        )
+    return out
+
+
+def configured(env: Mapping[str, str] | None = None) -> dict[str, ProviderConfig]:
+    """Every configured provider by name (this process's environment is read once)."""
+    return _from_environ() if env is None else _configured(env)
+
+
+@cache
+def _from_environ() -> dict[str, ProviderConfig]:
+    return _configured(os.environ)
+
+
+def _configured(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
+    found: dict[str, ProviderConfig] = {}
+    for name, b in BUILTINS.items():
+        key = env.get(b.key_env) if b.key_env else None
+        url = env.get(b.url_env) or b.default_url
+        if (b.needs_key and not key) or not url:
+            continue
+        found[name] = ProviderConfig(
+            name, b.protocol, url, key, endpoint_type=name if name != "vllm" else "vllm"
+        )
+    for var, url in env.items():
+        match = _ENV_PROVIDER.match(var)
+        if match and url:
+            raw = match.group(1)
+            protocol = env.get(f"O_PROVIDER_{raw}_TYPE", "openai")
+            if protocol not in ("openai", "anthropic"):
+                raise ProviderNotConfigured(f"O_PROVIDER_{raw}_TYPE must be openai or anthropic")
+            name = raw.lower().replace("_", "-")
+            found[name] = ProviderConfig(
+                name,
+                protocol,  # type: ignore[arg-type]
+                url,
+                env.get(f"O_PROVIDER_{raw}_API_KEY"),
+                endpoint_type=protocol,
+            )
+    if env.get("O_PROVIDERS_FILE"):
+        for p in _from_file(env["O_PROVIDERS_FILE"], env):
+            found[p.name] = p
+    return found
+
+
+def provider(name: str, env: Mapping[str, str] | None = None) -> ProviderConfig:
+    providers = configured(env)
+    if name not in providers:
+        known = ", ".join(sorted(providers)) or "none"
+        raise ProviderNotConfigured(
+            f"model provider '{name}' is not configured (configured: {known})"
+        )
+    return providers[name]

@@ -1,0 +1,140 @@
+"""Approvals (requires_approval rule) and client tools answered by a tool_return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import System
+from tests.e2e.test_messages import new_agent, send
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+INSERT = ("memory_insert", {"label": "human", "new_string": "Likes: chess"})
+
+
+async def answer(system: System, agent_id: str, **approval: Any) -> Any:
+    return await system.http.post(
+        f"/v1/agents/{agent_id}/messages",
+        json={"messages": [{"type": "approval", "approvals": [approval]}]},
+    )
+
+
+async def human(system: System, agent_id: str) -> str:
+    block = await system.http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")
+    value: str = block.json()["value"]
+    return value
+
+
+async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Saved."))
+    asked = await send(system, agent["id"], "I like chess")
+    assert asked["stop_reason"]["stop_reason"] == "requires_approval"
+    (request,) = asked["messages"]
+    assert request["message_type"] == "approval_request_message"
+    call_id = request["tool_call"]["tool_call_id"]
+    assert await human(system, agent["id"]) == "Name: Sam"
+
+    # While it waits, a normal message is refused with the pending call's id...
+    busy = await system.http.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hello?"})
+    assert busy.status_code == 409
+    detail = busy.json()["detail"]
+    assert detail["code"] == "PENDING_APPROVAL"
+    assert detail["pending_request_id"] == request["id"]
+    assert detail["pending_tool_call_ids"] == [call_id]
+    # ...and so is an answer to a call that is not waiting.
+    wrong = await answer(system, agent["id"], tool_call_id="call_nope", approve=True)
+    assert wrong.status_code == 400 and call_id in wrong.json()["detail"]
+
+    done = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert [m["message_type"] for m in body["messages"]] == [
+        "tool_return_message",
+        "assistant_message",
+    ]
+    assert body["messages"][0]["status"] == "success"
+    assert body["stop_reason"]["stop_reason"] == "end_turn"
+    assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"
+    # The run that asked is completed (Letta: requires_approval counts as completed).
+    run = (await system.http.get(f"/v1/runs/{asked['usage']['run_ids'][0]}")).json()
+    assert run["status"] == "completed" and run["stop_reason"] == "requires_approval"
+    history = [
+        m["message_type"]
+        for m in (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    ]
+    assert history == [
+        "user_message",
+        "approval_request_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+
+
+async def test_deny_with_a_reason(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Understood, I won't."))
+    asked = await send(system, agent["id"], "I like chess")
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    done = await answer(system, agent["id"], tool_call_id=call_id, approve=False, reason="not now")
+    ret = done.json()["messages"][0]
+    assert ret["status"] == "error"
+    assert ret["tool_return"] == "Error: request to call tool denied. User reason: not now"
+    assert await human(system, agent["id"]) == "Name: Sam"
+    tool_msg = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert tool_msg == {"role": "tool", "tool_call_id": call_id, "content": ret["tool_return"]}
+
+
+async def test_a_client_tool_is_answered_by_a_tool_return(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    clock = {
+        "name": "get_local_time",
+        "description": "The user's local time.",
+        "parameters": {"type": "object", "properties": {}},
+    }
+    llm.push(Reply(tool_calls=[("get_local_time", {})]), Reply(content="It is noon."))
+    response = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages",
+        json={"input": "what time is it?", "client_tools": [clock]},
+    )
+    asked = response.json()
+    assert asked["stop_reason"]["stop_reason"] == "requires_approval"
+    assert "get_local_time" in {t["function"]["name"] for t in llm.requests[-1]["tools"]}
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    done = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages",
+        json={
+            "messages": [
+                {
+                    "type": "approval",
+                    "approvals": [
+                        {
+                            "type": "tool",
+                            "tool_call_id": call_id,
+                            "tool_return": "12:00",
+                            "status": "success",
+                        }
+                    ],
+                }
+            ],
+            "client_tools": [clock],
+        },
+    )
+    body = done.json()
+    assert body["messages"][0]["message_type"] == "tool_return_message"
+    assert body["messages"][0]["tool_return"] == "12:00"
+    assert body["messages"][-1]["content"] == "It is noon."
+    assert llm.requests[-1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": "12:00",
+    }

@@ -1,0 +1,320 @@
+"""Durable runs: kill -9 the executors at each point of a run; the run still finishes once.
+
+Each test holds the run at a known point (the fake LLM holds its answer until
+released, or the memory service is paused with SIGSTOP), kills every executor
+replica with SIGKILL, and checks what the restarted executor made of the log:
+no recorded LLM step asked again, no tool run twice, no message lost or doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.envelope import Envelope, decode
+from tests.e2e.conftest import System
+from tests.e2e.test_messages import new_agent
+from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+
+pytestmark = pytest.mark.e2e
+DEADLINE = 30.0
+
+
+async def until(llm: FakeOpenAI, condition: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """Wait until the fake LLM's requests satisfy `condition` (it notifies on each request)."""
+    assert await asyncio.to_thread(llm.wait_for_requests, condition, DEADLINE)
+
+
+class AgentEvents:
+    """The agent's subject, followed live from its start."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.seen: list[Envelope[Any]] = []
+        self.last_seq = 0
+
+    async def wait_for(self, type_name: str, count: int = 1) -> None:
+        async with asyncio.timeout(DEADLINE):
+            while sum(e.type == type_name for e in self.seen) < count:
+                self._add(await self.sub.next_msg(timeout=DEADLINE))
+
+    def _add(self, msg: Any) -> None:
+        self.seen.append(decode(msg.data))
+        self.last_seq = msg.metadata.sequence.stream
+
+    async def drain(self) -> list[Envelope[Any]]:
+        """Everything recorded so far (call once the run is over)."""
+        while True:
+            try:
+                msg = await self.sub.next_msg(timeout=0.5)
+            except TimeoutError:
+                return self.seen
+            self._add(msg)
+
+
+@asynccontextmanager
+async def agent_events(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        sub = await nc.jetstream().subscribe(
+            subjects.agent_subject(agent_id),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        yield AgentEvents(sub)
+    finally:
+        await nc.close()
+
+
+async def kill_executors(system: System) -> None:
+    restarts = system.supervisor.restart_count("executor")
+    pids = system.supervisor.pids("executor")
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.wait_for(
+        system.supervisor.wait_for_restarts("executor", restarts + len(pids)), DEADLINE
+    )
+
+
+def send_later(system: System, agent_id: str, text: str) -> asyncio.Task[Any]:
+    return asyncio.create_task(
+        system.http.post(
+            f"/v1/agents/{agent_id}/messages",
+            json={"messages": [{"role": "user", "content": text}]},
+        )
+    )
+
+
+async def finished(task: asyncio.Task[Any]) -> dict[str, Any]:
+    response = await asyncio.wait_for(task, DEADLINE)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def history(system: System, agent_id: str) -> list[tuple[str, Any]]:
+    rows = (await system.http.get(f"/v1/agents/{agent_id}/messages")).json()
+    return [
+        (m["message_type"], m.get("content") or m.get("tool_return") or m.get("tool_call"))
+        for m in rows
+    ]
+
+
+async def human_block(system: System, agent_id: str) -> str:
+    block = await system.http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")
+    value: str = block.json()["value"]
+    return value
+
+
+def step_counts(events: list[Envelope[Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in events:
+        counts[e.type] = counts.get(e.type, 0) + 1
+    return counts
+
+
+async def test_killed_during_an_llm_call_the_step_is_asked_again_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    held = threading.Event()
+    llm.push(Reply(content="lost with the executor", release=held), Reply(content="after crash"))
+    try:
+        async with agent_events(system, agent["id"]) as events:
+            task = send_later(system, agent["id"], "hello")
+            await until(llm, lambda reqs: len(reqs) == 1)
+            await kill_executors(system)
+            result = await finished(task)
+            recorded = await events.drain()
+    finally:
+        held.set()
+    assert [(m["message_type"], m["content"]) for m in result["messages"]] == [
+        ("assistant_message", "after crash")
+    ]
+    # The unanswered step was not recorded, so it was asked again: exactly once more.
+    assert len(llm.requests) == 2
+    assert llm.requests[1]["messages"][1:] == llm.requests[0]["messages"][1:]
+    counts = step_counts(recorded)
+    assert (counts["RunStarted"], counts["LLMResponded"], counts["RunCompleted"]) == (1, 1, 1)
+    assert await history(system, agent["id"]) == [
+        ("user_message", "hello"),
+        ("assistant_message", "after crash"),
+    ]
+
+
+async def test_killed_after_the_llm_answered_the_tool_runs_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    answered = threading.Event()
+    llm.push(
+        Reply(
+            tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})],
+            release=answered,
+        ),
+        Reply(content="Noted."),
+    )
+    memory = system.supervisor.pids("memory")
+    try:
+        async with agent_events(system, agent["id"]) as events:
+            task = send_later(system, agent["id"], "I like tea")
+            # The prompt was read from memory; now pause memory so the tool cannot
+            # finish, let the LLM answer, and kill the executors between the two.
+            await until(llm, lambda reqs: len(reqs) == 1)
+            for pid in memory:
+                os.kill(pid, signal.SIGSTOP)
+            answered.set()
+            await events.wait_for("ToolCallRequested")
+            await kill_executors(system)
+            for pid in memory:
+                os.kill(pid, signal.SIGCONT)
+            result = await finished(task)
+            recorded = await events.drain()
+    finally:
+        answered.set()
+        for pid in memory:
+            os.kill(pid, signal.SIGCONT)
+    assert [m["message_type"] for m in result["messages"]] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    assert result["messages"][1]["status"] == "success"
+    assert await human_block(system, agent["id"]) == "Name: Sam\nLikes: tea"
+    # The recorded step was not asked again: one request per step.
+    assert len(llm.requests) == 2
+    counts = step_counts(recorded)
+    assert (counts["LLMResponded"], counts["ToolCallRequested"], counts["ToolReturned"]) == (
+        2,
+        1,
+        1,
+    )
+    kinds = [k for k, _ in await history(system, agent["id"])]
+    assert kinds == [
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+
+
+async def test_killed_after_the_tool_ran_neither_is_repeated(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    second_step = threading.Event()
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Has: a cat"})]),
+        Reply(content="lost with the executor", release=second_step),
+        Reply(content="Cat noted."),
+    )
+    try:
+        async with agent_events(system, agent["id"]) as events:
+            task = send_later(system, agent["id"], "I have a cat")
+            await events.wait_for("ToolReturned")
+            await until(llm, lambda reqs: len(reqs) == 2)
+            await kill_executors(system)
+            result = await finished(task)
+            recorded = await events.drain()
+    finally:
+        second_step.set()
+    assert [m["message_type"] for m in result["messages"]] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    assert result["messages"][-1]["content"] == "Cat noted."
+    assert await human_block(system, agent["id"]) == "Name: Sam\nHas: a cat"
+    # Step 0 once; step 1 twice (its first answer died with the executor).
+    assert len(llm.requests) == 3
+    assert llm.requests[2]["messages"][1:] == llm.requests[1]["messages"][1:]
+    counts = step_counts(recorded)
+    assert (counts["LLMResponded"], counts["ToolReturned"], counts["RunCompleted"]) == (2, 1, 1)
+
+
+def user_text(body: dict[str, Any]) -> str:
+    last = [m for m in body["messages"] if m["role"] == "user"][-1]
+    return str(last["content"])
+
+
+async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
+    system: System, llm: FakeOpenAI
+) -> None:
+    a = await new_agent(system)
+    b = await new_agent(system)
+    first_held = threading.Event()
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if user_text(body) == "a-1":
+            return Reply(content="a-1 done", release=first_held)
+        return echo_reply(body)
+
+    llm.default_reply = reply
+
+    def asked(text: str, requests: list[dict[str, Any]] | None = None) -> bool:
+        return any(user_text(r) == text for r in (llm.requests if requests is None else requests))
+
+    try:
+        async with agent_events(system, a["id"]) as events:
+            a_tasks = [send_later(system, a["id"], "a-1")]
+            await until(llm, lambda reqs: asked("a-1", reqs))
+            a_tasks += [send_later(system, a["id"], f"a-{i}") for i in (2, 3, 4)]
+            # Another agent is not held up by a's running turn...
+            b_result = await finished(send_later(system, b["id"], "b-1"))
+            assert b_result["messages"][0]["content"] == "echo: b-1"
+            # ...while a's later messages wait for it, on whichever replica they landed.
+            assert not any(asked(f"a-{i}") for i in (2, 3, 4))
+            first_held.set()
+            results = [await finished(t) for t in a_tasks]
+            recorded = await events.drain()
+    finally:
+        first_held.set()
+    assert [r["messages"][0]["content"] for r in results] == [
+        "a-1 done",
+        "echo: a-2",
+        "echo: a-3",
+        "echo: a-4",
+    ]
+    # In the log, a's runs never overlap...
+    runs = [e for e in recorded if e.type in ("RunStarted", "RunCompleted")]
+    assert [e.type for e in runs] == ["RunStarted", "RunCompleted"] * 4
+    assert all(runs[i].data.run_id == runs[i + 1].data.run_id for i in range(0, 8, 2))
+    # ...and they ran in the order their commands arrived.
+    ran = [e.data.messages[0].content for e in runs[::2]]
+    assert ran == await arrival_order(system, a["id"])
+    last = [r for r in llm.requests if user_text(r) == ran[-1]][-1]
+    assert [m["content"] for m in last["messages"] if m["role"] == "user"] == ran
+
+
+async def arrival_order(system: System, agent_id: str) -> list[str]:
+    """The user texts of the agent's StartRun commands, in commands-stream order."""
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        js = nc.jetstream()
+        texts: list[str] = []
+        seq = 1
+        while True:
+            try:
+                msg = await js.get_msg(
+                    subjects.COMMANDS_STREAM,
+                    seq=seq,
+                    subject=subjects.executor_command_subject(agent_id),
+                    next=True,
+                )
+            except nats.js.errors.NotFoundError:
+                return texts
+            texts.append(decode(msg.data or b"").data.messages[0].content)
+            seq = int(msg.seq or 0) + 1
+    finally:
+        await nc.close()

@@ -1,0 +1,134 @@
+"""Runs and steps: recorded as events, projected, served in Letta's shapes; async and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from o_runtime.waiting import ProjectionWatcher
+from tests.e2e.conftest import System
+from tests.e2e.test_durable_runs import agent_events, until
+from tests.e2e.test_messages import new_agent, send
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+async def projected(system: System, seq: int) -> None:
+    """Wait until the runs projection has applied event `seq` (it notifies through Postgres)."""
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"])
+    await watcher.start()
+    try:
+        await watcher.wait(seq, "runs", timeout=30)
+    finally:
+        await watcher.stop()
+
+
+async def test_a_run_its_messages_steps_and_usage(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    llm.push(
+        Reply(
+            tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: jazz"})],
+            prompt_tokens=100,
+            completion_tokens=10,
+        ),
+        Reply(content="Noted.", prompt_tokens=130, completion_tokens=3),
+    )
+    result = await send(system, agent["id"], "I like jazz")
+    (run_id,) = result["usage"]["run_ids"]
+
+    runs = (await system.http.get("/v1/runs/", params={"agent_ids": [agent["id"]]})).json()
+    assert [(r["id"], r["status"], r["stop_reason"]) for r in runs] == [
+        (run_id, "completed", "end_turn")
+    ]
+    run = (await system.http.get(f"/v1/runs/{run_id}")).json()
+    assert run["agent_id"] == agent["id"] and run["background"] is False
+    assert run["request_config"]["assistant_message_tool_name"] == "send_message"
+    assert run["completed_at"] and run["total_duration_ns"] > 0
+
+    messages = (await system.http.get(f"/v1/runs/{run_id}/messages")).json()
+    assert [m["message_type"] for m in messages] == [
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    assert all(m["run_id"] == run_id for m in messages)
+
+    steps = (await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})).json()
+    assert [(s["prompt_tokens"], s["completion_tokens"]) for s in steps] == [(100, 10), (130, 3)]
+    assert {s["model_handle"] for s in steps} == {"openai/gpt-4o-mini"}
+    assert messages[1]["step_id"] == steps[0]["id"]
+    step = (await system.http.get(f"/v1/steps/{steps[1]['id']}")).json()
+    assert step["run_id"] == run_id and step["status"] == "success"
+
+    usage = (await system.http.get(f"/v1/runs/{run_id}/usage")).json()
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (
+        230,
+        13,
+        243,
+    )
+    # The official client reads the same resources.
+    client = system.client()
+    fetched = await asyncio.to_thread(client.runs.retrieve, run_id)
+    assert fetched.status == "completed" and fetched.agent_id == agent["id"]
+    listed = await asyncio.to_thread(lambda: list(client.runs.list(agent_ids=[agent["id"]])))
+    assert [r.id for r in listed] == [run_id]
+
+
+async def test_unknown_runs_and_steps(system: System) -> None:
+    missing = "run-00000000-0000-4000-8000-000000000000"
+    assert (await system.http.get(f"/v1/runs/{missing}")).status_code == 404
+    assert (await system.http.get(f"/v1/runs/{missing}/steps")).status_code == 404
+    step = "step-00000000-0000-4000-8000-000000000000"
+    assert (await system.http.get(f"/v1/steps/{step}")).status_code == 404
+    response = await system.http.get("/v1/runs/not-a-run")
+    assert response.status_code == 422 and "run" in response.json()["detail"]
+
+
+async def test_async_runs_and_cancel(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    held = threading.Event()
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "x"})], release=held),
+    )
+    url = f"/v1/agents/{agent['id']}/messages"
+    try:
+        async with agent_events(system, agent["id"]) as events:
+            first = (await system.http.post(f"{url}/async", json={"input": "one"})).json()
+            assert first["status"] in ("created", "running") and first["background"] is True
+            await until(llm, lambda reqs: len(reqs) == 1)
+            second = (await system.http.post(f"{url}/async", json={"input": "two"})).json()
+            assert (await system.http.get(f"/v1/runs/{second['id']}")).json()["status"] == (
+                "created"
+            )
+            cancelled = await system.http.post(f"{url}/cancel", json={"run_ids": [second["id"]]})
+            assert cancelled.json() == {second["id"]: "cancelled"}
+            # Without ids: every active run of the agent (here the first).
+            cancelled = await system.http.post(f"{url}/cancel")
+            assert cancelled.json() == {first["id"]: "cancelled"}
+            held.set()
+            await events.wait_for("RunCompleted", 2)
+            await projected(system, events.last_seq)
+    finally:
+        held.set()
+    runs = {
+        r["id"]: r
+        for r in (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
+    }
+    # The first stopped after its tool step (the history stays whole); the second never ran.
+    assert (runs[first["id"]]["status"], runs[first["id"]]["stop_reason"]) == (
+        "cancelled",
+        "cancelled",
+    )
+    assert runs[second["id"]]["stop_reason"] == "cancelled"
+    assert len(llm.requests) == 1
+    types = [
+        m["message_type"]
+        for m in (await system.http.get(f"/v1/runs/{first['id']}/messages")).json()
+    ]
+    assert types == ["user_message", "tool_call_message", "tool_return_message"]
+    nothing = await system.http.post(f"{url}/cancel")
+    assert nothing.status_code == 409 and "no active runs" in nothing.json()["detail"]
