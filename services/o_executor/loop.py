@@ -398,7 +398,8 @@ class AgentRun:
         if self.cmd.approvals:
             messages += await self._answer_approvals(agent, messages, recorded)
         memgpt = agent["agent_type"] in HEARTBEAT_AGENTS
-        available = set(agent["tools"])
+        # Tool rules apply to built-in and users' tools alike.
+        available = set(agent["tools"]) | set(agent.get("user_tools", {}))
         last_output: str | None = None
         for step in range(self.cmd.max_steps):
             final = step == self.cmd.max_steps - 1
