@@ -7,6 +7,7 @@ retried send is deduplicated) and, when the sender waits for the outcome, an
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
@@ -55,3 +56,36 @@ class RunMemoryTool(Command):
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
+
+
+class RestoreBlockVersion(Command):
+    """Memory: make an earlier version of a block current again (a new BlockUpdated)."""
+
+    block_id: str
+    version: int = Field(ge=1)
+
+
+class InsertPassage(Command):
+    """Memory: add a passage to an agent's archival memory.
+
+    Without `importance` the agent's LLM rates it (1-10); without `created_at`
+    it is now.
+    """
+
+    agent_id: str
+    passage_id: str
+    text: str = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    importance: int | None = Field(default=None, ge=1, le=10)
+
+
+class DeletePassage(Command):
+    agent_id: str
+    passage_id: str
+
+
+class ReflectOnMemories(Command):
+    """Memory: the agent's recent memories passed the importance threshold; reflect."""
+
+    agent_id: str

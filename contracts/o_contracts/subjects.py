@@ -21,6 +21,7 @@ RPC_PREFIX: Final = "o.rpc"
 ALL_EVENTS: Final = f"{EVENTS_PREFIX}.>"
 AGENT_EVENTS: Final = f"{EVENTS_PREFIX}.agent.*"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
+ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -33,6 +34,9 @@ MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
 
 # Request/reply reads (core NATS, not persisted): nothing changes state here.
 MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
+# Archival search is a read that also records which passages were returned
+# (PassagesAccessed), so their recency reflects use.
+MEMORY_SEARCH_ARCHIVAL: Final = f"{RPC_PREFIX}.memory.archival_search"
 
 
 def agent_subject(agent_id: str) -> str:
@@ -41,6 +45,10 @@ def agent_subject(agent_id: str) -> str:
 
 def block_subject(block_id: str) -> str:
     return f"{EVENTS_PREFIX}.block.{block_id}"
+
+
+def archival_subject(agent_id: str) -> str:
+    return f"{EVENTS_PREFIX}.archival.{agent_id}"
 
 
 def executor_command_subject(agent_id: str) -> str:

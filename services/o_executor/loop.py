@@ -17,14 +17,15 @@ import msgpack
 
 from o_contracts import subjects
 from o_contracts.base import Event, Reply
-from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
-from o_contracts.commands import RunMemoryTool, StartRun
+from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, openai_tools
+from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
-from o_executor import llm
+from o_executor import llm, recall
+from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_runtime.commands import CommandTimeout, send_and_wait
@@ -216,6 +217,8 @@ class AgentRun:
             return await self._conversation_search(args)
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
+        if call.name in ARCHIVAL_TOOLS:
+            return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
     async def _memory_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
@@ -243,25 +246,33 @@ class AgentRun:
             return ToolOutcome(False, reply.error or "memory edit failed")
         return ToolOutcome(True, str((reply.result or {}).get("message", "OK")))
 
-    async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
-            return ToolOutcome(False, "query must be a non-empty string")
-        limit = args.get("limit") or 10
-        rows = await self.s.pool.fetch(
-            "SELECT role, body, created_at FROM messages WHERE agent_id = $1"
-            " AND role IN ('user', 'assistant') AND body->>'content' ILIKE '%' || $2 || '%'"
-            " ORDER BY seq DESC LIMIT $3",
-            self.cmd.agent_id,
-            query,
-            int(limit),
-        )
-        found = [
-            {
-                "role": r["role"],
-                "content": r["body"].get("content"),
-                "date": r["created_at"].isoformat(),
-            }
-            for r in rows
-        ]
+    async def _archival_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        try:
+            if call.name == "archival_memory_insert":
+                command = self.command.caused(
+                    InsertPassage(
+                        **insert_passage(self.cmd.agent_id, self.cmd.run_id, call.id, args)
+                    ),
+                    aggregate_id=self.cmd.agent_id,
+                    producer=PRODUCER,
+                    id=derived_id("cmd", self.cmd.run_id, call.id),
+                )
+                reply = await send_and_wait(
+                    self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
+                )
+                if not reply.ok:
+                    return ToolOutcome(False, reply.error or "archival insert failed")
+                return ToolOutcome(True, "Memory inserted into archival memory.")
+            found = await search_passages(self.s.eventlog.nc, self.cmd.agent_id, args)
+        except ArchivalCallError as exc:
+            return ToolOutcome(False, str(exc))
+        except CommandTimeout as exc:
+            return ToolOutcome(False, f"memory service did not answer: {exc}")
         return ToolOutcome(True, json.dumps(found) if found else "No results found.")
+
+    async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
+        try:
+            found = await recall.search(self.s.pool, self.cmd.agent_id, args)
+        except recall.RecallError as exc:
+            return ToolOutcome(False, str(exc))
+        return ToolOutcome(True, recall.render(found))

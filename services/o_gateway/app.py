@@ -12,7 +12,7 @@ from opentelemetry import trace
 
 from o_contracts.ids import InvalidId
 from o_gateway.render import VERSION
-from o_gateway.routes import agents, blocks, health, messages
+from o_gateway.routes import agents, archival, blocks, health, messages
 from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
 from o_runtime.eventlog import AppendRejected
@@ -25,7 +25,7 @@ OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
 def create_app(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="O", version=VERSION, description="Letta v1 API, event-sourced")
     app.state.gateway = gateway
-    for module in (health, agents, blocks, messages):
+    for module in (health, agents, blocks, messages, archival):
         app.include_router(module.router)
 
     @app.exception_handler(AppendRejected)

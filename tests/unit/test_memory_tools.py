@@ -34,6 +34,7 @@ def test_edits_registry_names() -> None:
         "memory_replace",
         "memory_insert",
         "memory_rethink",
+        "memory_apply_patch",
     }
 
 

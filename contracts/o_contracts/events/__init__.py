@@ -7,6 +7,12 @@ from o_contracts.events.agents import (
     BlockAttached,
     BlockDetached,
 )
+from o_contracts.events.archival import (
+    MemoriesReflected,
+    PassageDeleted,
+    PassageInserted,
+    PassagesAccessed,
+)
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.runs import LLMResponded, RunCompleted, RunStarted, ToolReturned
 
@@ -20,6 +26,10 @@ __all__ = [
     "BlockDetached",
     "BlockUpdated",
     "LLMResponded",
+    "MemoriesReflected",
+    "PassageDeleted",
+    "PassageInserted",
+    "PassagesAccessed",
     "RunCompleted",
     "RunStarted",
     "ToolReturned",
