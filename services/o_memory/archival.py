@@ -3,8 +3,17 @@
 Candidates come from two lists, each filtered by agent, tags and dates:
 nearest neighbours by cosine distance (HNSW) and Postgres full-text matches
 (so exact names and codes such as "XK-4471" are found even when their
-embedding is unremarkable). Reciprocal rank fusion merges the two into one
-relevance; memory-stream scoring (stream.py) then ranks the candidates.
+embedding is unremarkable). The two are fused into one relevance per
+candidate; memory-stream scoring (stream.py) then ranks the candidates.
+
+Fusion is a convex combination of scores by default: cosine similarity plus
+TEXT_WEIGHT x the full-text rank scaled to the best match. Reciprocal rank
+fusion ("rrf") is kept as an option. Both find exact codes; the difference is
+what the memory stream does next: it min-max normalises relevance over the
+candidates, and RRF's rank-only scores (1/61, 1/62, ...) make the tenth-best
+candidate look almost as relevant as the best, so recency and importance
+swamp relevance. Scores keep the gaps between a real answer and a passage
+that merely shares a name (`make bench` measures both).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from o_memory.stream import Candidate, Scored, StreamSettings, rank
 INDEXED_DIMS = (384, 1536)
 RRF_K = 60
 CANDIDATES_PER_LIST = 40
+TEXT_WEIGHT = 0.3
+Fusion = Literal["convex", "rrf"]
 
 PASSAGE_COLUMNS = (
     "id, agent_id, text, tags, importance, importance_source, kind, sources, embedding_model,"
@@ -77,7 +88,7 @@ async def _vector_list(
 
 async def _text_list(
     conn: asyncpg.Connection, agent_id: str, query: str, f: SearchFilter
-) -> list[str]:
+) -> list[tuple[str, float]]:
     # Any query word may match (OR), ranked by cover density: a question
     # rarely contains every word of the passage that answers it.
     tsquery = await conn.fetchval(
@@ -90,12 +101,12 @@ async def _text_list(
     args: list[Any] = [agent_id, tsquery]
     where = _filters(f, args)
     rows = await conn.fetch(
-        "SELECT id FROM passages, to_tsquery('simple', $2) q"
+        "SELECT id, ts_rank_cd(tsv, q) AS rank FROM passages, to_tsquery('simple', $2) q"
         f" WHERE agent_id = $1 AND tsv @@ q{where}"
-        f" ORDER BY ts_rank_cd(tsv, q) DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST}",
+        f" ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST}",
         *args,
     )
-    return [r["id"] for r in rows]
+    return [(r["id"], float(r["rank"])) for r in rows]
 
 
 def fuse(*ranked: list[str]) -> dict[str, float]:
@@ -105,6 +116,16 @@ def fuse(*ranked: list[str]) -> dict[str, float]:
         for i, pid in enumerate(ids):
             fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + i + 1)
     return fused
+
+
+def relevance(
+    cosine: dict[str, float], text: list[tuple[str, float]], vector_ids: list[str], fusion: Fusion
+) -> dict[str, float]:
+    if fusion == "rrf":
+        return fuse(vector_ids, [pid for pid, _ in text])
+    best = max((r for _, r in text), default=0.0) or 1.0
+    text_score = {pid: r / best for pid, r in text}
+    return {pid: cos + TEXT_WEIGHT * text_score.get(pid, 0.0) for pid, cos in cosine.items()}
 
 
 async def search(
@@ -118,25 +139,34 @@ async def search(
     settings: StreamSettings,
     top_k: int,
     now: datetime,
+    fusion: Fusion = "convex",
 ) -> list[Hit]:
+    dim = len(vector)
     async with pool.acquire() as conn, conn.transaction():
         # With filters, keep walking the HNSW graph until enough rows pass
         # them (pgvector >= 0.8), instead of returning too few.
         await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         by_vector = await _vector_list(conn, agent_id, model, vector, filters)
         by_text = await _text_list(conn, agent_id, query, filters)
-        fused = fuse([pid for pid, _ in by_vector], by_text)
-        if not fused:
+        ids = list(dict.fromkeys([pid for pid, _ in by_vector] + [pid for pid, _ in by_text]))
+        if not ids:
             return []
+        # Text-only candidates need their cosine too (at most CANDIDATES_PER_LIST rows).
         rows = await conn.fetch(
-            f"SELECT {PASSAGE_COLUMNS} FROM passages WHERE id = ANY($1)", list(fused)
+            f"SELECT {PASSAGE_COLUMNS}, CASE WHEN dim = {dim} AND embedding_model = $3"
+            f" THEN 1 - (embedding <=> $2::vector) ELSE 0 END AS cosine"
+            " FROM passages WHERE id = ANY($1)",
+            ids,
+            vector,
+            model,
         )
-    cosine = dict(by_vector)
     by_id = {r["id"]: dict(r) for r in rows}
+    cosine = {pid: float(by_id[pid]["cosine"]) for pid in ids if pid in by_id}
+    rel = relevance(cosine, by_text, [pid for pid, _ in by_vector], fusion)
     candidates = [
-        Candidate(pid, fused[pid], by_id[pid]["importance"], by_id[pid]["last_accessed_at"])
-        for pid in fused
-        if pid in by_id
+        Candidate(pid, rel[pid], by_id[pid]["importance"], by_id[pid]["last_accessed_at"])
+        for pid in ids
+        if pid in by_id and pid in rel
     ]
     ranked = rank(candidates, settings, now)[:top_k]
     return [Hit(by_id[s.id], s, cosine.get(s.id)) for s in ranked]

@@ -62,8 +62,12 @@ async def _ask(llm_config: dict[str, Any], prompt: str) -> str | None:
     return response.choices[0].message.content
 
 
+_RATING = re.compile(r"^\s*(?:rating\s*[:=]?\s*)?(10|[1-9])(?:\s*/\s*10)?\b", re.IGNORECASE)
+
+
 def parse_rating(answer: str | None) -> int | None:
-    match = re.search(r"\b(10|[1-9])\b", answer or "")
+    """The number the answer starts with ("7", "Rating: 7", "7/10"); else None."""
+    match = _RATING.match(answer or "")
     return int(match.group(1)) if match else None
 
 
