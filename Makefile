@@ -7,13 +7,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild deploy-check clean help
+.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild deploy-check bench clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
-	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs')"
+	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs')"
+	@echo "make bench    archival retrieval quality and search latency (embedded Postgres)"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -53,6 +54,11 @@ asyncapi: $(STAMP)
 
 rebuild: $(STAMP)
 	$(BIN)/python -m o_runtime.rebuild $(PROJECTIONS)
+
+# Benchmarks print medians and p99 over many runs; they are never timed tests.
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,7 +18,7 @@ that merely shares a name (`make bench` measures both).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ INDEXED_DIMS = (384, 1536)
 RRF_K = 60
 CANDIDATES_PER_LIST = 40
 TEXT_WEIGHT = 0.3
+TEXT_MATCH_CAP = 300
 Fusion = Literal["convex", "rrf"]
 
 PASSAGE_COLUMNS = (
@@ -41,7 +42,7 @@ PASSAGE_COLUMNS = (
 
 @dataclass(frozen=True)
 class SearchFilter:
-    tags: list[str]
+    tags: list[str] = field(default_factory=list)
     tag_match_mode: Literal["any", "all"] = "any"
     start: datetime | None = None
     end: datetime | None = None
@@ -68,45 +69,40 @@ def _filters(f: SearchFilter, args: list[Any]) -> str:
     return sql
 
 
-async def _vector_list(
-    conn: asyncpg.Connection, agent_id: str, model: str, vector: list[float], f: SearchFilter
-) -> list[tuple[str, float]]:
-    dim = len(vector)
+def candidates_sql(dim: int, where: str, with_text: bool) -> str:
+    """Both candidate lists and their details in one statement.
+
+    $1 agent id, $2 embedding model, $3 query vector, $4 the OR-tsquery text.
+    """
     # The cast and the `dim = <literal>` predicate must appear literally for
     # the planner to use the partial expression index.
     col = f"embedding::vector({dim})" if dim in INDEXED_DIMS else "embedding"
-    args: list[Any] = [agent_id, model, vector]
-    where = _filters(f, args)
-    rows = await conn.fetch(
-        f"SELECT id, {col} <=> $3::vector({dim}) AS distance FROM passages"
-        f" WHERE dim = {dim} AND agent_id = $1 AND embedding_model = $2{where}"
-        f" ORDER BY {col} <=> $3::vector({dim}) LIMIT {CANDIDATES_PER_LIST}",
-        *args,
+    text = (
+        # Only the newest TEXT_MATCH_CAP matches are ranked: a word common in
+        # the archive can match a fifth of 100k passages, and ranking them all
+        # costs ~100 ms. Rare words (names, codes) match fewer; all are ranked.
+        " m AS (SELECT id, tsv, created_at FROM passages"
+        f"  WHERE agent_id = $1 AND tsv @@ to_tsquery('simple', $4){where}"
+        f"  ORDER BY created_at DESC LIMIT {TEXT_MATCH_CAP}),"
+        " t AS (SELECT id, ts_rank_cd(tsv, to_tsquery('simple', $4)) AS rank FROM m"
+        f"  ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST})"
+        if with_text
+        else " t AS (SELECT NULL::text AS id, NULL::real AS rank WHERE $4::text IS NULL)"
     )
-    return [(r["id"], 1.0 - float(r["distance"])) for r in rows]
-
-
-async def _text_list(
-    conn: asyncpg.Connection, agent_id: str, query: str, f: SearchFilter
-) -> list[tuple[str, float]]:
-    # Any query word may match (OR), ranked by cover density: a question
-    # rarely contains every word of the passage that answers it.
-    tsquery = await conn.fetchval(
-        "SELECT array_to_string(ARRAY(SELECT quote_literal(l) FROM"
-        " unnest(tsvector_to_array(to_tsvector('english', $1))) l), ' | ')",
-        query,
+    return (
+        f"WITH v AS (SELECT id, {col} <=> $3::vector({dim}) AS distance FROM passages"
+        f"  WHERE dim = {dim} AND agent_id = $1 AND embedding_model = $2{where}"
+        f"  ORDER BY {col} <=> $3::vector({dim}) LIMIT {CANDIDATES_PER_LIST}),"
+        f"{text}"
+        f" SELECT {', '.join('p.' + c.strip() for c in PASSAGE_COLUMNS.split(','))},"
+        " t.rank AS text_rank,"
+        " CASE WHEN v.id IS NOT NULL THEN 1 - v.distance"
+        f"  WHEN p.dim = {dim} AND p.embedding_model = $2 THEN 1 - (p.embedding <=> $3::vector)"
+        "  ELSE 0 END AS cosine,"
+        " v.id IS NOT NULL AS by_vector"
+        " FROM passages p LEFT JOIN v ON v.id = p.id LEFT JOIN t ON t.id = p.id"
+        " WHERE p.id IN (SELECT id FROM v UNION ALL SELECT id FROM t)"
     )
-    if not tsquery:
-        return []
-    args: list[Any] = [agent_id, tsquery]
-    where = _filters(f, args)
-    rows = await conn.fetch(
-        "SELECT id, ts_rank_cd(tsv, q) AS rank FROM passages, to_tsquery('simple', $2) q"
-        f" WHERE agent_id = $1 AND tsv @@ q{where}"
-        f" ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST}",
-        *args,
-    )
-    return [(r["id"], float(r["rank"])) for r in rows]
 
 
 def fuse(*ranked: list[str]) -> dict[str, float]:
@@ -141,32 +137,35 @@ async def search(
     now: datetime,
     fusion: Fusion = "convex",
 ) -> list[Hit]:
-    dim = len(vector)
-    async with pool.acquire() as conn, conn.transaction():
-        # With filters, keep walking the HNSW graph until enough rows pass
-        # them (pgvector >= 0.8), instead of returning too few.
-        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        by_vector = await _vector_list(conn, agent_id, model, vector, filters)
-        by_text = await _text_list(conn, agent_id, query, filters)
-        ids = list(dict.fromkeys([pid for pid, _ in by_vector] + [pid for pid, _ in by_text]))
-        if not ids:
-            return []
-        # Text-only candidates need their cosine too (at most CANDIDATES_PER_LIST rows).
-        rows = await conn.fetch(
-            f"SELECT {PASSAGE_COLUMNS}, CASE WHEN dim = {dim} AND embedding_model = $3"
-            f" THEN 1 - (embedding <=> $2::vector) ELSE 0 END AS cosine"
-            " FROM passages WHERE id = ANY($1)",
-            ids,
-            vector,
-            model,
+    async with pool.acquire() as conn:
+        # iterative_scan: with filters, keep walking the HNSW graph until
+        # enough rows pass them (pgvector >= 0.8). force_custom_plan: how many
+        # passages a word matches decides the plan, so never reuse a generic
+        # one. (The pool resets session settings when a connection is released.)
+        await conn.execute(
+            "SET hnsw.iterative_scan = relaxed_order; SET plan_cache_mode = force_custom_plan"
         )
-    by_id = {r["id"]: dict(r) for r in rows}
-    cosine = {pid: float(by_id[pid]["cosine"]) for pid in ids if pid in by_id}
-    rel = relevance(cosine, by_text, [pid for pid, _ in by_vector], fusion)
+        # Any query word may match (OR), ranked by cover density: a question
+        # rarely contains every word of the passage that answers it.
+        tsquery = await conn.fetchval(
+            "SELECT array_to_string(ARRAY(SELECT quote_literal(l) FROM"
+            " unnest(tsvector_to_array(to_tsvector('english', $1))) l), ' | ')",
+            query,
+        )
+        args: list[Any] = [agent_id, model, vector, tsquery or None]
+        sql = candidates_sql(len(vector), _filters(filters, args), bool(tsquery))
+        rows = [dict(r) for r in await conn.fetch(sql, *args)]
+    by_id = {r["id"]: r for r in rows}
+    cosine = {r["id"]: float(r["cosine"]) for r in rows}
+    text = sorted(
+        ((r["id"], float(r["text_rank"])) for r in rows if r["text_rank"] is not None),
+        key=lambda t: -t[1],
+    )
+    rel = relevance(cosine, text, [r["id"] for r in rows if r["by_vector"]], fusion)
     candidates = [
-        Candidate(pid, rel[pid], by_id[pid]["importance"], by_id[pid]["last_accessed_at"])
-        for pid in ids
-        if pid in by_id and pid in rel
+        Candidate(pid, rel[pid], r["importance"], r["last_accessed_at"])
+        for pid, r in by_id.items()
+        if pid in rel
     ]
     ranked = rank(candidates, settings, now)[:top_k]
     return [Hit(by_id[s.id], s, cosine.get(s.id)) for s in ranked]

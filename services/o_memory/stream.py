@@ -2,73 +2,29 @@
 and relevance, each min-max normalised over the candidates, then weighted.
 
 recency = decay ** hours since the memory was last accessed. Weights and decay
-are per agent, from the agent's metadata under "memory_stream"; relevance-only
-is the setting {"w_recency": 0, "w_importance": 0, "w_relevance": 1}.
+are per agent (o_contracts.memory_stream.StreamSettings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-METADATA_KEY = "memory_stream"
+from o_contracts.memory_stream import (
+    RELEVANCE_ONLY,
+    InvalidStreamSettings,
+    StreamSettings,
+)
 
-
-class InvalidStreamSettings(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    # Not the paper's 1/1/1. Relevance is min-max normalised over the
-    # candidates, and with a small embedding model the answer and a passage
-    # that merely names the same person are only ~0.1 cosine apart; with
-    # equal weights that passage wins whenever it is newer or more important
-    # (static questions fall to R@1 ~0.5), and recency cancels importance.
-    # Chosen by a sweep on benchmark seeds 1-6; `make bench` reports seeds 101+.
-    w_recency: float = 0.2
-    w_importance: float = 0.3
-    w_relevance: float = 1.0
-    # Per hour since last access: 0.995 ** 24 = 0.89 a day, 0.43 a week.
-    decay: float = 0.995
-    reflection_threshold: int = 150
-
-    @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any] | None) -> StreamSettings:
-        raw = (metadata or {}).get(METADATA_KEY)
-        if raw is None:
-            return cls()
-        if not isinstance(raw, Mapping):
-            raise InvalidStreamSettings(f"metadata.{METADATA_KEY} must be an object")
-        known = {f.name for f in fields(cls)}
-        unknown = set(raw) - known
-        if unknown:
-            raise InvalidStreamSettings(
-                f"metadata.{METADATA_KEY} has unknown key(s) {sorted(unknown)}; "
-                f"known: {sorted(known)}"
-            )
-        values: dict[str, Any] = {}
-        for key, value in raw.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidStreamSettings(f"metadata.{METADATA_KEY}.{key} must be a number")
-            values[key] = value
-        settings = replace(cls(), **values)
-        settings.validate()
-        return settings
-
-    def validate(self) -> None:
-        weights = (self.w_recency, self.w_importance, self.w_relevance)
-        if any(w < 0 for w in weights) or not any(w > 0 for w in weights):
-            raise InvalidStreamSettings("weights must be >= 0 and at least one > 0")
-        if not 0 < self.decay <= 1:
-            raise InvalidStreamSettings("decay must be in (0, 1]")
-        if self.reflection_threshold < 1:
-            raise InvalidStreamSettings("reflection_threshold must be >= 1")
-
-
-RELEVANCE_ONLY = StreamSettings(w_recency=0.0, w_importance=0.0, w_relevance=1.0)
+__all__ = [
+    "RELEVANCE_ONLY",
+    "Candidate",
+    "InvalidStreamSettings",
+    "Scored",
+    "StreamSettings",
+    "rank",
+]
 
 
 @dataclass(frozen=True)

@@ -186,10 +186,18 @@ async def test_search_ranking_follows_the_agents_memory_stream_weights(
     )
     assert patched.status_code == 200, patched.text
     assert [r["content"] for r in await search(system, aid, query="Sam", top_k=1)] == [query]
-    # A bad setting is a clear error, not a silent default.
-    await system.http.patch(f"/v1/agents/{aid}", json={"metadata": {"memory_stream": {"decay": 2}}})
-    bad = await system.http.get(f"/v1/agents/{aid}/archival-memory/search", params={"query": "Sam"})
+    # A bad setting is refused with a clear error and changes nothing.
+    bad = await system.http.patch(
+        f"/v1/agents/{aid}", json={"metadata": {"memory_stream": {"decay": 2}}}
+    )
     assert bad.status_code == 400 and "decay" in bad.json()["detail"]
+    kept = (await system.http.get(f"/v1/agents/{aid}")).json()["metadata"]
+    assert kept == {"memory_stream": importance_first}
+    created = await system.http.post(
+        "/v1/agents/",
+        json={"model": "openai/gpt-4o-mini", "metadata": {"memory_stream": {"w_x": 1}}},
+    )
+    assert created.status_code == 400 and "unknown key" in created.json()["detail"]
 
 
 async def test_returned_memories_get_their_access_time_updated(

@@ -14,6 +14,7 @@ from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
 from o_contracts.ids import new_id
+from o_contracts.memory_stream import InvalidStreamSettings, StreamSettings
 from o_contracts.models import BlockSpec, ToolRule
 from o_contracts.prompts import default_system
 from o_gateway import render
@@ -68,6 +69,15 @@ def block_spec(body: CreateBlockBody) -> BlockSpec:
         metadata=body.metadata or {},
         tags=body.tags or [],
     )
+
+
+def checked_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """Metadata as given; its memory-stream settings (archival ranking) must be valid."""
+    try:
+        StreamSettings.from_metadata(metadata)
+    except InvalidStreamSettings as exc:
+        raise HTTPException(400, str(exc)) from exc
+    return metadata or {}
 
 
 def resolve_tools(body: CreateAgentBody) -> list[str]:
@@ -127,7 +137,7 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         tool_rules=[ToolRule.model_validate(r.model_dump()) for r in body.tool_rules],
         block_ids=new_block_ids + block_ids,
         tags=body.tags,
-        metadata=body.metadata or {},
+        metadata=checked_metadata(body.metadata),
         description=body.description,
         timezone=body.timezone or "UTC",
     )
@@ -220,6 +230,8 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
     for key in ("name", "system", "tags", "metadata", "description", "timezone"):
         if key in fields and fields[key] is not None:
             changes[key] = fields[key]
+    if "metadata" in changes:
+        checked_metadata(changes["metadata"])
     if body.tool_rules is not None:
         changes["tool_rules"] = [r.model_dump() for r in body.tool_rules]
     if body.llm_config is not None:
