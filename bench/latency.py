@@ -6,9 +6,10 @@ vocabulary so that full-text queries hit many rows, as common words do);
 going through the event log would only make the setup slower, not the
 search. The HNSW index is built after each bulk load (as `CREATE INDEX` would
 on a restored database): inserting 100k rows one by one into it takes ~11
-minutes here and yields the same kind of graph. Each query runs the memory service's whole search: HNSW candidates,
-full-text candidates, fusion and memory-stream ranking. Query embedding is
-timed separately (local all-MiniLM-L6-v2 on this CPU).
+minutes here and yields the same kind of graph. Each query runs the memory
+service's whole search: HNSW candidates, full-text candidates, fusion and
+memory-stream ranking. Query embedding is timed separately (local
+all-MiniLM-L6-v2 on this CPU).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / p) for p in ("contracts", "services", ".")]
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[1] / p) for p in ("contracts", "services", ".")
+]
 
 import asyncpg  # noqa: E402
 import numpy as np  # noqa: E402
@@ -101,8 +104,7 @@ def report(label: str, times: list[float]) -> None:
     times = sorted(times)
     p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
     print(
-        f"{label:<50} n={len(times):<5} p50 {statistics.median(times):6.1f} ms"
-        f"   p99 {p99:6.1f} ms",
+        f"{label:<50} n={len(times):<5} p50 {statistics.median(times):6.1f} ms   p99 {p99:6.1f} ms",
         flush=True,
     )
 

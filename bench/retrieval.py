@@ -19,7 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / p) for p in ("contracts", "services", ".")]
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[1] / p) for p in ("contracts", "services", ".")
+]
 
 import asyncpg  # noqa: E402
 
@@ -47,7 +49,9 @@ async def fresh_database(admin_url: str) -> str:
     return f"{head.rsplit('/', 1)[0]}/{name}{sep}{query}"
 
 
-async def load(pool: asyncpg.Pool, agent_id: str, world: World, vectors: dict[str, list[float]]) -> dict[str, str]:
+async def load(
+    pool: asyncpg.Pool, agent_id: str, world: World, vectors: dict[str, list[float]]
+) -> dict[str, str]:
     ids = {}
     async with pool.acquire() as conn, conn.transaction():
         for seq, m in enumerate(world.memories, 1):
@@ -84,10 +88,15 @@ async def run(admin_url: str, seeds: range, configs: dict[str, tuple[StreamSetti
     pool = await connect_pool(dsn)
     embedder = local_embedder()
     worlds = [build(seed) for seed in seeds]
-    texts = sorted({m.text for w in worlds for m in w.memories} | {q.text for w in worlds for q in w.questions})
+    texts = sorted(
+        {m.text for w in worlds for m in w.memories} | {q.text for w in worlds for q in w.questions}
+    )
     t0 = time.perf_counter()
     vectors = dict(zip(texts, embedder.embed_sync(texts), strict=True))
-    print(f"embedded {len(texts)} distinct texts in {time.perf_counter() - t0:.1f} s (local all-MiniLM-L6-v2)")
+    print(
+        f"embedded {len(texts)} distinct texts in {time.perf_counter() - t0:.1f} s"
+        " (local all-MiniLM-L6-v2)"
+    )
     results: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     passages = 0
     for w in worlds:
@@ -109,8 +118,14 @@ async def run(admin_url: str, seeds: range, configs: dict[str, tuple[StreamSetti
                     fusion=fusion,  # type: ignore[arg-type]
                 )
                 order = [h.row["id"] for h in hits]
-                rank = order.index(ids[q.answer]) + 1 if q.answer and ids[q.answer] in order else None
-                old = order.index(ids[q.superseded]) + 1 if q.superseded and ids[q.superseded] in order else None
+                rank = (
+                    order.index(ids[q.answer]) + 1 if q.answer and ids[q.answer] in order else None
+                )
+                old = (
+                    order.index(ids[q.superseded]) + 1
+                    if q.superseded and ids[q.superseded] in order
+                    else None
+                )
                 results[name][q.kind].append(
                     {
                         "rank": rank,
@@ -120,7 +135,10 @@ async def run(admin_url: str, seeds: range, configs: dict[str, tuple[StreamSetti
                 )
     await pool.close()
     questions = sum(len(w.questions) for w in worlds)
-    print(f"{len(worlds)} worlds (seeds {seeds.start}-{seeds.stop - 1}), {passages} passages, {questions} questions; top_k=10, now={NOW:%Y-%m-%d}\n")
+    print(
+        f"{len(worlds)} worlds (seeds {seeds.start}-{seeds.stop - 1}), {passages} passages,"
+        f" {questions} questions; top_k=10, now={NOW:%Y-%m-%d}\n"
+    )
     header = f"{'ranking':<28}{'kind':<16}{'n':>4}{'R@1':>7}{'R@5':>7}{'MRR':>7}  extra"
     print(header)
     print("-" * len(header))
@@ -130,14 +148,18 @@ async def run(admin_url: str, seeds: range, configs: dict[str, tuple[StreamSetti
             if kind == "never":
                 top = [r["top_cosine"] or 0.0 for r in rows]
                 abstain = sum(c < ABSTAIN_BELOW for c in top) / len(top)
-                print(f"{name:<28}{kind:<16}{len(rows):>4}{'':>7}{'':>7}{'':>7}  "
-                      f"mean top-1 cosine {sum(top) / len(top):.2f}, below {ABSTAIN_BELOW}: {abstain:.2f}")
+                print(
+                    f"{name:<28}{kind:<16}{len(rows):>4}{'':>7}{'':>7}{'':>7}  "
+                    f"mean top-1 cosine {sum(top) / len(top):.2f},"
+                    f" below {ABSTAIN_BELOW}: {abstain:.2f}"
+                )
                 continue
             m = metrics(rows)
             extra = ""
             if kind == "updated":
                 extra = f"update precedence {sum(r['precedence'] for r in rows) / len(rows):.2f}"
-            print(f"{name:<28}{kind:<16}{len(rows):>4}{m['R@1']:>7.2f}{m['R@5']:>7.2f}{m['MRR']:>7.2f}  {extra}")
+            line = f"{name:<28}{kind:<16}{len(rows):>4}{m['R@1']:>7.2f}{m['R@5']:>7.2f}"
+            print(f"{line}{m['MRR']:>7.2f}  {extra}".rstrip())
         print()
 
 

@@ -147,9 +147,17 @@ def build(seed: int, per_kind: int = 4) -> World:
 
     for _ in range(per_kind):  # static
         p, kind = next(pool), rng.choice(list(ATTRIBUTES))
-        key = fact(p, kind, rng.choice(ATTRIBUTES[kind][2]), _when(rng, 1, 7 * WEEKS), rng.randint(3, 6))
+        key = fact(
+            p, kind, rng.choice(ATTRIBUTES[kind][2]), _when(rng, 1, 7 * WEEKS), rng.randint(3, 6)
+        )
         for other in rng.sample([k for k in ATTRIBUTES if k != kind], 2):
-            fact(p, other, rng.choice(ATTRIBUTES[other][2]), _when(rng, 1, 7 * WEEKS), rng.randint(2, 7))
+            fact(
+                p,
+                other,
+                rng.choice(ATTRIBUTES[other][2]),
+                _when(rng, 1, 7 * WEEKS),
+                rng.randint(2, 7),
+            )
         world.questions.append(Question("static", ATTRIBUTES[kind][1].format(p=p), key))
     for _ in range(per_kind):  # updated
         p, kind = next(pool), rng.choice(list(UPDATE))
@@ -175,7 +183,13 @@ def build(seed: int, per_kind: int = 4) -> World:
     for _ in range(per_kind):  # never mentioned
         p = next(pool)
         for kind in rng.sample(list(ATTRIBUTES), 2):
-            fact(p, kind, rng.choice(ATTRIBUTES[kind][2]), _when(rng, 1, 7 * WEEKS), rng.randint(2, 7))
+            fact(
+                p,
+                kind,
+                rng.choice(ATTRIBUTES[kind][2]),
+                _when(rng, 1, 7 * WEEKS),
+                rng.randint(2, 7),
+            )
         world.questions.append(Question("never", rng.choice(NEVER).format(p=p), None))
     for _ in range(120):
         add(rng.choice(FILLER), _when(rng, 0, 7 * WEEKS), rng.randint(1, 4))

@@ -161,7 +161,8 @@ async def search(
         ((r["id"], float(r["text_rank"])) for r in rows if r["text_rank"] is not None),
         key=lambda t: -t[1],
     )
-    rel = relevance(cosine, text, [r["id"] for r in rows if r["by_vector"]], fusion)
+    nearest = sorted((r["id"] for r in rows if r["by_vector"]), key=lambda pid: -cosine[pid])
+    rel = relevance(cosine, text, nearest, fusion)
     candidates = [
         Candidate(pid, rel[pid], r["importance"], r["last_accessed_at"])
         for pid, r in by_id.items()
