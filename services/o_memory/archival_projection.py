@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncpg
 
 from o_contracts import subjects
-from o_contracts.events import MemoriesReflected, PassageDeleted, PassageInserted, PassagesAccessed
+from o_contracts.events import (
+    AgentDeleted,
+    MemoriesReflected,
+    PassageDeleted,
+    PassageInserted,
+    PassagesAccessed,
+)
 from o_contracts.events.archival import ArchivalPassage
 from o_contracts.vectors import unpack_vector
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
-archival = Projection(name="archival", filter_subject=subjects.ARCHIVAL_EVENTS, tables=["passages"])
+# Reads every event: archival ones, and AgentDeleted (an agent's archive goes with it).
+archival = Projection(name="archival", filter_subject=subjects.ALL_EVENTS, tables=["passages"])
 
 
 async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, seq: int) -> None:
@@ -76,3 +83,11 @@ async def memories_reflected(conn: asyncpg.Connection, rec: Recorded) -> None:
     )
     for insight in e.insights:
         await _insert(conn, e.agent_id, insight, rec.seq)
+
+
+@archival.on(AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    # Unlike blocks, passages are never shared, so they go with their agent (as in Letta).
+    e = rec.envelope.data
+    assert isinstance(e, AgentDeleted)
+    await conn.execute("DELETE FROM passages WHERE agent_id = $1", e.agent_id)

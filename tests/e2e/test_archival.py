@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import letta_client
 import pytest
 
@@ -283,3 +284,18 @@ async def test_agents_use_archival_tools(system: System, llm: FakeOpenAI) -> Non
     assert [(r["text"], r["metadata"]["importance"]) for r in rows] == [
         ("Sam's locker code is 5521", 8)
     ]
+
+
+async def test_an_agents_archive_goes_with_it(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    await insert(system, agent["id"], text="to be forgotten", importance=3)
+    deleted = await system.http.delete(f"/v1/agents/{agent['id']}")
+    assert deleted.status_code == 200, deleted.text
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        left = await conn.fetchval("SELECT count(*) FROM passages WHERE agent_id = $1", agent["id"])
+    finally:
+        await conn.close()
+    assert left == 0
+    gone = await system.http.get(f"/v1/agents/{agent['id']}/archival-memory/search?query=x")
+    assert gone.status_code == 404

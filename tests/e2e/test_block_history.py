@@ -73,6 +73,12 @@ async def test_a_label_stays_unique_on_every_agent_sharing_the_block(
     after = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks")).json()
     assert sorted(b["label"] for b in after) == ["human", "persona"]
     assert len(await versions(system, persona["id"])) == 1
+    other = (await system.http.post("/v1/blocks/", json={"label": "human", "value": "x"})).json()
+    twice = await system.http.patch(
+        f"/v1/agents/{agent['id']}",
+        json={"block_ids": [b["id"] for b in agent["blocks"]] + [other["id"]]},
+    )
+    assert twice.status_code == 409 and "two blocks labelled 'human'" in twice.text
     renamed = await system.http.patch(f"/v1/blocks/{persona['id']}", json={"label": "self"})
     assert renamed.status_code == 200 and renamed.json()["label"] == "self"
 

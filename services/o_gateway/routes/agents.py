@@ -244,11 +244,15 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
         changes["embedding_config"] = body.embedding_config
     if body.block_ids is not None:
         ids = [checked_id(b, "block") for b in body.block_ids]
-        found = await gw.pool.fetch("SELECT id FROM blocks WHERE id = ANY($1)", ids)
+        found = await gw.pool.fetch("SELECT id, label FROM blocks WHERE id = ANY($1)", ids)
         missing = set(ids) - {r["id"] for r in found}
         if missing:
             raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
-        changes["block_ids"] = ids
+        labels = [r["label"] for r in found]
+        clash = sorted({label for label in labels if labels.count(label) > 1})
+        if clash:
+            raise HTTPException(409, f"block_ids hold two blocks labelled '{clash[0]}'")
+        changes["block_ids"] = list(dict.fromkeys(ids))
 
     async def event_for(_row: dict[str, Any]) -> AgentUpdated | None:
         return AgentUpdated(agent_id=agent_id, changes=changes) if changes else None
@@ -266,5 +270,5 @@ async def delete_agent(agent_id: str, gw: GW) -> dict[str, Any]:
         return AgentDeleted(agent_id=agent_id)
 
     seq = await change_agent(gw, agent_id, event_for)
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, "agents", "memory", "archival")
     return {"message": f"Agent id={agent_id} successfully deleted"}
