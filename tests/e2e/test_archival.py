@@ -299,3 +299,17 @@ async def test_an_agents_archive_goes_with_it(system: System, llm: FakeOpenAI) -
     assert left == 0
     gone = await system.http.get(f"/v1/agents/{agent['id']}/archival-memory/search?query=x")
     assert gone.status_code == 404
+
+
+async def test_agents_without_an_embedding_handle_use_the_local_model(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The one e2e test that loads all-MiniLM-L6-v2 in the memory service (~5 s).
+    agent = await new_agent(system)
+    aid = agent["id"]
+    home = await insert(system, aid, text="Sam's home is in Lisbon, near the river.", importance=5)
+    await insert(system, aid, text="The quarterly budget review is on Friday.", importance=5)
+    assert home["metadata"]["embedding_model"] == "local/all-MiniLM-L6-v2"
+    found = await search(system, aid, query="Where does Sam live?", top_k=1)
+    assert [r["content"] for r in found] == ["Sam's home is in Lisbon, near the river."]
+    assert llm.embedding_requests == []  # nothing went to the provider

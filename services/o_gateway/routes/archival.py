@@ -25,6 +25,9 @@ from o_gateway.state import Gateway, checked_id, gateway
 router = APIRouter()
 GW = Annotated[Gateway, Depends(gateway)]
 SEARCH_TIMEOUT = 30.0
+# An insert may wait for the agent's LLM to rate importance and, the first time,
+# for the local embedding model to load.
+INSERT_TIMEOUT = 90.0
 
 
 class CreatePassageBody(Body):
@@ -83,6 +86,7 @@ async def insert(agent_id: str, body: CreatePassageBody, gw: GW) -> list[dict[st
             importance=body.importance,
         ),
         agent_id,
+        timeout=INSERT_TIMEOUT,
     )
     await gw.visible(reply.seq, "archival")
     return [passage((reply.result or {})["passage"], agent["embedding_config"])]
