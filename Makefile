@@ -13,8 +13,8 @@ help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
-	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory runs tools')"
-	@echo "make bench    benchmarks: agent-loop overhead, sandbox round trip (median/p50 and p99)"
+	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
+	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -60,6 +60,8 @@ BENCH_RUNS ?= 200
 bench: $(STAMP)
 	$(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
 	$(BIN)/python bench/sandbox_roundtrip.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

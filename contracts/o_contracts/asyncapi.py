@@ -89,6 +89,20 @@ CHANNELS = (
         "receive",
     ),
     Channel(
+        "archivalEvents",
+        f"{subjects.EVENTS_PREFIX}.archival.{{agent_id}}",
+        "agent_id",
+        f"One agent's archival memory: passages with embeddings, accesses, reflections "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (
+            events.PassageInserted,
+            events.PassageDeleted,
+            events.PassagesAccessed,
+            events.MemoriesReflected,
+        ),
+        "send",
+    ),
+    Channel(
         "executorCommands",
         f"{subjects.COMMANDS_PREFIX}.executor.{{agent_id}}",
         "agent_id",
@@ -102,8 +116,17 @@ CHANNELS = (
         f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
         "key",
         f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
-        "the block id, or the agent id for memory tools.",
-        (commands.CreateBlock, commands.UpdateBlock, commands.DeleteBlock, commands.RunMemoryTool),
+        "the block id, or the agent id for memory tools and archival memory.",
+        (
+            commands.CreateBlock,
+            commands.UpdateBlock,
+            commands.DeleteBlock,
+            commands.RunMemoryTool,
+            commands.RestoreBlockVersion,
+            commands.InsertPassage,
+            commands.DeletePassage,
+            commands.ReflectOnMemories,
+        ),
         "receive",
     ),
 )

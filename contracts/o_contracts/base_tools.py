@@ -36,10 +36,24 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "conversation_search": _fn(
         "conversation_search",
-        "Search prior conversation history using case-insensitive string matching.",
+        "Search prior conversation history, including messages no longer in your context "
+        "window, by words (full-text, any word may match).",
         {
             "query": {"type": "string", "description": "String to search for."},
+            "roles": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["user", "assistant", "tool", "system"]},
+                "description": "Only messages from these roles (default: user and assistant).",
+            },
             "limit": {"type": "integer", "description": "Maximum number of results to return."},
+            "start_date": {
+                "type": "string",
+                "description": "Only messages at or after this ISO 8601 date/time.",
+            },
+            "end_date": {
+                "type": "string",
+                "description": "Only messages at or before this ISO 8601 date/time.",
+            },
         },
         ["query"],
     ),
@@ -101,6 +115,60 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["label", "new_memory"],
     ),
+    "memory_apply_patch": _fn(
+        "memory_apply_patch",
+        "Apply a simplified unified-diff style patch to a memory block, anchored on content "
+        "and context (not line numbers). Hunks may start with '@@'; lines start with ' ' "
+        "(context, must match), '-' (remove, must match) or '+' (add). Each hunk's context "
+        "must occur exactly once; if any hunk fails, nothing is changed.",
+        {
+            "label": _LABEL,
+            "patch": {"type": "string", "description": "The patch text."},
+        },
+        ["label", "patch"],
+    ),
+    "archival_memory_insert": _fn(
+        "archival_memory_insert",
+        "Add information to long-term archival memory, for later retrieval with "
+        "archival_memory_search. Write self-contained facts.",
+        {
+            "content": {"type": "string", "description": "Content to write to the memory."},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Optional tags for filtering later searches.",
+            },
+        },
+        ["content"],
+    ),
+    "archival_memory_search": _fn(
+        "archival_memory_search",
+        "Search archival memory by meaning and by exact words; results are ranked by "
+        "relevance, importance and recency.",
+        {
+            "query": {"type": "string", "description": "What to search for."},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Only memories with these tags.",
+            },
+            "tag_match_mode": {
+                "type": "string",
+                "enum": ["any", "all"],
+                "description": "Match any of the tags (default) or all of them.",
+            },
+            "top_k": {"type": "integer", "description": "How many results (default 10)."},
+            "start_datetime": {
+                "type": "string",
+                "description": "Only memories created at or after this ISO 8601 time.",
+            },
+            "end_datetime": {
+                "type": "string",
+                "description": "Only memories created at or before this ISO 8601 time.",
+            },
+        },
+        ["query"],
+    ),
     "memory_finish_edits": _fn(
         "memory_finish_edits", "Call when you have finished editing memory.", {}, []
     ),
@@ -114,17 +182,30 @@ MEMORY_TOOLS = frozenset(
         "memory_replace",
         "memory_rethink",
         "memory_finish_edits",
+        "memory_apply_patch",
     }
 )
 
+# Carried out by the memory service's archival memory (commands and search requests).
+ARCHIVAL_TOOLS = frozenset({"archival_memory_insert", "archival_memory_search"})
+
 BASE_TOOLS: dict[str, list[str]] = {
     "letta_v1_agent": ["conversation_search", "memory_replace", "memory_insert"],
-    "memgpt_v2_agent": ["send_message", "conversation_search", "memory_replace", "memory_insert"],
+    "memgpt_v2_agent": [
+        "send_message",
+        "conversation_search",
+        "memory_replace",
+        "memory_insert",
+        "archival_memory_insert",
+        "archival_memory_search",
+    ],
     "memgpt_agent": [
         "send_message",
         "conversation_search",
         "core_memory_append",
         "core_memory_replace",
+        "archival_memory_insert",
+        "archival_memory_search",
     ],
 }
 

@@ -94,3 +94,36 @@ class RunTool(Command):
     return_char_limit: int = Field(default=50000, ge=1)
     idempotent: bool = False
     deadline: datetime
+
+
+class RestoreBlockVersion(Command):
+    """Memory: make an earlier version of a block current again (a new BlockUpdated)."""
+
+    block_id: str
+    version: int = Field(ge=1)
+
+
+class InsertPassage(Command):
+    """Memory: add a passage to an agent's archival memory.
+
+    Without `importance` the agent's LLM rates it (1-10); without `created_at`
+    it is now.
+    """
+
+    agent_id: str
+    passage_id: str
+    text: str = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    importance: int | None = Field(default=None, ge=1, le=10)
+
+
+class DeletePassage(Command):
+    agent_id: str
+    passage_id: str
+
+
+class ReflectOnMemories(Command):
+    """Memory: the agent's recent memories passed the importance threshold; reflect."""
+
+    agent_id: str

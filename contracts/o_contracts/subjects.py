@@ -23,6 +23,7 @@ AGENT_EVENTS: Final = f"{EVENTS_PREFIX}.agent.*"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
 TOOL_EVENTS: Final = f"{EVENTS_PREFIX}.tool.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
+ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -42,6 +43,10 @@ SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 # LLMResponded event stays the truth; deltas only make streaming feel live.
 RUN_TOKENS_PREFIX: Final = "o.tokens.run"
 
+# Archival search is a read that also records which passages were returned
+# (PassagesAccessed), so their recency reflects use.
+MEMORY_SEARCH_ARCHIVAL: Final = f"{RPC_PREFIX}.memory.archival_search"
+
 
 def agent_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.agent.{agent_id}"
@@ -49,6 +54,10 @@ def agent_subject(agent_id: str) -> str:
 
 def block_subject(block_id: str) -> str:
     return f"{EVENTS_PREFIX}.block.{block_id}"
+
+
+def archival_subject(agent_id: str) -> str:
+    return f"{EVENTS_PREFIX}.archival.{agent_id}"
 
 
 def executor_command_subject(agent_id: str) -> str:

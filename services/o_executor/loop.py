@@ -22,8 +22,8 @@ import msgpack
 
 from o_contracts import subjects
 from o_contracts.base import Event, Reply
-from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
-from o_contracts.commands import RunMemoryTool, StartRun
+from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, openai_tools
+from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import (
     ContextSummarized,
@@ -38,7 +38,8 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import ToolRuleSolver
-from o_executor import llm, tokens
+from o_executor import llm, recall, tokens
+from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_executor.run_log import RunLog
@@ -57,7 +58,10 @@ PRODUCER = "executor"
 # Only an executor running the run appends these; seeing one we did not write
 # means another executor has the run.
 EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
-PURE_TOOLS = frozenset({"send_message", "conversation_search", "memory_finish_edits"})
+# Reads (a repeated archival search only refreshes access times): safe to run again.
+PURE_TOOLS = frozenset(
+    {"send_message", "conversation_search", "memory_finish_edits", "archival_memory_search"}
+)
 MEMORY_CONSUMER = "memory"
 # Agents whose tools carry `request_heartbeat` (Letta's memgpt loops).
 HEARTBEAT_AGENTS = frozenset({"memgpt_agent", "memgpt_v2_agent"})
@@ -751,6 +755,8 @@ class AgentRun:
                 stdout=list(result.get("stdout") or []),
                 stderr=list(result.get("stderr") or []),
             )
+        if call.name in ARCHIVAL_TOOLS:
+            return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
     def _memory_command_id(self, call: ToolCall, attempt: str = "") -> str:
@@ -855,25 +861,33 @@ class AgentRun:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
-            return ToolOutcome(False, "query must be a non-empty string")
-        limit = args.get("limit") or 10
-        rows = await self.s.pool.fetch(
-            "SELECT role, body, created_at FROM messages WHERE agent_id = $1"
-            " AND role IN ('user', 'assistant') AND body->>'content' ILIKE '%' || $2 || '%'"
-            " ORDER BY seq DESC LIMIT $3",
-            self.cmd.agent_id,
-            query,
-            int(limit),
-        )
-        found = [
-            {
-                "role": r["role"],
-                "content": r["body"].get("content"),
-                "date": r["created_at"].isoformat(),
-            }
-            for r in rows
-        ]
+    async def _archival_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        try:
+            if call.name == "archival_memory_insert":
+                command = self.command.caused(
+                    InsertPassage(
+                        **insert_passage(self.cmd.agent_id, self.cmd.run_id, call.id, args)
+                    ),
+                    aggregate_id=self.cmd.agent_id,
+                    producer=PRODUCER,
+                    id=derived_id("cmd", self.cmd.run_id, call.id),
+                )
+                reply = await send_and_wait(
+                    self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
+                )
+                if not reply.ok:
+                    return ToolOutcome(False, reply.error or "archival insert failed")
+                return ToolOutcome(True, "Memory inserted into archival memory.")
+            found = await search_passages(self.s.eventlog.nc, self.cmd.agent_id, args)
+        except ArchivalCallError as exc:
+            return ToolOutcome(False, str(exc))
+        except CommandTimeout as exc:
+            return ToolOutcome(False, f"memory service did not answer: {exc}")
         return ToolOutcome(True, json.dumps(found) if found else "No results found.")
+
+    async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
+        try:
+            found = await recall.search(self.s.pool, self.cmd.agent_id, args)
+        except recall.RecallError as exc:
+            return ToolOutcome(False, str(exc))
+        return ToolOutcome(True, recall.render(found))

@@ -12,7 +12,17 @@ from opentelemetry import trace
 
 from o_contracts.ids import InvalidId
 from o_gateway.render import VERSION
-from o_gateway.routes import agent_tools, agents, blocks, health, messages, models, runs, tools
+from o_gateway.routes import (
+    agent_tools,
+    agents,
+    archival,
+    blocks,
+    health,
+    messages,
+    models,
+    runs,
+    tools,
+)
 from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
 from o_runtime.eventlog import AppendRejected
@@ -25,7 +35,7 @@ OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
 def create_app(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="O", version=VERSION, description="Letta v1 API, event-sourced")
     app.state.gateway = gateway
-    for module in (health, agents, blocks, messages, models, runs, tools, agent_tools):
+    for module in (health, agents, blocks, messages, models, runs, tools, agent_tools, archival):
         app.include_router(module.router)
 
     @app.exception_handler(AppendRejected)

@@ -15,12 +15,14 @@ PRODUCER = "gateway"
 COMMAND_TIMEOUT = 15.0
 
 
-async def memory_command(gw: Any, command: Command, key: str) -> Reply:
+async def memory_command(
+    gw: Any, command: Command, key: str, timeout: float = COMMAND_TIMEOUT
+) -> Reply:
     """Send a command to the memory service and turn a refusal into an HTTP error."""
     envelope = Envelope.wrap(command, aggregate_id=key, producer=PRODUCER)
     try:
         reply = await send_and_wait(
-            gw.eventlog, subjects.memory_command_subject(key), envelope, timeout=COMMAND_TIMEOUT
+            gw.eventlog, subjects.memory_command_subject(key), envelope, timeout=timeout
         )
     except CommandTimeout as exc:
         raise HTTPException(

@@ -14,7 +14,13 @@ from pydantic import ValidationError
 
 from o_contracts import subjects
 from o_contracts.base import Reply
-from o_contracts.commands import CreateBlock, DeleteBlock, RunMemoryTool, UpdateBlock
+from o_contracts.commands import (
+    CreateBlock,
+    DeleteBlock,
+    RestoreBlockVersion,
+    RunMemoryTool,
+    UpdateBlock,
+)
 from o_contracts.envelope import Envelope
 from o_contracts.events import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.ids import derived_id
@@ -57,17 +63,61 @@ class MemoryCommands:
         await self._applied(appended.seq)
         return Reply(ok=True, seq=appended.seq, result={"block_id": cmd.block_id})
 
+    async def _label_free(self, block_id: str, label: str) -> None:
+        """A block's label must stay unique on every agent that has the block."""
+        clash = await self.s.pool.fetchval(
+            "SELECT mine.agent_id FROM agent_blocks mine"
+            " JOIN agent_blocks other ON other.agent_id = mine.agent_id"
+            " AND other.block_id <> mine.block_id"
+            " JOIN blocks b ON b.id = other.block_id"
+            " WHERE mine.block_id = $1 AND b.label = $2 LIMIT 1",
+            block_id,
+            label,
+        )
+        if clash:
+            raise AppendRejected(f"agent {clash} already has a block labelled '{label}'", 409)
+
     async def update_block(self, env: Envelope[Any]) -> Reply:
         cmd: UpdateBlock = env.data
         unknown = set(cmd.changes) - EDITABLE_FIELDS
         if unknown:
             raise AppendRejected(f"unknown block field(s): {', '.join(sorted(unknown))}", 422)
+        return await self._change(env, cmd.block_id, lambda _block: cmd.changes, None)
 
+    async def restore_version(self, env: Envelope[Any]) -> Reply:
+        """Bring back version n's fields as a new version; history is never rewritten."""
+        cmd: RestoreBlockVersion = env.data
+        rows = await self.s.pool.fetch(
+            "SELECT version, changes FROM block_versions WHERE block_id = $1 AND version <= $2"
+            " ORDER BY version",
+            cmd.block_id,
+            cmd.version,
+        )
+        if not rows or rows[-1]["version"] != cmd.version:
+            raise AppendRejected(f"block {cmd.block_id} has no version {cmd.version}", 404)
+        # Version 1 holds the whole spec; each later one only what changed.
+        state: dict[str, Any] = {}
+        for r in rows:
+            state |= {k: v for k, v in r["changes"].items() if k in EDITABLE_FIELDS}
+
+        def changes_for(block: dict[str, Any]) -> dict[str, Any]:
+            return {f: v for f, v in state.items() if block[f] != v}
+
+        return await self._change(env, cmd.block_id, changes_for, cmd.version)
+
+    async def _change(
+        self,
+        env: Envelope[Any],
+        block_id: str,
+        changes_for: Any,
+        restored_from: int | None,
+    ) -> Reply:
         async def decide(last: int) -> Envelope[Any] | None:
-            block = await self._fresh_block(cmd.block_id, last)
+            block = await self._fresh_block(block_id, last)
             if block is None:
-                raise AppendRejected(f"block {cmd.block_id} not found", 404)
-            merged = {f: block[f] for f in EDITABLE_FIELDS} | cmd.changes
+                raise AppendRejected(f"block {block_id} not found", 404)
+            changes: dict[str, Any] = changes_for(block)
+            merged = {f: block[f] for f in EDITABLE_FIELDS} | changes
             try:
                 spec = BlockSpec.model_validate(merged)
             except ValidationError as exc:
@@ -79,24 +129,25 @@ class MemoryCommands:
                     f"{spec.limit}",
                     400,
                 )
+            if "label" in changes and changes["label"] != block["label"]:
+                await self._label_free(block_id, spec.label)
             return env.caused(
                 BlockUpdated(
-                    block_id=cmd.block_id,
+                    block_id=block_id,
                     version=block["version"] + 1,
-                    changes=spec.model_dump(mode="json", include=set(cmd.changes)),
+                    changes=spec.model_dump(mode="json", include=set(changes)),
                     actor="api",
+                    restored_from=restored_from,
                 ),
-                aggregate_id=cmd.block_id,
+                aggregate_id=block_id,
                 producer=PRODUCER,
                 id=derived_id("evt", env.id),
             )
 
-        appended = await self.s.eventlog.append_decided(
-            subjects.block_subject(cmd.block_id), decide
-        )
+        appended = await self.s.eventlog.append_decided(subjects.block_subject(block_id), decide)
         assert appended is not None
         await self._applied(appended.seq)
-        return Reply(ok=True, seq=appended.seq, result={"block_id": cmd.block_id})
+        return Reply(ok=True, seq=appended.seq, result={"block_id": block_id})
 
     async def delete_block(self, env: Envelope[Any]) -> Reply:
         cmd: DeleteBlock = env.data

@@ -78,7 +78,8 @@ async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
         return
     await conn.execute(
         "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
-        " created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
+        " created_at, tool_name, restored_from) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
+        " ON CONFLICT DO NOTHING",
         e.block_id,
         e.version,
         value,
@@ -87,6 +88,8 @@ async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
         e.agent_id,
         rec.seq,
         rec.envelope.time,
+        e.tool_name,
+        e.restored_from,
     )
 
 

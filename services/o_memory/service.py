@@ -6,11 +6,24 @@ import msgpack
 from faststream.nats import NatsMessage
 
 from o_contracts import subjects
-from o_contracts.commands import CreateBlock, DeleteBlock, RunMemoryTool, UpdateBlock
+from o_contracts.commands import (
+    CreateBlock,
+    DeleteBlock,
+    DeletePassage,
+    InsertPassage,
+    ReflectOnMemories,
+    RestoreBlockVersion,
+    RunMemoryTool,
+    UpdateBlock,
+)
+from o_contracts.requests import ArchivalResults, SearchArchival, first_error
+from o_memory.archival_handlers import ArchivalCommands
+from o_memory.archival_projection import archival
 from o_memory.blocks import agent_blocks
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
+from o_runtime.eventlog import AppendRejected
 from o_runtime.projector import Projector
 from o_runtime.service import Service
 
@@ -20,7 +33,9 @@ class MemoryService(Service):
 
     async def setup(self) -> None:
         Projector(memory, self.pool, self.eventlog).subscribe(self.broker)
+        Projector(archival, self.pool, self.eventlog).subscribe(self.broker)
         cmds = MemoryCommands(self)
+        self.archival = ArchivalCommands(self)
         CommandConsumer(
             self.eventlog,
             "memory",
@@ -30,11 +45,18 @@ class MemoryService(Service):
                 UpdateBlock: cmds.update_block,
                 DeleteBlock: cmds.delete_block,
                 RunMemoryTool: cmds.run_memory_tool,
+                RestoreBlockVersion: cmds.restore_version,
+                InsertPassage: self.archival.insert_passage,
+                DeletePassage: self.archival.delete_passage,
+                ReflectOnMemories: self.archival.reflect,
             },
         ).subscribe(self.broker)
         self.broker.subscriber(
             subjects.MEMORY_READ_CORE, queue="memory", title="core memory of an agent"
         )(self.read_core_memory)
+        self.broker.subscriber(
+            subjects.MEMORY_SEARCH_ARCHIVAL, queue="memory", title="archival memory search"
+        )(self.search_archival)
 
     async def read_core_memory(self, body: bytes, msg: NatsMessage) -> bytes:
         """Request: msgpack {agent_id, min_seq}; reply: msgpack list of the agent's blocks."""
@@ -46,3 +68,15 @@ class MemoryService(Service):
             b.pop("created_at"), b.pop("updated_at")
         packed: bytes = msgpack.packb(blocks, use_bin_type=True)
         return packed
+
+    async def search_archival(self, body: bytes, msg: NatsMessage) -> bytes:
+        """Request: msgpack SearchArchival; reply: msgpack ArchivalResults (errors included)."""
+        try:
+            request = SearchArchival.model_validate(msgpack.unpackb(body, raw=False))
+        except Exception as exc:  # malformed msgpack or a ValidationError
+            return ArchivalResults(ok=False, status=422, error=first_error(exc)).encode()
+        try:
+            results = await self.archival.search(request)
+        except AppendRejected as exc:
+            return ArchivalResults(ok=False, status=exc.status, error=exc.reason).encode()
+        return ArchivalResults(ok=True, results=results).encode()

@@ -87,7 +87,71 @@ def memory_rethink(block: BlockView, args: dict[str, Any]) -> str:
     return _str_arg(args, "new_memory")
 
 
+def _hunks(patch: str) -> list[list[str]]:
+    hunks: list[list[str]] = []
+    current: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith(("***", "---", "+++")):
+            continue  # diff headers say nothing about the content
+        if line.startswith("@@"):
+            if current:
+                hunks.append(current)
+            current = []
+        elif line.startswith((" ", "-", "+")):
+            current.append(line)
+        elif not line.strip():
+            current.append(" ")  # a blank context line
+    if current:
+        hunks.append(current)
+    return hunks
+
+
+def memory_apply_patch(block: BlockView, args: dict[str, Any]) -> str:
+    """A simplified unified diff anchored on content, not line numbers (Letta's format).
+
+    Hunks apply in order to the rolling text; each hunk's context and removed
+    lines must occur exactly once. Any failing hunk fails the whole patch.
+    """
+    patch = _str_arg(args, "patch")
+    if "*** Add Block:" in patch or "*** Delete Block:" in patch:
+        raise MemoryToolError(
+            "multi-block patches (*** Add Block / *** Delete Block) are not supported; "
+            "patch one block, named by label"
+        )
+    hunks = _hunks(patch)
+    if not hunks:
+        raise MemoryToolError(
+            "No applicable hunks found in patch: lines must start with ' ', '-' or '+'"
+        )
+    lines = block.value.split("\n")
+    for n, hunk in enumerate(hunks, 1):
+        expected = [h[1:] for h in hunk if h[0] in " -"]
+        replacement = [h[1:] for h in hunk if h[0] in " +"]
+        if not expected:
+            lines = [*lines, *replacement] if block.value else replacement
+            continue
+        starts = [
+            i
+            for i in range(len(lines) - len(expected) + 1)
+            if lines[i : i + len(expected)] == expected
+        ]
+        if not starts:
+            raise MemoryToolError(
+                f"Failed to apply patch: hunk {n}'s context was not found in memory block "
+                f"'{block.label}'. Expected:\n" + "\n".join(expected[:4])
+            )
+        if len(starts) > 1:
+            raise MemoryToolError(
+                f"Failed to apply patch: hunk {n}'s context matches {len(starts)} places in "
+                f"memory block '{block.label}'; add more surrounding context"
+            )
+        i = starts[0]
+        lines = lines[:i] + replacement + lines[i + len(expected) :]
+    return "\n".join(lines)
+
+
 EDITS: dict[str, Callable[[BlockView, dict[str, Any]], str]] = {
+    "memory_apply_patch": memory_apply_patch,
     "core_memory_append": core_memory_append,
     "core_memory_replace": core_memory_replace,
     "memory_replace": memory_replace,

@@ -23,6 +23,7 @@ from o_runtime.supervisor import read_endpoints
 PROJECTIONS = {
     "agents": "o_gateway.projections:agents",
     "memory": "o_memory.projections:memory",
+    "archival": "o_memory.archival_projection:archival",
     "runs": "o_executor.projections:runs",
     "tools": "o_gateway.tools_projection:tools",
 }

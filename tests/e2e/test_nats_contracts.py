@@ -131,3 +131,70 @@ async def test_a_malformed_command_is_dead_lettered_and_the_consumer_goes_on(
         await nc.close()
     human = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
     assert human["value"] == "Name: Ada"
+
+
+async def test_an_external_publisher_adds_and_searches_archival_memory(
+    system: System, llm: FakeOpenAI
+) -> None:
+    from o_contracts.commands import InsertPassage
+    from o_contracts.events import PassageInserted
+    from o_contracts.requests import ArchivalResults, SearchArchival
+
+    agent = await new_agent(system, embedding="openai/text-embedding-3-small")
+    nc = await nats.connect(system.env["NATS_URL"])
+    js = nc.jetstream()
+    try:
+        events = await js.subscribe(
+            subjects.archival_subject(agent["id"]),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=nats.js.api.DeliverPolicy.NEW,
+        )
+        inbox = nc.new_inbox()
+        replies = await nc.subscribe(inbox, max_msgs=2)
+        for text in ("ticket ZX-991 is about the broken lift", " "):
+            command = Envelope.wrap(
+                InsertPassage(
+                    agent_id=agent["id"], passage_id=new_id("passage"), text=text, importance=6
+                ),
+                aggregate_id=agent["id"],
+                producer="partner-system",
+            )
+            await js.publish(
+                subjects.memory_command_subject(agent["id"]),
+                command.encode(),
+                stream=subjects.COMMANDS_STREAM,
+                headers={"Nats-Msg-Id": command.id, "O-Reply-To": inbox},
+            )
+            reply = decode_reply((await replies.next_msg(timeout=30)).data)
+            if text.strip():
+                assert reply.ok and reply.result
+                assert reply.result["passage"]["text"] == text
+            else:
+                assert not reply.ok and reply.error == "text must not be empty"
+        inserted = decode((await events.next_msg(timeout=10)).data).data
+        assert isinstance(inserted, PassageInserted)
+        assert inserted.passage.embedding_model == "openai/text-embedding-3-small"
+        assert inserted.passage.importance_source == "caller"
+        found = ArchivalResults.decode(
+            (
+                await nc.request(
+                    subjects.MEMORY_SEARCH_ARCHIVAL,
+                    SearchArchival(agent_id=agent["id"], query="ZX-991", top_k=1).encode(),
+                    timeout=30,
+                )
+            ).data
+        )
+        assert found.ok and [r["text"] for r in found.results] == [
+            "ticket ZX-991 is about the broken lift"
+        ]
+        refused = ArchivalResults.decode(
+            (
+                await nc.request(
+                    subjects.MEMORY_SEARCH_ARCHIVAL, msgpack.packb({"agent_id": "x"}), timeout=30
+                )
+            ).data
+        )
+        assert not refused.ok and refused.status == 422 and "query" in (refused.error or "")
+    finally:
+        await nc.close()

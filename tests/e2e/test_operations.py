@@ -23,8 +23,14 @@ TABLES = {
     "messages": "id",
     "runs": "id",
     "tools": "id",
+    "passages": "id",
     "projection_checkpoints": "projection",
 }
+
+
+def _plain(value: Any) -> Any:
+    # pgvector values come back as numpy arrays, which do not compare with ==.
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 async def snapshot(dsn: str) -> dict[str, list[dict[str, Any]]]:
@@ -36,7 +42,7 @@ async def snapshot(dsn: str) -> dict[str, list[dict[str, Any]]]:
             # updated_at of the checkpoint row is bookkeeping, not state.
             out[table] = [
                 {
-                    k: v
+                    k: _plain(v)
                     for k, v in r.items()
                     if k != "updated_at" or table != "projection_checkpoints"
                 }
@@ -56,14 +62,23 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         },
     )
     assert tool.status_code == 200, tool.text
-    agent = await new_agent(system, tool_ids=[tool.json()["id"]])
+    agent = await new_agent(
+        system, tool_ids=[tool.json()["id"]], embedding="openai/text-embedding-3-small"
+    )
     llm.push(
         Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "rebuild me"})]),
         Reply(content="ok"),
     )
     await send(system, agent["id"], "before the rebuild")
+    archive = f"/v1/agents/{agent['id']}/archival-memory"
+    for text in ("rebuild keeps vectors", "rebuild keeps access times"):
+        inserted = await system.http.post(archive, json={"text": text, "importance": 4})
+        assert inserted.status_code == 200, inserted.text
+    found = await system.http.get(f"{archive}/search", params={"query": "rebuild"})
+    assert found.json()["count"] == 2
+    await wait_for_access_recorded(system, archive)
     before = await snapshot(system.env["DATABASE_URL"])
-    assert before["messages"] and before["runs"] and before["agents"]
+    assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -77,6 +92,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     assert proc.returncode == 0, err.decode()
     assert {line.split(":")[0] for line in out.decode().splitlines()} == {
         "agents",
+        "archival",
         "memory",
         "runs",
         "tools",
@@ -88,6 +104,16 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     llm.push(Reply(content="still here"))
     result = await send(system, agent["id"], "after the rebuild")
     assert result["messages"][0]["content"] == "still here"
+
+
+async def wait_for_access_recorded(system: System, archive: str) -> None:
+    """Searches record access asynchronously (one PassagesAccessed event); wait for it."""
+    async with asyncio.timeout(10):
+        while True:
+            rows = (await system.http.get(archive)).json()
+            if all(r["metadata"]["last_accessed_at"] > r["created_at"] for r in rows):
+                return
+            await asyncio.sleep(0.05)
 
 
 async def test_unknown_projection_is_refused(system: System) -> None:

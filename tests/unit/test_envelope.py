@@ -140,6 +140,7 @@ def test_encode_wire_keys() -> None:
             "actor": "agent",
             "agent_id": "agent-1",
             "tool_name": "memory_replace",
+            "restored_from": None,
         },
     }
 

@@ -34,6 +34,7 @@ def test_edits_registry_names() -> None:
         "memory_replace",
         "memory_insert",
         "memory_rethink",
+        "memory_apply_patch",
     }
 
 
@@ -357,3 +358,38 @@ def test_edits_do_not_mutate_the_view() -> None:
 )
 def test_block_errors_name_the_label(tool: str, block: BlockView, args: dict[str, Any]) -> None:
     assert "memory block 'lbl'" in error(tool, block, **args)
+
+
+def _patch(value: str, patch: str, limit: int = 1000) -> str:
+
+    return apply_edit(
+        "memory_apply_patch", BlockView("human", value, limit, False), {"patch": patch}
+    )
+
+
+def test_apply_patch_replaces_anchored_lines() -> None:
+    value = "Name: Sam\nLikes: tea\nCity: Oslo"
+    patch = "@@\n Name: Sam\n-Likes: tea\n+Likes: coffee\n+Pet: cat\n"
+    assert _patch(value, patch) == "Name: Sam\nLikes: coffee\nPet: cat\nCity: Oslo"
+
+
+def test_apply_patch_hunks_apply_in_order_and_pure_additions_append() -> None:
+    value = "a\nb\nc"
+    patch = "@@\n-a\n+A\n@@\n-c\n+C\n@@\n+d"
+    assert _patch(value, patch) == "A\nb\nC\nd"
+
+
+@pytest.mark.parametrize(
+    ("value", "patch", "why"),
+    [
+        ("a\nb", "-x\n+y", "not found"),
+        ("a\na", "-a\n+b", "matches 2 places"),
+        ("a", "just words", "No applicable hunks"),
+        ("a", "*** Add Block: x\n+y", "multi-block"),
+        ("a", "@@\n-a\n+bbbbbbbbbbbbbbbbbbbb", "full"),
+    ],
+)
+def test_apply_patch_failures_change_nothing(value: str, patch: str, why: str) -> None:
+
+    with pytest.raises(MemoryToolError, match=why):
+        _patch(value, patch, limit=10)

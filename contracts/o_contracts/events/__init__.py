@@ -9,6 +9,12 @@ from o_contracts.events.agents import (
     ToolAttached,
     ToolDetached,
 )
+from o_contracts.events.archival import (
+    MemoriesReflected,
+    PassageDeleted,
+    PassageInserted,
+    PassagesAccessed,
+)
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.runs import (
     ContextSummarized,
@@ -34,6 +40,10 @@ __all__ = [
     "BlockUpdated",
     "ContextSummarized",
     "LLMResponded",
+    "MemoriesReflected",
+    "PassageDeleted",
+    "PassageInserted",
+    "PassagesAccessed",
     "RunCancellationRequested",
     "RunCompleted",
     "RunQueued",

@@ -23,6 +23,8 @@ class BlockUpdated(Event):
     actor: Literal["api", "agent"] = "api"
     agent_id: str | None = None
     tool_name: str | None = None
+    # Set when this version brings back an earlier one (POST .../versions/{n}/restore).
+    restored_from: int | None = None
 
 
 class BlockDeleted(Event):

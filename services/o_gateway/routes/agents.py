@@ -14,6 +14,7 @@ from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
 from o_contracts.ids import new_id
+from o_contracts.memory_stream import InvalidStreamSettings, StreamSettings
 from o_contracts.models import BlockSpec, ToolRule
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import InvalidToolRule, validate_rules
@@ -137,6 +138,15 @@ def secrets_of(env: dict[str, str] | None, secrets: dict[str, str] | None) -> di
         raise HTTPException(400, str(exc)) from exc
 
 
+def checked_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """Metadata as given; its memory-stream settings (archival ranking) must be valid."""
+    try:
+        StreamSettings.from_metadata(metadata)
+    except InvalidStreamSettings as exc:
+        raise HTTPException(400, str(exc)) from exc
+    return metadata or {}
+
+
 @route(router, "POST", "/v1/agents/")
 async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
     if body.llm_config:
@@ -184,7 +194,7 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         tool_rules=[ToolRule.model_validate(r) for r in checked_rules(body.tool_rules)],
         block_ids=new_block_ids + block_ids,
         tags=body.tags,
-        metadata=body.metadata or {},
+        metadata=checked_metadata(body.metadata),
         description=body.description,
         timezone=body.timezone or "UTC",
         tool_ids=tool_ids,
@@ -259,6 +269,8 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
     for key in ("name", "system", "tags", "metadata", "description", "timezone"):
         if key in fields and fields[key] is not None:
             changes[key] = fields[key]
+    if "metadata" in changes:
+        checked_metadata(changes["metadata"])
     if body.tool_rules is not None:
         changes["tool_rules"] = checked_rules(body.tool_rules)
     if body.llm_config is not None:
@@ -271,11 +283,15 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
         changes["embedding_config"] = body.embedding_config
     if body.block_ids is not None:
         ids = [checked_id(b, "block") for b in body.block_ids]
-        found = await gw.pool.fetch("SELECT id FROM blocks WHERE id = ANY($1)", ids)
+        found = await gw.pool.fetch("SELECT id, label FROM blocks WHERE id = ANY($1)", ids)
         missing = set(ids) - {r["id"] for r in found}
         if missing:
             raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
-        changes["block_ids"] = ids
+        labels = [r["label"] for r in found]
+        clash = sorted({label for label in labels if labels.count(label) > 1})
+        if clash:
+            raise HTTPException(409, f"block_ids hold two blocks labelled '{clash[0]}'")
+        changes["block_ids"] = list(dict.fromkeys(ids))
     if body.tool_ids is not None:
         # Letta's update replaces the agent's whole tool list.
         changes["tools"], changes["tool_ids"] = await resolve_tools(gw, [], [], body.tool_ids)
@@ -299,5 +315,5 @@ async def delete_agent(agent_id: str, gw: GW) -> dict[str, Any]:
         return AgentDeleted(agent_id=agent_id)
 
     seq = await change_agent(gw, agent_id, event_for)
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, "agents", "memory", "archival")
     return {"message": f"Agent id={agent_id} successfully deleted"}

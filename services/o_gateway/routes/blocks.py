@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from o_contracts.commands import CreateBlock, DeleteBlock, UpdateBlock
+from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.events import BlockAttached, BlockDetached
 from o_contracts.ids import new_id
 from o_gateway import render
@@ -144,3 +144,43 @@ async def detach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     seq = await change_agent(gw, agent_id, event_for)
     await gw.visible(seq, "agents", "memory")
     return await agent_state(gw, agent_id)
+
+
+# Block history: an O extension. Every change is a BlockUpdated event, so every
+# version is kept; restoring one appends a new version with its fields.
+
+
+@route(router, "GET", "/v1/blocks/{block_id}/versions")
+async def list_versions(block_id: str, gw: GW) -> list[dict[str, Any]]:
+    await block_row(gw, checked_id(block_id, "block"))
+    rows = await gw.pool.fetch(
+        "SELECT version, value, changes, actor, agent_id, tool_name, restored_from, created_at"
+        " FROM block_versions WHERE block_id = $1 ORDER BY version",
+        block_id,
+    )
+    return [
+        {
+            "block_id": block_id,
+            "version": r["version"],
+            "value": r["value"],
+            "changes": r["changes"],
+            "actor": r["actor"],
+            "agent_id": r["agent_id"],
+            "tool_name": r["tool_name"],
+            "restored_from": r["restored_from"],
+            "created_at": r["created_at"].isoformat(),
+        }
+        for r in rows
+    ]
+
+
+@route(router, "POST", "/v1/blocks/{block_id}/versions/{version}/restore")
+async def restore_version(block_id: str, version: int, gw: GW) -> dict[str, Any]:
+    await block_row(gw, checked_id(block_id, "block"))
+    if version < 1:
+        raise HTTPException(422, "version must be >= 1")
+    reply = await memory_command(
+        gw, RestoreBlockVersion(block_id=block_id, version=version), block_id
+    )
+    await gw.visible(reply.seq, "memory")
+    return render.block(await block_row(gw, block_id))

@@ -1,0 +1,88 @@
+"""Request/reply reads over core NATS (not persisted): their payloads, MessagePack.
+
+`SearchArchival` goes to `o.rpc.memory.archival_search`; the answer is an
+`ArchivalResults`. Both the gateway's search route and the agents'
+`archival_memory_search` tool use it, so both validate the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgpack
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class SearchArchival(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str
+    query: str
+    tags: list[str] = Field(default_factory=list)
+    tag_match_mode: Literal["any", "all"] = "any"
+    top_k: int = Field(default=10, ge=1, le=100)
+    start_datetime: datetime | None = None
+    end_datetime: datetime | None = None
+    # "stream": recency + importance + relevance (the default); "relevance": relevance only.
+    ranking: Literal["stream", "relevance"] = "stream"
+    # Read-your-writes: wait until the archival projection has applied this sequence.
+    min_seq: int = 0
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query must not be empty")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_not_blank(cls, v: list[str]) -> list[str]:
+        if any(not t.strip() for t in v):
+            raise ValueError("tags must be non-empty strings")
+        return v
+
+    @field_validator("start_datetime", "end_datetime")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        # A date without a zone is read as UTC, as Letta does.
+        return v.replace(tzinfo=UTC) if v is not None and v.tzinfo is None else v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SearchArchival:
+        if self.start_datetime and self.end_datetime and self.start_datetime > self.end_datetime:
+            raise ValueError("start_datetime is after end_datetime")
+        return self
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+
+def first_error(exc: Exception) -> str:
+    """A pydantic ValidationError as one line a person (or a model) can act on."""
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    err = errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+class ArchivalResults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    status: int = 200
+    error: str | None = None
+    results: list[dict[str, Any]] = Field(default_factory=list)
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> ArchivalResults:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))

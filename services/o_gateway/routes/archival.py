@@ -1,0 +1,188 @@
+"""Archival memory: `/v1/agents/{agent_id}/archival-memory` (Letta v1 shapes).
+
+Writes go to the memory service as commands; search is a request to it
+(it embeds the query and records which passages it returned); listing reads
+the memory service's projection.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import Field
+
+from o_contracts import subjects
+from o_contracts.commands import DeletePassage, InsertPassage
+from o_contracts.ids import new_id
+from o_contracts.requests import ArchivalResults, SearchArchival, first_error
+from o_gateway.commands import memory_command
+from o_gateway.routes.paths import route
+from o_gateway.schemas import Body
+from o_gateway.state import Gateway, checked_id, gateway
+
+router = APIRouter()
+GW = Annotated[Gateway, Depends(gateway)]
+SEARCH_TIMEOUT = 30.0
+# An insert may wait for the agent's LLM to rate importance and, the first time,
+# for the local embedding model to load.
+INSERT_TIMEOUT = 90.0
+
+
+class CreatePassageBody(Body):
+    text: str = Field(min_length=1)
+    tags: list[str] | None = None
+    created_at: datetime | None = None
+    # O extension: importance 1-10; without it the agent's LLM rates the memory.
+    importance: int | None = Field(default=None, ge=1, le=10)
+
+
+def passage(row: dict[str, Any], embedding_config: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "text": row["text"],
+        "tags": list(row["tags"]),
+        "created_at": _iso(row["created_at"]),
+        "updated_at": _iso(row["created_at"]),
+        "agent_id": row["agent_id"],
+        "archive_id": None,
+        "source_id": None,
+        "file_id": None,
+        "file_name": None,
+        "is_deleted": False,
+        "embedding": None,
+        "embedding_config": embedding_config,
+        "created_by_id": None,
+        "last_updated_by_id": None,
+        "metadata": {
+            "importance": row["importance"],
+            "importance_source": row["importance_source"],
+            "kind": row["kind"],
+            "sources": list(row["sources"]),
+            "embedding_model": row["embedding_model"],
+            "last_accessed_at": _iso(row["last_accessed_at"]),
+        },
+    }
+
+
+def _iso(value: Any) -> str:
+    return value if isinstance(value, str) else str(value.isoformat())
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/archival-memory")
+async def insert(agent_id: str, body: CreatePassageBody, gw: GW) -> list[dict[str, Any]]:
+    agent = await gw.agent_row(checked_id(agent_id, "agent"))
+    if not body.text.strip():
+        raise HTTPException(400, "text must not be empty")
+    reply = await memory_command(
+        gw,
+        InsertPassage(
+            agent_id=agent_id,
+            passage_id=new_id("passage"),
+            text=body.text,
+            tags=body.tags or [],
+            created_at=body.created_at,
+            importance=body.importance,
+        ),
+        agent_id,
+        timeout=INSERT_TIMEOUT,
+    )
+    await gw.visible(reply.seq, "archival")
+    return [passage((reply.result or {})["passage"], agent["embedding_config"])]
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/archival-memory")
+async def list_passages(
+    agent_id: str,
+    gw: GW,
+    after: str | None = None,
+    before: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    search: str | None = None,
+    ascending: bool = True,
+) -> list[dict[str, Any]]:
+    agent = await gw.agent_row(checked_id(agent_id, "agent"))
+    where = ["agent_id = $1"]
+    args: list[object] = [agent_id]
+    if search:
+        args.append(f"%{search}%")
+        where.append(f"text ILIKE ${len(args)}")
+    for cursor, op in ((after, ">" if ascending else "<"), (before, "<" if ascending else ">")):
+        if cursor:
+            checked_id(cursor, "passage")
+            args.append(cursor)
+            where.append(
+                f"(created_at, id) {op}"
+                f" (SELECT created_at, id FROM passages WHERE id = ${len(args)})"
+            )
+    direction = "ASC" if ascending else "DESC"
+    args.append(limit)
+    rows = await gw.pool.fetch(
+        "SELECT id, agent_id, text, tags, importance, importance_source, kind, sources,"
+        " embedding_model, created_at, last_accessed_at FROM passages"
+        f" WHERE {' AND '.join(where)} ORDER BY created_at {direction}, id {direction}"
+        f" LIMIT ${len(args)}",
+        *args,
+    )
+    return [passage(dict(r), agent["embedding_config"]) for r in rows]
+
+
+@route(router, "GET", "/v1/agents/{agent_id}/archival-memory/search")
+async def search(
+    agent_id: str,
+    gw: GW,
+    query: str,
+    tags: Annotated[list[str] | None, Query()] = None,
+    tag_match_mode: Literal["any", "all"] = "any",
+    top_k: Annotated[int | None, Query(ge=1, le=100)] = None,
+    start_datetime: datetime | None = None,
+    end_datetime: datetime | None = None,
+    # O extension: "relevance" ranks by relevance alone, ignoring recency and importance.
+    ranking: Literal["stream", "relevance"] = "stream",
+) -> dict[str, Any]:
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    try:
+        request = SearchArchival(
+            agent_id=agent_id,
+            query=query,
+            tags=tags or [],
+            tag_match_mode=tag_match_mode,
+            top_k=top_k or 10,
+            start_datetime=start_datetime,
+            end_datetime=end_datetime,
+            ranking=ranking,
+        )
+    except ValueError as exc:
+        raise HTTPException(422, first_error(exc)) from exc
+    results = await search_archival(gw, request)
+    return {
+        "results": [
+            {"id": r["id"], "timestamp": r["created_at"], "content": r["text"], "tags": r["tags"]}
+            for r in results
+        ],
+        "count": len(results),
+    }
+
+
+async def search_archival(gw: Gateway, request: SearchArchival) -> list[dict[str, Any]]:
+    try:
+        msg = await gw.eventlog.nc.request(
+            subjects.MEMORY_SEARCH_ARCHIVAL, request.encode(), timeout=SEARCH_TIMEOUT
+        )
+    except TimeoutError as exc:
+        raise HTTPException(504, "the memory service did not answer the search in time") from exc
+    answer = ArchivalResults.decode(msg.data)
+    if not answer.ok:
+        raise HTTPException(answer.status, answer.error or "search failed")
+    return answer.results
+
+
+@route(router, "DELETE", "/v1/agents/{agent_id}/archival-memory/{memory_id}")
+async def delete(agent_id: str, memory_id: str, gw: GW) -> None:
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    checked_id(memory_id, "passage")
+    reply = await memory_command(
+        gw, DeletePassage(agent_id=agent_id, passage_id=memory_id), agent_id
+    )
+    await gw.visible(reply.seq, "archival")

@@ -1,0 +1,182 @@
+"""Archival search over the projection: hybrid candidates, then memory-stream ranking.
+
+Candidates come from two lists, each filtered by agent, tags and dates:
+nearest neighbours by cosine distance (HNSW) and Postgres full-text matches
+(so exact names and codes such as "XK-4471" are found even when their
+embedding is unremarkable). The two are fused into one relevance per
+candidate; memory-stream scoring (stream.py) then ranks the candidates.
+
+Fusion is a convex combination of scores by default: cosine similarity plus
+TEXT_WEIGHT x the full-text rank scaled to the best match. Reciprocal rank
+fusion ("rrf") is kept as an option. Both find exact codes; the difference is
+what the memory stream does next: it min-max normalises relevance over the
+candidates, and RRF's rank-only scores (1/61, 1/62, ...) make the tenth-best
+candidate look almost as relevant as the best, so recency and importance
+swamp relevance. Scores keep the gaps between a real answer and a passage
+that merely shares a name (`make bench` measures both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg
+
+from o_memory.stream import Candidate, Scored, StreamSettings, rank
+
+# Dimensions with an HNSW index (migration 0010); others are scanned exactly.
+INDEXED_DIMS = (384, 1536)
+RRF_K = 60
+CANDIDATES_PER_LIST = 40
+TEXT_WEIGHT = 0.3
+TEXT_MATCH_CAP = 300
+Fusion = Literal["convex", "rrf"]
+
+PASSAGE_COLUMNS = (
+    "id, agent_id, text, tags, importance, importance_source, kind, sources, embedding_model,"
+    " created_at, last_accessed_at"
+)
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    tags: list[str] = field(default_factory=list)
+    tag_match_mode: Literal["any", "all"] = "any"
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    row: dict[str, Any]
+    scored: Scored
+    cosine: float | None
+
+
+def _filters(f: SearchFilter, args: list[Any]) -> str:
+    sql = ""
+    if f.tags:
+        args.append(f.tags)
+        sql += f" AND tags {'@>' if f.tag_match_mode == 'all' else '&&'} ${len(args)}"
+    if f.start:
+        args.append(f.start)
+        sql += f" AND created_at >= ${len(args)}"
+    if f.end:
+        args.append(f.end)
+        sql += f" AND created_at <= ${len(args)}"
+    return sql
+
+
+def candidates_sql(dim: int, where: str, with_text: bool) -> str:
+    """Both candidate lists and their details in one statement.
+
+    $1 agent id, $2 embedding model, $3 query vector, $4 the OR-tsquery text.
+    """
+    # The cast and the `dim = <literal>` predicate must appear literally for
+    # the planner to use the partial expression index.
+    col = f"embedding::vector({dim})" if dim in INDEXED_DIMS else "embedding"
+    text = (
+        # Only the newest TEXT_MATCH_CAP matches are ranked: a word common in
+        # the archive can match a fifth of 100k passages, and ranking them all
+        # costs ~100 ms. Rare words (names, codes) match fewer; all are ranked.
+        " m AS (SELECT id, tsv, created_at FROM passages"
+        f"  WHERE agent_id = $1 AND tsv @@ to_tsquery('simple', $4){where}"
+        f"  ORDER BY created_at DESC LIMIT {TEXT_MATCH_CAP}),"
+        " t AS (SELECT id, ts_rank_cd(tsv, to_tsquery('simple', $4)) AS rank FROM m"
+        f"  ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST})"
+        if with_text
+        else " t AS (SELECT NULL::text AS id, NULL::real AS rank WHERE $4::text IS NULL)"
+    )
+    return (
+        f"WITH v AS (SELECT id, {col} <=> $3::vector({dim}) AS distance FROM passages"
+        f"  WHERE dim = {dim} AND agent_id = $1 AND embedding_model = $2{where}"
+        f"  ORDER BY {col} <=> $3::vector({dim}) LIMIT {CANDIDATES_PER_LIST}),"
+        f"{text}"
+        f" SELECT {', '.join('p.' + c.strip() for c in PASSAGE_COLUMNS.split(','))},"
+        " t.rank AS text_rank,"
+        " CASE WHEN v.id IS NOT NULL THEN 1 - v.distance"
+        f"  WHEN p.dim = {dim} AND p.embedding_model = $2 THEN 1 - (p.embedding <=> $3::vector)"
+        "  ELSE 0 END AS cosine,"
+        " v.id IS NOT NULL AS by_vector"
+        " FROM passages p LEFT JOIN v ON v.id = p.id LEFT JOIN t ON t.id = p.id"
+        " WHERE p.id IN (SELECT id FROM v UNION ALL SELECT id FROM t)"
+    )
+
+
+def fuse(*ranked: list[str]) -> dict[str, float]:
+    """Reciprocal rank fusion: sum of 1 / (k + rank) over the lists an item is in."""
+    fused: dict[str, float] = {}
+    for ids in ranked:
+        for i, pid in enumerate(ids):
+            fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + i + 1)
+    return fused
+
+
+def relevance(
+    cosine: dict[str, float], text: list[tuple[str, float]], vector_ids: list[str], fusion: Fusion
+) -> dict[str, float]:
+    if fusion == "rrf":
+        return fuse(vector_ids, [pid for pid, _ in text])
+    best = max((r for _, r in text), default=0.0) or 1.0
+    text_score = {pid: r / best for pid, r in text}
+    return {pid: cos + TEXT_WEIGHT * text_score.get(pid, 0.0) for pid, cos in cosine.items()}
+
+
+async def search(
+    pool: asyncpg.Pool,
+    agent_id: str,
+    *,
+    query: str,
+    model: str,
+    vector: list[float],
+    filters: SearchFilter,
+    settings: StreamSettings,
+    top_k: int,
+    now: datetime,
+    fusion: Fusion = "convex",
+) -> list[Hit]:
+    async with pool.acquire() as conn:
+        # iterative_scan: with filters, keep walking the HNSW graph until
+        # enough rows pass them (pgvector >= 0.8). force_custom_plan: how many
+        # passages a word matches decides the plan, so never reuse a generic
+        # one. (The pool resets session settings when a connection is released.)
+        await conn.execute(
+            "SET hnsw.iterative_scan = relaxed_order; SET plan_cache_mode = force_custom_plan"
+        )
+        # Any query word may match (OR), ranked by cover density: a question
+        # rarely contains every word of the passage that answers it.
+        tsquery = await conn.fetchval(
+            "SELECT array_to_string(ARRAY(SELECT quote_literal(l) FROM"
+            " unnest(tsvector_to_array(to_tsvector('english', $1))) l), ' | ')",
+            query,
+        )
+        args: list[Any] = [agent_id, model, vector, tsquery or None]
+        sql = candidates_sql(len(vector), _filters(filters, args), bool(tsquery))
+        rows = [dict(r) for r in await conn.fetch(sql, *args)]
+    by_id = {r["id"]: r for r in rows}
+    cosine = {r["id"]: float(r["cosine"]) for r in rows}
+    text = sorted(
+        ((r["id"], float(r["text_rank"])) for r in rows if r["text_rank"] is not None),
+        key=lambda t: -t[1],
+    )
+    nearest = sorted((r["id"] for r in rows if r["by_vector"]), key=lambda pid: -cosine[pid])
+    rel = relevance(cosine, text, nearest, fusion)
+    candidates = [
+        Candidate(pid, rel[pid], r["importance"], r["last_accessed_at"])
+        for pid, r in by_id.items()
+        if pid in rel
+    ]
+    ranked = rank(candidates, settings, now)[:top_k]
+    return [Hit(by_id[s.id], s, cosine.get(s.id)) for s in ranked]
+
+
+async def unreflected(pool: asyncpg.Pool, agent_id: str) -> tuple[int, list[dict[str, Any]]]:
+    """Summed importance of memories not reflected on yet, and those memories."""
+    rows = await pool.fetch(
+        "SELECT id, text, importance, seq FROM passages"
+        " WHERE agent_id = $1 AND kind = 'memory' AND NOT reflected ORDER BY seq",
+        agent_id,
+    )
+    return sum(r["importance"] for r in rows), [dict(r) for r in rows]

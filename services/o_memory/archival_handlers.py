@@ -1,0 +1,240 @@
+"""Archival memory commands and the search request: the memory service decides and appends.
+
+A passage's embedding and importance are computed before its event is
+appended and travel inside it; see o_contracts.events.archival for why.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from statistics import mean
+from typing import Any
+
+from o_contracts import subjects
+from o_contracts.base import Reply
+from o_contracts.commands import DeletePassage, InsertPassage, ReflectOnMemories
+from o_contracts.envelope import Envelope
+from o_contracts.events import MemoriesReflected, PassageDeleted, PassageInserted, PassagesAccessed
+from o_contracts.events.archival import ArchivalPassage, ImportanceSource
+from o_contracts.ids import derived_id
+from o_contracts.requests import SearchArchival
+from o_contracts.vectors import pack_vector
+from o_memory import archival, judgement
+from o_memory.embeddings import EmbeddingError, embedder_for
+from o_memory.stream import InvalidStreamSettings, StreamSettings
+from o_runtime.eventlog import AppendRejected
+from o_runtime.service import Service
+
+log = logging.getLogger(__name__)
+PRODUCER = "memory"
+# How many of the unreflected memories the model is shown (the most recent).
+REFLECTION_WINDOW = 100
+
+
+def passage_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "agent_id": row["agent_id"],
+        "text": row["text"],
+        "tags": list(row["tags"]),
+        "importance": row["importance"],
+        "importance_source": row["importance_source"],
+        "kind": row["kind"],
+        "sources": list(row["sources"]),
+        "embedding_model": row["embedding_model"],
+        "created_at": row["created_at"].isoformat(),
+        "last_accessed_at": row["last_accessed_at"].isoformat(),
+    }
+
+
+class ArchivalCommands:
+    def __init__(self, service: Service) -> None:
+        self.s = service
+
+    async def _agent(self, agent_id: str) -> tuple[dict[str, Any], StreamSettings]:
+        # The agent registry is the gateway's projection; memory only reads it.
+        row = await self.s.pool.fetchrow(
+            "SELECT llm_config, embedding_config, metadata FROM agents WHERE id = $1", agent_id
+        )
+        if row is None:
+            raise AppendRejected(f"Agent {agent_id} not found", 404)
+        try:
+            settings = StreamSettings.from_metadata(row["metadata"])
+        except InvalidStreamSettings as exc:
+            raise AppendRejected(f"agent {agent_id}: {exc}", 400) from exc
+        return dict(row), settings
+
+    async def _vectors(
+        self, agent: dict[str, Any], texts: list[str]
+    ) -> tuple[str, list[list[float]]]:
+        embedder = embedder_for(agent["embedding_config"])
+        try:
+            return embedder.name, await embedder.embed(texts)
+        except EmbeddingError as exc:
+            raise AppendRejected(str(exc), 502) from exc
+
+    async def _embed(self, agent: dict[str, Any], texts: list[str]) -> tuple[str, list[str]]:
+        model, vectors = await self._vectors(agent, texts)
+        return model, [pack_vector(v) for v in vectors]
+
+    async def insert_passage(self, env: Envelope[Any]) -> Reply:
+        cmd: InsertPassage = env.data
+        text = cmd.text.strip()
+        if not text:
+            raise AppendRejected("text must not be empty", 400)
+        if any(not t.strip() for t in cmd.tags):
+            raise AppendRejected("tags must be non-empty strings", 400)
+        agent, settings = await self._agent(cmd.agent_id)
+        source: ImportanceSource
+        if cmd.importance is not None:
+            importance, source = cmd.importance, "caller"
+        else:
+            importance, source = await judgement.rate_importance(agent["llm_config"], text)
+        model, (vector,) = await self._embed(agent, [text])
+        passage = ArchivalPassage(
+            passage_id=cmd.passage_id,
+            text=text,
+            tags=list(dict.fromkeys(cmd.tags)),
+            # The command's time, not the clock: a retried command yields the same event.
+            created_at=cmd.created_at or env.time,
+            importance=importance,
+            importance_source=source,
+            embedding_model=model,
+            embedding=vector,
+        )
+        event = env.caused(
+            PassageInserted(agent_id=cmd.agent_id, passage=passage),
+            aggregate_id=cmd.agent_id,
+            producer=PRODUCER,
+            id=derived_id("evt", env.id),
+        )
+        appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
+        await self.s.watcher.wait(appended.seq, "archival")
+        await self._maybe_reflect(env, cmd.agent_id, settings)
+        row = await self.s.pool.fetchrow(
+            f"SELECT {archival.PASSAGE_COLUMNS} FROM passages WHERE id = $1", cmd.passage_id
+        )
+        if row is None:  # deleted in between
+            raise AppendRejected(f"passage {cmd.passage_id} was deleted meanwhile", 409)
+        return Reply(ok=True, seq=appended.seq, result={"passage": passage_json(dict(row))})
+
+    async def _maybe_reflect(
+        self, env: Envelope[Any], agent_id: str, settings: StreamSettings
+    ) -> None:
+        total, memories = await archival.unreflected(self.s.pool, agent_id)
+        if total < settings.reflection_threshold or not memories:
+            return
+        # One reflection per batch of memories: the id names the batch's first
+        # memory, so the inserts that follow deduplicate onto the same command.
+        command = env.caused(
+            ReflectOnMemories(agent_id=agent_id),
+            aggregate_id=agent_id,
+            producer=PRODUCER,
+            id=derived_id("cmd", agent_id, "reflect", str(memories[0]["seq"])),
+        )
+        await self.s.eventlog.send_command(subjects.memory_command_subject(agent_id), command)
+
+    async def reflect(self, env: Envelope[Any]) -> Reply:
+        cmd: ReflectOnMemories = env.data
+        agent, settings = await self._agent(cmd.agent_id)
+        total, memories = await archival.unreflected(self.s.pool, cmd.agent_id)
+        if total < settings.reflection_threshold:
+            return Reply(ok=True, result={"insights": 0})
+        shown = memories[-REFLECTION_WINDOW:]
+        insights = await judgement.reflect(agent["llm_config"], [m["text"] for m in shown])
+        passages: list[ArchivalPassage] = []
+        if insights:
+            model, vectors = await self._embed(agent, [i.text for i in insights])
+            for n, (insight, vector) in enumerate(zip(insights, vectors, strict=True)):
+                cited = [shown[c] for c in insight.cites]
+                passages.append(
+                    ArchivalPassage(
+                        passage_id=derived_id("passage", env.id, str(n)),
+                        text=insight.text,
+                        tags=["reflection"],
+                        created_at=env.time,
+                        # As important as what it summarises; saves a rating call each.
+                        importance=round(mean(c["importance"] for c in cited)),
+                        importance_source="llm",
+                        embedding_model=model,
+                        embedding=vector,
+                        kind="reflection",
+                        sources=[c["id"] for c in cited],
+                    )
+                )
+        event = env.caused(
+            # Every unreflected memory counts as reflected on, so the counter
+            # starts again even if the model found nothing worth keeping.
+            MemoriesReflected(
+                agent_id=cmd.agent_id, insights=passages, source_ids=[m["id"] for m in memories]
+            ),
+            aggregate_id=cmd.agent_id,
+            producer=PRODUCER,
+            id=derived_id("evt", env.id),
+        )
+        appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
+        await self.s.watcher.wait(appended.seq, "archival")
+        return Reply(ok=True, seq=appended.seq, result={"insights": len(passages)})
+
+    async def delete_passage(self, env: Envelope[Any]) -> Reply:
+        cmd: DeletePassage = env.data
+        exists = await self.s.pool.fetchval(
+            "SELECT 1 FROM passages WHERE id = $1 AND agent_id = $2", cmd.passage_id, cmd.agent_id
+        )
+        if not exists:
+            raise AppendRejected(
+                f"Passage {cmd.passage_id} not found in agent {cmd.agent_id}'s archival memory",
+                404,
+            )
+        event = env.caused(
+            PassageDeleted(agent_id=cmd.agent_id, passage_id=cmd.passage_id),
+            aggregate_id=cmd.agent_id,
+            producer=PRODUCER,
+            id=derived_id("evt", env.id),
+        )
+        appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
+        await self.s.watcher.wait(appended.seq, "archival")
+        return Reply(ok=True, seq=appended.seq)
+
+    async def search(self, request: SearchArchival) -> list[dict[str, Any]]:
+        """Ranked results; the returned passages' access is recorded as one event."""
+        agent, settings = await self._agent(request.agent_id)
+        if request.min_seq:
+            await self.s.watcher.wait(request.min_seq, "archival")
+        if request.ranking == "relevance":
+            settings = StreamSettings(w_recency=0, w_importance=0, w_relevance=1)
+        model, (vector,) = await self._vectors(agent, [request.query])
+        now = datetime.now(UTC)
+        hits = await archival.search(
+            self.s.pool,
+            request.agent_id,
+            query=request.query,
+            model=model,
+            vector=vector,
+            filters=archival.SearchFilter(
+                request.tags,
+                request.tag_match_mode,
+                request.start_datetime,
+                request.end_datetime,
+            ),
+            settings=settings,
+            top_k=request.top_k,
+            now=now,
+        )
+        if hits:
+            accessed = Envelope.wrap(
+                PassagesAccessed(
+                    agent_id=request.agent_id,
+                    passage_ids=[h.row["id"] for h in hits],
+                    accessed_at=now,
+                ),
+                aggregate_id=request.agent_id,
+                producer=PRODUCER,
+            )
+            await self.s.eventlog.append(subjects.archival_subject(request.agent_id), accessed)
+        return [
+            passage_json(h.row)
+            | {"score": h.scored.score, "relevance": h.scored.relevance, "cosine": h.cosine}
+            for h in hits
+        ]

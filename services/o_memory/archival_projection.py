@@ -1,0 +1,93 @@
+"""The memory service's archival read model: passages with vectors, access times, reflections."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import (
+    AgentDeleted,
+    MemoriesReflected,
+    PassageDeleted,
+    PassageInserted,
+    PassagesAccessed,
+)
+from o_contracts.events.archival import ArchivalPassage
+from o_contracts.vectors import unpack_vector
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+# Reads every event: archival ones, and AgentDeleted (an agent's archive goes with it).
+archival = Projection(name="archival", filter_subject=subjects.ALL_EVENTS, tables=["passages"])
+
+
+async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, seq: int) -> None:
+    vector = unpack_vector(p.embedding)
+    await conn.execute(
+        "INSERT INTO passages (id, agent_id, text, tags, importance, importance_source, kind,"
+        " sources, embedding_model, dim, embedding, created_at, last_accessed_at, seq)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13) ON CONFLICT (id) DO NOTHING",
+        p.passage_id,
+        agent_id,
+        p.text,
+        p.tags,
+        p.importance,
+        p.importance_source,
+        p.kind,
+        p.sources,
+        p.embedding_model,
+        len(vector),
+        vector,
+        p.created_at,
+        seq,
+    )
+
+
+@archival.on(PassageInserted)
+async def passage_inserted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, PassageInserted)
+    await _insert(conn, e.agent_id, e.passage, rec.seq)
+
+
+@archival.on(PassageDeleted)
+async def passage_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, PassageDeleted)
+    await conn.execute(
+        "DELETE FROM passages WHERE id = $1 AND agent_id = $2", e.passage_id, e.agent_id
+    )
+
+
+@archival.on(PassagesAccessed)
+async def passages_accessed(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, PassagesAccessed)
+    await conn.execute(
+        "UPDATE passages SET last_accessed_at = greatest(last_accessed_at, $3)"
+        " WHERE agent_id = $1 AND id = ANY($2)",
+        e.agent_id,
+        e.passage_ids,
+        e.accessed_at,
+    )
+
+
+@archival.on(MemoriesReflected)
+async def memories_reflected(conn: asyncpg.Connection, rec: Recorded) -> None:
+    e = rec.envelope.data
+    assert isinstance(e, MemoriesReflected)
+    await conn.execute(
+        "UPDATE passages SET reflected = true WHERE agent_id = $1 AND id = ANY($2)",
+        e.agent_id,
+        e.source_ids,
+    )
+    for insight in e.insights:
+        await _insert(conn, e.agent_id, insight, rec.seq)
+
+
+@archival.on(AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+    # Unlike blocks, passages are never shared, so they go with their agent (as in Letta).
+    e = rec.envelope.data
+    assert isinstance(e, AgentDeleted)
+    await conn.execute("DELETE FROM passages WHERE agent_id = $1", e.agent_id)

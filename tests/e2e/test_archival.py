@@ -1,0 +1,315 @@
+"""Archival memory through the API, the official client and the agents' tools.
+
+Agents here embed with `openai/text-embedding-3-small` against the local
+OpenAI-protocol server (hash vectors, no meaning), so what these tests find by
+words they find through Postgres full-text search; semantic search with the
+local model is covered in tests/integration/test_archival_search.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import letta_client
+import pytest
+
+from tests.e2e.conftest import System
+from tests.e2e.test_messages import new_agent, send
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+EMBEDDING = "openai/text-embedding-3-small"
+
+
+async def insert(system: System, agent_id: str, **body: Any) -> dict[str, Any]:
+    response = await system.http.post(f"/v1/agents/{agent_id}/archival-memory", json=body)
+    assert response.status_code == 200, response.text
+    (passage,) = response.json()
+    return dict(passage)
+
+
+async def search(system: System, agent_id: str, **params: Any) -> list[dict[str, Any]]:
+    response = await system.http.get(f"/v1/agents/{agent_id}/archival-memory/search", params=params)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["count"] == len(body["results"])
+    return list(body["results"])
+
+
+def archival_client_scenario(system: System, agent_id: str) -> dict[str, Any]:
+    client = system.client()
+    created = client.agents.passages.create(
+        agent_id, text="The deploy key for staging is code XK-4471.", tags=["ops"]
+    )
+    client.agents.passages.create(agent_id, text="Sam prefers green tea in the morning.")
+    found = client.agents.passages.search(agent_id=agent_id, query="XK-4471")
+    listed = client.agents.passages.list(agent_id)
+    client.agents.passages.delete(created[0].id, agent_id=agent_id)
+    after = client.agents.passages.list(agent_id)
+    with pytest.raises(letta_client.NotFoundError):
+        client.agents.passages.delete(created[0].id, agent_id=agent_id)
+    return {"created": created, "found": found, "listed": listed, "after": after}
+
+
+async def test_archival_memory_with_the_official_client(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    r = await asyncio.to_thread(archival_client_scenario, system, agent["id"])
+    (created,) = r["created"]
+    assert created.id.startswith("passage-") and created.tags == ["ops"]
+    assert created.embedding_config is not None
+    # An exact code is found by full-text search even though the vectors mean nothing.
+    assert r["found"].results[0].content == "The deploy key for staging is code XK-4471."
+    assert r["found"].results[0].tags == ["ops"]
+    assert [p.text for p in r["listed"]] == [
+        "The deploy key for staging is code XK-4471.",
+        "Sam prefers green tea in the morning.",
+    ]
+    assert [p.text for p in r["after"]] == ["Sam prefers green tea in the morning."]
+
+
+async def test_search_filters_by_tags_and_dates(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    aid = agent["id"]
+    old = (datetime.now(UTC) - timedelta(days=30)).isoformat()
+    await insert(system, aid, text="garden plan: tomatoes", tags=["garden", "plan"], importance=3)
+    await insert(system, aid, text="garden log: watered", tags=["garden"], importance=3)
+    await insert(system, aid, text="garden history: planted", created_at=old, importance=3)
+
+    any_tag = await search(system, aid, query="garden", tags=["plan", "garden"])
+    assert {r["content"] for r in any_tag} == {"garden plan: tomatoes", "garden log: watered"}
+    all_tags = await search(
+        system, aid, query="garden", tags=["plan", "garden"], tag_match_mode="all"
+    )
+    assert [r["content"] for r in all_tags] == ["garden plan: tomatoes"]
+    recent = await search(
+        system, aid, query="garden", start_datetime=(datetime.now(UTC) - timedelta(days=1))
+    )
+    assert "garden history: planted" not in {r["content"] for r in recent} and len(recent) == 2
+    older = await search(
+        system, aid, query="garden", end_datetime=(datetime.now(UTC) - timedelta(days=7))
+    )
+    assert [r["content"] for r in older] == ["garden history: planted"]
+    assert len(await search(system, aid, query="garden", top_k=1)) == 1
+
+
+async def test_bad_archival_input_is_refused_and_changes_nothing(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    base = f"/v1/agents/{agent['id']}/archival-memory"
+    http = system.http
+    cases = [
+        (await http.post(base, json={"text": ""}), 422),
+        (await http.post(base, json={"text": "   "}), 400),
+        (await http.post(base, json={"text": "x", "tags": [""]}), 400),
+        (await http.post(base, json={"text": "x", "tags": "notalist"}), 422),
+        (await http.post(base, json={"text": "x", "importance": 11}), 422),
+        (await http.post(base, json={"text": "x", "created_at": "yesterday"}), 422),
+        (await http.get(f"{base}/search", params={"query": ""}), 422),
+        (await http.get(f"{base}/search", params={"query": "x", "tags": [""]}), 422),
+        (await http.get(f"{base}/search", params={"query": "x", "tag_match_mode": "some"}), 422),
+        (await http.get(f"{base}/search", params={"query": "x", "start_datetime": "soon"}), 422),
+        (
+            await http.get(
+                f"{base}/search",
+                params={
+                    "query": "x",
+                    "start_datetime": "2026-02-01T00:00:00Z",
+                    "end_datetime": "2026-01-01T00:00:00Z",
+                },
+            ),
+            422,
+        ),
+        (await http.get(f"{base}/search", params={"query": "x", "top_k": 0}), 422),
+        (await http.delete(f"{base}/not-a-passage"), 422),
+        (await http.delete(f"{base}/passage-00000000-0000-4000-8000-000000000000"), 404),
+        (
+            await http.get("/v1/agents/agent-00000000-0000-4000-8000-000000000000/archival-memory"),
+            404,
+        ),
+    ]
+    for response, status in cases:
+        assert response.status_code == status, (response.request.url, response.text)
+        assert response.json()["detail"]
+    assert (await http.get(base)).json() == []
+
+
+async def test_importance_is_rated_by_the_agents_llm(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    llm.push(Reply(content="9"))
+    rated = await insert(system, agent["id"], text="Sam got into medical school today.")
+    assert rated["metadata"]["importance"] == 9
+    assert rated["metadata"]["importance_source"] == "llm"
+    rating_prompt = llm.requests[-1]["messages"][-1]["content"]
+    assert "poignancy" in rating_prompt and "medical school" in rating_prompt
+    # An answer that is not a rating gives the neutral default, not a failure.
+    llm.push(Reply(content="I cannot say."))
+    unrated = await insert(system, agent["id"], text="Sam brushed teeth.")
+    assert unrated["metadata"]["importance"] == 5
+    assert unrated["metadata"]["importance_source"] == "default"
+    given = await insert(system, agent["id"], text="Sam's birthday is 3 May.", importance=8)
+    assert given["metadata"]["importance_source"] == "caller"
+
+
+async def test_search_ranking_follows_the_agents_memory_stream_weights(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # Scoring itself is unit-tested (tests/unit/test_memory_stream.py); here the
+    # agent's own weights, set in its metadata, must reach the search.
+    recency_first = {"w_recency": 1, "w_importance": 0, "w_relevance": 0.01}
+    agent = await new_agent(system, embedding=EMBEDDING, metadata={"memory_stream": recency_first})
+    aid = agent["id"]
+    days_ago = lambda n: (datetime.now(UTC) - timedelta(days=n)).isoformat()  # noqa: E731
+    for n in range(3):
+        await insert(
+            system, aid, text=f"unrelated filler {n}", created_at=days_ago(60), importance=5
+        )
+    await insert(
+        system, aid, text="Sam allergy note: peanuts", created_at=days_ago(30), importance=9
+    )
+    await insert(system, aid, text="Sam allergy note: shellfish", importance=1)
+    query = "Sam allergy note: peanuts"
+    by_recency = await search(system, aid, query=query, top_k=2)
+    assert [r["content"] for r in by_recency] == [
+        "Sam allergy note: shellfish",
+        "Sam allergy note: peanuts",
+    ]
+    # ranking=relevance (an O extension) ignores the weights for one search.
+    relevance = await search(system, aid, query=query, ranking="relevance", top_k=1)
+    assert [r["content"] for r in relevance] == [query]
+    importance_first = {"w_recency": 0, "w_importance": 1, "w_relevance": 0.01}
+    patched = await system.http.patch(
+        f"/v1/agents/{aid}", json={"metadata": {"memory_stream": importance_first}}
+    )
+    assert patched.status_code == 200, patched.text
+    assert [r["content"] for r in await search(system, aid, query="Sam", top_k=1)] == [query]
+    # A bad setting is refused with a clear error and changes nothing.
+    bad = await system.http.patch(
+        f"/v1/agents/{aid}", json={"metadata": {"memory_stream": {"decay": 2}}}
+    )
+    assert bad.status_code == 400 and "decay" in bad.json()["detail"]
+    kept = (await system.http.get(f"/v1/agents/{aid}")).json()["metadata"]
+    assert kept == {"memory_stream": importance_first}
+    created = await system.http.post(
+        "/v1/agents/",
+        json={"model": "openai/gpt-4o-mini", "metadata": {"memory_stream": {"w_x": 1}}},
+    )
+    assert created.status_code == 400 and "unknown key" in created.json()["detail"]
+
+
+async def test_returned_memories_get_their_access_time_updated(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    aid = agent["id"]
+    hit = await insert(system, aid, text="parking spot is B12", importance=2)
+    miss = await insert(system, aid, text="favourite colour is teal", importance=2)
+    assert [r["id"] for r in await search(system, aid, query="parking", top_k=1)] == [hit["id"]]
+    async with asyncio.timeout(10):
+        while True:  # the access is one PassagesAccessed event, applied asynchronously
+            rows = {
+                r["id"]: r
+                for r in (await system.http.get(f"/v1/agents/{aid}/archival-memory")).json()
+            }
+            if rows[hit["id"]]["metadata"]["last_accessed_at"] > hit["created_at"]:
+                break
+            await asyncio.sleep(0.05)
+    assert rows[miss["id"]]["metadata"]["last_accessed_at"] == miss["metadata"]["last_accessed_at"]
+
+
+async def test_reflection_writes_insights_citing_their_sources(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(
+        system,
+        embedding=EMBEDDING,
+        metadata={"memory_stream": {"reflection_threshold": 10}},
+    )
+    aid = agent["id"]
+    llm.push(Reply(content="Sam cares about healthy routines (because of 1, 2)\nnoise line"))
+    first = await insert(system, aid, text="Sam jogs every morning", importance=6)
+    second = await insert(system, aid, text="Sam cooks vegetables at night", importance=5)
+    async with asyncio.timeout(15):
+        while True:
+            rows = (await system.http.get(f"/v1/agents/{aid}/archival-memory")).json()
+            insights = [r for r in rows if r["metadata"]["kind"] == "reflection"]
+            if insights:
+                break
+            await asyncio.sleep(0.05)
+    (insight,) = insights
+    assert insight["text"] == "Sam cares about healthy routines"
+    assert insight["metadata"]["sources"] == [first["id"], second["id"]]
+    assert insight["tags"] == ["reflection"]
+    prompt = llm.requests[-1]["messages"][-1]["content"]
+    assert "1. Sam jogs every morning" in prompt and "high-level insights" in prompt
+    # The counter starts again: one more small memory does not reflect again.
+    await insert(system, aid, text="Sam reads before bed", importance=2)
+    assert len(llm.requests) == 1
+
+
+async def test_agents_use_archival_tools(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, agent_type="memgpt_agent", embedding=EMBEDDING)
+    assert {"archival_memory_insert", "archival_memory_search"} <= {
+        t["name"] for t in agent["tools"]
+    }
+    llm.push(
+        Reply(content="7"),  # would be the importance rating if the tool asked; see below
+    )
+    llm.reset()
+    llm.push(
+        Reply(
+            tool_calls=[
+                (
+                    "archival_memory_insert",
+                    {"content": "Sam's locker code is 5521", "tags": ["sam"]},
+                )
+            ]
+        ),
+        Reply(content="8"),  # the memory service asks the agent's LLM to rate importance
+        Reply(tool_calls=[("archival_memory_search", {"query": "locker code", "tags": ["sam"]})]),
+        Reply(tool_calls=[("archival_memory_search", {"query": " "})]),
+        Reply(tool_calls=[("send_message", {"message": "Noted."})]),
+    )
+    result = await send(system, agent["id"], "remember my locker code 5521")
+    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert returns[0]["status"] == "success"
+    found = json.loads(returns[1]["tool_return"])
+    assert found[0]["content"] == "Sam's locker code is 5521" and found[0]["tags"] == ["sam"]
+    assert returns[2]["status"] == "error" and "query" in returns[2]["tool_return"]
+    rows = (await system.http.get(f"/v1/agents/{agent['id']}/archival-memory")).json()
+    assert [(r["text"], r["metadata"]["importance"]) for r in rows] == [
+        ("Sam's locker code is 5521", 8)
+    ]
+
+
+async def test_an_agents_archive_goes_with_it(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    await insert(system, agent["id"], text="to be forgotten", importance=3)
+    deleted = await system.http.delete(f"/v1/agents/{agent['id']}")
+    assert deleted.status_code == 200, deleted.text
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        left = await conn.fetchval("SELECT count(*) FROM passages WHERE agent_id = $1", agent["id"])
+    finally:
+        await conn.close()
+    assert left == 0
+    gone = await system.http.get(f"/v1/agents/{agent['id']}/archival-memory/search?query=x")
+    assert gone.status_code == 404
+
+
+async def test_agents_without_an_embedding_handle_use_the_local_model(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The one e2e test that loads all-MiniLM-L6-v2 in the memory service (~5 s).
+    agent = await new_agent(system)
+    aid = agent["id"]
+    home = await insert(system, aid, text="Sam's home is in Lisbon, near the river.", importance=5)
+    await insert(system, aid, text="The quarterly budget review is on Friday.", importance=5)
+    assert home["metadata"]["embedding_model"] == "local/all-MiniLM-L6-v2"
+    found = await search(system, aid, query="Where does Sam live?", top_k=1)
+    assert [r["content"] for r in found] == ["Sam's home is in Lisbon, near the river."]
+    assert llm.embedding_requests == []  # nothing went to the provider
