@@ -93,9 +93,21 @@ class ToolOutcome:
     stderr: list[str] | None = None
 
 
-def tool_schemas(names: list[str], allowed: set[str], heartbeat: bool) -> list[dict[str, Any]]:
-    """The tools the model may call now; memgpt agents' tools take `request_heartbeat`."""
-    tools = openai_tools([n for n in names if n in allowed])
+def tool_schemas(
+    names: list[str],
+    allowed: set[str],
+    heartbeat: bool,
+    user_tools: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The tools the model may call now; memgpt agents' tools take `request_heartbeat`.
+
+    `user_tools` (name -> tool row) are users' tools, run in the sandbox.
+    """
+    tools = openai_tools([n for n in names if n in allowed]) + [
+        {"type": "function", "function": t["json_schema"]}
+        for name, t in (user_tools or {}).items()
+        if name in allowed
+    ]
     if not heartbeat:
         return tools
     out = []
@@ -427,13 +439,12 @@ class AgentRun:
                     [t for t in agent["tools"] if t not in self.client_tools],
                     allowed,
                     heartbeat=memgpt,
+                    user_tools={
+                        name: t
+                        for name, t in agent.get("user_tools", {}).items()
+                        if name not in self.client_tools
+                    },
                 ) + [{"type": "function", "function": spec} for spec in self.client_tools.values()]
-                # Users' tools (run in the sandbox), filtered by the same tool rules.
-                tools += [
-                    {"type": "function", "function": t["json_schema"]}
-                    for name, t in agent.get("user_tools", {}).items()
-                    if name in allowed and name not in self.client_tools
-                ]
                 try:
                     reply = await self._llm_step(
                         agent,
@@ -732,6 +743,8 @@ class AgentRun:
                 raise ValueError("arguments are not a JSON object")
         except ValueError as exc:
             return ToolOutcome(False, f"invalid arguments for {call.name}: {exc}")
+        # request_heartbeat is the loop's argument (memgpt agents), never the tool's.
+        args.pop("request_heartbeat", None)
         if call.name == "send_message":
             return ToolOutcome(True, "None", ends_turn=True)
         if call.name == "conversation_search":

@@ -256,22 +256,23 @@ async def test_agents_use_archival_tools(system: System, llm: FakeOpenAI) -> Non
     assert {"archival_memory_insert", "archival_memory_search"} <= {
         t["name"] for t in agent["tools"]
     }
-    llm.push(
-        Reply(content="7"),  # would be the importance rating if the tool asked; see below
-    )
-    llm.reset()
+    beat = {"request_heartbeat": True}  # memgpt agents go on after a tool only when asked
     llm.push(
         Reply(
             tool_calls=[
                 (
                     "archival_memory_insert",
-                    {"content": "Sam's locker code is 5521", "tags": ["sam"]},
+                    {"content": "Sam's locker code is 5521", "tags": ["sam"], **beat},
                 )
             ]
         ),
         Reply(content="8"),  # the memory service asks the agent's LLM to rate importance
-        Reply(tool_calls=[("archival_memory_search", {"query": "locker code", "tags": ["sam"]})]),
-        Reply(tool_calls=[("archival_memory_search", {"query": " "})]),
+        Reply(
+            tool_calls=[
+                ("archival_memory_search", {"query": "locker code", "tags": ["sam"], **beat})
+            ]
+        ),
+        Reply(tool_calls=[("archival_memory_search", {"query": " ", **beat})]),
         Reply(tool_calls=[("send_message", {"message": "Noted."})]),
     )
     result = await send(system, agent["id"], "remember my locker code 5521")
