@@ -103,13 +103,19 @@ async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
 async def tool_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, ToolAttached)
+    rules = (
+        [{"type": "requires_approval", "tool_name": e.tool_name}]
+        if e.requires_approval and e.tool_name
+        else []
+    )
     await conn.execute(
-        "UPDATE agents SET tool_ids = array_append(tool_ids, $2), updated_at = $3, last_seq = $4"
-        " WHERE id = $1 AND NOT ($2 = ANY(tool_ids))",
+        "UPDATE agents SET tool_ids = array_append(tool_ids, $2), updated_at = $3, last_seq = $4,"
+        " tool_rules = tool_rules || $5::jsonb WHERE id = $1 AND NOT ($2 = ANY(tool_ids))",
         e.agent_id,
         e.tool_id,
         rec.envelope.time,
         rec.seq,
+        rules,
     )
 
 

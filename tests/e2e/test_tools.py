@@ -247,3 +247,60 @@ async def test_health_reports_the_sandbox_isolation(system: System) -> None:
     assert {"wall_clock_seconds", "cpu_seconds", "memory_bytes", "processes"} <= set(
         sandbox["limits"]
     )
+
+
+async def test_a_tool_that_asks_for_approval_waits_until_the_agent_turns_it_off(
+    system: System, llm: FakeOpenAI
+) -> None:
+    tool = await create_tool(
+        system,
+        WEATHER.replace("get_weather", "guarded_weather"),
+        default_requires_approval=True,
+    )
+    agent = await new_agent(system)
+    attached = await system.http.patch(f"/v1/agents/{agent['id']}/tools/attach/{tool['id']}")
+    assert {"type": "requires_approval", "tool_name": "guarded_weather"} in [
+        {k: r[k] for k in ("type", "tool_name")} for r in attached.json()["tool_rules"]
+    ]
+    llm.push(Reply(tool_calls=[("guarded_weather", {"city": "Oslo"})]))
+    waiting = await send(system, agent["id"], "Weather in Oslo?")
+    assert waiting["stop_reason"]["stop_reason"] == "requires_approval"
+    assert [m["message_type"] for m in waiting["messages"]] == ["approval_request_message"]
+    # Answer the pending call (deny), then turn approval off for this agent.
+    call_id = waiting["messages"][0]["tool_call"]["tool_call_id"]
+    llm.push(Reply(content="Understood."))
+    denied = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages",
+        json={
+            "messages": [
+                {
+                    "type": "approval",
+                    "approvals": [
+                        {
+                            "type": "approval",
+                            "tool_call_id": call_id,
+                            "approve": False,
+                            "reason": "no",
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+    assert denied.status_code == 200, denied.text
+    off = await system.http.patch(
+        f"/v1/agents/{agent['id']}/tools/approval/guarded_weather",
+        json={"requires_approval": False},
+    )
+    assert off.status_code == 200, off.text
+    assert not [r for r in off.json()["tool_rules"] if r["type"] == "requires_approval"]
+    llm.push(Reply(tool_calls=[("guarded_weather", {"city": "Oslo"})]), Reply(content="Sunny."))
+    ran = await send(system, agent["id"], "And now?")
+    assert ran["stop_reason"]["stop_reason"] == "end_turn"
+    returns = [m for m in ran["messages"] if m["message_type"] == "tool_return_message"]
+    assert returns[0]["status"] == "success" and "Oslo" in returns[0]["tool_return"]
+    unknown = await system.http.patch(
+        f"/v1/agents/{agent['id']}/tools/approval/no_such_tool",
+        json={"requires_approval": True},
+    )
+    assert unknown.status_code == 404 and "no_such_tool" in unknown.json()["detail"]

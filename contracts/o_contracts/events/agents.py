@@ -56,6 +56,10 @@ class BlockDetached(Event):
 class ToolAttached(Event):
     agent_id: str
     tool_id: str
+    # The tool's default_requires_approval, applied at attach time as a
+    # requires_approval rule for this agent (as Letta does); `tool_name` names it.
+    requires_approval: bool = False
+    tool_name: str | None = None
 
 
 class ToolDetached(Event):

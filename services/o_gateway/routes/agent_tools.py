@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel
 
 from o_contracts.events import AgentUpdated, ToolAttached, ToolDetached
 from o_gateway import render
@@ -56,7 +57,12 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
             check_unique_names(list(row["tools"]), [*names, tool["name"]])
         except HTTPException as exc:
             raise AppendRejected(str(exc.detail), exc.status_code) from exc
-        return ToolAttached(agent_id=agent_id, tool_id=tool_id)
+        return ToolAttached(
+            agent_id=agent_id,
+            tool_id=tool_id,
+            requires_approval=bool(tool["default_requires_approval"]),
+            tool_name=tool["name"],
+        )
 
     seq = await change_agent(gw, agent_id, event_for)
     await gw.visible(seq, "agents")
@@ -78,6 +84,37 @@ async def detach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
         if tool_id not in row["tool_ids"]:
             return None
         return ToolDetached(agent_id=agent_id, tool_id=tool_id)
+
+    seq = await change_agent(gw, agent_id, event_for)
+    await gw.visible(seq, "agents")
+    return await agent_state(gw, agent_id)
+
+
+class ApprovalBody(BaseModel):
+    requires_approval: bool
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}")
+async def set_tool_approval(
+    agent_id: str, tool_name: str, body: ApprovalBody, gw: GW
+) -> dict[str, Any]:
+    """Whether calls of `tool_name` wait for a person: a requires_approval rule on the agent."""
+    checked_id(agent_id, "agent")
+
+    async def event_for(row: dict[str, Any]) -> AgentUpdated | None:
+        names = set(row["tools"]) | {t["name"] for t in await user_tools(gw, list(row["tool_ids"]))}
+        if tool_name not in names:
+            raise AppendRejected(f"agent {agent_id} has no tool named '{tool_name}'", 404)
+        rules = [
+            r
+            for r in row["tool_rules"]
+            if not (r.get("type") == "requires_approval" and r.get("tool_name") == tool_name)
+        ]
+        if body.requires_approval:
+            rules.append({"type": "requires_approval", "tool_name": tool_name})
+        if rules == row["tool_rules"]:
+            return None
+        return AgentUpdated(agent_id=agent_id, changes={"tool_rules": rules})
 
     seq = await change_agent(gw, agent_id, event_for)
     await gw.visible(seq, "agents")

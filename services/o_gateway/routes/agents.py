@@ -191,7 +191,13 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         llm_config=llm_config,
         embedding_config=embedding_config,
         tools=tools,
-        tool_rules=[ToolRule.model_validate(r) for r in checked_rules(body.tool_rules)],
+        tool_rules=[ToolRule.model_validate(r) for r in checked_rules(body.tool_rules)]
+        + [
+            # Tools that ask for approval by default do so for this agent (Letta's rule).
+            ToolRule(type="requires_approval", tool_name=t["name"])
+            for t in await user_tools(gw, tool_ids)
+            if t["default_requires_approval"]
+        ],
         block_ids=new_block_ids + block_ids,
         tags=body.tags,
         metadata=checked_metadata(body.metadata),
