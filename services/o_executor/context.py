@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,22 +29,42 @@ def render_blocks(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(parts) + "\n</memory_blocks>"
 
 
-def render_metadata(agent_id: str, recall_count: int, now: datetime | None = None) -> str:
+def render_metadata(
+    agent_id: str,
+    recall_count: int,
+    now: datetime | None = None,
+    archival_count: int = 0,
+    archival_tags: Sequence[str] = (),
+) -> str:
     now = now or datetime.now(UTC)
-    return (
-        "<memory_metadata>\n"
-        f"- AGENT_ID: {agent_id}\n"
-        f"- System prompt last recompiled: {now.strftime('%Y-%m-%d %I:%M:%S %p %Z%z')}\n"
-        f"- {recall_count} previous messages between you and the user are stored in recall memory\n"
-        "</memory_metadata>"
-    )
+    lines = [
+        f"- AGENT_ID: {agent_id}",
+        f"- System prompt last recompiled: {now.strftime('%Y-%m-%d %I:%M:%S %p %Z%z')}",
+        f"- {recall_count} previous messages between you and the user are stored in recall memory",
+    ]
+    # As Letta: archival lines only when there is something to find.
+    if archival_count:
+        lines.append(
+            f"- {archival_count} total memories you created are stored in archival memory"
+            " (use tools to access them)"
+        )
+    if archival_tags:
+        lines.append(f"- Available archival memory tags: {', '.join(archival_tags)}")
+    return "<memory_metadata>\n" + "\n".join(lines) + "\n</memory_metadata>"
 
 
 def compile_system(
-    system: str, agent_id: str, blocks: list[dict[str, Any]], recall_count: int
+    system: str,
+    agent_id: str,
+    blocks: list[dict[str, Any]],
+    recall_count: int,
+    archival_count: int = 0,
+    archival_tags: Sequence[str] = (),
 ) -> str:
     memory = render_blocks(blocks)
-    full = (memory + "\n\n" if memory else "") + render_metadata(agent_id, recall_count)
+    full = (memory + "\n\n" if memory else "") + render_metadata(
+        agent_id, recall_count, archival_count=archival_count, archival_tags=archival_tags
+    )
     if "{CORE_MEMORY}" in system:
         return system.replace("{CORE_MEMORY}", full)
     return f"{system}\n\n{full}"

@@ -725,12 +725,14 @@ class AgentRun:
             {"agent_id": self.cmd.agent_id, "min_seq": self.memory_seq}, use_bin_type=True
         )
         response = await self.s.eventlog.nc.request(subjects.MEMORY_READ_CORE, request, timeout=10)
-        blocks = msgpack.unpackb(response.data, raw=False)
+        core = msgpack.unpackb(response.data, raw=False)
         return compile_system(
             agent["system"] or default_system(agent["agent_type"]),
             self.cmd.agent_id,
-            blocks,
+            core["blocks"],
             recall_count,
+            archival_count=core["archival_count"],
+            archival_tags=core["archival_tags"],
         )
 
     async def _run_tool(self, agent: dict[str, Any], call: ToolCall) -> ToolOutcome:

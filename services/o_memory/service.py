@@ -59,14 +59,28 @@ class MemoryService(Service):
         )(self.search_archival)
 
     async def read_core_memory(self, body: bytes, msg: NatsMessage) -> bytes:
-        """Request: msgpack {agent_id, min_seq}; reply: msgpack list of the agent's blocks."""
+        """Request: msgpack {agent_id, min_seq}.
+
+        Reply: msgpack {blocks: the agent's blocks, archival_count, archival_tags}
+        (what the prompt's memory metadata shows).
+        """
         request = msgpack.unpackb(body, raw=False)
         if request.get("min_seq"):
             await self.watcher.wait(int(request["min_seq"]), "memory")
-        blocks = await agent_blocks(self.pool, str(request["agent_id"]))
+        agent_id = str(request["agent_id"])
+        blocks = await agent_blocks(self.pool, agent_id)
         for b in blocks:
             b.pop("created_at"), b.pop("updated_at")
-        packed: bytes = msgpack.packb(blocks, use_bin_type=True)
+        count = await self.pool.fetchval(
+            "SELECT count(*) FROM passages WHERE agent_id = $1", agent_id
+        )
+        tags = await self.pool.fetchval(
+            "SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}')"
+            " FROM passages, unnest(tags) AS t WHERE agent_id = $1",
+            agent_id,
+        )
+        reply = {"blocks": blocks, "archival_count": count, "archival_tags": list(tags)}
+        packed: bytes = msgpack.packb(reply, use_bin_type=True)
         return packed
 
     async def search_archival(self, body: bytes, msg: NatsMessage) -> bytes:

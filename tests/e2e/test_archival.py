@@ -314,3 +314,16 @@ async def test_agents_without_an_embedding_handle_use_the_local_model(
     found = await search(system, aid, query="Where does Sam live?", top_k=1)
     assert [r["content"] for r in found] == ["Sam's home is in Lisbon, near the river."]
     assert llm.embedding_requests == []  # nothing went to the provider
+
+
+async def test_the_prompt_counts_archival_memories_and_their_tags(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    await insert(system, agent["id"], text="Sam likes tea", tags=["sam", "food"], importance=4)
+    await insert(system, agent["id"], text="Ada likes jazz", tags=["ada"], importance=4)
+    llm.push(Reply(content="ok"))
+    await send(system, agent["id"], "hello")
+    prompt = llm.requests[-1]["messages"][0]["content"]
+    assert "- 2 total memories you created are stored in archival memory" in prompt
+    assert "- Available archival memory tags: ada, food, sam" in prompt

@@ -164,3 +164,15 @@ def test_compile_system_without_blocks_has_only_metadata() -> None:
 def test_compile_system_placeholder_without_blocks() -> None:
     out = compile_system("{CORE_MEMORY}", "agent-7", [], 3)
     assert re.fullmatch(META_RE, out)
+
+
+def test_memory_metadata_lists_archival_memories_only_when_there_are_some() -> None:
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    without = render_metadata("agent-1", 2, now)
+    assert "archival" not in without
+    with_archive = render_metadata("agent-1", 2, now, archival_count=3, archival_tags=["a", "b"])
+    assert with_archive.splitlines()[-3:] == [
+        "- 3 total memories you created are stored in archival memory (use tools to access them)",
+        "- Available archival memory tags: a, b",
+        "</memory_metadata>",
+    ]
