@@ -71,15 +71,17 @@ class MemoryService(Service):
         blocks = await agent_blocks(self.pool, agent_id)
         for b in blocks:
             b.pop("created_at"), b.pop("updated_at")
-        count = await self.pool.fetchval(
-            "SELECT count(*) FROM passages WHERE agent_id = $1", agent_id
-        )
-        tags = await self.pool.fetchval(
-            "SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}')"
-            " FROM passages, unnest(tags) AS t WHERE agent_id = $1",
+        archive = await self.pool.fetchrow(
+            "SELECT count(*) AS n, coalesce((SELECT array_agg(DISTINCT t ORDER BY t)"
+            " FROM passages, unnest(tags) AS t WHERE agent_id = $1), '{}') AS tags"
+            " FROM passages WHERE agent_id = $1",
             agent_id,
         )
-        reply = {"blocks": blocks, "archival_count": count, "archival_tags": list(tags)}
+        reply = {
+            "blocks": blocks,
+            "archival_count": archive["n"],
+            "archival_tags": list(archive["tags"]),
+        }
         packed: bytes = msgpack.packb(reply, use_bin_type=True)
         return packed
 
