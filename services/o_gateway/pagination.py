@@ -1,13 +1,18 @@
-"""Keyset pagination over (created_at, id), the way Letta's list routes page.
+"""Keyset pagination, the way Letta's list routes page.
 
-Cursors are resource ids; `after` means further along in the chosen order,
-so a client that keeps asking with `after=<last id>` walks the whole list.
+Cursors are resource ids. A list is ordered by a key of its table
+(`created_at, id` for most, `seq` for messages and steps); a cursor stands
+for its row's key, so a client that keeps asking with `after=<last id>`
+walks the whole list once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+import asyncpg
+from fastapi import HTTPException
 
 from o_contracts.ids import IdPrefix
 from o_gateway.state import checked_id
@@ -20,6 +25,8 @@ class Listing:
     """A list query: a WHERE clause built up with numbered asyncpg parameters."""
 
     table: str
+    key: str = "created_at, id"
+    columns: str = "*"
     where: list[str] = field(default_factory=lambda: ["true"])
     args: list[object] = field(default_factory=list)
 
@@ -31,17 +38,34 @@ class Listing:
         """`clause` uses `{}` for each value, e.g. `filter("name = {}", name)`."""
         self.where.append(clause.format(*(self.param(v) for v in values)))
 
-    def page(
-        self, prefix: IdPrefix, before: str | None, after: str | None, order: Order, limit: int
-    ) -> str:
+    async def page(
+        self,
+        pool: asyncpg.Pool,
+        prefix: IdPrefix,
+        before: str | None,
+        after: str | None,
+        order: Order,
+        limit: int,
+        *,
+        cursors_follow_order: bool = True,
+    ) -> list[asyncpg.Record]:
+        """The page's rows. `after` means further along in `order`, unless
+        `cursors_follow_order` is off (Letta's messages: after is always newer)."""
         for cursor, forward in ((after, True), (before, False)):
-            if cursor:
-                checked_id(cursor, prefix)
-                op = ">" if (order == "asc") == forward else "<"
-                row = f"(SELECT created_at, id FROM {self.table} WHERE id = {{}})"
-                self.filter(f"(created_at, id) {op} {row}", cursor)
+            if not cursor:
+                continue
+            checked_id(cursor, prefix)
+            if not await pool.fetchval(f"SELECT 1 FROM {self.table} WHERE id = $1", cursor):
+                raise HTTPException(404, f"{cursor} not found")
+            ahead = (order == "asc") == forward if cursors_follow_order else forward
+            row = f"(SELECT {self.key} FROM {self.table} WHERE id = {{}})"
+            self.filter(f"({self.key}) {'>' if ahead else '<'} {row}", cursor)
         direction = "ASC" if order == "asc" else "DESC"
-        return (
-            f"SELECT * FROM {self.table} WHERE {' AND '.join(self.where)}"
-            f" ORDER BY created_at {direction}, id {direction} LIMIT {self.param(limit)}"
+        order_by = ", ".join(f"{column.strip()} {direction}" for column in self.key.split(","))
+        return list(
+            await pool.fetch(
+                f"SELECT {self.columns} FROM {self.table} WHERE {' AND '.join(self.where)}"
+                f" ORDER BY {order_by} LIMIT {self.param(limit)}",
+                *self.args,
+            )
         )

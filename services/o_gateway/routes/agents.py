@@ -234,7 +234,7 @@ async def list_agents(
         q.filter("name ILIKE {}", f"%{query_text}%")
     if tags:
         q.filter(f"tags {'@>' if match_all_tags else '&&'} {{}}", tags)
-    rows = await gw.pool.fetch(q.page("agent", before, after, order, limit), *q.args)
+    rows = await q.page(gw.pool, "agent", before, after, order, limit)
     return [await render_agent(gw, dict(r)) for r in rows]
 
 

@@ -18,6 +18,7 @@ from o_contracts.commands import DeletePassage, InsertPassage
 from o_contracts.ids import new_id
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_gateway.commands import memory_command
+from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body
 from o_gateway.state import Gateway, checked_id, gateway
@@ -103,28 +104,15 @@ async def list_passages(
     ascending: bool = True,
 ) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    where = ["agent_id = $1"]
-    args: list[object] = [agent_id]
-    if search:
-        args.append(f"%{search}%")
-        where.append(f"text ILIKE ${len(args)}")
-    for cursor, op in ((after, ">" if ascending else "<"), (before, "<" if ascending else ">")):
-        if cursor:
-            checked_id(cursor, "passage")
-            args.append(cursor)
-            where.append(
-                f"(created_at, id) {op}"
-                f" (SELECT created_at, id FROM passages WHERE id = ${len(args)})"
-            )
-    direction = "ASC" if ascending else "DESC"
-    args.append(limit)
-    rows = await gw.pool.fetch(
-        "SELECT id, agent_id, text, tags, importance, importance_source, kind, sources,"
-        " embedding_model, created_at, last_accessed_at FROM passages"
-        f" WHERE {' AND '.join(where)} ORDER BY created_at {direction}, id {direction}"
-        f" LIMIT ${len(args)}",
-        *args,
+    q = Listing(
+        "passages",
+        columns="id, agent_id, text, tags, importance, importance_source, kind, sources,"
+        " embedding_model, created_at, last_accessed_at",
     )
+    q.filter("agent_id = {}", agent_id)
+    if search:
+        q.filter("text ILIKE {}", f"%{search}%")
+    rows = await q.page(gw.pool, "passage", before, after, "asc" if ascending else "desc", limit)
     return [passage(dict(r), agent["embedding_config"]) for r in rows]
 
 

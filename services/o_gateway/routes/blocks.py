@@ -59,7 +59,7 @@ async def list_blocks(
     q = Listing("blocks")
     if label is not None:
         q.filter("label = {}", label)
-    rows = await gw.pool.fetch(q.page("block", before, after, order, limit), *q.args)
+    rows = await q.page(gw.pool, "block", before, after, order, limit)
     return [render.block(dict(r)) for r in rows]
 
 

@@ -28,6 +28,7 @@ from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER
+from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
 from o_gateway.schemas import (
@@ -472,25 +473,10 @@ async def list_messages(
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    where: list[str] = ["agent_id = $1"]
-    args: list[object] = [agent_id]
-    for cursor, op in ((after, ">"), (before, "<")):
-        if cursor:
-            checked_id(cursor, "message")
-            seq = await gw.pool.fetchval(
-                "SELECT seq FROM messages WHERE id = $1 AND agent_id = $2", cursor, agent_id
-            )
-            if seq is None:
-                raise HTTPException(404, f"Message {cursor} not found")
-            args.append(seq)
-            where.append(f"seq {op} ${len(args)}")
-    args.append(limit)
-    direction = "ASC" if order == "asc" else "DESC"
-    rows = await gw.pool.fetch(
-        f"SELECT body, created_at, run_id, step_id FROM messages WHERE {' AND '.join(where)}"
-        f" ORDER BY seq {direction} LIMIT ${len(args)}",
-        *args,
-    )
+    q = Listing("messages", key="seq", columns="body, created_at, run_id, step_id")
+    q.filter("agent_id = {}", agent_id)
+    # Letta filters on the sequence, after = newer, whatever the order.
+    rows = await q.page(gw.pool, "message", before, after, order, limit, cursors_follow_order=False)
     # Letta returns the chosen page in chronological order either way.
     if order == "desc":
         rows = list(reversed(rows))

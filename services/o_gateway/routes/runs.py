@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from o_contracts.models import ChatMessage
 from o_gateway import render
+from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.state import Gateway, checked_id, gateway
 
@@ -86,18 +87,6 @@ async def run_row(gw: Gateway, run_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-async def _cursor_seq(gw: Gateway, table: str, cursor: str | None, prefix: Any) -> int | None:
-    if cursor is None:
-        return None
-    seq = await gw.pool.fetchval(
-        f"SELECT {'last_seq' if table == 'runs' else 'seq'} FROM {table} WHERE id = $1",
-        checked_id(cursor, prefix),
-    )
-    if seq is None:
-        raise HTTPException(404, f"{cursor} not found")
-    return int(seq)
-
-
 @route(router, "GET", "/v1/runs/")
 async def list_runs(
     gw: GW,
@@ -113,40 +102,21 @@ async def list_runs(
     order: Literal["asc", "desc"] = "desc",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:
-    where: list[str] = ["true"]
-    args: list[object] = []
-
-    def arg(value: object) -> str:
-        args.append(value)
-        return f"${len(args)}"
-
+    q = Listing("runs")
     ids = [*(agent_ids or []), *([agent_id] if agent_id else [])]
     if ids:
-        where.append(f"agent_id = ANY({arg([checked_id(i, 'agent') for i in ids])})")
+        q.filter("agent_id = ANY({})", [checked_id(i, "agent") for i in ids])
     if active:
         statuses = list(ACTIVE)
     if statuses:
-        where.append(f"status = ANY({arg(statuses)})")
+        q.filter("status = ANY({})", statuses)
     if background is not None:
-        where.append(f"background = {arg(background)}")
+        q.filter("background = {}", background)
     if stop_reason:
-        where.append(f"stop_reason = {arg(stop_reason)}")
-    # Runs are ordered by creation; cursors compare (created_at, id).
-    for cursor, op in (
-        (after, ">" if order == "asc" else "<"),
-        (before, "<" if order == "asc" else ">"),
-    ):
-        if cursor:
-            row = await run_row(gw, cursor)
-            where.append(f"(created_at, id) {op} ({arg(row['created_at'])}, {arg(row['id'])})")
+        q.filter("stop_reason = {}", stop_reason)
     if ascending is not None:
         order = "asc" if ascending else "desc"
-    direction = "ASC" if order == "asc" else "DESC"
-    rows = await gw.pool.fetch(
-        f"SELECT * FROM runs WHERE {' AND '.join(where)}"
-        f" ORDER BY created_at {direction}, id {direction} LIMIT {arg(limit)}",
-        *args,
-    )
+    rows = await q.page(gw.pool, "run", before, after, order, limit)
     return [run_json(dict(r)) for r in rows]
 
 
@@ -167,23 +137,9 @@ async def list_run_messages(
     run = await run_row(gw, run_id)
     agent = await gw.pool.fetchrow("SELECT agent_type FROM agents WHERE id = $1", run["agent_id"])
     agent_type = agent["agent_type"] if agent else "letta_v1_agent"
-    where = ["run_id = $1"]
-    args: list[object] = [run["id"]]
-    for cursor, op in (
-        (after, ">" if order == "asc" else "<"),
-        (before, "<" if order == "asc" else ">"),
-    ):
-        seq = await _cursor_seq(gw, "messages", cursor, "message")
-        if seq is not None:
-            args.append(seq)
-            where.append(f"seq {op} ${len(args)}")
-    args.append(limit)
-    direction = "ASC" if order == "asc" else "DESC"
-    rows = await gw.pool.fetch(
-        f"SELECT body, created_at, step_id FROM messages WHERE {' AND '.join(where)}"
-        f" ORDER BY seq {direction} LIMIT ${len(args)}",
-        *args,
-    )
+    q = Listing("messages", key="seq", columns="body, created_at, step_id")
+    q.filter("run_id = {}", run["id"])
+    rows = await q.page(gw.pool, "message", before, after, order, limit)
     hidden: set[str] = set()
     out: list[dict[str, Any]] = []
     for r in rows:
@@ -230,23 +186,9 @@ async def list_run_steps(
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
     run = await run_row(gw, run_id)
-    where = ["run_id = $1"]
-    args: list[object] = [run["id"]]
-    for cursor, op in (
-        (after, ">" if order == "asc" else "<"),
-        (before, "<" if order == "asc" else ">"),
-    ):
-        seq = await _cursor_seq(gw, "steps", cursor, "step")
-        if seq is not None:
-            args.append(seq)
-            where.append(f"seq {op} ${len(args)}")
-    args.append(limit)
-    direction = "ASC" if order == "asc" else "DESC"
-    rows = await gw.pool.fetch(
-        f"SELECT * FROM steps WHERE {' AND '.join(where)} ORDER BY seq {direction}"
-        f" LIMIT ${len(args)}",
-        *args,
-    )
+    q = Listing("steps", key="seq")
+    q.filter("run_id = {}", run["id"])
+    rows = await q.page(gw.pool, "step", before, after, order, limit)
     return [step_json(dict(r), run) for r in rows]
 
 
