@@ -132,3 +132,42 @@ async def test_async_runs_and_cancel(system: System, llm: FakeOpenAI) -> None:
     assert types == ["user_message", "tool_call_message", "tool_return_message"]
     nothing = await system.http.post(f"{url}/cancel")
     assert nothing.status_code == 409 and "no active runs" in nothing.json()["detail"]
+
+
+async def test_runs_steps_and_messages_page_with_cursors(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    run_ids = []
+    for i in range(3):
+        llm.push(Reply(content=f"answer {i}"))
+        result = await send(system, agent["id"], f"question {i}")
+        run_ids.append(result["usage"]["run_ids"][0])
+    http = system.http
+
+    async def walk(path: str, **params: object) -> list[str]:
+        seen: list[str] = []
+        after = None
+        while True:
+            query = {**params, "limit": 1, **({"after": after} if after else {})}
+            page = (await http.get(path, params=query)).json()
+            if not page:
+                return seen
+            after = page[-1]["id"]
+            seen.append(after)
+
+    assert await walk("/v1/runs/", agent_id=agent["id"], order="asc") == run_ids
+    assert await walk("/v1/runs/", agent_id=agent["id"], order="desc") == run_ids[::-1]
+    newest_two = (
+        await http.get("/v1/runs/", params={"agent_id": agent["id"], "before": run_ids[0]})
+    ).json()
+    assert [r["id"] for r in newest_two] == run_ids[:0:-1]
+    history = (await http.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc"})).json()
+    first = history[0]["id"]
+    # Letta: `after` is newer whatever the order; the page comes back oldest first.
+    later = (
+        await http.get(f"/v1/agents/{agent['id']}/messages", params={"after": first, "limit": 2})
+    ).json()
+    assert [m["content"] for m in later] == ["question 2", "answer 2"]
+    unknown = await http.get(
+        "/v1/runs/", params={"after": "run-00000000-0000-4000-8000-000000000000"}
+    )
+    assert unknown.status_code == 404
