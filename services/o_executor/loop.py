@@ -12,18 +12,16 @@ deduplicated by the stream.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
 
 from o_contracts import subjects
 from o_contracts.base import Event, Reply
-from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, openai_tools
-from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
+from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
+from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import (
     ContextSummarized,
@@ -38,14 +36,13 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import ToolRuleSolver
-from o_executor import llm, recall, tokens
-from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
+from o_executor import llm, tokens
 from o_executor.context import compile_system
 from o_executor.providers import Handle, UnknownProvider
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
-from o_executor.sandbox_calls import run_user_tool
-from o_runtime.commands import CommandTimeout, current_delivery, send_and_wait
+from o_executor.tool_calls import PRODUCER, PURE_TOOLS, ToolCalls
+from o_runtime.commands import current_delivery
 from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.tracing import tracer
 
@@ -53,16 +50,9 @@ if TYPE_CHECKING:
     from o_executor.service import ExecutorService
 
 log = logging.getLogger(__name__)
-PRODUCER = "executor"
-# Tools without effects outside the run: running one again after a crash is harmless.
 # Only an executor running the run appends these; seeing one we did not write
 # means another executor has the run.
 EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
-# Reads (a repeated archival search only refreshes access times): safe to run again.
-PURE_TOOLS = frozenset(
-    {"send_message", "conversation_search", "memory_finish_edits", "archival_memory_search"}
-)
-MEMORY_CONSUMER = "memory"
 # Agents whose tools carry `request_heartbeat` (Letta's memgpt loops).
 HEARTBEAT_AGENTS = frozenset({"memgpt_agent", "memgpt_v2_agent"})
 NON_USER_PREFIX = "[This is an automated system message hidden from the user] "
@@ -79,18 +69,8 @@ SUMMARY_PREFIX = (
     "Note: prior messages have been hidden from view due to conversation memory constraints."
     " The following is a summary of the previous messages:\n"
 )
-IN_DOUBT_TIMEOUT = 30.0
 # A killed process may hold the projection's next event until its ack_wait ends.
 PROJECTION_TIMEOUT = 60.0
-
-
-@dataclass
-class ToolOutcome:
-    ok: bool
-    text: str
-    ends_turn: bool = False
-    stdout: list[str] | None = None
-    stderr: list[str] | None = None
 
 
 def tool_schemas(
@@ -149,7 +129,7 @@ class RunTakenOver(Exception):
     """Another executor appended events of this run meanwhile: it owns the run now."""
 
 
-class AgentRun:
+class AgentRun(ToolCalls):
     def __init__(self, service: ExecutorService, command: Envelope[Any]) -> None:
         self.s = service
         self.command = command
@@ -734,175 +714,3 @@ class AgentRun:
             archival_count=core["archival_count"],
             archival_tags=core["archival_tags"],
         )
-
-    async def _run_tool(self, agent: dict[str, Any], call: ToolCall) -> ToolOutcome:
-        user_tool = agent.get("user_tools", {}).get(call.name)
-        if call.name not in agent["tools"] and user_tool is None:
-            return ToolOutcome(False, f"tool '{call.name}' is not available to this agent")
-        try:
-            args = json.loads(call.arguments or "{}")
-            if not isinstance(args, dict):
-                raise ValueError("arguments are not a JSON object")
-        except ValueError as exc:
-            return ToolOutcome(False, f"invalid arguments for {call.name}: {exc}")
-        # request_heartbeat is the loop's argument (memgpt agents), never the tool's.
-        args.pop("request_heartbeat", None)
-        if call.name == "send_message":
-            return ToolOutcome(True, "None", ends_turn=True)
-        if call.name == "conversation_search":
-            return await self._conversation_search(args)
-        if call.name in MEMORY_TOOLS:
-            return await self._memory_tool(call, args)
-        if user_tool is not None:
-            result = await run_user_tool(
-                self.s.eventlog,
-                self.command,
-                agent=agent,
-                tool=user_tool,
-                run_id=self.cmd.run_id,
-                tool_call_id=call.id,
-                arguments=args,
-                producer=PRODUCER,
-            )
-            return ToolOutcome(
-                result.get("status") == "success",
-                str(result.get("tool_return", "")),
-                stdout=list(result.get("stdout") or []),
-                stderr=list(result.get("stderr") or []),
-            )
-        if call.name in ARCHIVAL_TOOLS:
-            return await self._archival_tool(call, args)
-        return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
-
-    def _memory_command_id(self, call: ToolCall, attempt: str = "") -> str:
-        return derived_id("cmd", self.cmd.run_id, call.id, *([attempt] if attempt else []))
-
-    def _memory_command(
-        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
-    ) -> Envelope[RunMemoryTool]:
-        return self.command.caused(
-            RunMemoryTool(
-                agent_id=self.cmd.agent_id,
-                run_id=self.cmd.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                # request_heartbeat is the loop's argument, not the tool's.
-                arguments={k: v for k, v in args.items() if k != "request_heartbeat"},
-            ),
-            aggregate_id=self.cmd.agent_id,
-            producer=PRODUCER,
-            id=self._memory_command_id(call, attempt),
-        )
-
-    async def _memory_tool(
-        self, call: ToolCall, args: dict[str, Any], attempt: str = ""
-    ) -> ToolOutcome:
-        command = self._memory_command(call, args, attempt)
-        try:
-            reply = await send_and_wait(
-                self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
-            )
-        except CommandTimeout as exc:
-            return ToolOutcome(False, f"memory service did not answer: {exc}")
-        if reply.seq:
-            self.memory_seq = max(self.memory_seq, reply.seq)
-        if not reply.ok:
-            return ToolOutcome(False, reply.error or "memory edit failed")
-        return ToolOutcome(True, str((reply.result or {}).get("message", "OK")))
-
-    async def _resolve_in_doubt(
-        self, agent: dict[str, Any], call: ToolCall, requested_seq: int
-    ) -> ToolOutcome:
-        """A tool call that was requested before a crash but has no recorded result."""
-        # Users' tools are safe to ask again: the sandbox command has the same id,
-        # and the sandbox answers a repeat from its recorded outcome.
-        if call.name in PURE_TOOLS or call.name not in agent["tools"]:
-            return await self._run_tool(agent, call)
-        if call.name not in MEMORY_TOOLS:
-            # We cannot know whether it ran; running it again could do it twice.
-            return ToolOutcome(
-                False,
-                f"the run was interrupted while '{call.name}' was running; it was not run"
-                " again, and its outcome is unknown",
-            )
-        try:
-            args = json.loads(call.arguments or "{}")
-            if not isinstance(args, dict):
-                raise ValueError("arguments are not a JSON object")
-        except ValueError:
-            return await self._run_tool(agent, call)  # rejected before any effect
-        done = ToolOutcome(
-            True, f"The core memory block with label `{args.get('label')}` has been edited."
-        )
-        command = self._memory_command(call, args)
-        effect_id = derived_id("evt", command.id)
-        if await self._find_event(effect_id, requested_seq):
-            return done
-        # Not applied (yet). Send the same command again: if the stream still
-        # holds the first one, this is deduplicated and we wait until the
-        # memory service has handled it; if not, it was never sent.
-        appended = await self.s.eventlog.send_command(
-            subjects.memory_command_subject(self.cmd.agent_id), command
-        )
-        await self._memory_handled(appended.seq)
-        if await self._find_event(effect_id, requested_seq):
-            return done
-        # Handled without an effect: it was rejected, which changed nothing, so
-        # asking again (under a new id) is safe and tells the model why.
-        return await self._memory_tool(call, args, attempt="in-doubt")
-
-    async def _find_event(self, event_id: str, since: int) -> bool:
-        async for raw in self.s.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):
-            try:
-                if decode(raw.data).id == event_id:
-                    return True
-            except MalformedMessage:
-                continue
-        return False
-
-    async def _memory_handled(self, command_seq: int) -> None:
-        """Wait until the memory service has acknowledged every command up to `command_seq`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + IN_DOUBT_TIMEOUT
-        delay = 0.01
-        while True:
-            info = await self.s.eventlog.js.consumer_info(subjects.COMMANDS_STREAM, MEMORY_CONSUMER)
-            floor = info.ack_floor.stream_seq if info.ack_floor else 0
-            if (floor or 0) >= command_seq:
-                return
-            if loop.time() > deadline:
-                raise TimeoutError(f"memory service has not handled command {command_seq}")
-            # A rare recovery path: polling the consumer state is simplest here.
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-
-    async def _archival_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
-        try:
-            if call.name == "archival_memory_insert":
-                command = self.command.caused(
-                    InsertPassage(
-                        **insert_passage(self.cmd.agent_id, self.cmd.run_id, call.id, args)
-                    ),
-                    aggregate_id=self.cmd.agent_id,
-                    producer=PRODUCER,
-                    id=derived_id("cmd", self.cmd.run_id, call.id),
-                )
-                reply = await send_and_wait(
-                    self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
-                )
-                if not reply.ok:
-                    return ToolOutcome(False, reply.error or "archival insert failed")
-                return ToolOutcome(True, "Memory inserted into archival memory.")
-            found = await search_passages(self.s.eventlog.nc, self.cmd.agent_id, args)
-        except ArchivalCallError as exc:
-            return ToolOutcome(False, str(exc))
-        except CommandTimeout as exc:
-            return ToolOutcome(False, f"memory service did not answer: {exc}")
-        return ToolOutcome(True, json.dumps(found) if found else "No results found.")
-
-    async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
-        try:
-            found = await recall.search(self.s.pool, self.cmd.agent_id, args)
-        except recall.RecallError as exc:
-            return ToolOutcome(False, str(exc))
-        return ToolOutcome(True, recall.render(found))
