@@ -41,6 +41,10 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
     assert request["message_type"] == "approval_request_message"
     call_id = request["tool_call"]["tool_call_id"]
     assert await human(system, agent["id"]) == "Name: Sam"
+    # The agent shows what it waits for (AgentState.pending_approval).
+    pending = (await system.http.get(f"/v1/agents/{agent['id']}")).json()["pending_approval"]
+    assert pending["message_type"] == "approval_request_message"
+    assert pending["tool_call"]["tool_call_id"] == call_id
 
     # While it waits, a normal message is refused with the pending call's id...
     busy = await system.http.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hello?"})
@@ -63,6 +67,8 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
     assert body["messages"][0]["status"] == "success"
     assert body["stop_reason"]["stop_reason"] == "end_turn"
     assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"
+    answered = (await system.http.get(f"/v1/agents/{agent['id']}")).json()
+    assert answered["pending_approval"] is None
     # The run that asked is completed (Letta: requires_approval counts as completed).
     run = (await system.http.get(f"/v1/runs/{asked['usage']['run_ids'][0]}")).json()
     assert run["status"] == "completed" and run["stop_reason"] == "requires_approval"

@@ -15,7 +15,7 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
 from o_contracts.ids import new_id
 from o_contracts.memory_stream import InvalidStreamSettings, StreamSettings
-from o_contracts.models import BlockSpec, ToolRule
+from o_contracts.models import BlockSpec, ChatMessage, ToolRule
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import InvalidToolRule, validate_rules
 from o_gateway import render
@@ -59,7 +59,25 @@ async def agent_state(gw: Gateway, agent_id: str) -> dict[str, Any]:
 
 async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     tools = await user_tools(gw, list(row.get("tool_ids") or []))
-    return render.agent(row, await blocks_of(gw, row["id"]), tools)
+    state = render.agent(row, await blocks_of(gw, row["id"]), tools)
+    state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
+    return state
+
+
+async def pending_approval(gw: Gateway, agent_id: str, agent_type: str) -> dict[str, Any] | None:
+    """The approval_request_message the agent waits on, if any (Letta's AgentState field)."""
+    row = await gw.pool.fetchrow(
+        "SELECT m.body, m.created_at, m.run_id, m.step_id FROM pending_approvals p"
+        " JOIN messages m ON m.id = p.message_id WHERE p.agent_id = $1 ORDER BY p.seq LIMIT 1",
+        agent_id,
+    )
+    if row is None:
+        return None
+    message = ChatMessage.model_validate(row["body"])
+    rendered = render.letta_messages(
+        message, row["created_at"], row["run_id"], row["step_id"], agent_type
+    )
+    return next((m for m in rendered if m["message_type"] == "approval_request_message"), None)
 
 
 async def blocks_of(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
