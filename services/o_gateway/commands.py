@@ -1,4 +1,4 @@
-"""Gateway-side senders: commands to the memory service, events the gateway owns."""
+"""Gateway-side senders: commands to other services, answered as HTTP results or errors."""
 
 from __future__ import annotations
 
@@ -20,14 +20,27 @@ async def memory_command(
 ) -> Reply:
     """Send a command to the memory service and turn a refusal into an HTTP error."""
     envelope = Envelope.wrap(command, aggregate_id=key, producer=PRODUCER)
+    return await answered(
+        gw,
+        subjects.memory_command_subject(key),
+        envelope,
+        timeout,
+        "the memory service did not answer in time; the change may still apply",
+    )
+
+
+async def answered(
+    gw: Any, subject: str, envelope: Envelope[Any], timeout: float, unanswered: str
+) -> Reply:
+    """Send a command and wait for its reply: a refusal or a timeout is an HTTP error.
+
+    A timeout is 504 with `unanswered` in the detail: the command is durable,
+    so its effect may still come.
+    """
     try:
-        reply = await send_and_wait(
-            gw.eventlog, subjects.memory_command_subject(key), envelope, timeout=timeout
-        )
+        reply = await send_and_wait(gw.eventlog, subject, envelope, timeout=timeout)
     except CommandTimeout as exc:
-        raise HTTPException(
-            504, f"the memory service did not answer in time; the change may still apply ({exc})"
-        ) from exc
+        raise HTTPException(504, f"{unanswered} ({exc})") from exc
     if not reply.ok:
         raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error or "rejected")
     return reply

@@ -14,27 +14,27 @@ from o_contracts.events import (
     ToolDetached,
 )
 from o_runtime.eventlog import Recorded
-from o_runtime.projector import Projection
+from o_runtime.projector import Projection, assignments
 
 agents = Projection(name="agents", filter_subject=subjects.AGENT_EVENTS, tables=["agents"])
 
-# AgentUpdated.changes key -> column; anything else in changes is not ours
-# (block_ids belong to the memory projection).
-_COLUMNS = {
-    "name": "name",
-    "system": "system",
-    "agent_type": "agent_type",
-    "llm_config": "llm_config",
-    "embedding_config": "embedding_config",
-    "tools": "tools",
-    "tool_rules": "tool_rules",
-    "tags": "tags",
-    "metadata": "metadata",
-    "description": "description",
-    "timezone": "timezone",
-    "encrypted_secrets": "encrypted_secrets",
-    "tool_ids": "tool_ids",
-}
+# AgentUpdated.changes keys that are our columns; anything else in changes is
+# not ours (block_ids belong to the memory projection).
+_COLUMNS = (
+    "name",
+    "system",
+    "agent_type",
+    "llm_config",
+    "embedding_config",
+    "tools",
+    "tool_rules",
+    "tags",
+    "metadata",
+    "description",
+    "timezone",
+    "encrypted_secrets",
+    "tool_ids",
+)
 
 
 @agents.on(AgentCreated)
@@ -71,13 +71,8 @@ async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, AgentUpdated)
     args: list[object] = [e.agent_id, rec.envelope.time, rec.seq]
-    sets = []
-    for key, column in _COLUMNS.items():
-        if key in e.changes:
-            args.append(e.changes[key])
-            sets.append(f"{column} = ${len(args)}")
     await conn.execute(
-        f"UPDATE agents SET updated_at = $2, last_seq = $3{''.join(', ' + s for s in sets)}"
+        f"UPDATE agents SET updated_at = $2, last_seq = $3{assignments(e.changes, _COLUMNS, args)}"
         " WHERE id = $1",
         *args,
     )

@@ -7,7 +7,7 @@ import asyncpg
 from o_contracts import subjects
 from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_runtime.eventlog import Recorded
-from o_runtime.projector import Projection
+from o_runtime.projector import Projection, assignments
 
 tools = Projection(name="tools", filter_subject=subjects.TOOL_EVENTS, tables=["tools"])
 
@@ -56,13 +56,8 @@ async def tool_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, ToolUpdated)
     args: list[object] = [e.tool_id, rec.envelope.time, rec.seq]
-    sets = []
-    for column in COLUMNS:
-        if column in e.changes:
-            args.append(e.changes[column])
-            sets.append(f"{column} = ${len(args)}")
     await conn.execute(
-        f"UPDATE tools SET updated_at = $2, last_seq = $3{''.join(', ' + s for s in sets)}"
+        f"UPDATE tools SET updated_at = $2, last_seq = $3{assignments(e.changes, COLUMNS, args)}"
         " WHERE id = $1",
         *args,
     )

@@ -16,7 +16,7 @@ from o_contracts.events import (
     BlockUpdated,
 )
 from o_runtime.eventlog import Recorded
-from o_runtime.projector import Projection
+from o_runtime.projector import Projection, assignments
 
 memory = Projection(
     name="memory",
@@ -62,16 +62,10 @@ async def block_created(conn: asyncpg.Connection, rec: Recorded) -> None:
 async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
     e = rec.envelope.data
     assert isinstance(e, BlockUpdated)
-    sets = []
     args: list[object] = [e.block_id, e.version, rec.envelope.time, rec.seq]
-    for field in _BLOCK_FIELDS:
-        if field in e.changes:
-            args.append(e.changes[field])
-            column = '"limit"' if field == "limit" else field
-            sets.append(f"{column} = ${len(args)}")
     value = await conn.fetchval(
         f"UPDATE blocks SET version = $2, updated_at = $3, last_seq = $4"
-        f"{''.join(', ' + s for s in sets)} WHERE id = $1 RETURNING value",
+        f"{assignments(e.changes, _BLOCK_FIELDS, args)} WHERE id = $1 RETURNING value",
         *args,
     )
     if value is None:

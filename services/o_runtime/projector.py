@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -34,6 +34,20 @@ NOTIFY_CHANNEL = "o_projection"
 MAX_DELIVERIES = 5
 
 Handler = Callable[[asyncpg.Connection, Recorded], Awaitable[None]]
+
+
+def assignments(changes: Mapping[str, object], columns: Iterable[str], args: list[object]) -> str:
+    """`, "column" = $n` for each of `columns` present in `changes`, values appended to `args`.
+
+    For PATCH-like events that carry only what changed; columns are quoted
+    because some are SQL keywords (`limit`).
+    """
+    out = []
+    for column in columns:
+        if column in changes:
+            args.append(changes[column])
+            out.append(f', "{column}" = ${len(args)}')
+    return "".join(out)
 
 
 class Outcome(Enum):

@@ -27,7 +27,7 @@ from o_contracts.events import (
 from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import PRODUCER, answered
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
@@ -38,7 +38,6 @@ from o_gateway.schemas import (
     SendMessageBody,
 )
 from o_gateway.state import Gateway, checked_id, gateway
-from o_runtime.commands import CommandTimeout, send_and_wait
 
 router = APIRouter()
 GW = Annotated[Gateway, Depends(gateway)]
@@ -217,17 +216,13 @@ async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: boo
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    try:
-        reply = await send_and_wait(
-            gw.eventlog,
-            subjects.executor_command_subject(agent_id),
-            command,
-            timeout=RUN_REPLY_TIMEOUT,
-        )
-    except CommandTimeout as exc:
-        raise HTTPException(504, f"run {command.data.run_id} is still going: {exc}") from exc
-    if not reply.ok:
-        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error)
+    reply = await answered(
+        gw,
+        subjects.executor_command_subject(agent_id),
+        command,
+        RUN_REPLY_TIMEOUT,
+        f"run {command.data.run_id} is still going",
+    )
     return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
 
 
@@ -436,17 +431,13 @@ async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
         producer=PRODUCER,
         correlation_id=run_id,
     )
-    try:
-        reply = await send_and_wait(
-            gw.eventlog,
-            subjects.executor_command_subject(agent_id),
-            command,
-            timeout=RUN_REPLY_TIMEOUT,
-        )
-    except CommandTimeout as exc:
-        raise HTTPException(504, f"summarizing is still going: {exc}") from exc
-    if not reply.ok:
-        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error)
+    reply = await answered(
+        gw,
+        subjects.executor_command_subject(agent_id),
+        command,
+        RUN_REPLY_TIMEOUT,
+        "summarizing is still going",
+    )
     result = reply.result or {}
     if result.get("stop_reason") != "end_turn":
         raise HTTPException(502, f"summarizing failed: {result.get('stop_reason')}")
