@@ -33,6 +33,16 @@ NOTIFY_CHANNEL = "o_projection"
 # dead-lettered, so one poison event cannot stall the projection forever.
 MAX_DELIVERIES = 5
 
+# Advance the checkpoint only past it (a redelivery finds no row) and notify
+# waiters, in one round trip.
+_ADVANCE = (
+    "WITH advanced AS ("
+    " INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, $2)"
+    " ON CONFLICT (projection) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = now()"
+    " WHERE c.last_seq < EXCLUDED.last_seq RETURNING last_seq)"
+    " SELECT last_seq, pg_notify($3, $1::text || ':' || $2::bigint::text) FROM advanced"
+)
+
 Handler = Callable[[asyncpg.Connection, Recorded], Awaitable[None]]
 
 
@@ -85,20 +95,25 @@ class Projector:
         return self.projection.name
 
     async def apply(self, seq: int, subject: str, data: bytes) -> Outcome:
+        try:
+            envelope: Envelope[Message] | None = decode(data)
+        except MalformedMessage:
+            envelope = None
+        if envelope is not None and envelope.type not in self.projection.handlers:
+            # Nothing to change but the checkpoint: one statement, no transaction
+            # (most events on a subject are some other projection's business).
+            async with self.pool.acquire() as conn:
+                advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
+            return Outcome.SKIPPED if advanced is None else Outcome.APPLIED
         async with self.pool.acquire() as conn, conn.transaction():
             return await self._apply_in(conn, seq, subject, data, live=True)
 
     async def _apply_in(
         self, conn: asyncpg.Connection, seq: int, subject: str, data: bytes, *, live: bool
     ) -> Outcome:
-        # The row lock taken here also serialises us with a rebuild in progress.
-        advanced = await conn.fetchval(
-            "INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, $2)"
-            " ON CONFLICT (projection) DO UPDATE SET last_seq = EXCLUDED.last_seq,"
-            " updated_at = now() WHERE c.last_seq < EXCLUDED.last_seq RETURNING last_seq",
-            self.name,
-            seq,
-        )
+        # The row lock taken here also serialises us with a rebuild in progress;
+        # the notification goes out only if (and when) the transaction commits.
+        advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
         if advanced is None:
             return Outcome.SKIPPED
         try:
@@ -113,12 +128,10 @@ class Projector:
                     origin_subject=subject,
                     origin_seq=seq,
                 )
-            await self._notify(conn, seq)
             return Outcome.DEAD_LETTERED
         handler = self.projection.handlers.get(envelope.type)
         if handler is not None:
             await handler(conn, Recorded(seq, subject, envelope))
-        await self._notify(conn, seq)
         return Outcome.APPLIED
 
     async def _notify(self, conn: asyncpg.Connection, seq: int) -> None:
