@@ -542,6 +542,19 @@ class AgentRun(ToolCalls):
         returned = recorded.returned.get(call.id)
         if returned is not None:
             return returned.message
+        return await self._append_return(call, step, step_id, text, status)
+
+    async def _append_return(
+        self,
+        call: ToolCall,
+        step: int,
+        step_id: str,
+        text: str,
+        status: Literal["success", "error"],
+        stdout: list[str] | None = None,
+        stderr: list[str] | None = None,
+    ) -> ChatMessage:
+        """Record a tool call's result (ToolReturned) and give it as the tool message."""
         tool_msg = ChatMessage(
             id=derived_id("message", self.cmd.run_id, str(step), call.id),
             role="tool",
@@ -549,6 +562,8 @@ class AgentRun(ToolCalls):
             tool_call_id=call.id,
             content=text,
             status=status,
+            stdout=stdout,
+            stderr=stderr,
         )
         await self._append(
             ToolReturned(
@@ -679,24 +694,14 @@ class AgentRun(ToolCalls):
                     f"tool-requested-{step}-{call.id}",
                 )
             outcome = await self._run_tool(agent, call)
-        tool_msg = ChatMessage(
-            id=derived_id("message", self.cmd.run_id, str(step), call.id),
-            role="tool",
-            name=call.name,
-            tool_call_id=call.id,
-            content=outcome.text,
-            status="success" if outcome.ok else "error",
-            stdout=outcome.stdout,
-            stderr=outcome.stderr,
-        )
-        await self._append(
-            ToolReturned(
-                run_id=self.cmd.run_id,
-                agent_id=self.cmd.agent_id,
-                step_id=step_id,
-                message=tool_msg,
-            ),
-            f"tool-{step}-{call.id}",
+        tool_msg = await self._append_return(
+            call,
+            step,
+            step_id,
+            outcome.text,
+            "success" if outcome.ok else "error",
+            outcome.stdout,
+            outcome.stderr,
         )
         return tool_msg, outcome.ends_turn
 

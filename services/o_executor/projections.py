@@ -53,9 +53,7 @@ async def _insert_message(
 
 
 @runs.on(RunQueued)
-async def run_queued(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, RunQueued)
+async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> None:
     await conn.execute(
         "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
         " VALUES ($1, $2, 'created', $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
@@ -69,9 +67,7 @@ async def run_queued(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @runs.on(RunStarted)
-async def run_started(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, RunStarted)
+async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) -> None:
     await conn.execute(
         "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
         " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
@@ -89,9 +85,7 @@ async def run_started(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @runs.on(LLMResponded)
-async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, LLMResponded)
+async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded) -> None:
     await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
     await conn.execute(
         "UPDATE runs SET step_count = step_count + 1, last_seq = $2 WHERE id = $1",
@@ -129,16 +123,14 @@ async def llm_responded(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @runs.on(RunCancellationRequested)
-async def run_cancellation_requested(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, RunCancellationRequested)
+async def run_cancellation_requested(
+    conn: asyncpg.Connection, e: RunCancellationRequested, rec: Recorded
+) -> None:
     await conn.execute("UPDATE runs SET cancel_requested = true WHERE id = $1", e.run_id)
 
 
 @runs.on(ToolReturned)
-async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolReturned)
+async def tool_returned(conn: asyncpg.Connection, e: ToolReturned, rec: Recorded) -> None:
     await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
     await conn.execute(
         "DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
@@ -148,9 +140,7 @@ async def tool_returned(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @runs.on(ContextSummarized)
-async def context_summarized(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ContextSummarized)
+async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec: Recorded) -> None:
     await conn.execute(
         "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
     )
@@ -171,9 +161,7 @@ async def context_summarized(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @runs.on(RunCompleted)
-async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, RunCompleted)
+async def run_completed(conn: asyncpg.Connection, e: RunCompleted, rec: Recorded) -> None:
     status = (
         "completed"
         if e.stop_reason in _COMPLETED

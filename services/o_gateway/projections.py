@@ -38,9 +38,7 @@ _COLUMNS = (
 
 
 @agents.on(AgentCreated)
-async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, AgentCreated)
+async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded) -> None:
     await conn.execute(
         "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
         " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq,"
@@ -67,9 +65,7 @@ async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @agents.on(AgentUpdated)
-async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, AgentUpdated)
+async def agent_updated(conn: asyncpg.Connection, e: AgentUpdated, rec: Recorded) -> None:
     args: list[object] = [e.agent_id, rec.envelope.time, rec.seq]
     await conn.execute(
         f"UPDATE agents SET updated_at = $2, last_seq = $3{assignments(e.changes, _COLUMNS, args)}"
@@ -79,25 +75,19 @@ async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @agents.on(AgentDeleted)
-async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
     await conn.execute("DELETE FROM agents WHERE id = $1", e.agent_id)
 
 
 @agents.on(RunCompleted)
-async def run_completed(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, RunCompleted)
+async def run_completed(conn: asyncpg.Connection, e: RunCompleted, rec: Recorded) -> None:
     await conn.execute(
         "UPDATE agents SET last_stop_reason = $2 WHERE id = $1", e.agent_id, e.stop_reason
     )
 
 
 @agents.on(ToolAttached)
-async def tool_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolAttached)
+async def tool_attached(conn: asyncpg.Connection, e: ToolAttached, rec: Recorded) -> None:
     rules = (
         [{"type": "requires_approval", "tool_name": e.tool_name}]
         if e.requires_approval and e.tool_name
@@ -115,9 +105,7 @@ async def tool_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @agents.on(ToolDetached)
-async def tool_detached(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolDetached)
+async def tool_detached(conn: asyncpg.Connection, e: ToolDetached, rec: Recorded) -> None:
     await conn.execute(
         "UPDATE agents SET tool_ids = array_remove(tool_ids, $2), updated_at = $3, last_seq = $4"
         " WHERE id = $1",

@@ -27,9 +27,7 @@ COLUMNS = (
 
 
 @tools.on(ToolCreated)
-async def tool_created(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolCreated)
+async def tool_created(conn: asyncpg.Connection, e: ToolCreated, rec: Recorded) -> None:
     await conn.execute(
         "INSERT INTO tools (id, name, description, source_type, source_code, json_schema, tags,"
         " return_char_limit, default_requires_approval, idempotent, metadata, created_at,"
@@ -52,9 +50,7 @@ async def tool_created(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @tools.on(ToolUpdated)
-async def tool_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolUpdated)
+async def tool_updated(conn: asyncpg.Connection, e: ToolUpdated, rec: Recorded) -> None:
     args: list[object] = [e.tool_id, rec.envelope.time, rec.seq]
     await conn.execute(
         f"UPDATE tools SET updated_at = $2, last_seq = $3{assignments(e.changes, COLUMNS, args)}"
@@ -64,7 +60,5 @@ async def tool_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @tools.on(ToolDeleted)
-async def tool_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, ToolDeleted)
+async def tool_deleted(conn: asyncpg.Connection, e: ToolDeleted, rec: Recorded) -> None:
     await conn.execute("DELETE FROM tools WHERE id = $1", e.tool_id)

@@ -44,25 +44,19 @@ async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, s
 
 
 @archival.on(PassageInserted)
-async def passage_inserted(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, PassageInserted)
+async def passage_inserted(conn: asyncpg.Connection, e: PassageInserted, rec: Recorded) -> None:
     await _insert(conn, e.agent_id, e.passage, rec.seq)
 
 
 @archival.on(PassageDeleted)
-async def passage_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, PassageDeleted)
+async def passage_deleted(conn: asyncpg.Connection, e: PassageDeleted, rec: Recorded) -> None:
     await conn.execute(
         "DELETE FROM passages WHERE id = $1 AND agent_id = $2", e.passage_id, e.agent_id
     )
 
 
 @archival.on(PassagesAccessed)
-async def passages_accessed(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, PassagesAccessed)
+async def passages_accessed(conn: asyncpg.Connection, e: PassagesAccessed, rec: Recorded) -> None:
     await conn.execute(
         "UPDATE passages SET last_accessed_at = greatest(last_accessed_at, $3)"
         " WHERE agent_id = $1 AND id = ANY($2)",
@@ -73,9 +67,7 @@ async def passages_accessed(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @archival.on(MemoriesReflected)
-async def memories_reflected(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, MemoriesReflected)
+async def memories_reflected(conn: asyncpg.Connection, e: MemoriesReflected, rec: Recorded) -> None:
     await conn.execute(
         "UPDATE passages SET reflected = true WHERE agent_id = $1 AND id = ANY($2)",
         e.agent_id,
@@ -86,8 +78,6 @@ async def memories_reflected(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @archival.on(AgentDeleted)
-async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
     # Unlike blocks, passages are never shared, so they go with their agent (as in Letta).
-    e = rec.envelope.data
-    assert isinstance(e, AgentDeleted)
     await conn.execute("DELETE FROM passages WHERE agent_id = $1", e.agent_id)

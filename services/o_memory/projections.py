@@ -28,9 +28,7 @@ _BLOCK_FIELDS = ("label", "value", "limit", "description", "read_only", "metadat
 
 
 @memory.on(BlockCreated)
-async def block_created(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, BlockCreated)
+async def block_created(conn: asyncpg.Connection, e: BlockCreated, rec: Recorded) -> None:
     s = e.spec
     await conn.execute(
         'INSERT INTO blocks (id, label, value, "limit", description, read_only, metadata,'
@@ -59,9 +57,7 @@ async def block_created(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @memory.on(BlockUpdated)
-async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, BlockUpdated)
+async def block_updated(conn: asyncpg.Connection, e: BlockUpdated, rec: Recorded) -> None:
     args: list[object] = [e.block_id, e.version, rec.envelope.time, rec.seq]
     value = await conn.fetchval(
         f"UPDATE blocks SET version = $2, updated_at = $3, last_seq = $4"
@@ -88,9 +84,7 @@ async def block_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
 
 
 @memory.on(BlockDeleted)
-async def block_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, BlockDeleted)
+async def block_deleted(conn: asyncpg.Connection, e: BlockDeleted, rec: Recorded) -> None:
     await conn.execute("DELETE FROM blocks WHERE id = $1", e.block_id)
     await conn.execute("DELETE FROM agent_blocks WHERE block_id = $1", e.block_id)
 
@@ -106,43 +100,33 @@ async def _attach(conn: asyncpg.Connection, agent_id: str, block_id: str, seq: i
 
 
 @memory.on(AgentCreated)
-async def agent_created(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, AgentCreated)
+async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded) -> None:
     for i, block_id in enumerate(e.block_ids):
         # position keeps the creation order of the agent's blocks
         await _attach(conn, e.agent_id, block_id, rec.seq * 1000 + i)
 
 
 @memory.on(BlockAttached)
-async def block_attached(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, BlockAttached)
+async def block_attached(conn: asyncpg.Connection, e: BlockAttached, rec: Recorded) -> None:
     await _attach(conn, e.agent_id, e.block_id, rec.seq * 1000)
 
 
 @memory.on(BlockDetached)
-async def block_detached(conn: asyncpg.Connection, rec: Recorded) -> None:
-    e = rec.envelope.data
-    assert isinstance(e, BlockDetached)
+async def block_detached(conn: asyncpg.Connection, e: BlockDetached, rec: Recorded) -> None:
     await conn.execute(
         "DELETE FROM agent_blocks WHERE agent_id = $1 AND block_id = $2", e.agent_id, e.block_id
     )
 
 
 @memory.on(AgentDeleted)
-async def agent_deleted(conn: asyncpg.Connection, rec: Recorded) -> None:
+async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
     # Only the agent's attachments go; its blocks stay (others may share them).
-    e = rec.envelope.data
-    assert isinstance(e, AgentDeleted)
     await conn.execute("DELETE FROM agent_blocks WHERE agent_id = $1", e.agent_id)
 
 
 @memory.on(AgentUpdated)
-async def agent_updated(conn: asyncpg.Connection, rec: Recorded) -> None:
+async def agent_updated(conn: asyncpg.Connection, e: AgentUpdated, rec: Recorded) -> None:
     # A PATCH with block_ids replaces the agent's set of blocks.
-    e = rec.envelope.data
-    assert isinstance(e, AgentUpdated)
     if "block_ids" not in e.changes:
         return
     await conn.execute("DELETE FROM agent_blocks WHERE agent_id = $1", e.agent_id)

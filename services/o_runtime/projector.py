@@ -13,6 +13,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar, cast
 
 import asyncpg
 from faststream import AckPolicy
@@ -44,6 +45,9 @@ _ADVANCE = (
 )
 
 Handler = Callable[[asyncpg.Connection, Recorded], Awaitable[None]]
+E = TypeVar("E", bound=Message)
+# A projection's handler for one event type: the typed event, and where it stands in the log.
+EventHandler = Callable[[asyncpg.Connection, E, Recorded], Awaitable[None]]
 
 
 def assignments(changes: Mapping[str, object], columns: Iterable[str], args: list[object]) -> str:
@@ -75,10 +79,16 @@ class Projection:
     tables: list[str]
     handlers: dict[str, Handler] = field(default_factory=dict)
 
-    def on(self, *event_types: type[Message]) -> Callable[[Handler], Handler]:
-        def register(fn: Handler) -> Handler:
-            for t in event_types:
-                self.handlers[t.type_name()] = fn
+    def on(self, event_type: type[E]) -> Callable[[EventHandler[E]], EventHandler[E]]:
+        """Register `fn(conn, event, recorded)` for events of `event_type`."""
+
+        def register(fn: EventHandler[E]) -> EventHandler[E]:
+            async def handle(conn: asyncpg.Connection, rec: Recorded) -> None:
+                # Dispatch is by the wire type name, which decode() resolved to
+                # exactly this class: the cast cannot be wrong.
+                await fn(conn, cast(E, rec.envelope.data), rec)
+
+            self.handlers[event_type.type_name()] = handle
             return fn
 
         return register

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgpack
 import nats
 import pytest
+from nats.js import JetStreamContext
 
 from o_contracts import subjects
 from o_contracts.commands import StartRun, UpdateBlock
@@ -21,6 +22,16 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 pytestmark = pytest.mark.e2e
 
 
+async def follow(js: JetStreamContext, subject: str) -> JetStreamContext.PushSubscription:
+    """What is appended to `subject` from now on, in order (an ordered consumer)."""
+    return await js.subscribe(
+        subject,
+        stream=subjects.EVENTS_STREAM,
+        ordered_consumer=True,
+        deliver_policy=nats.js.api.DeliverPolicy.NEW,
+    )
+
+
 async def test_an_external_publisher_runs_an_agent_over_nats(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -28,12 +39,7 @@ async def test_an_external_publisher_runs_an_agent_over_nats(
     nc = await nats.connect(system.env["NATS_URL"])
     js = nc.jetstream()
     try:
-        events = await js.subscribe(
-            subjects.agent_subject(agent["id"]),
-            stream=subjects.EVENTS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=nats.js.api.DeliverPolicy.NEW,
-        )
+        events = await follow(js, subjects.agent_subject(agent["id"]))
         inbox = nc.new_inbox()
         replies = await nc.subscribe(inbox, max_msgs=1)
         run_id = new_id("run")
@@ -144,12 +150,7 @@ async def test_an_external_publisher_adds_and_searches_archival_memory(
     nc = await nats.connect(system.env["NATS_URL"])
     js = nc.jetstream()
     try:
-        events = await js.subscribe(
-            subjects.archival_subject(agent["id"]),
-            stream=subjects.EVENTS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=nats.js.api.DeliverPolicy.NEW,
-        )
+        events = await follow(js, subjects.archival_subject(agent["id"]))
         inbox = nc.new_inbox()
         replies = await nc.subscribe(inbox, max_msgs=2)
         for text in ("ticket ZX-991 is about the broken lift", " "):
