@@ -71,7 +71,7 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         try:
-            response = await _openai_client().embeddings.create(model=self.model, input=texts)
+            response = await openai_client().embeddings.create(model=self.model, input=texts)
         except openai.APIError as exc:
             raise EmbeddingError(f"embedding with openai/{self.model} failed: {exc}") from exc
         ordered = sorted(response.data, key=lambda d: d.index)
@@ -79,7 +79,8 @@ class OpenAIEmbedder:
 
 
 @cache
-def _openai_client() -> openai.AsyncOpenAI:
+def openai_client() -> openai.AsyncOpenAI:
+    """The memory service's one OpenAI-compatible client (embeddings and judgements)."""
     return openai.AsyncOpenAI(
         api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
         base_url=os.environ.get("OPENAI_BASE_URL") or None,

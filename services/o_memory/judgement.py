@@ -9,13 +9,13 @@ so a replay never asks again.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Literal
 
 import openai
+
+from o_memory.embeddings import openai_client
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +36,12 @@ REFLECTION_PROMPT = (
 )
 
 
-@cache
-def _client() -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-        max_retries=1,
-        timeout=60.0,
-    )
-
-
 async def _ask(llm_config: dict[str, Any], prompt: str) -> str | None:
     provider, _, model = str(llm_config.get("handle") or "").partition("/")
     if provider != "openai" or not model:
         return None
     try:
-        response = await _client().chat.completions.create(
+        response = await openai_client().chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompt}]
         )
     except openai.APIError as exc:
