@@ -56,6 +56,33 @@ def scripted(body: dict[str, Any]) -> Reply:
     return Reply(content="done")
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a live process has used (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def postgres_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().startswith("postgres"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def cpu_by_part(parts: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(cpu_seconds(p) for p in pids) for name, pids in parts.items()}
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -149,13 +176,29 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                     f"{runs} timed runs each (after {warmup} warm-up) over {AGENTS} agents,"
                     " client-side, ms:"
                 )
+                # CPU each part of the system spends per run: on a shared,
+                # noisy machine this moves less than wall-clock time does.
+                parts = {
+                    name: supervisor.pids(name) for name in ("gateway", "executor", "memory")
+                } | {
+                    "nats": [servers.nats.pid or 0],
+                    "postgres": postgres_pids(),
+                    "client+llm": [os.getpid()],
+                }
                 for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
                     await measure(http, agent_ids, text, warmup)
+                    before = cpu_by_part(parts)
                     timings = await measure(http, agent_ids, text, runs)
+                    after = cpu_by_part(parts)
                     print(
                         f"  {label}: median {statistics.median(timings):7.2f}"
                         f"   p99 {percentile(timings, 0.99):7.2f}"
                         f"   min {min(timings):6.2f}   max {max(timings):7.2f}"
+                    )
+                    spent = {n: (after[n] - before[n]) * 1000 / runs for n in parts}
+                    print(
+                        f"    CPU ms per run: total {sum(spent.values()):.1f} = "
+                        + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
                     )
                 if timeline:
                     await print_timeline(servers.nats.url, agent_id)

@@ -12,6 +12,7 @@ deduplicated by the stream.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
@@ -146,6 +147,8 @@ class AgentRun(ToolCalls):
         self.summary: ContextSummarized | None = None
         # Where this run's own messages begin in the context (summaries never cut there).
         self.run_start = 0
+        # Core memory read ahead for the first prompt, with the memory_seq it was read at.
+        self._core: tuple[int, asyncio.Task[dict[str, Any]]] | None = None
 
     async def _append(self, event: Event, key: str) -> int:
         envelope = self.command.caused(
@@ -188,7 +191,9 @@ class AgentRun(ToolCalls):
     async def execute(self) -> Reply:
         delivery = current_delivery.get(None)
         if delivery is None:  # called outside a command consumer: no ordering to keep
-            return await self._execute(Cursor(), redelivered=False)
+            reply = await self._execute(Cursor(), redelivered=False)
+            await self._projected(reply)
+            return reply
         queue = self.s.run_queue
         cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
         try:
@@ -200,10 +205,27 @@ class AgentRun(ToolCalls):
                 # It will be dead-lettered: the agent's next run must not wait for it.
                 await queue.finish(self.cmd.agent_id, delivery.stream_seq, self.last)
             raise
-        await queue.finish(self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0))
+        # Hand the agent's turn on while the run's events are projected.
+        await asyncio.gather(
+            queue.finish(self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0)),
+            self._projected(reply),
+        )
         return reply
 
+    async def _projected(self, reply: Reply) -> None:
+        # Like every O service: whoever waited for the reply reads its write.
+        if reply.seq:
+            await self.s.watcher.wait(reply.seq, "runs", timeout=PROJECTION_TIMEOUT)
+
     async def _execute(self, cursor: Cursor, redelivered: bool) -> Reply:
+        try:
+            return await self._run(cursor, redelivered)
+        finally:
+            if self._core is not None:  # read ahead but never used (the run ended early)
+                self._core[1].cancel()
+                self._core = None
+
+    async def _run(self, cursor: Cursor, redelivered: bool) -> Reply:
         # A first delivery has nothing recorded; a redelivery reads what is.
         recorded = RunLog()
         if redelivered:
@@ -220,22 +242,26 @@ class AgentRun(ToolCalls):
             # Memory edits made before the crash must show in the next prompt.
             info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
             self.memory_seq = info.state.last_seq
-        agent = await self.s.load_agent(self.cmd.agent_id)
+        # The first prompt's core memory, read while the run gets ready.
+        self._core = (self.memory_seq, asyncio.create_task(self._read_core(self.memory_seq)))
+        agent, self.last = await asyncio.gather(
+            self.s.load_agent(self.cmd.agent_id), self.s.eventlog.last_seq(self.subject)
+        )
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
-        self.last = await self.s.eventlog.last_seq(self.subject)
         # The history is what the log held before this run began.
         before = recorded.started_seq - 1 if recorded.started is not None else self.last
         await self.s.watcher.wait(max(before, self.last), "runs", timeout=PROJECTION_TIMEOUT)
         # Cancelled while it waited for its turn (possibly while the previous run
         # was still going)? Later cancellations show up as conflicts on our
         # appends: see _read_news.
-        self.cancelled = bool(
-            await self.s.pool.fetchval(
+        cancelled, history = await asyncio.gather(
+            self.s.pool.fetchval(
                 "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
-            )
+            ),
+            self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
         )
-        history = await self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id)
+        self.cancelled = bool(cancelled)
         try:
             if recorded.started is None:
                 await self._append(
@@ -705,12 +731,24 @@ class AgentRun(ToolCalls):
         )
         return tool_msg, outcome.ends_turn
 
-    async def _system_prompt(self, agent: dict[str, Any], recall_count: int) -> str:
+    async def _read_core(self, min_seq: int) -> dict[str, Any]:
+        """The agent's blocks and archival summary, as of at least log position `min_seq`."""
         request = msgpack.packb(
-            {"agent_id": self.cmd.agent_id, "min_seq": self.memory_seq}, use_bin_type=True
+            {"agent_id": self.cmd.agent_id, "min_seq": min_seq}, use_bin_type=True
         )
         response = await self.s.eventlog.nc.request(subjects.MEMORY_READ_CORE, request, timeout=10)
-        core = msgpack.unpackb(response.data, raw=False)
+        core: dict[str, Any] = msgpack.unpackb(response.data, raw=False)
+        return core
+
+    async def _system_prompt(self, agent: dict[str, Any], recall_count: int) -> str:
+        prefetched, self._core = self._core, None
+        if prefetched is not None and prefetched[0] == self.memory_seq:
+            core = await prefetched[1]
+        else:
+            # Memory changed since (a memory tool ran): read it again.
+            if prefetched is not None:
+                prefetched[1].cancel()
+            core = await self._read_core(self.memory_seq)
         return compile_system(
             agent["system"] or default_system(agent["agent_type"]),
             self.cmd.agent_id,

@@ -14,7 +14,6 @@ from o_executor.loop import AgentRun
 from o_executor.projections import runs
 from o_executor.run_queue import RunQueue
 from o_runtime.commands import CommandConsumer
-from o_runtime.projector import Projector
 from o_runtime.service import Service
 
 
@@ -25,7 +24,7 @@ class ExecutorService(Service):
 
     async def setup(self) -> None:
         self.run_queue = await RunQueue.open(self.eventlog)
-        Projector(runs, self.pool, self.eventlog).subscribe(self.broker)
+        self.project(runs)
         CommandConsumer(
             self.eventlog,
             "executor",
@@ -41,11 +40,9 @@ class ExecutorService(Service):
     async def start_run(self, envelope: Envelope[Any]) -> Reply:
         # One run per agent at a time across replicas, in arrival order; runs of
         # different agents proceed in parallel (run_queue.py explains how).
-        reply = await AgentRun(self, envelope).execute()
-        if reply.seq:
-            # Like every O service: whoever waited for the reply reads its write.
-            await self.watcher.wait(reply.seq, "runs", timeout=60.0)
-        return reply
+        # (It returns once the runs projection has applied the run: whoever
+        # waited for the reply reads its write.)
+        return await AgentRun(self, envelope).execute()
 
     async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
         # The agent registry is the gateway's projection; the executor only reads it.

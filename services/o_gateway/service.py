@@ -14,7 +14,6 @@ from o_gateway.app import create_app
 from o_gateway.projections import agents
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
-from o_runtime.projector import Projector
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
@@ -32,8 +31,8 @@ class GatewayService(Service):
     name = "gateway"
 
     async def setup(self) -> None:
-        Projector(agents, self.pool, self.eventlog).subscribe(self.broker)
-        Projector(tools, self.pool, self.eventlog).subscribe(self.broker)
+        self.project(agents)
+        self.project(tools)
 
     async def started(self) -> None:
         app = create_app(Gateway(self.eventlog, self.pool, self.watcher))

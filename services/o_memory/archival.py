@@ -137,13 +137,14 @@ async def search(
     now: datetime,
     fusion: Fusion = "convex",
 ) -> list[Hit]:
-    async with pool.acquire() as conn:
+    async with pool.acquire() as conn, conn.transaction():
         # iterative_scan: with filters, keep walking the HNSW graph until
         # enough rows pass them (pgvector >= 0.8). force_custom_plan: how many
         # passages a word matches decides the plan, so never reuse a generic
-        # one. (The pool resets session settings when a connection is released.)
+        # one. SET LOCAL: pooled connections are not reset on release (db.py).
         await conn.execute(
-            "SET hnsw.iterative_scan = relaxed_order; SET plan_cache_mode = force_custom_plan"
+            "SET LOCAL hnsw.iterative_scan = relaxed_order;"
+            " SET LOCAL plan_cache_mode = force_custom_plan"
         )
         # Any query word may match (OR), ranked by cover density: a question
         # rarely contains every word of the passage that answers it.

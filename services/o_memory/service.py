@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import msgpack
-from faststream.nats import NatsMessage
 
 from o_contracts import subjects
 from o_contracts.commands import (
@@ -24,7 +23,6 @@ from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
 from o_runtime.eventlog import AppendRejected
-from o_runtime.projector import Projector
 from o_runtime.service import Service
 
 
@@ -32,8 +30,8 @@ class MemoryService(Service):
     name = "memory"
 
     async def setup(self) -> None:
-        Projector(memory, self.pool, self.eventlog).subscribe(self.broker)
-        Projector(archival, self.pool, self.eventlog).subscribe(self.broker)
+        self.project(memory)
+        self.project(archival)
         cmds = MemoryCommands(self)
         self.archival = ArchivalCommands(self)
         CommandConsumer(
@@ -58,7 +56,7 @@ class MemoryService(Service):
             subjects.MEMORY_SEARCH_ARCHIVAL, queue="memory", title="archival memory search"
         )(self.search_archival)
 
-    async def read_core_memory(self, body: bytes, msg: NatsMessage) -> bytes:
+    async def read_core_memory(self, body: bytes) -> bytes:
         """Request: msgpack {agent_id, min_seq}.
 
         Reply: msgpack {blocks: the agent's blocks, archival_count, archival_tags}
@@ -85,7 +83,7 @@ class MemoryService(Service):
         packed: bytes = msgpack.packb(reply, use_bin_type=True)
         return packed
 
-    async def search_archival(self, body: bytes, msg: NatsMessage) -> bytes:
+    async def search_archival(self, body: bytes) -> bytes:
         """Request: msgpack SearchArchival; reply: msgpack ArchivalResults (errors included)."""
         try:
             request = SearchArchival.model_validate(msgpack.unpackb(body, raw=False))

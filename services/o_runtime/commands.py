@@ -94,6 +94,7 @@ class CommandConsumer:
         self.max_ack_pending = max_ack_pending or concurrency
 
     def subscribe(self, broker: NatsBroker) -> None:
+        self._broker = broker
         broker.subscriber(
             self.filter_subject,
             stream=JStream(name=subjects.COMMANDS_STREAM, declare=False),
@@ -109,7 +110,11 @@ class CommandConsumer:
             title=self.name,
         )(self._handle)
 
-    async def _handle(self, body: bytes, msg: NatsMessage) -> None:
+    async def _handle(self, body: bytes) -> None:
+        # The message from FastStream's context, not a `msg: NatsMessage`
+        # parameter: FastStream resolves such parameters in a worker thread,
+        # a thread hop per command.
+        msg: NatsMessage = self._broker.context.get_local("message")
         raw = msg.raw_message
         meta = raw.metadata
         reply_to = (raw.headers or {}).get(REPLY_HEADER)

@@ -23,10 +23,19 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
 
 
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    """Pooled connections are returned as they are, without asyncpg's reset query.
+
+    That query (RESET ALL, UNLISTEN *, advisory unlock) costs a round trip on
+    every release. O code sets session state only with SET LOCAL, listens on
+    its own connections, and releases the advisory locks it takes.
+    """
+
+
 async def connect_pool(dsn: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     await migrate(dsn)
     pool: asyncpg.Pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+        dsn, min_size=min_size, max_size=max_size, init=_init_connection, reset=_no_reset
     )
     return pool
 

@@ -223,7 +223,7 @@ class EventLog:
             while True:
                 msg = await sub.next_msg(timeout=10)
                 meta = msg.metadata
-                yield RawEvent(meta.sequence.stream, msg.subject, msg.data)
+                yield RawEvent(meta.sequence.stream, msg.subject, msg.data, msg.headers)
                 if meta.num_pending == 0 or meta.sequence.stream >= end:
                     return
         finally:
@@ -241,3 +241,5 @@ class RawEvent:
     seq: int
     subject: str
     data: bytes
+    # NATS headers as appended (the trace context travels in them).
+    headers: dict[str, str] | None = None

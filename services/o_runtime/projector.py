@@ -1,39 +1,62 @@
 """Projectors: Postgres read models built from the log, each event applied exactly once.
 
-In one transaction a projector advances its checkpoint (only if the event's
-stream sequence is past it), applies the change, and notifies waiters; then
-it acks. A redelivered event finds the checkpoint already past it and is
-skipped, so every event takes effect exactly once.
+A projector follows the log with an ordered consumer (the server pushes
+events in stream order; no acks, no fetch round trips) and applies what has
+arrived in batches: in one transaction it locks its checkpoint row, applies
+the events past the checkpoint, advances the checkpoint to the batch's end
+and notifies waiters. Exactly once comes from that transaction alone: an
+event at or below the checkpoint is skipped, whoever delivers it again.
+
+Several replicas of a service may run the same projection; a Postgres
+advisory lock picks one to follow the log (the others stand by and take
+over within STANDBY_POLL seconds of its death, since Postgres drops a dead
+session's locks). Two leaders at once (a partition) would waste work, never
+apply an event twice: both go through the same checkpoint row.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar, cast
 
 import asyncpg
-from faststream import AckPolicy
-from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
-from o_runtime.eventlog import EventLog, Recorded
+from o_runtime.eventlog import EventLog, RawEvent, Recorded
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "o_projection"
-# After this many failed deliveries an event whose handler keeps raising is
+# After this many failed attempts an event whose handler keeps raising is
 # dead-lettered, so one poison event cannot stall the projection forever.
-MAX_DELIVERIES = 5
+MAX_ATTEMPTS = 5
+# Events applied in one transaction at most (more wait for the next one).
+MAX_BATCH = 500
+# How often a standby replica tries to become the projection's follower.
+STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
+# First retry delay after a failed handler; doubles each attempt (at most 30 s).
+RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "1.0"))
+# An idle follower checks this often that it still holds its lock.
+IDLE_CHECK = 5.0
 
+# Lock the checkpoint row (creating it at 0) and read it: the batch's
+# transaction then owns the projection until it commits.
+_LOCK_CHECKPOINT = (
+    "INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, 0)"
+    " ON CONFLICT (projection) DO UPDATE SET last_seq = c.last_seq RETURNING last_seq"
+)
 # Advance the checkpoint only past it (a redelivery finds no row) and notify
 # waiters, in one round trip.
 _ADVANCE = (
@@ -94,121 +117,210 @@ class Projection:
         return register
 
 
+def raw_event(msg: Msg) -> RawEvent:
+    return RawEvent(msg.metadata.sequence.stream, msg.subject, msg.data, msg.headers)
+
+
 class Projector:
     def __init__(self, projection: Projection, pool: asyncpg.Pool, eventlog: EventLog) -> None:
         self.projection = projection
         self.pool = pool
         self.eventlog = eventlog
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def name(self) -> str:
         return self.projection.name
 
-    async def apply(self, seq: int, subject: str, data: bytes) -> Outcome:
+    @property
+    def lock_key(self) -> str:
+        return f"projection:{self.name}"
+
+    # -- following the log ------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"projection {self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self._leadership() as lock_conn:
+                    await self._follow(lock_conn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("projection %s: following the log failed; starting over", self.name)
+                await asyncio.sleep(STANDBY_POLL)
+
+    @contextlib.asynccontextmanager
+    async def _leadership(self) -> AsyncIterator[asyncpg.Connection]:
+        """Hold the projection's advisory lock (waiting for it) on a connection of our own."""
+        while True:
+            conn = await self.pool.acquire()
+            try:
+                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self.lock_key):
+                    break
+            except BaseException:
+                await self.pool.release(conn)
+                raise
+            await self.pool.release(conn)
+            await asyncio.sleep(STANDBY_POLL)
+        log.info("projection %s: following the log", self.name)
         try:
-            envelope: Envelope[Message] | None = decode(data)
-        except MalformedMessage:
-            envelope = None
-        if envelope is not None and envelope.type not in self.projection.handlers:
+            yield conn
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self.lock_key)
+            await self.pool.release(conn)
+
+    async def _follow(self, lock_conn: asyncpg.Connection) -> None:
+        start = await self.pool.fetchval(
+            "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
+        )
+        arrived: asyncio.Queue[Msg] = asyncio.Queue()
+
+        async def on_msg(msg: Msg) -> None:
+            arrived.put_nowait(msg)
+
+        sub = await self.eventlog.js.subscribe(
+            self.projection.filter_subject,
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            cb=on_msg,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=(start or 0) + 1
+            ),
+        )
+        try:
+            while True:
+                try:
+                    first = await asyncio.wait_for(arrived.get(), IDLE_CHECK)
+                except TimeoutError:
+                    # Raises if our session (and with it the lock) is gone.
+                    await lock_conn.fetchval("SELECT 1")
+                    continue
+                batch = [first]
+                while len(batch) < MAX_BATCH and not arrived.empty():
+                    batch.append(arrived.get_nowait())
+                await self.apply_batch(
+                    [
+                        RawEvent(m.metadata.sequence.stream, m.subject, m.data, m.headers)
+                        for m in batch
+                    ]
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    # -- applying events ----------------------------------------------------
+
+    async def apply(self, seq: int, subject: str, data: bytes) -> Outcome:
+        """Apply one event (exactly once: a second call with it is SKIPPED)."""
+        outcomes = await self._apply_once([RawEvent(seq, subject, data)])
+        return outcomes[0]
+
+    async def apply_batch(self, events: Sequence[RawEvent]) -> None:
+        """Apply events (in stream order) in one transaction; if that fails, one by one."""
+        if len(events) > 1:
+            try:
+                await self._apply_once(events)
+                return
+            except Exception:
+                log.warning(
+                    "projection %s: a batch failed; applying its events one by one",
+                    self.name,
+                    exc_info=True,
+                )
+        for event in events:
+            await self._apply_alone(event)
+
+    async def _apply_alone(self, event: RawEvent) -> None:
+        """Apply one event, retrying with backoff; dead-letter it after MAX_ATTEMPTS."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                await self._apply_once([event])
+                return
+            except Exception as exc:
+                if attempt == MAX_ATTEMPTS:
+                    log.exception("projection %s: seq %d failed for good", self.name, event.seq)
+                    await self._give_up(event, f"handler failed {MAX_ATTEMPTS} times: {exc!r}")
+                    return
+                log.exception("projection %s failed on seq %d; will retry", self.name, event.seq)
+                await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
+
+    async def _apply_once(self, events: Sequence[RawEvent]) -> list[Outcome]:
+        decoded: list[Envelope[Message] | MalformedMessage] = []
+        for event in events:
+            try:
+                decoded.append(decode(event.data))
+            except MalformedMessage as exc:
+                decoded.append(exc)
+        if all(isinstance(d, Envelope) and d.type not in self.projection.handlers for d in decoded):
             # Nothing to change but the checkpoint: one statement, no transaction
-            # (most events on a subject are some other projection's business).
+            # (most events are some other projection's business).
             async with self.pool.acquire() as conn:
-                advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
-            return Outcome.SKIPPED if advanced is None else Outcome.APPLIED
+                advanced = await conn.fetchrow(_ADVANCE, self.name, events[-1].seq, NOTIFY_CHANNEL)
+            if advanced is None:
+                return [Outcome.SKIPPED for _ in events]
+            return [Outcome.APPLIED for _ in events]
         async with self.pool.acquire() as conn, conn.transaction():
-            return await self._apply_in(conn, seq, subject, data, live=True)
+            return await self._apply_in(conn, events, decoded, live=True)
 
     async def _apply_in(
-        self, conn: asyncpg.Connection, seq: int, subject: str, data: bytes, *, live: bool
-    ) -> Outcome:
-        # The row lock taken here also serialises us with a rebuild in progress;
-        # the notification goes out only if (and when) the transaction commits.
-        advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
-        if advanced is None:
-            return Outcome.SKIPPED
-        try:
-            envelope: Envelope[Message] = decode(data)
-        except MalformedMessage as exc:
-            if live:
-                await dead_letter(
-                    self.eventlog.js,
-                    f"projection-{self.name}",
-                    data,
-                    str(exc),
-                    origin_subject=subject,
-                    origin_seq=seq,
-                )
-            return Outcome.DEAD_LETTERED
-        handler = self.projection.handlers.get(envelope.type)
-        if handler is not None:
-            await handler(conn, Recorded(seq, subject, envelope))
-        return Outcome.APPLIED
+        self,
+        conn: asyncpg.Connection,
+        events: Sequence[RawEvent],
+        decoded: Sequence[Envelope[Message] | MalformedMessage],
+        *,
+        live: bool,
+    ) -> list[Outcome]:
+        # The row lock taken here serialises us with another follower and with
+        # a rebuild in progress; the notification goes out only on commit.
+        at = await conn.fetchval(_LOCK_CHECKPOINT, self.name)
+        outcomes = []
+        for event, envelope in zip(events, decoded, strict=True):
+            if event.seq <= at:
+                outcomes.append(Outcome.SKIPPED)
+                continue
+            if isinstance(envelope, MalformedMessage):
+                if live:
+                    await dead_letter(
+                        self.eventlog.js,
+                        f"projection-{self.name}",
+                        event.data,
+                        str(envelope),
+                        origin_subject=event.subject,
+                        origin_seq=event.seq,
+                    )
+                outcomes.append(Outcome.DEAD_LETTERED)
+                continue
+            handler = self.projection.handlers.get(envelope.type)
+            if handler is not None:
+                with continued(f"project {self.name}", event.headers, seq=event.seq):
+                    await handler(conn, Recorded(event.seq, event.subject, envelope))
+            outcomes.append(Outcome.APPLIED)
+        if events[-1].seq > at:
+            await conn.fetchrow(_ADVANCE, self.name, events[-1].seq, NOTIFY_CHANNEL)
+        return outcomes
 
-    async def _notify(self, conn: asyncpg.Connection, seq: int) -> None:
-        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, f"{self.name}:{seq}")
-
-    async def on_message(self, msg: NatsMessage) -> None:
-        raw = msg.raw_message
-        meta = raw.metadata
-        seq = meta.sequence.stream
-        try:
-            with continued(f"project {self.name}", raw.headers, seq=seq):
-                outcome = await self.apply(seq, raw.subject, raw.data)
-        except Exception as exc:
-            if meta.num_delivered >= MAX_DELIVERIES:
-                await self._give_up(raw.subject, seq, raw.data, exc)
-                await msg.ack()
-                return
-            log.exception("projection %s failed on seq %d; will retry", self.name, seq)
-            await msg.nack(delay=min(2.0**meta.num_delivered, 30.0))
-            return
-        log.debug("projection %s seq %d %s", self.name, seq, outcome.value)
-        await msg.ack()
-
-    async def _give_up(self, subject: str, seq: int, data: bytes, exc: Exception) -> None:
-        reason = f"handler failed {MAX_DELIVERIES} times: {exc!r}"
+    async def _give_up(self, event: RawEvent, reason: str) -> None:
         await dead_letter(
             self.eventlog.js,
             f"projection-{self.name}",
-            data,
+            event.data,
             reason,
-            origin_subject=subject,
-            origin_seq=seq,
+            origin_subject=event.subject,
+            origin_seq=event.seq,
         )
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "UPDATE projection_checkpoints SET last_seq = $2 "
-                "WHERE projection = $1 AND last_seq < $2",
-                self.name,
-                seq,
-            )
-            await self._notify(conn, seq)
-
-    def subscribe(self, broker: NatsBroker) -> None:
-        """Attach this projector to a durable pull consumer on the broker.
-
-        max_ack_pending=1 keeps events in stream order even when several
-        replicas of the service share the consumer.
-        """
-        broker.subscriber(
-            self.projection.filter_subject,
-            stream=JStream(name=subjects.EVENTS_STREAM, declare=False),
-            pull_sub=PullSub(batch_size=1, timeout=5.0),
-            durable=f"projection-{self.name}",
-            ack_policy=AckPolicy.MANUAL,
-            config=ConsumerConfig(
-                max_ack_pending=1,
-                # With max_ack_pending=1, an event held by a killed process stalls
-                # the projection this long before another replica gets it.
-                ack_wait=float(os.environ.get("O_PROJECTION_ACK_WAIT", "30")),
-                deliver_policy=DeliverPolicy.ALL,
-            ),
-            title=f"projection {self.name}",
-            description=f"Builds the '{self.name}' read model in Postgres",
-        )(self._handle)
-
-    async def _handle(self, body: bytes, msg: NatsMessage) -> None:
-        await self.on_message(msg)
+        async with self.pool.acquire() as conn:
+            await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL)
 
     async def rebuild(self) -> int:
         """Drop the projection's rows and replay the log into it, in one transaction.
@@ -220,15 +332,7 @@ class Projector:
         """
         count = 0
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO projection_checkpoints (projection) VALUES ($1)"
-                " ON CONFLICT DO NOTHING",
-                self.name,
-            )
-            await conn.execute(
-                "SELECT 1 FROM projection_checkpoints WHERE projection = $1 FOR UPDATE",
-                self.name,
-            )
+            await conn.fetchval(_LOCK_CHECKPOINT, self.name)
             for table in self.projection.tables:
                 await conn.execute(f"DELETE FROM {table}")
             await conn.execute(
@@ -236,6 +340,10 @@ class Projector:
                 self.name,
             )
             async for raw in self.eventlog.replay(self.projection.filter_subject):
-                await self._apply_in(conn, raw.seq, raw.subject, raw.data, live=False)
+                try:
+                    envelope: Envelope[Message] | MalformedMessage = decode(raw.data)
+                except MalformedMessage as exc:
+                    envelope = exc
+                await self._apply_in(conn, [raw], [envelope], live=False)
                 count += 1
         return count

@@ -14,6 +14,7 @@ from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.logging_setup import setup_logging
+from o_runtime.projector import Projection, Projector
 from o_runtime.settings import Settings
 from o_runtime.tracing import setup_tracing
 from o_runtime.waiting import ProjectionWatcher
@@ -34,10 +35,15 @@ class Service:
         self.pool: asyncpg.Pool
         self.broker: NatsBroker
         self.watcher: ProjectionWatcher
+        self.projectors: list[Projector] = []
         self._stop = asyncio.Event()
 
     async def setup(self) -> None:
-        """Attach projectors and command consumers to `self.broker`."""
+        """Attach command consumers to `self.broker`; `project()` the read models."""
+
+    def project(self, projection: Projection) -> None:
+        """Keep `projection` up to date while the service runs (setup() calls this)."""
+        self.projectors.append(Projector(projection, self.pool, self.eventlog))
 
     async def started(self) -> None:
         """Runs once the broker consumes; e.g. start an HTTP server."""
@@ -62,12 +68,16 @@ class Service:
         # FastStream logs each message; its logger is quiet below WARNING (logging_setup).
         self.broker = NatsBroker(self.settings.nats_url, logger=logging.getLogger("faststream.o"))
         await self.setup()
+        for projector in self.projectors:
+            projector.start()
         await self.broker.start()
         await self.started()
 
     async def stop(self) -> None:
         await self.stopping()
         await self.broker.stop()
+        for projector in self.projectors:
+            await projector.stop()
         if self.needs_database:
             await self.watcher.stop()
             await self.pool.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 import msgpack
-from faststream.nats import NatsMessage
 
 from o_contracts import subjects
 from o_contracts.commands import RunTool
@@ -53,7 +52,7 @@ class ToolSandboxService(Service):
             subjects.SANDBOX_CAPABILITIES, queue="tool_sandbox", title="sandbox isolation"
         )(self.capabilities)
 
-    async def capabilities(self, body: bytes, msg: NatsMessage) -> bytes:
+    async def capabilities(self, body: bytes) -> bytes:
         """What this replica enforces on every tool run, for /v1/health/."""
         packed: bytes = msgpack.packb(self.report(), use_bin_type=True)
         return packed

@@ -112,7 +112,6 @@ async def system(
         "O_SECRETS_KEY": SECRETS_KEY,
         # A killed executor's run is taken over this soon (tests kill them on purpose).
         "O_EXECUTOR_ACK_WAIT": "3",
-        "O_PROJECTION_ACK_WAIT": "3",
     }
     # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(

@@ -1,4 +1,4 @@
-"""Projectors against real JetStream and Postgres: exactly once, dead letters, rebuild."""
+"""Projectors against real JetStream and Postgres: exactly once, failover, dead letters, rebuild."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 import asyncpg
 import msgpack
 import pytest
-from faststream.nats import NatsBroker, NatsMessage
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
@@ -24,11 +23,11 @@ from o_contracts.events import (
 from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec
 from o_memory.projections import memory
+from o_runtime import projector as projector_module
 from o_runtime.db import migrate
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Outcome, Projection, Projector
 from o_runtime.waiting import ProjectionWatcher
-from tests.servers import Servers
 
 
 def fresh_memory_projection() -> Projection:
@@ -63,13 +62,6 @@ async def update_block(log: EventLog, block_id: str, version: int, value: str) -
     return appended.seq
 
 
-@pytest.fixture
-async def broker(servers: Servers) -> AsyncIterator[NatsBroker]:
-    b = NatsBroker(servers.nats_url)
-    yield b
-    await b.stop()
-
-
 async def rows(pool: asyncpg.Pool, table: str, order: str) -> list[dict[str, Any]]:
     return [dict(r) for r in await pool.fetch(f"SELECT * FROM {table} ORDER BY {order}")]
 
@@ -87,49 +79,129 @@ async def test_an_event_applied_twice_takes_effect_once(
     assert len(versions) == 1
 
 
-class CrashBeforeAck(Projector):
-    """Commits, then 'crashes' before acking the first delivery of one event."""
-
-    def __init__(self, *args: Any, victim_seq: int) -> None:
-        super().__init__(*args)
-        self.victim_seq = victim_seq
-        self.outcomes: list[tuple[int, int, Outcome]] = []
-        self.redelivery_skipped = asyncio.Event()
-
-    async def on_message(self, msg: NatsMessage) -> None:
-        meta = msg.raw_message.metadata
-        seq = meta.sequence.stream
-        outcome = await self.apply(seq, msg.raw_message.subject, msg.raw_message.data)
-        self.outcomes.append((seq, meta.num_delivered, outcome))
-        if seq == self.victim_seq and meta.num_delivered == 1:
-            await msg.nack()  # the server redelivers, as after a lost ack
-            return
-        if seq == self.victim_seq and outcome is Outcome.SKIPPED:
-            self.redelivery_skipped.set()
-        await msg.ack()
+@pytest.fixture
+async def projectors() -> AsyncIterator[list[Projector]]:
+    """Projectors a test starts; stopped at its end whatever happens."""
+    started: list[Projector] = []
+    yield started
+    for p in started:
+        await p.stop()
 
 
-async def test_a_redelivered_event_is_skipped_by_the_live_projector(
-    eventlog: EventLog, pool: asyncpg.Pool, broker: NatsBroker
-) -> None:
-    block_id, _ = await create_block(eventlog, value="one")
-    victim = await update_block(eventlog, block_id, 2, "one\ntwo")
-    projector = CrashBeforeAck(fresh_memory_projection(), pool, eventlog, victim_seq=victim)
-    projector.subscribe(broker)
-    await broker.start()
-    await asyncio.wait_for(projector.redelivery_skipped.wait(), timeout=30)
-    deliveries = [(n, o) for s, n, o in projector.outcomes if s == victim]
-    assert deliveries == [(1, Outcome.APPLIED), (2, Outcome.SKIPPED)]
-    block = await pool.fetchrow("SELECT value, version FROM blocks WHERE id = $1", block_id)
-    assert (block["value"], block["version"]) == ("one\ntwo", 2)
-    versions = await pool.fetchval(
-        "SELECT count(*) FROM block_versions WHERE block_id = $1", block_id
+async def versions_of(pool: asyncpg.Pool, block_id: str) -> list[tuple[int, str]]:
+    rows = await pool.fetch(
+        "SELECT version, value FROM block_versions WHERE block_id = $1 ORDER BY version",
+        block_id,
     )
-    assert versions == 2
+    return [(r["version"], r["value"]) for r in rows]
+
+
+async def test_two_followers_at_once_apply_each_event_once_in_order(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher
+) -> None:
+    # As after a partition: both replicas believe they lead and follow the log.
+    # The checkpoint row, locked in each batch's transaction, keeps it exactly once.
+    projection = fresh_memory_projection()
+    block_id, _ = await create_block(eventlog, value="v1")
+    a, b = Projector(projection, pool, eventlog), Projector(projection, pool, eventlog)
+    async with pool.acquire() as conn_a, pool.acquire() as conn_b:
+        followers = [
+            asyncio.create_task(a._follow(conn_a)),
+            asyncio.create_task(b._follow(conn_b)),
+        ]
+        try:
+            last = 0
+            for version in range(2, 31):
+                last = await update_block(eventlog, block_id, version, f"v{version}")
+            await watcher.wait(last, projection.name, timeout=30)
+        finally:
+            for task in followers:
+                task.cancel()
+            await asyncio.gather(*followers, return_exceptions=True)
+    assert await versions_of(pool, block_id) == [(v, f"v{v}") for v in range(1, 31)]
+    assert await pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id) == "v30"
+
+
+async def test_one_replica_follows_and_another_takes_over_when_it_stops(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projector_module, "STANDBY_POLL", 0.05)
+    projection = fresh_memory_projection()
+    first, second = Projector(projection, pool, eventlog), Projector(projection, pool, eventlog)
+    projectors += [first, second]
+    first.start()
+    block_id, seq = await create_block(eventlog, value="v1")
+    await watcher.wait(seq, projection.name, timeout=30)
+    second.start()
+    holders = await pool.fetchval(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND objid::int = hashtext($1)",
+        first.lock_key,
+    )
+    assert holders == 1
+
+    await first.stop()  # releases the lock: the standby takes over
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2")]
+
+
+async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_rest_applied(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projector_module, "RETRY_DELAY", 0.01)
+    base = fresh_memory_projection()
+    block_id, _ = await create_block(eventlog, value="v1")
+    poison = await update_block(eventlog, block_id, 2, "poison")
+    last = await update_block(eventlog, block_id, 3, "v3")
+    attempts = []
+    updated = BlockUpdated.type_name()
+
+    async def fragile(conn: asyncpg.Connection, rec: Any) -> None:
+        if rec.seq == poison:
+            attempts.append(rec.seq)
+            raise RuntimeError("this handler cannot take it")
+        await base.handlers[updated](conn, rec)
+
+    projection = Projection(
+        name=base.name,
+        filter_subject=base.filter_subject,
+        tables=base.tables,
+        handlers={**base.handlers, updated: fragile},
+    )
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    await watcher.wait(last, projection.name, timeout=30)
+
+    # Tried alone MAX_ATTEMPTS times (and once more if it first came in a batch).
+    assert set(attempts) == {poison}
+    assert projector_module.MAX_ATTEMPTS <= len(attempts) <= projector_module.MAX_ATTEMPTS + 1
+    assert await pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id) == "v3"
+    sub = await eventlog.js.subscribe(
+        subjects.dead_letter_subject(f"projection-{projection.name}"),
+        stream=subjects.DEAD_LETTER_STREAM,
+        ordered_consumer=True,
+    )
+    m = await sub.next_msg(timeout=5)
+    await sub.unsubscribe()
+    assert m.headers is not None and int(m.headers["O-Origin-Seq"]) == poison
+    assert "failed 5 times" in m.headers["O-Reason"]
 
 
 async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
-    eventlog: EventLog, pool: asyncpg.Pool, broker: NatsBroker, watcher: ProjectionWatcher
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
 ) -> None:
     projection = fresh_memory_projection()
     bad_subject = subjects.block_subject(new_id("block"))
@@ -150,8 +222,8 @@ async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
         stream=subjects.EVENTS_STREAM,
     )
     block_id, good = await create_block(eventlog, value="after the bad ones")
-    Projector(projection, pool, eventlog).subscribe(broker)
-    await broker.start()
+    projectors.append(Projector(projection, pool, eventlog))
+    projectors[0].start()
     await watcher.wait(good, projection.name, timeout=30)
 
     assert await pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id) == (
@@ -172,12 +244,15 @@ async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
 
 
 async def test_rebuild_gives_the_same_rows(
-    eventlog: EventLog, pool: asyncpg.Pool, broker: NatsBroker, watcher: ProjectionWatcher
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
 ) -> None:
     projection = fresh_memory_projection()
     projector = Projector(projection, pool, eventlog)
-    projector.subscribe(broker)
-    await broker.start()
+    projectors.append(projector)
+    projector.start()
     human, _ = await create_block(eventlog, "human", "Sam")
     persona, _ = await create_block(eventlog, "persona", "helpful")
     await update_block(eventlog, human, 2, "Sam, likes tea")
