@@ -68,13 +68,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def postgres_pids() -> list[int]:
-    pids = []
+def postgres_pids(postmaster: int) -> list[int]:
+    """The embedded server's processes: the postmaster and its children (the backends)."""
+    pids = [postmaster]
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and (entry / "comm").read_text().startswith("postgres"):
-                pids.append(int(entry.name))
-        except OSError:
+            if entry.name.isdigit():
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == postmaster:
+                    pids.append(int(entry.name))
+        except (OSError, ValueError):
             continue
     return pids
 
@@ -182,7 +185,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                     name: supervisor.pids(name) for name in ("gateway", "executor", "memory")
                 } | {
                     "nats": [servers.nats.pid or 0],
-                    "postgres": postgres_pids(),
+                    "postgres": postgres_pids(servers.postgres.pid or 0),
                     "client+llm": [os.getpid()],
                 }
                 for label, text in (("1-step", "hello"), ("3-step", "3 steps")):

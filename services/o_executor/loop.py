@@ -13,6 +13,7 @@ deduplicated by the stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
@@ -149,8 +150,14 @@ class AgentRun(ToolCalls):
         self.run_start = 0
         # Core memory read ahead for the first prompt, with the memory_seq it was read at.
         self._core: tuple[int, asyncio.Task[dict[str, Any]]] | None = None
+        # The RunStarted append, in flight during the first LLM call.
+        self._started: asyncio.Task[int] | None = None
 
     async def _append(self, event: Event, key: str) -> int:
+        if self._started is not None and key != "started":
+            # Events of the run follow its RunStarted on the subject.
+            started, self._started = self._started, None
+            await started
         envelope = self.command.caused(
             event,
             aggregate_id=self.cmd.agent_id,
@@ -195,6 +202,7 @@ class AgentRun(ToolCalls):
             await self._projected(reply)
             return reply
         queue = self.s.run_queue
+
         cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
         try:
             reply = await self._execute(cursor, redelivered=delivery.redelivered)
@@ -207,7 +215,9 @@ class AgentRun(ToolCalls):
             raise
         # Hand the agent's turn on while the run's events are projected.
         await asyncio.gather(
-            queue.finish(self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0)),
+            queue.finish(
+                self.cmd.agent_id, delivery.stream_seq, max(self.last, reply.seq or 0), cursor
+            ),
             self._projected(reply),
         )
         return reply
@@ -224,6 +234,11 @@ class AgentRun(ToolCalls):
             if self._core is not None:  # read ahead but never used (the run ended early)
                 self._core[1].cancel()
                 self._core = None
+            if self._started is not None:  # the run failed before appending anything else
+                self._started.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._started
+                self._started = None
 
     async def _run(self, cursor: Cursor, redelivered: bool) -> Reply:
         # A first delivery has nothing recorded; a redelivery reads what is.
@@ -262,19 +277,25 @@ class AgentRun(ToolCalls):
             self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
         )
         self.cancelled = bool(cancelled)
+
         try:
             if recorded.started is None:
-                await self._append(
-                    RunStarted(
-                        run_id=self.cmd.run_id,
-                        agent_id=self.cmd.agent_id,
-                        messages=self.cmd.messages,
-                        max_steps=self.cmd.max_steps,
-                        approvals=self.cmd.approvals,
-                        background=self.cmd.background,
-                        request_config=self.cmd.request_config,
-                    ),
-                    "started",
+                # Appended while the first LLM call runs (every later append
+                # waits for it): a crash before it lands leaves nothing recorded,
+                # so the redelivered run starts afresh and asks the LLM again.
+                self._started = asyncio.create_task(
+                    self._append(
+                        RunStarted(
+                            run_id=self.cmd.run_id,
+                            agent_id=self.cmd.agent_id,
+                            messages=self.cmd.messages,
+                            max_steps=self.cmd.max_steps,
+                            approvals=self.cmd.approvals,
+                            background=self.cmd.background,
+                            request_config=self.cmd.request_config,
+                        ),
+                        "started",
+                    )
                 )
             messages = history + list(self.cmd.messages)
             self.run_start = len(history)

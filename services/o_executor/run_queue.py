@@ -136,11 +136,17 @@ class RunQueue:
         async with self._finished:
             await self._finished.wait()
 
-    async def finish(self, agent_id: str, command_seq: int, event_seq: int) -> None:
-        """Mark the agent's runs up to `command_seq` finished (only ever forward)."""
+    async def finish(
+        self, agent_id: str, command_seq: int, event_seq: int, seen: Cursor | None = None
+    ) -> None:
+        """Mark the agent's runs up to `command_seq` finished (only ever forward).
+
+        `seen` is the cursor as wait_turn returned it: usually still current
+        (it was our turn), which saves reading it again.
+        """
         value = json.dumps({"command_seq": command_seq, "event_seq": event_seq}).encode()
-        for _ in range(20):
-            cursor = await self.cursor(agent_id)
+        for attempt in range(20):
+            cursor = seen if attempt == 0 and seen is not None else await self.cursor(agent_id)
             if cursor.command_seq >= command_seq:
                 break
             try:

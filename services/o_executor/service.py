@@ -45,23 +45,22 @@ class ExecutorService(Service):
         return await AgentRun(self, envelope).execute()
 
     async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
-        # The agent registry is the gateway's projection; the executor only reads it.
+        # The agent registry and the tools are the gateway's projections; the
+        # executor only reads them. Users' tools come by name, with their
+        # source: it travels to the sandbox in each RunTool command.
         row = await self.pool.fetchrow(
-            "SELECT id, name, system, agent_type, llm_config, tools, tool_rules, tool_ids,"
-            " encrypted_secrets FROM agents WHERE id = $1",
+            "SELECT a.id, a.name, a.system, a.agent_type, a.llm_config, a.tools, a.tool_rules,"
+            " a.tool_ids, a.encrypted_secrets, coalesce((SELECT jsonb_agg(jsonb_build_object("
+            "'id', t.id, 'name', t.name, 'source_code', t.source_code,"
+            " 'json_schema', t.json_schema, 'return_char_limit', t.return_char_limit,"
+            " 'idempotent', t.idempotent)) FROM tools t WHERE t.id = ANY(a.tool_ids)), '[]')"
+            " AS user_tools FROM agents a WHERE a.id = $1",
             agent_id,
         )
         if row is None:
             return None
         agent = dict(row)
-        # The agent's user tools by name, from the gateway's tools projection:
-        # their source travels to the sandbox in each RunTool command.
-        tools = await self.pool.fetch(
-            "SELECT id, name, source_code, json_schema, return_char_limit, idempotent"
-            " FROM tools WHERE id = ANY($1)",
-            list(agent["tool_ids"]),
-        )
-        agent["user_tools"] = {t["name"]: dict(t) for t in tools}
+        agent["user_tools"] = {t["name"]: t for t in agent["user_tools"]}
         return agent
 
     async def load_history(self, agent_id: str, exclude_run: str) -> list[ChatMessage]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from o_contracts.ids import InvalidId
 from o_gateway.render import VERSION
@@ -30,6 +31,43 @@ from o_runtime.tracing import tracer
 from o_runtime.waiting import ProjectionLag
 
 OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
+
+
+class Traced:
+    """The root span of a user message's trace; NATS headers carry it onwards."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        name = f"{scope['method']} {scope['path']}"
+        with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER):
+            await self.app(scope, receive, send)
+
+
+class Authenticated:
+    """With an API key configured, every path but OPEN_PATHS needs `Bearer <key>`."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.api_key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.api_key is not None
+            and scope["type"] == "http"
+            and not scope["path"].startswith(OPEN_PATHS)
+        ):
+            header = Headers(scope=scope).get("authorization", "")
+            token = header.removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(token.encode(), self.api_key):
+                response = JSONResponse({"detail": "invalid or missing API key"}, status_code=401)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(gateway: Gateway) -> FastAPI:
@@ -56,28 +94,8 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def timed_out(_: Request, exc: CommandTimeout) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=504)
 
-    @app.middleware("http")
-    async def traced(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        # The root of a user message's trace; NATS headers carry it onwards.
-        with tracer.start_as_current_span(
-            f"{request.method} {request.url.path}", kind=trace.SpanKind.SERVER
-        ):
-            return await call_next(request)
-
-    api_key = os.environ.get("O_API_KEY")
-    if api_key:
-
-        @app.middleware("http")
-        async def authenticate(
-            request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            if not request.url.path.startswith(OPEN_PATHS):
-                header = request.headers.get("authorization", "")
-                token = header.removeprefix("Bearer ").strip()
-                if not hmac.compare_digest(token.encode(), api_key.encode()):
-                    return JSONResponse({"detail": "invalid or missing API key"}, status_code=401)
-            return await call_next(request)
-
+    # Plain ASGI middleware: @app.middleware("http") (Starlette's
+    # BaseHTTPMiddleware) costs a task and two memory streams per request.
+    app.add_middleware(Authenticated, api_key=os.environ.get("O_API_KEY"))
+    app.add_middleware(Traced)
     return app

@@ -51,11 +51,22 @@ RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "1.0"))
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
 
-# Lock the checkpoint row (creating it at 0) and read it: the batch's
-# transaction then owns the projection until it commits.
+# Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
 _LOCK_CHECKPOINT = (
     "INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, 0)"
     " ON CONFLICT (projection) DO UPDATE SET last_seq = c.last_seq RETURNING last_seq"
+)
+# A batch's first statement: lock the checkpoint row, advance it to the batch's
+# end and say where it stood (events at or below that are applied already),
+# and notify waiters (delivered only if the transaction commits). After a lock
+# wait, ON CONFLICT sees the row as the other transaction committed it.
+_CLAIM = (
+    "WITH claimed AS ("
+    " INSERT INTO projection_checkpoints AS c (projection, last_seq, previous_seq)"
+    " VALUES ($1, $2, 0) ON CONFLICT (projection) DO UPDATE"
+    " SET previous_seq = c.last_seq, last_seq = greatest(c.last_seq, EXCLUDED.last_seq),"
+    " updated_at = now() RETURNING previous_seq, last_seq)"
+    " SELECT previous_seq, pg_notify($3, $1::text || ':' || last_seq::text) FROM claimed"
 )
 # Advance the checkpoint only past it (a redelivery finds no row) and notify
 # waiters, in one round trip.
@@ -282,8 +293,8 @@ class Projector:
         live: bool,
     ) -> list[Outcome]:
         # The row lock taken here serialises us with another follower and with
-        # a rebuild in progress; the notification goes out only on commit.
-        at = await conn.fetchval(_LOCK_CHECKPOINT, self.name)
+        # a rebuild in progress.
+        at = await conn.fetchval(_CLAIM, self.name, events[-1].seq, NOTIFY_CHANNEL)
         outcomes = []
         for event, envelope in zip(events, decoded, strict=True):
             if event.seq <= at:
@@ -306,8 +317,6 @@ class Projector:
                 with continued(f"project {self.name}", event.headers, seq=event.seq):
                     await handler(conn, Recorded(event.seq, event.subject, envelope))
             outcomes.append(Outcome.APPLIED)
-        if events[-1].seq > at:
-            await conn.fetchrow(_ADVANCE, self.name, events[-1].seq, NOTIFY_CHANNEL)
         return outcomes
 
     async def _give_up(self, event: RawEvent, reason: str) -> None:
@@ -339,11 +348,18 @@ class Projector:
                 "UPDATE projection_checkpoints SET last_seq = 0 WHERE projection = $1",
                 self.name,
             )
+            batch: list[RawEvent] = []
+            decoded: list[Envelope[Message] | MalformedMessage] = []
             async for raw in self.eventlog.replay(self.projection.filter_subject):
                 try:
-                    envelope: Envelope[Message] | MalformedMessage = decode(raw.data)
+                    decoded.append(decode(raw.data))
                 except MalformedMessage as exc:
-                    envelope = exc
-                await self._apply_in(conn, [raw], [envelope], live=False)
+                    decoded.append(exc)
+                batch.append(raw)
                 count += 1
+                if len(batch) == MAX_BATCH:
+                    await self._apply_in(conn, batch, decoded, live=False)
+                    batch, decoded = [], []
+            if batch:
+                await self._apply_in(conn, batch, decoded, live=False)
         return count

@@ -39,12 +39,12 @@ async def snapshot(dsn: str) -> dict[str, list[dict[str, Any]]]:
         out = {}
         for table, order in TABLES.items():
             rows = await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")
-            # updated_at of the checkpoint row is bookkeeping, not state.
+            # updated_at and previous_seq of the checkpoint row are bookkeeping, not state.
             out[table] = [
                 {
                     k: _plain(v)
                     for k, v in r.items()
-                    if k != "updated_at" or table != "projection_checkpoints"
+                    if k not in ("updated_at", "previous_seq") or table != "projection_checkpoints"
                 }
                 for r in rows
             ]

@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgpack
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -183,14 +183,16 @@ async def run_response(
 ) -> dict[str, Any]:
     # The agent's last_stop_reason is projected from the same event.
     await gw.visible(seq, "runs", "agents")
-    run = await gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
+    run, rows = await asyncio.gather(
+        gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id),
+        gw.pool.fetch(
+            "SELECT body, created_at, run_id, step_id FROM messages WHERE run_id = $1"
+            " AND role <> 'user' ORDER BY seq",
+            run_id,
+        ),
+    )
     if run is None:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
-    rows = await gw.pool.fetch(
-        "SELECT body, created_at, run_id, step_id FROM messages WHERE run_id = $1"
-        " AND role <> 'user' ORDER BY seq",
-        run_id,
-    )
     hidden: set[str] = set()
     messages = []
     for r in rows:
@@ -208,8 +210,18 @@ async def run_response(
 
 
 async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
-    agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    command = start_run(agent_id, body, approvals=await check_approvals(gw, agent_id, body))
+
+    found, checked = await asyncio.gather(
+        gw.agent_row(checked_id(agent_id, "agent")),
+        check_approvals(gw, agent_id, body),
+        return_exceptions=True,
+    )
+    # An unknown agent is a 404 whatever the approvals say.
+    for outcome in (found, checked):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    agent = cast(dict[str, Any], found)
+    command = start_run(agent_id, body, approvals=cast(list[ApprovalDecision], checked))
     if streaming:
         return StreamingResponse(
             stream_run(gw, agent, command, include_pings=body.include_pings),
