@@ -201,6 +201,12 @@ def main() -> None:
         help="also report RRF fusion, the paper's settings and no relevance margin",
     )
     parser.add_argument(
+        "--margins",
+        default="",
+        help="comma-separated relevance margins to report the default weights with"
+        " (how the default margin was chosen: --first-seed 1 --seeds 75 --margins ...)",
+    )
+    parser.add_argument(
         "--misses",
         action="store_true",
         help="print each question whose answer is not first, with its score components",
@@ -220,6 +226,11 @@ def main() -> None:
         paper = StreamSettings(1, 1, 1, decay=0.995, relevance_margin=1)
         configs["full, paper's weights 1/1/1"] = (paper, "convex")
         configs["full, no relevance margin"] = (replace(defaults, relevance_margin=1), "convex")
+    for margin in filter(None, args.margins.split(",")):
+        configs[f"full, margin {margin}"] = (
+            replace(defaults, relevance_margin=float(margin)),
+            "convex",
+        )
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     url = os.environ.get("DATABASE_URL")
     if url:

@@ -22,14 +22,15 @@ for recency first) everything is within it. Relevance-only ranking
 (w_recency = w_importance = 0) is unchanged: the score is then the normalised
 relevance, whose order the margin preserves.
 
-It is a trade-off, not a cure: an update phrased differently from the question
-("has moved to Oslo and lives there now" for "Where does Ana live?") can trail
-the stale statement by more (up to ~0.15 cosine) than a fact about something
-else trails a right answer (from ~0.03), and a weighted sum of these three
-components cannot tell the two apart; a margin small enough to protect every
-such answer stops most updates from winning. The margin (0.2) and the decay
-were chosen together by a sweep on benchmark seeds 1-75 (README, retrieval
-benchmark).
+It is a trade-off, not a cure. An update phrased unlike the question ("has
+moved to Oslo and lives there now" for "Where does Ana live?") can trail the
+stale statement by more (up to ~0.15 cosine) than a fact about something else
+trails a right answer (from ~0.03), while being newer by less and no more
+important, so no ranking that only grows with relevance, recency and
+importance gets both right. The margin is the dial: wider lets more updates
+and important-but-old memories win and loses more plain facts. The default
+(0.05) is the widest that lost no plain fact on benchmark seeds 1-75 (README,
+retrieval benchmark, has the curve).
 """
 
 from __future__ import annotations
