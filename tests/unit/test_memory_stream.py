@@ -72,8 +72,8 @@ def test_recency_and_importance_cannot_lift_a_clearly_less_relevant_memory() -> 
     assert rank(cs, no_margin, NOW)[0].id == "same person, other topic"
     ranked = rank(cs, StreamSettings(), NOW)
     assert [s.id for s in ranked] == ["answer", "same person, other topic", "filler"]
-    # The score itself is the formula, unchanged by the margin: only
-    # the order between the tiers is.
+    # The score itself is the memory-stream formula, unchanged by the margin:
+    # only the order between the tiers is.
     assert {s.id: s.score for s in ranked} == {s.id: s.score for s in rank(cs, no_margin, NOW)}
 
 
