@@ -95,6 +95,22 @@ M2 = TypeVar("M2", bound=Message)
 _REQUIRED = ("id", "type", "v", "aggregate_id", "time", "producer", "data")
 
 
+def known_type(raw: bytes) -> str | None:
+    """The registered message type `raw` claims to be, without validating it; else None.
+
+    For consumers that skip most messages: only those they handle (or that are
+    not even well-formed enough to name a known type) need a full decode().
+    """
+    try:
+        body = msgpack.unpackb(raw, raw=False)
+    except Exception:
+        return None
+    kind = body.get("type") if isinstance(body, dict) else None
+    if not isinstance(kind, str) or lookup(kind) is None:
+        return None
+    return kind
+
+
 def decode(raw: bytes) -> Envelope[Message]:
     """Bytes to a validated envelope; old payload versions are upcast.
 

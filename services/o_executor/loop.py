@@ -152,6 +152,8 @@ class AgentRun(ToolCalls):
         self._core: tuple[int, asyncio.Task[dict[str, Any]]] | None = None
         # The RunStarted append, in flight during the first LLM call.
         self._started: asyncio.Task[int] | None = None
+        # The agent's row, read while the run waited for its turn.
+        self._agent: asyncio.Task[dict[str, Any] | None] | None = None
 
     async def _append(self, event: Event, key: str) -> int:
         if self._started is not None and key != "started":
@@ -202,8 +204,17 @@ class AgentRun(ToolCalls):
             await self._projected(reply)
             return reply
         queue = self.s.run_queue
-
-        cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+        # Read the agent while we wait for our turn; if we had to wait (an
+        # earlier run was going), it is read again once our turn comes.
+        self._agent = asyncio.create_task(self.s.load_agent(self.cmd.agent_id))
+        try:
+            cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+        except BaseException:
+            self._agent.cancel()
+            raise
+        if cursor.waited:
+            self._agent.cancel()
+            self._agent = None
         try:
             reply = await self._execute(cursor, redelivered=delivery.redelivered)
         except RunTakenOver:
@@ -231,6 +242,9 @@ class AgentRun(ToolCalls):
         try:
             return await self._run(cursor, redelivered)
         finally:
+            if self._agent is not None:
+                self._agent.cancel()
+                self._agent = None
             if self._core is not None:  # read ahead but never used (the run ended early)
                 self._core[1].cancel()
                 self._core = None
@@ -259,8 +273,9 @@ class AgentRun(ToolCalls):
             self.memory_seq = info.state.last_seq
         # The first prompt's core memory, read while the run gets ready.
         self._core = (self.memory_seq, asyncio.create_task(self._read_core(self.memory_seq)))
+        loading, self._agent = self._agent, None
         agent, self.last = await asyncio.gather(
-            self.s.load_agent(self.cmd.agent_id), self.s.eventlog.last_seq(self.subject)
+            loading or self.s.load_agent(self.cmd.agent_id), self.s.eventlog.last_seq(self.subject)
         )
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
@@ -277,7 +292,6 @@ class AgentRun(ToolCalls):
             self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
         )
         self.cancelled = bool(cancelled)
-
         try:
             if recorded.started is None:
                 # Appended while the first LLM call runs (every later append

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class Cursor:
     command_seq: int = 0
     event_seq: int = 0
     revision: int = 0
+    # Whether wait_turn had to wait for earlier runs to finish.
+    waited: bool = False
 
 
 class RunQueue:
@@ -102,6 +105,8 @@ class RunQueue:
         try:
             while True:
                 cursor = await self.cursor(agent_id)
+                if watcher is not None:
+                    cursor = dataclasses.replace(cursor, waited=True)
                 if cursor.command_seq >= command_seq:
                     return cursor  # already finished (a redelivery after the fact)
                 if await self._next_pending(agent_id, cursor.command_seq) in (command_seq, None):

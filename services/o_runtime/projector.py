@@ -31,7 +31,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.base import Message
-from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
 from o_runtime.tracing import continued
@@ -266,14 +266,13 @@ class Projector:
                 log.exception("projection %s failed on seq %d; will retry", self.name, event.seq)
                 await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
 
+    def _concerns(self, event: RawEvent) -> bool:
+        """Handled here, or malformed (then every projection dead-letters it)."""
+        kind = known_type(event.data)
+        return kind is None or kind in self.projection.handlers
+
     async def _apply_once(self, events: Sequence[RawEvent]) -> list[Outcome]:
-        decoded: list[Envelope[Message] | MalformedMessage] = []
-        for event in events:
-            try:
-                decoded.append(decode(event.data))
-            except MalformedMessage as exc:
-                decoded.append(exc)
-        if all(isinstance(d, Envelope) and d.type not in self.projection.handlers for d in decoded):
+        if not any(self._concerns(e) for e in events):
             # Nothing to change but the checkpoint: one statement, no transaction
             # (most events are some other projection's business).
             async with self.pool.acquire() as conn:
@@ -282,40 +281,39 @@ class Projector:
                 return [Outcome.SKIPPED for _ in events]
             return [Outcome.APPLIED for _ in events]
         async with self.pool.acquire() as conn, conn.transaction():
-            return await self._apply_in(conn, events, decoded, live=True)
+            return await self._apply_in(conn, events, live=True)
 
     async def _apply_in(
-        self,
-        conn: asyncpg.Connection,
-        events: Sequence[RawEvent],
-        decoded: Sequence[Envelope[Message] | MalformedMessage],
-        *,
-        live: bool,
+        self, conn: asyncpg.Connection, events: Sequence[RawEvent], *, live: bool
     ) -> list[Outcome]:
         # The row lock taken here serialises us with another follower and with
         # a rebuild in progress.
         at = await conn.fetchval(_CLAIM, self.name, events[-1].seq, NOTIFY_CHANNEL)
         outcomes = []
-        for event, envelope in zip(events, decoded, strict=True):
+        for event in events:
             if event.seq <= at:
                 outcomes.append(Outcome.SKIPPED)
                 continue
-            if isinstance(envelope, MalformedMessage):
+            if not self._concerns(event):
+                outcomes.append(Outcome.APPLIED)
+                continue
+            try:
+                envelope: Envelope[Message] = decode(event.data)
+            except MalformedMessage as exc:
                 if live:
                     await dead_letter(
                         self.eventlog.js,
                         f"projection-{self.name}",
                         event.data,
-                        str(envelope),
+                        str(exc),
                         origin_subject=event.subject,
                         origin_seq=event.seq,
                     )
                 outcomes.append(Outcome.DEAD_LETTERED)
                 continue
-            handler = self.projection.handlers.get(envelope.type)
-            if handler is not None:
-                with continued(f"project {self.name}", event.headers, seq=event.seq):
-                    await handler(conn, Recorded(event.seq, event.subject, envelope))
+            handler = self.projection.handlers[envelope.type]
+            with continued(f"project {self.name}", event.headers, seq=event.seq):
+                await handler(conn, Recorded(event.seq, event.subject, envelope))
             outcomes.append(Outcome.APPLIED)
         return outcomes
 
@@ -349,17 +347,12 @@ class Projector:
                 self.name,
             )
             batch: list[RawEvent] = []
-            decoded: list[Envelope[Message] | MalformedMessage] = []
             async for raw in self.eventlog.replay(self.projection.filter_subject):
-                try:
-                    decoded.append(decode(raw.data))
-                except MalformedMessage as exc:
-                    decoded.append(exc)
                 batch.append(raw)
                 count += 1
                 if len(batch) == MAX_BATCH:
-                    await self._apply_in(conn, batch, decoded, live=False)
-                    batch, decoded = [], []
+                    await self._apply_in(conn, batch, live=False)
+                    batch = []
             if batch:
-                await self._apply_in(conn, batch, decoded, live=False)
+                await self._apply_in(conn, batch, live=False)
         return count
