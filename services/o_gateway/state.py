@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import asyncpg
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
 
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
 from o_runtime.eventlog import EventLog
@@ -33,9 +33,15 @@ class Gateway:
         return dict(row)
 
 
-def gateway(request: Request) -> Gateway:
+async def gateway(request: Request) -> Gateway:
+    # async: FastAPI runs a plain-def dependency in a worker thread, a thread
+    # hop on every request.
     gw: Gateway = request.app.state.gateway
     return gw
+
+
+# The gateway's state, as a route parameter: `gw: GW`.
+GW = Annotated[Gateway, Depends(gateway)]
 
 
 def checked_id(value: str, prefix: IdPrefix) -> str:

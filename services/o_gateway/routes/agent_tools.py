@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from o_contracts.events import AgentUpdated, ToolAttached, ToolDetached
 from o_gateway import render
 from o_gateway.routes.agents import agent_state, change_agent, check_unique_names
 from o_gateway.routes.paths import route
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
 from o_runtime.eventlog import AppendRejected
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 
 @route(router, "GET", "/v1/agents/{agent_id}/tools")

@@ -6,7 +6,7 @@ import asyncio
 import random
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
 from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
@@ -24,13 +24,12 @@ from o_gateway.models_config import embedding_config_for, llm_config_for, llm_co
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, ToolRuleBody, UpdateAgentBody
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
 from o_runtime.eventlog import AppendRejected
 from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 DEFAULT_DESCRIPTIONS = {
     "persona": "The persona block: Stores details about your current persona, guiding how you "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import Field
 
 from o_contracts import subjects
@@ -21,10 +21,9 @@ from o_gateway.commands import memory_command
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 SEARCH_TIMEOUT = 30.0
 # An insert may wait for the agent's LLM to rate importance and, the first time,
 # for the local embedding model to load.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.events import BlockAttached, BlockDetached
@@ -15,11 +15,10 @@ from o_gateway.pagination import Listing
 from o_gateway.routes.agents import agent_state, block_spec, blocks_of, change_agent
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 from o_runtime.eventlog import AppendRejected
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 
 async def block_row(gw: Gateway, block_id: str) -> dict[str, Any]:

@@ -1,18 +1,17 @@
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import msgpack
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from nats.errors import NoRespondersError, TimeoutError
 
 from o_contracts import subjects
 from o_gateway.render import VERSION
 from o_gateway.routes.paths import route
-from o_gateway.state import Gateway, gateway
+from o_gateway.state import GW, Gateway
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 
 @route(router, "GET", "/v1/health/")

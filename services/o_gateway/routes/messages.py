@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, cast
 
 import msgpack
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from nats.js.api import DeliverPolicy
 
@@ -37,10 +37,9 @@ from o_gateway.schemas import (
     MessageCreateBody,
     SendMessageBody,
 )
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 # A run may take many LLM steps; past this the client gets 504 but the run
 # goes on and its messages appear in the history.

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.models import ChatMessage
 from o_gateway import render
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 ACTIVE = ("created", "running")
 

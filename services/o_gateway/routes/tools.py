@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
 from o_contracts.base_tools import SCHEMAS
@@ -14,7 +14,7 @@ from o_contracts.ids import new_id
 from o_gateway.commands import PRODUCER
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
-from o_gateway.state import Gateway, checked_id, gateway
+from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.tool_registry import (
     BUILTIN_IDS,
     render_user_tool,
@@ -26,7 +26,6 @@ from o_gateway.tools_catalog import tool_state
 from o_runtime.eventlog import ConcurrencyConflict
 
 router = APIRouter()
-GW = Annotated[Gateway, Depends(gateway)]
 
 
 def schema_for(source_code: str, json_schema: dict[str, Any] | None) -> dict[str, Any]:
