@@ -274,24 +274,22 @@ class AgentRun(ToolCalls):
         # The first prompt's core memory, read while the run gets ready.
         self._core = (self.memory_seq, asyncio.create_task(self._read_core(self.memory_seq)))
         loading, self._agent = self._agent, None
-        agent, self.last = await asyncio.gather(
-            loading or self.s.load_agent(self.cmd.agent_id), self.s.eventlog.last_seq(self.subject)
+        # The history is what the log held before this run began. Usually the
+        # agent's subject is where its previous run left it (the run queue's
+        # cursor says where): read the history as of there while checking.
+        guess = cursor.event_seq
+        (agent, self.last), state = await asyncio.gather(
+            asyncio.gather(
+                loading or self.s.load_agent(self.cmd.agent_id),
+                self.s.eventlog.last_seq(self.subject),
+            ),
+            self._state_at(guess) if guess else asyncio.sleep(0, None),
         )
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
-        # The history is what the log held before this run began.
-        before = recorded.started_seq - 1 if recorded.started is not None else self.last
-        await self.s.watcher.wait(max(before, self.last), "runs", timeout=PROJECTION_TIMEOUT)
-        # Cancelled while it waited for its turn (possibly while the previous run
-        # was still going)? Later cancellations show up as conflicts on our
-        # appends: see _read_news.
-        cancelled, history = await asyncio.gather(
-            self.s.pool.fetchval(
-                "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
-            ),
-            self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
-        )
-        self.cancelled = bool(cancelled)
+        if state is None or self.last != guess:
+            state = await self._state_at(self.last)
+        self.cancelled, history = state
         try:
             if recorded.started is None:
                 # Appended while the first LLM call runs (every later append
@@ -765,6 +763,20 @@ class AgentRun(ToolCalls):
             outcome.stderr,
         )
         return tool_msg, outcome.ends_turn
+
+    async def _state_at(self, seq: int) -> tuple[bool, list[ChatMessage]]:
+        """Whether the run is cancelled, and the agent's history, as of log position `seq`."""
+        await self.s.watcher.wait(seq, "runs", timeout=PROJECTION_TIMEOUT)
+        # Cancelled while it waited for its turn (possibly while the previous run
+        # was still going)? Later cancellations show up as conflicts on our
+        # appends: see _read_news.
+        cancelled, history = await asyncio.gather(
+            self.s.pool.fetchval(
+                "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
+            ),
+            self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
+        )
+        return bool(cancelled), history
 
     async def _read_core(self, min_seq: int) -> dict[str, Any]:
         """The agent's blocks and archival summary, as of at least log position `min_seq`."""

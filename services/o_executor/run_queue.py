@@ -44,6 +44,8 @@ BUCKET = "o_executor_runs"
 # back to the stream (so waiting commands do not fill the consumer's slots).
 WAIT_IN_HANDLER = 5.0
 REDELIVER_AFTER = 0.5
+# Cursors remembered per process (see RunQueue._written); a bound on memory.
+MAX_WRITTEN = 10_000
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ class RunQueue:
         # Local wake-ups: a run finishing in this process releases its
         # successor here without a round trip through the KV watch.
         self._finished = asyncio.Condition()
+        # Cursors this process wrote last. Usually still current when the
+        # agent's next run comes, so the next pending command can be looked up
+        # alongside the cursor read instead of after it (checked, never trusted).
+        self._written: dict[str, Cursor] = {}
 
     @classmethod
     async def open(cls, eventlog: EventLog) -> RunQueue:
@@ -104,12 +110,12 @@ class RunQueue:
         watcher = None
         try:
             while True:
-                cursor = await self.cursor(agent_id)
+                cursor, pending = await self._cursor_and_next(agent_id)
                 if watcher is not None:
                     cursor = dataclasses.replace(cursor, waited=True)
                 if cursor.command_seq >= command_seq:
                     return cursor  # already finished (a redelivery after the fact)
-                if await self._next_pending(agent_id, cursor.command_seq) in (command_seq, None):
+                if pending in (command_seq, None):
                     return cursor
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -124,6 +130,19 @@ class RunQueue:
             if watcher is not None:
                 with contextlib.suppress(Exception):
                     await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _cursor_and_next(self, agent_id: str) -> tuple[Cursor, int | None]:
+        """The agent's cursor and its first pending command after it."""
+        written = self._written.get(agent_id)
+        if written is None:
+            cursor = await self.cursor(agent_id)
+            return cursor, await self._next_pending(agent_id, cursor.command_seq)
+        cursor, pending = await asyncio.gather(
+            self.cursor(agent_id), self._next_pending(agent_id, written.command_seq)
+        )
+        if cursor.command_seq != written.command_seq:  # another replica moved it since
+            pending = await self._next_pending(agent_id, cursor.command_seq)
+        return cursor, pending
 
     async def _wait_change(self, watcher: KeyValue.KeyWatcher, timeout: float) -> None:
         local = asyncio.create_task(self._local_finish())
@@ -156,9 +175,12 @@ class RunQueue:
                 break
             try:
                 if cursor.revision == 0:
-                    await self.kv.create(agent_id, value)
+                    revision = await self.kv.create(agent_id, value)
                 else:
-                    await self.kv.update(agent_id, value, last=cursor.revision)
+                    revision = await self.kv.update(agent_id, value, last=cursor.revision)
+                if len(self._written) >= MAX_WRITTEN:
+                    self._written.clear()
+                self._written[agent_id] = Cursor(command_seq, event_seq, revision)
                 break
             except KeyWrongLastSequenceError:
                 log.debug("cursor of %s moved meanwhile; reading it again", agent_id)
