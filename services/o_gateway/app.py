@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hmac
 import os
+import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from o_contracts.ids import InvalidId
 from o_gateway.render import VERSION
@@ -46,6 +47,30 @@ class Traced:
         name = f"{scope['method']} {scope['path']}"
         with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER):
             await self.app(scope, receive, send)
+
+
+class ServerTiming:
+    """`Server-Timing: app;dur=<ms>` on every response: from the request reaching the
+    application to its response starting, so clients (and bench/agent_loop.py) can tell
+    the server's share of a request's time from the network's and their own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - start) * 1000
+                headers = MutableHeaders(scope=message)
+                headers.append("server-timing", f"app;dur={took:.2f}")
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 class Authenticated:
@@ -98,4 +123,5 @@ def create_app(gateway: Gateway) -> FastAPI:
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
     app.add_middleware(Authenticated, api_key=os.environ.get("O_API_KEY"))
     app.add_middleware(Traced)
+    app.add_middleware(ServerTiming)
     return app

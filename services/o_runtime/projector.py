@@ -132,12 +132,19 @@ def raw_event(msg: Msg) -> RawEvent:
     return RawEvent(msg.metadata.sequence.stream, msg.subject, msg.data, msg.headers)
 
 
+def _literal(text: str) -> str:
+    """A SQL string literal (standard_conforming_strings: only quotes need doubling)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 class Projector:
     def __init__(self, projection: Projection, pool: asyncpg.Pool, eventlog: EventLog) -> None:
         self.projection = projection
         self.pool = pool
         self.eventlog = eventlog
         self._task: asyncio.Task[None] | None = None
+        # Where this projector last left the checkpoint (None: it does not know).
+        self._at: int | None = None
 
     @property
     def name(self) -> str:
@@ -195,6 +202,7 @@ class Projector:
         start = await self.pool.fetchval(
             "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
         )
+        self._at = start
         arrived: asyncio.Queue[Msg] = asyncio.Queue()
 
         async def on_msg(msg: Msg) -> None:
@@ -220,12 +228,7 @@ class Projector:
                 batch = [first]
                 while len(batch) < MAX_BATCH and not arrived.empty():
                     batch.append(arrived.get_nowait())
-                await self.apply_batch(
-                    [
-                        RawEvent(m.metadata.sequence.stream, m.subject, m.data, m.headers)
-                        for m in batch
-                    ]
-                )
+                await self.apply_batch([raw_event(m) for m in batch])
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -272,16 +275,54 @@ class Projector:
         return kind is None or kind in self.projection.handlers
 
     async def _apply_once(self, events: Sequence[RawEvent]) -> list[Outcome]:
+        end = events[-1].seq
         if not any(self._concerns(e) for e in events):
             # Nothing to change but the checkpoint: one statement, no transaction
             # (most events are some other projection's business).
             async with self.pool.acquire() as conn:
-                advanced = await conn.fetchrow(_ADVANCE, self.name, events[-1].seq, NOTIFY_CHANNEL)
+                advanced = await conn.fetchrow(_ADVANCE, self.name, end, NOTIFY_CHANNEL)
             if advanced is None:
+                self._at = None
                 return [Outcome.SKIPPED for _ in events]
+            self._at = end
             return [Outcome.APPLIED for _ in events]
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await self._apply_in(conn, events, live=True)
+        async with self.pool.acquire() as conn:
+            expected, self._at = self._at, None
+            if expected is not None and await self._begin_at(conn, expected, end):
+                # The checkpoint was where we left it: every event here is new.
+                try:
+                    outcomes = await self._apply_after(conn, events, expected, live=True)
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        await conn.execute("ROLLBACK")
+                    raise
+                self._at = end
+                return outcomes
+            async with conn.transaction():
+                at = await conn.fetchval(_CLAIM, self.name, end, NOTIFY_CHANNEL)
+                outcomes = await self._apply_after(conn, events, at, live=True)
+            self._at = max(at, end)
+            return outcomes
+
+    async def _begin_at(self, conn: asyncpg.Connection, expected: int, end: int) -> bool:
+        """BEGIN and claim the checkpoint from `expected` to `end`, in one round trip.
+
+        A follower knows where it left the checkpoint, so it need not read it;
+        if someone moved it meanwhile (another follower, a rebuild) the claim
+        changes nothing and we roll back. The statement is sent with the simple
+        query protocol (several statements, no parameters): values are literals.
+        """
+        status = await conn.execute(
+            "BEGIN; UPDATE projection_checkpoints SET previous_seq = last_seq,"
+            f" last_seq = {int(end)}, updated_at = now()"
+            f" WHERE projection = {_literal(self.name)} AND last_seq = {int(expected)}"
+            f" RETURNING pg_notify({_literal(NOTIFY_CHANNEL)}, {_literal(f'{self.name}:{end}')})"
+        )
+        if status == "UPDATE 1":
+            return True
+        await conn.execute("ROLLBACK")
+        return False
 
     async def _apply_in(
         self, conn: asyncpg.Connection, events: Sequence[RawEvent], *, live: bool
@@ -289,6 +330,12 @@ class Projector:
         # The row lock taken here serialises us with another follower and with
         # a rebuild in progress.
         at = await conn.fetchval(_CLAIM, self.name, events[-1].seq, NOTIFY_CHANNEL)
+        return await self._apply_after(conn, events, at, live=live)
+
+    async def _apply_after(
+        self, conn: asyncpg.Connection, events: Sequence[RawEvent], at: int, *, live: bool
+    ) -> list[Outcome]:
+        """Apply the events past checkpoint `at` (the caller has claimed the checkpoint)."""
         outcomes = []
         for event in events:
             if event.seq <= at:
@@ -328,6 +375,7 @@ class Projector:
         )
         async with self.pool.acquire() as conn:
             await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL)
+        self._at = None
 
     async def rebuild(self) -> int:
         """Drop the projection's rows and replay the log into it, in one transaction.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, cast
@@ -38,7 +39,9 @@ from o_gateway.schemas import (
     SendMessageBody,
 )
 from o_gateway.state import GW, Gateway, checked_id
+from o_runtime.waiting import ProjectionLag
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 
 # A run may take many LLM steps; past this the client gets 504 but the run
@@ -336,6 +339,12 @@ async def stream_run(
                         chunk = render.text_chunk(message.id, rest, run_id, agent_type)
                     yield sse(chunk)
             elif isinstance(event, RunCompleted):
+                # Read your writes, as for a plain POST: once the stream ends, the
+                # run's messages and the agent's state are there to read.
+                try:
+                    await gw.visible(msg.metadata.sequence.stream, "runs", "agents")
+                except ProjectionLag as exc:  # the stream still ends; the reads catch up
+                    log.warning("run %s streamed before it was readable: %s", run_id, exc)
                 if event.error and event.stop_reason != "end_turn":
                     yield sse(
                         {
