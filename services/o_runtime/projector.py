@@ -50,6 +50,8 @@ STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
 RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "1.0"))
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
+# How long the checkpoint may lag behind events a projection does not handle.
+SKIP_FLUSH = float(os.environ.get("O_PROJECTION_SKIP_FLUSH", "0.005"))
 
 # Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
 _LOCK_CHECKPOINT = (
@@ -217,18 +219,41 @@ class Projector:
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=(start or 0) + 1
             ),
         )
+        loop = asyncio.get_running_loop()
+        # Events this projection does not handle only move its checkpoint; that
+        # move waits up to SKIP_FLUSH for more events (or is folded into the
+        # next batch's transaction), so a busy log costs one write, not one each.
+        skipped: int | None = None
+        skipped_since = 0.0
         try:
             while True:
+                wait = IDLE_CHECK
+                if skipped is not None:
+                    wait = max(0.0, skipped_since + SKIP_FLUSH - loop.time())
                 try:
-                    first = await asyncio.wait_for(arrived.get(), IDLE_CHECK)
+                    first = await asyncio.wait_for(arrived.get(), wait)
                 except TimeoutError:
+                    if skipped is not None:
+                        await self._advance(skipped)
+                        skipped = None
+                        continue
                     # Raises if our session (and with it the lock) is gone.
                     await lock_conn.fetchval("SELECT 1")
                     continue
                 batch = [first]
                 while len(batch) < MAX_BATCH and not arrived.empty():
                     batch.append(arrived.get_nowait())
-                await self.apply_batch([raw_event(m) for m in batch])
+                events = [raw_event(m) for m in batch]
+                if any(self._concerns(e) for e in events):
+                    await self.apply_batch(events)  # its claim covers what was skipped
+                    skipped = None
+                    continue
+                if skipped is None:
+                    skipped_since = loop.time()
+                skipped = events[-1].seq
+                if loop.time() - skipped_since >= SKIP_FLUSH:
+                    await self._advance(skipped)
+                    skipped = None
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -279,13 +304,9 @@ class Projector:
         if not any(self._concerns(e) for e in events):
             # Nothing to change but the checkpoint: one statement, no transaction
             # (most events are some other projection's business).
-            async with self.pool.acquire() as conn:
-                advanced = await conn.fetchrow(_ADVANCE, self.name, end, NOTIFY_CHANNEL)
-            if advanced is None:
-                self._at = None
-                return [Outcome.SKIPPED for _ in events]
-            self._at = end
-            return [Outcome.APPLIED for _ in events]
+            if await self._advance(end):
+                return [Outcome.APPLIED for _ in events]
+            return [Outcome.SKIPPED for _ in events]
         async with self.pool.acquire() as conn:
             expected, self._at = self._at, None
             if expected is not None and await self._begin_at(conn, expected, end):
@@ -304,6 +325,13 @@ class Projector:
                 outcomes = await self._apply_after(conn, events, at, live=True)
             self._at = max(at, end)
             return outcomes
+
+    async def _advance(self, seq: int) -> bool:
+        """Move the checkpoint to `seq` (only forward); False if it was there already."""
+        async with self.pool.acquire() as conn:
+            advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
+        self._at = seq if advanced is not None else None
+        return advanced is not None
 
     async def _begin_at(self, conn: asyncpg.Connection, expected: int, end: int) -> bool:
         """BEGIN and claim the checkpoint from `expected` to `end`, in one round trip.

@@ -19,6 +19,7 @@ from o_contracts.events import (
     BlockAttached,
     BlockCreated,
     BlockUpdated,
+    RunCancellationRequested,
 )
 from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec
@@ -148,6 +149,28 @@ async def test_one_replica_follows_and_another_takes_over_when_it_stops(
     seq = await update_block(eventlog, block_id, 2, "v2")
     await watcher.wait(seq, projection.name, timeout=30)
     assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2")]
+
+
+async def test_the_checkpoint_follows_events_the_projection_does_not_handle(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, projectors: list[Projector]
+) -> None:
+    # RunCancellationRequested is on an agent's subject, which the memory
+    # projection follows, but it changes no block: only the checkpoint moves.
+    projection = fresh_memory_projection()
+    assert RunCancellationRequested.type_name() not in projection.handlers
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    agent_id = new_id("agent")
+    last = 0
+    for _ in range(5):
+        event = RunCancellationRequested(run_id=new_id("run"), agent_id=agent_id)
+        last = (await eventlog.append(subjects.agent_subject(agent_id), env(event, agent_id))).seq
+    await watcher.wait(last, projection.name, timeout=30)
+    checkpoint = await pool.fetchval(
+        "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", projection.name
+    )
+    assert checkpoint == last
 
 
 async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_rest_applied(
