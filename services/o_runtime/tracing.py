@@ -1,9 +1,10 @@
 """OpenTelemetry traces that follow one user message across every service.
 
 The trace context travels in NATS headers (W3C `traceparent`): appends and
-commands inject it, consumers and projectors continue it. Spans are exported
-to the console with `O_TRACE_CONSOLE=1`; an operator adds an OTLP exporter by
-installing one and configuring the SDK's standard environment variables.
+commands inject it, consumers and projectors continue it. Spans are recorded
+and exported (to the console) with `O_TRACE_CONSOLE=1`. Without an exporter no
+span is recorded, since each costs CPU on every event of every projection; the
+API's no-op tracer still passes a caller's trace context on from hop to hop.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ tracer = trace.get_tracer("o")
 
 
 def setup_tracing(service: str) -> None:
+    if os.environ.get("O_TRACE_CONSOLE") != "1":
+        return  # nothing would export the spans: keep the no-op tracer
     provider = TracerProvider(resource=Resource.create({"service.name": f"o-{service}"}))
-    if os.environ.get("O_TRACE_CONSOLE") == "1":
-        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     trace.set_tracer_provider(provider)
 
 
