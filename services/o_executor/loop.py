@@ -19,12 +19,13 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
+from nats.aio.msg import Msg
 
 from o_contracts import subjects
 from o_contracts.base import Event, Reply
 from o_contracts.base_tools import MEMORY_TOOLS, openai_tools
 from o_contracts.commands import StartRun
-from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import (
     ContextSummarized,
     LLMResponded,
@@ -127,6 +128,10 @@ class ContextOverflow(Exception):
     """The system prompt alone does not fit the model's context window."""
 
 
+class RunCancelled(Exception):
+    """The run was cancelled while its LLM call was in flight."""
+
+
 class RunTakenOver(Exception):
     """Another executor appended events of this run meanwhile: it owns the run now."""
 
@@ -154,6 +159,8 @@ class AgentRun(ToolCalls):
         self._started: asyncio.Task[int] | None = None
         # The agent's row, read while the run waited for its turn.
         self._agent: asyncio.Task[dict[str, Any] | None] | None = None
+        # Set when a RunCancellationRequested for this run is published.
+        self._cancel_requested = asyncio.Event()
 
     async def _append(self, event: Event, key: str) -> int:
         if self._started is not None and key != "started":
@@ -239,9 +246,15 @@ class AgentRun(ToolCalls):
             await self.s.watcher.wait(reply.seq, "runs", timeout=PROJECTION_TIMEOUT)
 
     async def _execute(self, cursor: Cursor, redelivered: bool) -> Reply:
+        # Every event appended to the agent's subject is also published on it:
+        # a cancellation of this run interrupts an LLM call in flight (the log's
+        # record of it is still what decides; see _read_news).
+        watching = await self.s.eventlog.nc.subscribe(self.subject, cb=self._on_agent_event)
         try:
             return await self._run(cursor, redelivered)
         finally:
+            with contextlib.suppress(Exception):
+                await watching.unsubscribe()
             if self._agent is not None:
                 self._agent.cancel()
                 self._agent = None
@@ -253,6 +266,17 @@ class AgentRun(ToolCalls):
                 with contextlib.suppress(BaseException):
                     await self._started
                 self._started = None
+
+    async def _on_agent_event(self, msg: Msg) -> None:
+        if known_type(msg.data) != RunCancellationRequested.type_name():
+            return
+        try:
+            event = decode(msg.data).data
+        except MalformedMessage:
+            return
+        if getattr(event, "run_id", None) == self.cmd.run_id:
+            self.cancelled = True
+            self._cancel_requested.set()
 
     async def _run(self, cursor: Cursor, redelivered: bool) -> Reply:
         # A first delivery has nothing recorded; a redelivery reads what is.
@@ -289,7 +313,8 @@ class AgentRun(ToolCalls):
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         if state is None or self.last != guess:
             state = await self._state_at(self.last)
-        self.cancelled, history = state
+        cancelled, history = state
+        self.cancelled = self.cancelled or cancelled  # (or seen published meanwhile)
         try:
             if recorded.started is None:
                 # Appended while the first LLM call runs (every later append
@@ -364,15 +389,27 @@ class AgentRun(ToolCalls):
                 estimated = tokens.estimate_request(system, wire, tools, family)
         reply_id = derived_id("message", self.cmd.run_id, str(step), "assistant")
         with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
-            result = await llm.complete(
-                handle,
-                [{"role": "system", "content": system}, *wire],
-                tools,
-                stream=self.cmd.stream_tokens,
-                force_tool=force_tool,
-                max_tokens=agent["llm_config"].get("max_tokens"),
-                on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
+            call = asyncio.create_task(
+                llm.complete(
+                    handle,
+                    [{"role": "system", "content": system}, *wire],
+                    tools,
+                    stream=self.cmd.stream_tokens,
+                    force_tool=force_tool,
+                    max_tokens=agent["llm_config"].get("max_tokens"),
+                    on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
+                )
             )
+            cancel = asyncio.create_task(self._cancel_requested.wait())
+            await asyncio.wait({call, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            cancel.cancel()
+            if not call.done():
+                # Cancelled mid-call: the answer is abandoned, never recorded.
+                call.cancel()
+                with contextlib.suppress(BaseException):
+                    await call
+                raise RunCancelled(self.cmd.run_id)
+            result = call.result()
         self.tokens.learn(estimated, result.usage.prompt_tokens)
         # Calls that need a person's approval, or that the client runs itself,
         # are not run: the turn stops and waits for the answers.
@@ -494,6 +531,9 @@ class AgentRun(ToolCalls):
                         step_id,
                         self.rules.forces_tool_call(),
                     )
+                except RunCancelled:
+                    self.steps = step
+                    return "cancelled", None
                 except (llm.LLMError, UnknownProvider) as exc:
                     log.warning("run %s: LLM call failed: %s", self.cmd.run_id, exc)
                     return "llm_api_error", str(exc)

@@ -405,7 +405,7 @@ async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> di
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages/cancel")
 async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None) -> dict[str, str]:
-    """Ask the agent's runs to stop; each stops at its next step boundary."""
+    """Ask the agent's runs to stop: an LLM call in flight is abandoned, a tool call finishes."""
     await gw.agent_row(checked_id(agent_id, "agent"))
     run_ids = [checked_id(r, "run") for r in (body.run_ids or [])] if body else []
     if not run_ids:
