@@ -2,10 +2,12 @@
 
 Starts embedded NATS and Postgres, the gateway, executor and memory services
 (real processes under the Supervisor) and a zero-latency fake OpenAI server,
-then times POST /v1/agents/{id}/messages from the client's side until the
-response arrives, for 1-step runs (plain answer) and 3-step runs (two tool
-calls, conversation_search then memory_insert, then the answer). Prints the
-median and p99 over RUNS runs each, after WARMUP untimed runs.
+then times POST /v1/agents/{id}/messages for 1-step runs (plain answer) and
+3-step runs (two tool calls, conversation_search then memory_insert, then the
+answer): from the gateway receiving the request to its response (the gateway's
+Server-Timing header), and as the HTTP client saw it. Prints the median and p99
+over RUNS runs each, after WARMUP untimed runs, and the CPU each part of the
+system spent per run (on a shared machine that moves less than wall time).
 
     python -m bench.agent_loop [--runs 200] [--warmup 20]
 """

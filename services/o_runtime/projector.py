@@ -231,7 +231,12 @@ class Projector:
                 if skipped is not None:
                     wait = max(0.0, skipped_since + SKIP_FLUSH - loop.time())
                 try:
-                    first = await asyncio.wait_for(arrived.get(), wait)
+                    # (wait_for costs a task: only when there is something to wait for)
+                    first = (
+                        arrived.get_nowait()
+                        if not arrived.empty()
+                        else await asyncio.wait_for(arrived.get(), wait)
+                    )
                 except TimeoutError:
                     if skipped is not None:
                         await self._advance(skipped)
