@@ -66,31 +66,63 @@ async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> N
     )
 
 
+_RUN_STARTED = (
+    "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
+    " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
+    " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4"
+    " WHERE runs.status = 'created'"
+)
+
+
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) -> None:
+    args = (e.run_id, e.agent_id, rec.envelope.time, rec.seq, e.background, e.request_config)
+    if len(e.messages) != 1:
+        await conn.execute(_RUN_STARTED, *args)
+        for i, m in enumerate(e.messages):
+            await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
+        return
+    # The usual run: one input message, with the run in one statement (one round trip).
+    message = e.messages[0]
     await conn.execute(
-        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
-        " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
-        " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4"
-        " WHERE runs.status = 'created'",
-        e.run_id,
-        e.agent_id,
-        rec.envelope.time,
-        rec.seq,
-        e.background,
-        e.request_config,
+        f"WITH run AS ({_RUN_STARTED})"
+        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
+        " VALUES ($7, $2, $1, NULL, $8, $9, $10, $3) ON CONFLICT (id) DO NOTHING",
+        *args,
+        message.id,
+        message.role,
+        message.model_dump(mode="json", exclude_none=True),
+        rec.seq * 1000,
     )
-    for i, m in enumerate(e.messages):
-        await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
 
 
 @runs.on(LLMResponded)
 async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded) -> None:
-    await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+    # Every step has one: the message, the run's step count and the step row
+    # in one statement (one round trip; the run's reply waits for this projection).
     await conn.execute(
-        "UPDATE runs SET step_count = step_count + 1, last_seq = $2 WHERE id = $1",
+        "WITH message AS ("
+        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO NOTHING),"
+        " run AS (UPDATE runs SET step_count = step_count + 1, last_seq = $9 WHERE id = $3)"
+        " INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
+        " completion_tokens, total_tokens, finish_reason, seq, created_at)"
+        " VALUES ($4,$3,$2,$10,$11,$12,$13,$14,$15,$9,$8) ON CONFLICT (id) DO NOTHING",
+        e.message.id,
+        e.agent_id,
         e.run_id,
+        e.step_id,
+        e.message.role,
+        e.message.model_dump(mode="json", exclude_none=True),
+        rec.seq * 1000,
+        rec.envelope.time,
         rec.seq,
+        e.step_number,
+        e.model,
+        e.usage.prompt_tokens,
+        e.usage.completion_tokens,
+        e.usage.total_tokens,
+        e.finish_reason,
     )
     if e.message.approval_request:
         for call in e.message.tool_calls:
@@ -104,22 +136,6 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
                 call.name,
                 rec.seq,
             )
-    await conn.execute(
-        "INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
-        " completion_tokens, total_tokens, finish_reason, seq, created_at)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (id) DO NOTHING",
-        e.step_id,
-        e.run_id,
-        e.agent_id,
-        e.step_number,
-        e.model,
-        e.usage.prompt_tokens,
-        e.usage.completion_tokens,
-        e.usage.total_tokens,
-        e.finish_reason,
-        rec.seq,
-        rec.envelope.time,
-    )
 
 
 @runs.on(RunCancellationRequested)
