@@ -29,6 +29,17 @@ DEFAULT_MAX_TOKENS = 4096
 
 # Called with each new piece of the answer's text while it streams.
 OnText = Callable[[str], Awaitable[None]]
+# Called with each new piece of a tool call while it streams: (call id, the tool's
+# name on the call's first piece else None, new argument text).
+OnToolCall = Callable[[str, str | None, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """Where a streamed answer's pieces go as they arrive (either may be None)."""
+
+    on_text: OnText | None = None
+    on_tool_call: OnToolCall | None = None
 
 
 class LLMError(Exception):
@@ -85,6 +96,7 @@ async def complete(
     max_tokens: int | None = None,
     force_tool: bool = False,
     on_text: OnText | None = None,
+    on_tool_call: OnToolCall | None = None,
 ) -> LLMResult:
     config = config_for(handle)
     attempt = 0
@@ -98,13 +110,16 @@ async def complete(
             await forward(text)
 
         on_text = tracked
+    # Tool-call pieces do not stop a retry: they are a preview, and the call the
+    # retry records (under its own id) is what the client is sent in full.
+    streamed = Streamed(on_text, on_tool_call)
     while True:
         try:
             if config.protocol == "anthropic":
                 return await _anthropic(
-                    handle, messages, tools, stream, temperature, max_tokens, force_tool, on_text
+                    handle, messages, tools, stream, temperature, max_tokens, force_tool, streamed
                 )
-            return await _openai(handle, messages, tools, stream, temperature, force_tool, on_text)
+            return await _openai(handle, messages, tools, stream, temperature, force_tool, streamed)
         except (openai.APIError, anthropic.APIError) as exc:
             # Text already streamed to the client cannot be taken back: a retry would
             # show it twice, so a stream that fails part-way is not retried.
@@ -129,7 +144,7 @@ async def _openai(
     stream: bool,
     temperature: float | None,
     force_tool: bool,
-    on_text: OnText | None,
+    streamed: Streamed,
 ) -> LLMResult:
     client = openai_client(handle.provider)
     kwargs: dict[str, Any] = {"model": handle.model, "messages": messages}
@@ -139,7 +154,7 @@ async def _openai(
     if temperature is not None:
         kwargs["temperature"] = temperature
     if stream:
-        return await _complete_streaming(client, kwargs, on_text)
+        return await _complete_streaming(client, kwargs, streamed)
     # The SDK's own HTTP client, error mapping and response types, but without
     # chat.completions.create's recursive TypedDict transform of the request,
     # which cost ~16 ms a call on an agent's context (profiled); our payload is
@@ -174,7 +189,7 @@ async def _anthropic(
     temperature: float | None,
     max_tokens: int | None,
     force_tool: bool,
-    on_text: OnText | None,
+    streamed: Streamed,
 ) -> LLMResult:
     client = anthropic_client(handle.provider)
     system, turns, anthropic_tools = to_anthropic(messages, tools)
@@ -194,9 +209,25 @@ async def _anthropic(
     message: anthropic.types.Message
     if stream:
         async with client.messages.stream(**kwargs) as events:
-            async for text in events.text_stream:
-                if on_text is not None and text:
-                    await on_text(text)
+            tool_use_ids: dict[int, str] = {}  # content block index -> tool_use id
+            async for event in events:
+                if event.type == "text" and event.text and streamed.on_text is not None:
+                    await streamed.on_text(event.text)
+                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    tool_use_ids[event.index] = event.content_block.id
+                    if streamed.on_tool_call is not None:
+                        await streamed.on_tool_call(
+                            event.content_block.id, event.content_block.name, ""
+                        )
+                elif (
+                    event.type == "content_block_delta"
+                    and event.delta.type == "input_json_delta"
+                    and event.delta.partial_json
+                    and streamed.on_tool_call is not None
+                ):
+                    await streamed.on_tool_call(
+                        tool_use_ids[event.index], None, event.delta.partial_json
+                    )
             message = await events.get_final_message()
     else:
         # As for OpenAI: the SDK's client and types, without its request transform.
@@ -215,11 +246,12 @@ async def _anthropic(
 
 
 async def _complete_streaming(
-    client: openai.AsyncOpenAI, kwargs: dict[str, Any], on_text: OnText | None
+    client: openai.AsyncOpenAI, kwargs: dict[str, Any], streamed: Streamed
 ) -> LLMResult:
     """Assemble a streamed response; tool-call arguments arrive split across chunks."""
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
+    announced: set[int] = set()
     usage = Usage()
     finish: str | None = None
     stream = await client.post(
@@ -242,16 +274,25 @@ async def _complete_streaming(
             delta = choice.delta
             if delta.content:
                 content.append(delta.content)
-                if on_text is not None:
-                    await on_text(delta.content)
+                if streamed.on_text is not None:
+                    await streamed.on_text(delta.content)
             for tc in delta.tool_calls or []:
                 slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
                 if tc.id:
                     slot["id"] = tc.id
                 if tc.function and tc.function.name:
                     slot["name"] += tc.function.name
-                if tc.function and tc.function.arguments:
-                    slot["arguments"] += tc.function.arguments
+                piece = (tc.function.arguments if tc.function else None) or ""
+                slot["arguments"] += piece
+                if streamed.on_tool_call is not None and slot["id"] and slot["name"]:
+                    # The first piece with the call's id and name names it; the
+                    # rest carry only argument text.
+                    first = tc.index not in announced
+                    announced.add(tc.index)
+                    if first or piece:
+                        await streamed.on_tool_call(
+                            slot["id"], slot["name"] if first else None, piece
+                        )
     return LLMResult(
         content="".join(content) or None,
         tool_calls=[ToolCall(**calls[i]) for i in sorted(calls)],

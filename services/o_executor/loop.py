@@ -398,6 +398,11 @@ class AgentRun(ToolCalls):
                     force_tool=force_tool,
                     max_tokens=agent["llm_config"].get("max_tokens"),
                     on_text=self._token_publisher(reply_id) if self.cmd.stream_tokens else None,
+                    on_tool_call=(
+                        self._tool_call_publisher(reply_id, agent)
+                        if self.cmd.stream_tokens
+                        else None
+                    ),
                 )
             )
             cancel = asyncio.create_task(self._cancel_requested.wait())
@@ -447,6 +452,37 @@ class AgentRun(ToolCalls):
         async def publish(text: str) -> None:
             await nc.publish(
                 subject, msgpack.packb({"message_id": message_id, "text": text}, use_bin_type=True)
+            )
+
+        return publish
+
+    def _tool_call_publisher(self, message_id: str, agent: dict[str, Any]) -> llm.OnToolCall:
+        """Tool-call pieces as they stream, for calls a client sees as tool_call_message.
+
+        Not streamed: calls that will wait for approval or for the client (they
+        show as approval_request_message once recorded) and memgpt agents'
+        send_message (shown as the assistant's text once recorded).
+        """
+        subject = subjects.run_tokens_subject(self.cmd.run_id)
+        nc = self.s.eventlog.nc
+        memgpt = agent["agent_type"] in HEARTBEAT_AGENTS
+        streaming: set[str] = set()
+
+        async def publish(call_id: str, name: str | None, arguments: str) -> None:
+            if name is not None:
+                hidden = (
+                    self.rules.requires_approval(name)
+                    or name in self.client_tools
+                    or (memgpt and name == "send_message")
+                )
+                if not hidden:
+                    streaming.add(call_id)
+            if call_id not in streaming:
+                return
+            piece = {"id": call_id, "name": name, "arguments": arguments}
+            await nc.publish(
+                subject,
+                msgpack.packb({"message_id": message_id, "tool_call": piece}, use_bin_type=True),
             )
 
         return publish

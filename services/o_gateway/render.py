@@ -236,6 +236,20 @@ def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict
     }
 
 
+def tool_call_chunk(
+    message_id: str, calls: list[dict[str, Any]], run_id: str, kind: str = "tool_call_message"
+) -> dict[str, Any]:
+    """Streamed pieces of tool calls: each with its call id, the name on a call's first
+    piece (else None) and only the new argument text (Letta's tool-call deltas)."""
+    now = datetime.now(UTC)
+    base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
+    deltas = [
+        {"name": c.get("name"), "arguments": c.get("arguments") or "", "tool_call_id": c["id"]}
+        for c in calls
+    ]
+    return base | {"message_type": kind, "tool_call": deltas[0], "tool_calls": deltas}
+
+
 def stop_reason(reason: str) -> dict[str, Any]:
     return {"message_type": "stop_reason", "stop_reason": reason}
 

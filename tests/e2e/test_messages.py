@@ -145,19 +145,29 @@ async def test_a_failed_memory_edit_is_a_tool_error_and_changes_nothing(
 
 
 def merged(events: list[tuple[str | None, Any]]) -> list[tuple[str | None, Any]]:
-    """Token chunks joined: consecutive chunks of one message (same id and type) as one."""
+    """Streamed pieces joined as a client would: consecutive chunks of one message (same id
+    and type) as one; text appended, tool-call arguments appended per tool call id."""
     out: list[tuple[str | None, Any]] = []
     for event, data in events:
         prev = out[-1][1] if out else None
-        if (
+        same = (
             isinstance(data, dict)
             and isinstance(prev, dict)
-            and data.get("id")
+            and bool(data.get("id"))
             and (prev.get("id"), prev.get("message_type")) == (data["id"], data["message_type"])
-            and data["message_type"] in ("assistant_message", "reasoning_message")
-        ):
+        )
+        if same and data["message_type"] in ("assistant_message", "reasoning_message"):
             key = "content" if data["message_type"] == "assistant_message" else "reasoning"
             out[-1] = (event, prev | {key: prev[key] + data[key]})
+        elif same and data["message_type"] == "tool_call_message":
+            calls = {c["tool_call_id"]: dict(c) for c in prev["tool_calls"]}
+            for c in data["tool_calls"]:
+                if c["tool_call_id"] in calls:
+                    calls[c["tool_call_id"]]["arguments"] += c["arguments"]
+                else:
+                    calls[c["tool_call_id"]] = dict(c)
+            joined = list(calls.values())
+            out[-1] = (event, prev | {"tool_calls": joined, "tool_call": joined[0]})
         else:
             out.append((event, data))
     return out

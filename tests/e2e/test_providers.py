@@ -65,6 +65,12 @@ async def test_anthropic_streaming(system: System, claude: FakeAnthropic) -> Non
         f"/v1/agents/{agent['id']}/messages/stream",
         json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
     )
+    pieces = [
+        d
+        for _, d in parse_sse(response.text)
+        if d != "[DONE]" and d["message_type"] == "tool_call_message"
+    ]
+    assert len(pieces) > 1  # the tool call's input streamed in pieces (input_json_delta)
     events = [d for _, d in merged(parse_sse(response.text))]
     kinds = [d if d == "[DONE]" else d["message_type"] for d in events]
     assert events[2]["content"] == "Streamed from Claude."

@@ -41,6 +41,33 @@ async def test_token_chunks_repeat_the_id_and_carry_only_new_text(
     assert history[-1]["id"] == pieces[0]["id"] and history[-1]["content"] == text
 
 
+async def test_tool_call_arguments_stream_in_pieces(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    arguments = {"label": "human", "new_string": "Likes long walks along the river at dawn."}
+    llm.push(Reply(tool_calls=[("memory_insert", arguments)]), Reply(content="Noted."))
+    response = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages/stream", json=body("remember", stream_tokens=True)
+    )
+    chunks = [d for _, d in parse_sse(response.text) if d != "[DONE]"]
+    calls = [c for c in chunks if c["message_type"] == "tool_call_message"]
+    # Pieces of one call: its id on each, its name on the first only, arguments that
+    # add up to the recorded call's (the recorded message fills in any late piece).
+    assert len(calls) > 1
+    assert len({c["id"] for c in calls}) == 1
+    assert {c["tool_call"]["tool_call_id"] for c in calls} == {
+        calls[0]["tool_call"]["tool_call_id"]
+    }
+    assert calls[0]["tool_call"]["name"] == "memory_insert"
+    assert all(c["tool_call"]["name"] is None for c in calls[1:])
+    assert json.loads("".join(c["tool_call"]["arguments"] for c in calls)) == arguments
+    returns = [c for c in chunks if c["message_type"] == "tool_return_message"]
+    assert returns and returns[0]["status"] == "success"
+    history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    recorded = next(m for m in history if m["message_type"] == "tool_call_message")
+    assert recorded["id"] == calls[0]["id"]
+    assert json.loads(recorded["tool_call"]["arguments"]) == arguments
+
+
 async def test_pings_while_idle(system: System, llm: FakeOpenAI) -> None:
     agent = await new_agent(system)
     held = threading.Event()

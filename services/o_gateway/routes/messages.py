@@ -240,6 +240,23 @@ async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: boo
     return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
 
 
+def unsent_calls(calls: list[dict[str, Any]], sent: dict[str, str]) -> list[dict[str, Any]]:
+    """What of recorded tool calls their streamed pieces did not carry (id, name, arguments)."""
+    missed = []
+    for call in calls:
+        before = sent.get(call["tool_call_id"])
+        if before is None:
+            missed.append(
+                {"id": call["tool_call_id"], "name": call["name"], "arguments": call["arguments"]}
+            )
+            continue
+        full = call["arguments"] or ""
+        rest = full[len(before) :] if full.startswith(before) else ""
+        if rest:
+            missed.append({"id": call["tool_call_id"], "name": None, "arguments": rest})
+    return missed
+
+
 def sse(data: Any, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data)
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
@@ -281,6 +298,7 @@ async def stream_run(
     )
     hidden: set[str] = set()
     streamed: dict[str, str] = {}  # message id -> text sent as deltas
+    calls_sent: dict[str, str] = {}  # tool call id -> argument text sent as deltas
     finished: set[str] = set()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
@@ -309,8 +327,16 @@ async def stream_run(
                 break
             if kind == "tokens":
                 delta = msgpack.unpackb(msg.data, raw=False)
-                message_id, text = delta["message_id"], delta["text"]
-                if message_id in finished or not text:
+                message_id = delta["message_id"]
+                if message_id in finished:
+                    continue
+                call = delta.get("tool_call")
+                if call is not None:
+                    calls_sent[call["id"]] = calls_sent.get(call["id"], "") + call["arguments"]
+                    yield sse(render.tool_call_chunk(message_id, [call], run_id))
+                    continue
+                text = delta["text"]
+                if not text:
                     continue
                 streamed[message_id] = streamed.get(message_id, "") + text
                 yield sse(render.text_chunk(message_id, text, run_id, agent_type))
@@ -337,6 +363,11 @@ async def stream_run(
                         if not rest:
                             continue
                         chunk = render.text_chunk(message.id, rest, run_id, agent_type)
+                    elif chunk["message_type"] == "tool_call_message" and calls_sent:
+                        missed = unsent_calls(chunk["tool_calls"], calls_sent)
+                        if not missed:
+                            continue
+                        chunk = render.tool_call_chunk(message.id, missed, run_id)
                     yield sse(chunk)
             elif isinstance(event, RunCompleted):
                 # Read your writes, as for a plain POST: once the stream ends, the
