@@ -140,10 +140,19 @@ def _literal(text: str) -> str:
 
 
 class Projector:
-    def __init__(self, projection: Projection, pool: asyncpg.Pool, eventlog: EventLog) -> None:
+    def __init__(
+        self,
+        projection: Projection,
+        pool: asyncpg.Pool,
+        eventlog: EventLog,
+        on_committed: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.projection = projection
         self.pool = pool
         self.eventlog = eventlog
+        # Told (projection name, sequence) after each commit: waiters in this
+        # process wake without waiting for the NOTIFY to come back from Postgres.
+        self.on_committed = on_committed
         self._task: asyncio.Task[None] | None = None
         # Where this projector last left the checkpoint (None: it does not know).
         self._at: int | None = None
@@ -324,11 +333,13 @@ class Projector:
                         await conn.execute("ROLLBACK")
                     raise
                 self._at = end
+                self._committed(end)
                 return outcomes
             async with conn.transaction():
                 at = await conn.fetchval(_CLAIM, self.name, end, NOTIFY_CHANNEL)
                 outcomes = await self._apply_after(conn, events, at, live=True)
             self._at = max(at, end)
+            self._committed(self._at)
             return outcomes
 
     async def _advance(self, seq: int) -> bool:
@@ -336,7 +347,13 @@ class Projector:
         async with self.pool.acquire() as conn:
             advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
         self._at = seq if advanced is not None else None
+        if advanced is not None:
+            self._committed(seq)
         return advanced is not None
+
+    def _committed(self, seq: int) -> None:
+        if self.on_committed is not None:
+            self.on_committed(self.name, seq)
 
     async def _begin_at(self, conn: asyncpg.Connection, expected: int, end: int) -> bool:
         """BEGIN and claim the checkpoint from `expected` to `end`, in one round trip.

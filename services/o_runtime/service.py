@@ -43,7 +43,9 @@ class Service:
 
     def project(self, projection: Projection) -> None:
         """Keep `projection` up to date while the service runs (setup() calls this)."""
-        self.projectors.append(Projector(projection, self.pool, self.eventlog))
+        self.projectors.append(
+            Projector(projection, self.pool, self.eventlog, on_committed=self.watcher.applied)
+        )
 
     async def started(self) -> None:
         """Runs once the broker consumes; e.g. start an HTTP server."""

@@ -57,8 +57,14 @@ class ProjectionWatcher:
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         name, _, seq = payload.rpartition(":")
-        self._reached[name] = max(self._reached[name], int(seq))
-        asyncio.get_running_loop().create_task(self._wake())
+        self.applied(name, int(seq))
+
+    def applied(self, projection: str, seq: int) -> None:
+        """`projection` has committed `seq`: a NOTIFY said so, or a projector in this process
+        (which need not wait for its own notification to travel through Postgres)."""
+        if seq > self._reached[projection]:
+            self._reached[projection] = seq
+            asyncio.get_running_loop().create_task(self._wake())
 
     async def _wake(self) -> None:
         async with self._changed:

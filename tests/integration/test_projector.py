@@ -80,6 +80,24 @@ async def test_an_event_applied_twice_takes_effect_once(
     assert len(versions) == 1
 
 
+async def test_a_projector_tells_its_own_process_what_it_committed(
+    eventlog: EventLog, pool: asyncpg.Pool
+) -> None:
+    # Waiters in the projector's process wake on this, not on the NOTIFY's round trip.
+    committed: list[tuple[str, int]] = []
+    projection = fresh_memory_projection()
+    projector = Projector(
+        projection, pool, eventlog, on_committed=lambda name, seq: committed.append((name, seq))
+    )
+    block_id, seq = await create_block(eventlog)
+    msg = await eventlog.js.get_msg(subjects.EVENTS_STREAM, seq)
+    subject = subjects.block_subject(block_id)
+    assert await projector.apply(seq, subject, msg.data or b"") is Outcome.APPLIED
+    assert committed == [(projection.name, seq)]
+    assert await projector.apply(seq, subject, msg.data or b"") is Outcome.SKIPPED
+    assert committed[-1][1] == seq  # never told anything past what is committed
+
+
 @pytest.fixture
 async def projectors() -> AsyncIterator[list[Projector]]:
     """Projectors a test starts; stopped at its end whatever happens."""
