@@ -34,25 +34,11 @@ from o_runtime.waiting import ProjectionLag
 OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
 
 
-class Traced:
-    """The root span of a user message's trace; NATS headers carry it onwards."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        name = f"{scope['method']} {scope['path']}"
-        with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER):
-            await self.app(scope, receive, send)
-
-
-class ServerTiming:
-    """`Server-Timing: app;dur=<ms>` on every response: from the request reaching the
-    application to its response starting, so clients (and bench/agent_loop.py) can tell
-    the server's share of a request's time from the network's and their own."""
+class Instrumented:
+    """Per request: the root span of a user message's trace (NATS headers carry it onwards),
+    and `Server-Timing: app;dur=<ms>` on the response: from the request reaching the
+    application to its response starting, so clients (and bench/agent_loop.py) can tell the
+    server's share of a request's time from the network's and their own."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -70,7 +56,9 @@ class ServerTiming:
                 headers.append("server-timing", f"app;dur={took:.2f}")
             await send(message)
 
-        await self.app(scope, receive, timed)
+        name = f"{scope['method']} {scope['path']}"
+        with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER):
+            await self.app(scope, receive, timed)
 
 
 class Authenticated:
@@ -122,6 +110,5 @@ def create_app(gateway: Gateway) -> FastAPI:
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
     app.add_middleware(Authenticated, api_key=os.environ.get("O_API_KEY"))
-    app.add_middleware(Traced)
-    app.add_middleware(ServerTiming)
+    app.add_middleware(Instrumented)
     return app
