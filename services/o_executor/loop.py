@@ -46,6 +46,7 @@ from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_executor.tool_calls import PRODUCER, PURE_TOOLS, ToolCalls
 from o_runtime.commands import current_delivery
+from o_runtime.core_memory import CoreMemory, read_core_memory
 from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.tracing import tracer
 
@@ -154,7 +155,7 @@ class AgentRun(ToolCalls):
         # Where this run's own messages begin in the context (summaries never cut there).
         self.run_start = 0
         # Core memory read ahead for the first prompt, with the memory_seq it was read at.
-        self._core: tuple[int, asyncio.Task[dict[str, Any]]] | None = None
+        self._core: tuple[int, asyncio.Task[CoreMemory]] | None = None
         # The RunStarted append, in flight during the first LLM call.
         self._started: asyncio.Task[int] | None = None
         # The agent's row, read while the run waited for its turn.
@@ -854,14 +855,11 @@ class AgentRun(ToolCalls):
         )
         return bool(cancelled), history
 
-    async def _read_core(self, min_seq: int) -> dict[str, Any]:
+    async def _read_core(self, min_seq: int) -> CoreMemory:
         """The agent's blocks and archival summary, as of at least log position `min_seq`."""
-        request = msgpack.packb(
-            {"agent_id": self.cmd.agent_id, "min_seq": min_seq}, use_bin_type=True
-        )
-        response = await self.s.eventlog.nc.request(subjects.MEMORY_READ_CORE, request, timeout=10)
-        core: dict[str, Any] = msgpack.unpackb(response.data, raw=False)
-        return core
+        if min_seq:
+            await self.s.watcher.wait(min_seq, "memory")
+        return await read_core_memory(self.s.pool, self.cmd.agent_id)
 
     async def _system_prompt(self, agent: dict[str, Any], recall_count: int) -> str:
         prefetched, self._core = self._core, None

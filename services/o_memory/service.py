@@ -18,10 +18,10 @@ from o_contracts.commands import (
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
-from o_memory.blocks import agent_blocks
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
+from o_runtime.core_memory import read_core_memory
 from o_runtime.eventlog import AppendRejected
 from o_runtime.service import Service
 
@@ -65,22 +65,8 @@ class MemoryService(Service):
         request = msgpack.unpackb(body, raw=False)
         if request.get("min_seq"):
             await self.watcher.wait(int(request["min_seq"]), "memory")
-        agent_id = str(request["agent_id"])
-        blocks = await agent_blocks(self.pool, agent_id)
-        for b in blocks:
-            b.pop("created_at"), b.pop("updated_at")
-        archive = await self.pool.fetchrow(
-            "SELECT count(*) AS n, coalesce((SELECT array_agg(DISTINCT t ORDER BY t)"
-            " FROM passages, unnest(tags) AS t WHERE agent_id = $1), '{}') AS tags"
-            " FROM passages WHERE agent_id = $1",
-            agent_id,
-        )
-        reply = {
-            "blocks": blocks,
-            "archival_count": archive["n"],
-            "archival_tags": list(archive["tags"]),
-        }
-        packed: bytes = msgpack.packb(reply, use_bin_type=True)
+        core = await read_core_memory(self.pool, str(request["agent_id"]))
+        packed: bytes = msgpack.packb(core, use_bin_type=True)
         return packed
 
     async def search_archival(self, body: bytes) -> bytes:

@@ -173,7 +173,8 @@ async def test_an_external_publisher_adds_and_searches_archival_memory(
                 assert reply.result["passage"]["text"] == text
             else:
                 assert not reply.ok and reply.error == "text must not be empty"
-        inserted = decode((await events.next_msg(timeout=10)).data).data
+        event = await events.next_msg(timeout=10)
+        inserted, inserted_seq = decode(event.data).data, event.metadata.sequence.stream
         assert isinstance(inserted, PassageInserted)
         assert inserted.passage.embedding_model == "openai/text-embedding-3-small"
         assert inserted.passage.importance_source == "caller"
@@ -197,5 +198,20 @@ async def test_an_external_publisher_adds_and_searches_archival_memory(
             ).data
         )
         assert not refused.ok and refused.status == 422 and "query" in (refused.error or "")
+        # Core memory as a prompt shows it: the blocks in order, what the archive holds.
+        core = msgpack.unpackb(
+            (
+                await nc.request(
+                    subjects.MEMORY_READ_CORE,
+                    msgpack.packb({"agent_id": agent["id"], "min_seq": inserted_seq}),
+                    timeout=30,
+                )
+            ).data
+        )
+        assert [(b["label"], b["value"]) for b in core["blocks"]] == [
+            ("human", "Name: Sam"),
+            ("persona", "Helpful."),
+        ]
+        assert core["archival_count"] == 1 and core["archival_tags"] == []
     finally:
         await nc.close()
