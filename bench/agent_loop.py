@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import statistics
@@ -30,9 +31,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
+from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_runtime.embedded import start_servers  # noqa: E402
 from o_runtime.supervisor import ServiceSpec, Supervisor  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply  # noqa: E402
 
 AGENTS = 20
 
@@ -44,18 +45,27 @@ def free_port() -> int:
         return port
 
 
-def scripted(body: dict[str, Any]) -> Reply:
+def scripted(body: dict[str, Any]) -> dict[str, Any]:
     """Zero latency. "3 steps" turns call two tools first; everything else answers at once."""
     messages = body["messages"]
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    if "3 steps" not in str(messages[last_user]["content"]):
-        return echo_reply(body)
+    text = str(messages[last_user]["content"])
+    if "3 steps" not in text:
+        return {"role": "assistant", "content": f"echo: {text}"}
     done = sum(1 for m in messages[last_user:] if m["role"] == "tool")
-    if done == 0:
-        return Reply(tool_calls=[("conversation_search", {"query": "nothing-matches"})])
-    if done == 1:
-        return Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "."})])
-    return Reply(content="done")
+    if done == 2:
+        return {"role": "assistant", "content": "done"}
+    name, arguments = (
+        ("conversation_search", {"query": "nothing-matches"})
+        if done == 0
+        else ("memory_insert", {"label": "human", "new_string": "."})
+    )
+    call = {
+        "id": f"call_{done}_{len(messages)}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -144,9 +154,8 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
 
 
 async def main(runs: int, warmup: int, timeline: bool = False) -> None:
-    fake = FakeOpenAI()
-    fake.default_reply = scripted
-    fake.start()
+    llm = ZeroLatencyLLM(scripted)
+    llm.start()
     with tempfile.TemporaryDirectory() as tmp, start_servers(Path(tmp)) as servers:
         assert servers.nats is not None and servers.postgres is not None
         port = free_port()
@@ -155,7 +164,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
             "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
             "NATS_URL": servers.nats.url,
             "DATABASE_URL": servers.postgres.url,
-            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_API_KEY": "sk-bench",
             "O_HTTP_PORT": str(port),
             "O_API_KEY": "bench",
@@ -205,7 +214,8 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                 } | {
                     "nats": [servers.nats.pid or 0],
                     "postgres": postgres_pids(servers.postgres.pid or 0),
-                    "client+llm": [os.getpid()],
+                    "client": [os.getpid()],
+                    "llm": [llm.pid],
                 }
                 for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
                     await measure(http, agent_ids, text, warmup)
@@ -223,7 +233,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                     await print_timeline(servers.nats.url, agent_id)
         finally:
             await supervisor.stop()
-            fake.stop()
+            llm.stop()
 
 
 if __name__ == "__main__":
