@@ -39,6 +39,10 @@ MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 
+# "Someone waits for projection <name> to reach the sequence in the body" (core
+# NATS, best effort): its follower moves a lagging checkpoint now (projector.py).
+PROJECTION_WANTED_PREFIX: Final = "o.projection.wanted"
+
 # Token deltas of a run's LLM output (core NATS, best effort): the recorded
 # LLMResponded event stays the truth; deltas only make streaming feel live.
 RUN_TOKENS_PREFIX: Final = "o.tokens.run"
@@ -66,6 +70,10 @@ def executor_command_subject(agent_id: str) -> str:
 
 def memory_command_subject(key: str) -> str:
     return f"{COMMANDS_PREFIX}.memory.{key}"
+
+
+def projection_wanted_subject(projection: str) -> str:
+    return f"{PROJECTION_WANTED_PREFIX}.{projection}"
 
 
 def run_tokens_subject(run_id: str) -> str:

@@ -50,8 +50,9 @@ STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
 RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "1.0"))
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
-# How long the checkpoint may lag behind events a projection does not handle.
-SKIP_FLUSH = float(os.environ.get("O_PROJECTION_SKIP_FLUSH", "0.005"))
+# How long the checkpoint may lag behind events a projection does not handle
+# while no one waits for them (a waiter says so: see _follow).
+SKIP_LAG = float(os.environ.get("O_PROJECTION_SKIP_LAG", "1.0"))
 
 # Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
 _LOCK_CHECKPOINT = (
@@ -214,10 +215,19 @@ class Projector:
             "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
         )
         self._at = start
-        arrived: asyncio.Queue[Msg] = asyncio.Queue()
+        # Events as they arrive; None wakes the loop because someone waits.
+        arrived: asyncio.Queue[Msg | None] = asyncio.Queue()
+        # The highest sequence a waiter (any process) asked this projection for.
+        wanted = 0
 
         async def on_msg(msg: Msg) -> None:
             arrived.put_nowait(msg)
+
+        async def on_wanted(msg: Msg) -> None:
+            nonlocal wanted
+            with contextlib.suppress(ValueError):
+                wanted = max(wanted, int(msg.data))
+                arrived.put_nowait(None)
 
         sub = await self.eventlog.js.subscribe(
             self.projection.filter_subject,
@@ -228,17 +238,24 @@ class Projector:
                 deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=(start or 0) + 1
             ),
         )
+        asks = await self.eventlog.nc.subscribe(
+            subjects.projection_wanted_subject(self.name), cb=on_wanted
+        )
         loop = asyncio.get_running_loop()
-        # Events this projection does not handle only move its checkpoint; that
-        # move waits up to SKIP_FLUSH for more events (or is folded into the
-        # next batch's transaction), so a busy log costs one write, not one each.
+        # Events this projection does not handle only move its checkpoint. Most
+        # events are some other projection's business, and every checkpoint
+        # commit wakes every waiting process (NOTIFY), so that move is lazy: it
+        # is folded into the next batch's transaction, or written after
+        # SKIP_LAG, or at once when a waiter asks for a sequence past the
+        # checkpoint (ProjectionWatcher.wait publishes on projection_wanted).
         skipped: int | None = None
         skipped_since = 0.0
+        committed = start or 0
         try:
             while True:
                 wait = IDLE_CHECK
                 if skipped is not None:
-                    wait = max(0.0, skipped_since + SKIP_FLUSH - loop.time())
+                    wait = max(0.0, skipped_since + SKIP_LAG - loop.time())
                 try:
                     # (wait_for costs a task: only when there is something to wait for)
                     first = (
@@ -249,28 +266,34 @@ class Projector:
                 except TimeoutError:
                     if skipped is not None:
                         await self._advance(skipped)
-                        skipped = None
+                        committed, skipped = skipped, None
                         continue
                     # Raises if our session (and with it the lock) is gone.
                     await lock_conn.fetchval("SELECT 1")
                     continue
-                batch = [first]
+                batch = [first] if first is not None else []
                 while len(batch) < MAX_BATCH and not arrived.empty():
-                    batch.append(arrived.get_nowait())
-                events = [raw_event(m) for m in batch]
-                if any(self._concerns(e) for e in events):
-                    await self.apply_batch(events)  # its claim covers what was skipped
-                    skipped = None
-                    continue
-                if skipped is None:
-                    skipped_since = loop.time()
-                skipped = events[-1].seq
-                if loop.time() - skipped_since >= SKIP_FLUSH:
+                    item = arrived.get_nowait()
+                    if item is not None:
+                        batch.append(item)
+                if batch:
+                    events = [raw_event(m) for m in batch]
+                    if any(self._concerns(e) for e in events):
+                        await self.apply_batch(events)  # its claim covers what was skipped
+                        committed, skipped = events[-1].seq, None
+                        continue
+                    if skipped is None:
+                        skipped_since = loop.time()
+                    skipped = events[-1].seq
+                if skipped is not None and (
+                    wanted > committed or loop.time() - skipped_since >= SKIP_LAG
+                ):
                     await self._advance(skipped)
-                    skipped = None
+                    committed, skipped = skipped, None
         finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+            for subscription in (sub, asks):
+                with contextlib.suppress(Exception):
+                    await subscription.unsubscribe()
 
     # -- applying events ----------------------------------------------------
 

@@ -65,7 +65,7 @@ class Service:
         self.eventlog = await EventLog.connect(self.settings.nats_url, name=self.name)
         if self.needs_database:
             self.pool = await connect_pool(self.settings.database_url)
-            self.watcher = ProjectionWatcher(self.settings.database_url)
+            self.watcher = ProjectionWatcher(self.settings.database_url, self.eventlog.nc)
             await self.watcher.start()
         # FastStream logs each message; its logger is quiet below WARNING (logging_setup).
         self.broker = NatsBroker(self.settings.nats_url, logger=logging.getLogger("faststream.o"))

@@ -2,6 +2,8 @@
 
 Projectors `pg_notify` each applied sequence in their transaction, so a
 waiter wakes on commit; one LISTEN connection per process serves all waiters.
+A waiter that has to wait also says so over NATS: a projector moves its
+checkpoint past events it does not handle lazily, unless someone waits.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import logging
 from collections import defaultdict
 
 import asyncpg
+from nats.aio.client import Client as NATS
 
+from o_contracts import subjects
 from o_runtime.projector import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -25,8 +29,11 @@ class ProjectionLag(TimeoutError):
 
 
 class ProjectionWatcher:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, nc: NATS | None = None) -> None:
         self.dsn = dsn
+        # Where to say that we wait (None: nowhere; lazy checkpoints then lag
+        # up to the projector's SKIP_LAG).
+        self.nc = nc
         self._conn: asyncpg.Connection | None = None
         self._reached: dict[str, int] = defaultdict(int)
         self._changed = asyncio.Condition()
@@ -78,6 +85,10 @@ class ProjectionWatcher:
 
         if done():
             return
+        if self.nc is not None:
+            for p in projections:
+                if self._reached[p] < seq:
+                    await self.nc.publish(subjects.projection_wanted_subject(p), b"%d" % seq)
         try:
             async with asyncio.timeout(timeout):
                 async with self._changed:

@@ -26,8 +26,10 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-async def watcher(database_url: str, pool: asyncpg.Pool) -> AsyncIterator[ProjectionWatcher]:
-    w = ProjectionWatcher(database_url)
+async def watcher(
+    database_url: str, pool: asyncpg.Pool, eventlog: EventLog
+) -> AsyncIterator[ProjectionWatcher]:
+    w = ProjectionWatcher(database_url, eventlog.nc)
     await w.start()
     yield w
     await w.stop()

@@ -169,26 +169,65 @@ async def test_one_replica_follows_and_another_takes_over_when_it_stops(
     assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2")]
 
 
-async def test_the_checkpoint_follows_events_the_projection_does_not_handle(
-    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, projectors: list[Projector]
-) -> None:
+async def skipped_events(eventlog: EventLog, count: int) -> int:
+    """Append events the memory projection follows but does not handle; the last one's seq."""
     # RunCancellationRequested is on an agent's subject, which the memory
     # projection follows, but it changes no block: only the checkpoint moves.
+    agent_id = new_id("agent")
+    last = 0
+    for _ in range(count):
+        event = RunCancellationRequested(run_id=new_id("run"), agent_id=agent_id)
+        last = (await eventlog.append(subjects.agent_subject(agent_id), env(event, agent_id))).seq
+    return last
+
+
+async def checkpoint_of(pool: asyncpg.Pool, projection: Projection) -> int:
+    seq: int = await pool.fetchval(
+        "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", projection.name
+    )
+    return seq
+
+
+async def test_a_waiter_moves_the_checkpoint_past_events_the_projection_does_not_handle(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Left alone, the checkpoint would lag an hour behind skipped events: only
+    # the waiter's word (ProjectionWatcher.wait publishes it) can move it sooner.
+    monkeypatch.setattr(projector_module, "SKIP_LAG", 3600.0)
     projection = fresh_memory_projection()
     assert RunCancellationRequested.type_name() not in projection.handlers
     projector = Projector(projection, pool, eventlog)
     projectors.append(projector)
     projector.start()
-    agent_id = new_id("agent")
-    last = 0
-    for _ in range(5):
-        event = RunCancellationRequested(run_id=new_id("run"), agent_id=agent_id)
-        last = (await eventlog.append(subjects.agent_subject(agent_id), env(event, agent_id))).seq
+    last = await skipped_events(eventlog, 5)
     await watcher.wait(last, projection.name, timeout=30)
-    checkpoint = await pool.fetchval(
-        "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", projection.name
-    )
-    assert checkpoint == last
+    assert await checkpoint_of(pool, projection) == last
+
+
+async def test_unwatched_skipped_events_move_the_checkpoint_after_the_lag(
+    database_url: str,
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(projector_module, "SKIP_LAG", 0.05)
+    projection = fresh_memory_projection()
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    last = await skipped_events(eventlog, 5)
+    silent = ProjectionWatcher(database_url)  # no NATS: it asks no one to hurry
+    await silent.start()
+    try:
+        await silent.wait(last, projection.name, timeout=30)
+    finally:
+        await silent.stop()
+    assert await checkpoint_of(pool, projection) == last
 
 
 async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_rest_applied(
