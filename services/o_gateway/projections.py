@@ -9,7 +9,6 @@ from o_contracts.events import (
     AgentCreated,
     AgentDeleted,
     AgentUpdated,
-    RunCompleted,
     ToolAttached,
     ToolDetached,
 )
@@ -77,13 +76,6 @@ async def agent_updated(conn: asyncpg.Connection, e: AgentUpdated, rec: Recorded
 @agents.on(AgentDeleted)
 async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
     await conn.execute("DELETE FROM agents WHERE id = $1", e.agent_id)
-
-
-@agents.on(RunCompleted)
-async def run_completed(conn: asyncpg.Connection, e: RunCompleted, rec: Recorded) -> None:
-    await conn.execute(
-        "UPDATE agents SET last_stop_reason = $2 WHERE id = $1", e.agent_id, e.stop_reason
-    )
 
 
 @agents.on(ToolAttached)

@@ -100,9 +100,7 @@ def agent(
         "enable_sleeptime": None,
         "multi_agent_group": None,
         "managed_group": None,
-        "last_stop_reason": row["last_stop_reason"],
-        "last_run_completion": None,
-        "last_run_duration_ms": None,
+        # (last_stop_reason, last_run_completion, last_run_duration_ms: routes/agents.last_run)
         "project_id": None,
         "template_id": None,
         "base_template_id": None,

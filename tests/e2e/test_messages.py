@@ -262,8 +262,11 @@ async def test_provider_auth_error_ends_the_run_with_llm_api_error(
     llm.push(Reply(status=401, error_message="bad key"))
     result = await send(system, agent["id"], "hello")
     assert result["stop_reason"]["stop_reason"] == "llm_api_error"
-    run = await system.http.get(f"/v1/agents/{agent['id']}")
-    assert run.json()["last_stop_reason"] == "llm_api_error"
+    state = (await system.http.get(f"/v1/agents/{agent['id']}")).json()
+    assert state["last_stop_reason"] == "llm_api_error"
+    run = (await system.http.get(f"/v1/runs/{result['usage']['run_ids'][0]}")).json()
+    assert state["last_run_completion"] == run["completed_at"]
+    assert state["last_run_duration_ms"] >= 0
 
 
 async def test_memgpt_agent_replies_through_send_message(system: System, llm: FakeOpenAI) -> None:

@@ -9,6 +9,13 @@ from typing import Any
 import asyncpg
 import pytest
 
+from o_executor.projections import runs
+from o_gateway.projections import agents
+from o_gateway.tools_projection import tools
+from o_memory.archival_projection import archival
+from o_memory.projections import memory
+from o_runtime.eventlog import EventLog
+from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.e2e.test_messages import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -77,6 +84,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     found = await system.http.get(f"{archive}/search", params={"query": "rebuild"})
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
+    await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
 
@@ -104,6 +112,26 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     llm.push(Reply(content="still here"))
     result = await send(system, agent["id"], "after the rebuild")
     assert result["messages"][0]["content"] == "still here"
+
+
+async def caught_up(system: System) -> None:
+    """Wait until every projection has reached the last event it follows.
+
+    Checkpoints move lazily past events a projection does not handle; a waiter
+    that says it waits (over NATS) has them written at once.
+    """
+    log = await EventLog.connect(system.env["NATS_URL"], "test")
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
+    await watcher.start()
+    try:
+        for projection in (agents, archival, memory, runs, tools):
+            last = 0
+            async for raw in log.replay(projection.filter_subject):
+                last = raw.seq
+            await watcher.wait(last, projection.name, timeout=30)
+    finally:
+        await watcher.stop()
+        await log.close()
 
 
 async def wait_for_access_recorded(system: System, archive: str) -> None:

@@ -60,7 +60,30 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     tools = await user_tools(gw, list(row.get("tool_ids") or []))
     state = render.agent(row, await blocks_of(gw, row["id"]), tools)
     state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
+    state |= await last_run(gw, row["id"])
     return state
+
+
+async def last_run(gw: Gateway, agent_id: str) -> dict[str, Any]:
+    """Letta's last_stop_reason, last_run_completion and last_run_duration_ms.
+
+    From the runs projection (runs of one agent finish in the order they were
+    created), not copied into the agent's row: that copy cost the agents
+    projection a transaction per run, on every run's critical path.
+    """
+    row = await gw.pool.fetchrow(
+        "SELECT stop_reason, created_at, completed_at FROM runs"
+        " WHERE agent_id = $1 AND completed_at IS NOT NULL ORDER BY created_at DESC LIMIT 1",
+        agent_id,
+    )
+    if row is None:
+        return {"last_stop_reason": None, "last_run_completion": None, "last_run_duration_ms": None}
+    took = row["completed_at"] - row["created_at"]
+    return {
+        "last_stop_reason": row["stop_reason"],
+        "last_run_completion": render.iso(row["completed_at"]),
+        "last_run_duration_ms": max(0, round(took.total_seconds() * 1000)),
+    }
 
 
 async def pending_approval(gw: Gateway, agent_id: str, agent_type: str) -> dict[str, Any] | None:

@@ -183,8 +183,7 @@ def start_run(
 async def run_response(
     gw: Gateway, agent_type: str, run_id: str, seq: int | None
 ) -> dict[str, Any]:
-    # The agent's last_stop_reason is projected from the same event.
-    await gw.visible(seq, "runs", "agents")
+    await gw.visible(seq, "runs")
     run, rows = await asyncio.gather(
         gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id),
         gw.pool.fetch(
