@@ -16,6 +16,4 @@ class EvolutionService(Service):
     name = "evolution"
 
     async def setup(self) -> None:
-        CommandConsumer(self.eventlog, "evolution", subjects.EVOLUTION_COMMANDS, {}).subscribe(
-            self.broker
-        )
+        self.consume(CommandConsumer(self.eventlog, "evolution", subjects.EVOLUTION_COMMANDS, {}))

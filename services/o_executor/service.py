@@ -25,17 +25,19 @@ class ExecutorService(Service):
     async def setup(self) -> None:
         self.run_queue = await RunQueue.open(self.eventlog)
         self.project(runs)
-        CommandConsumer(
-            self.eventlog,
-            "executor",
-            subjects.EXECUTOR_COMMANDS,
-            {StartRun: self.start_run},
-            # A run can take minutes; the consumer heartbeats every ack_wait/3
-            # while it works. A killed executor's run goes to another replica (or
-            # its restart) after ack_wait.
-            ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "30")),
-            concurrency=16,
-        ).subscribe(self.broker)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "executor",
+                subjects.EXECUTOR_COMMANDS,
+                {StartRun: self.start_run},
+                # A run can take minutes; the consumer heartbeats every ack_wait/3
+                # while it works. A killed executor's run goes to another replica (or
+                # its restart) after ack_wait.
+                ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "30")),
+                concurrency=16,
+            )
+        )
 
     async def start_run(self, envelope: Envelope[Any]) -> Reply:
         # One run per agent at a time across replicas, in arrival order; runs of

@@ -34,21 +34,23 @@ class MemoryService(Service):
         self.project(archival)
         cmds = MemoryCommands(self)
         self.archival = ArchivalCommands(self)
-        CommandConsumer(
-            self.eventlog,
-            "memory",
-            subjects.MEMORY_COMMANDS,
-            {
-                CreateBlock: cmds.create_block,
-                UpdateBlock: cmds.update_block,
-                DeleteBlock: cmds.delete_block,
-                RunMemoryTool: cmds.run_memory_tool,
-                RestoreBlockVersion: cmds.restore_version,
-                InsertPassage: self.archival.insert_passage,
-                DeletePassage: self.archival.delete_passage,
-                ReflectOnMemories: self.archival.reflect,
-            },
-        ).subscribe(self.broker)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "memory",
+                subjects.MEMORY_COMMANDS,
+                {
+                    CreateBlock: cmds.create_block,
+                    UpdateBlock: cmds.update_block,
+                    DeleteBlock: cmds.delete_block,
+                    RunMemoryTool: cmds.run_memory_tool,
+                    RestoreBlockVersion: cmds.restore_version,
+                    InsertPassage: self.archival.insert_passage,
+                    DeletePassage: self.archival.delete_passage,
+                    ReflectOnMemories: self.archival.reflect,
+                },
+            )
+        )
         self.broker.subscriber(
             subjects.MEMORY_READ_CORE, queue="memory", title="core memory of an agent"
         )(self.read_core_memory)

@@ -4,6 +4,11 @@ A command handler returns a `Reply`; when the command carried an `O-Reply-To`
 header the reply is published there, so a caller such as the gateway can wait
 for the outcome. Malformed commands are dead-lettered and, if someone waits,
 answered with the reason; the consumer goes on.
+
+Consumers are durable JetStream pull consumers driven with nats-py directly:
+FastStream's pull subscriber (middlewares, dependency injection, an anyio task
+group) cost ~0.4 ms per command even on an idle machine (publish to handler:
+0.63-0.78 ms against 0.24-0.33 ms), and every agent run starts with a command.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-from faststream import AckPolicy
-from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
-from nats.js.api import ConsumerConfig
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from o_contracts import subjects
 from o_contracts.base import Command, Message, Reply
@@ -32,6 +38,8 @@ log = logging.getLogger(__name__)
 
 REPLY_HEADER = "O-Reply-To"
 MAX_DELIVERIES = 5
+# How long one pull request waits on the server for a command.
+PULL_EXPIRES = 5.0
 
 CommandHandler = Callable[[Envelope[Any]], Awaitable[Reply]]
 
@@ -93,29 +101,51 @@ class CommandConsumer:
         # one replica's concurrency).
         self.max_ack_pending = max_ack_pending or concurrency
 
-    def subscribe(self, broker: NatsBroker) -> None:
-        self._broker = broker
-        broker.subscriber(
+    async def start(self) -> None:
+        self._sub = await self.eventlog.js.pull_subscribe(
             self.filter_subject,
-            stream=JStream(name=subjects.COMMANDS_STREAM, declare=False),
-            pull_sub=PullSub(batch_size=1, timeout=5.0),
             durable=self.name,
-            ack_policy=AckPolicy.MANUAL,
+            stream=subjects.COMMANDS_STREAM,
             config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT,
                 ack_wait=self.ack_wait,
                 max_ack_pending=self.max_ack_pending,
                 max_deliver=self.max_deliver,
             ),
-            max_workers=self.concurrency,
-            title=self.name,
-        )(self._handle)
+        )
+        self._handling: set[asyncio.Task[None]] = set()
+        self._pulling = asyncio.create_task(self._pull(self._sub), name=f"commands {self.name}")
 
-    async def _handle(self, body: bytes) -> None:
-        # The message from FastStream's context, not a `msg: NatsMessage`
-        # parameter: FastStream resolves such parameters in a worker thread,
-        # a thread hop per command.
-        msg: NatsMessage = self._broker.context.get_local("message")
-        raw = msg.raw_message
+    async def stop(self) -> None:
+        """Stop taking commands; those in hand are dropped unacked (redelivered later)."""
+        tasks = [self._pulling, *self._handling]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()
+
+    async def _pull(self, sub: JetStreamContext.PullSubscription) -> None:
+        # One pull request out at a time, and only while a handler slot is free.
+        slots = asyncio.Semaphore(self.concurrency)
+        while True:
+            await slots.acquire()
+            try:
+                (msg,) = await sub.fetch(1, timeout=PULL_EXPIRES)
+            except NatsTimeoutError:
+                slots.release()
+                continue
+            except Exception:
+                slots.release()
+                log.warning("%s: pulling commands failed; trying again", self.name, exc_info=True)
+                await asyncio.sleep(1.0)
+                continue
+            task = asyncio.create_task(self._handle(msg))
+            self._handling.add(task)
+            task.add_done_callback(self._handling.discard)
+            task.add_done_callback(lambda _: slots.release())
+
+    async def _handle(self, raw: Msg) -> None:
         meta = raw.metadata
         reply_to = (raw.headers or {}).get(REPLY_HEADER)
         try:
@@ -133,11 +163,11 @@ class CommandConsumer:
                 origin_seq=meta.sequence.stream,
             )
             await self._reply(reply_to, Reply(ok=False, error=str(exc), status=400))
-            await msg.ack()
+            await raw.ack()
             return
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
-        heartbeat = asyncio.create_task(self._keep_alive(msg))
+        heartbeat = asyncio.create_task(self._keep_alive(raw))
         current_delivery.set(Delivery(meta.sequence.stream, meta.num_delivered))
         try:
             with continued(
@@ -150,7 +180,7 @@ class CommandConsumer:
         except AppendRejected as exc:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
         except Deferred as exc:
-            await msg.nack(delay=exc.delay)
+            await raw.nak(delay=exc.delay)
             return
         except Exception as exc:
             if meta.num_delivered >= MAX_DELIVERIES:
@@ -164,19 +194,19 @@ class CommandConsumer:
                     origin_seq=meta.sequence.stream,
                 )
                 await self._reply(reply_to, Reply(ok=False, error=reason, status=500))
-                await msg.ack()
+                await raw.ack()
             else:
                 log.exception("%s: %s failed; will retry", self.name, envelope.type)
-                await msg.nack(delay=min(2.0**meta.num_delivered, 30.0))
+                await raw.nak(delay=min(2.0**meta.num_delivered, 30.0))
             return
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         await self._reply(reply_to, reply)
-        await msg.ack()
+        await raw.ack()
 
-    async def _keep_alive(self, msg: NatsMessage) -> None:
+    async def _keep_alive(self, msg: Msg) -> None:
         while True:
             await asyncio.sleep(self.ack_wait / 3)
             await msg.in_progress()

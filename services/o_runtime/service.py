@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 from faststream.nats import NatsBroker
 
+from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
@@ -36,10 +37,15 @@ class Service:
         self.broker: NatsBroker
         self.watcher: ProjectionWatcher
         self.projectors: list[Projector] = []
+        self.consumers: list[CommandConsumer] = []
         self._stop = asyncio.Event()
 
     async def setup(self) -> None:
-        """Attach command consumers to `self.broker`; `project()` the read models."""
+        """`consume()` commands, `project()` the read models, add subscribers to `self.broker`."""
+
+    def consume(self, consumer: CommandConsumer) -> None:
+        """Handle `consumer`'s commands while the service runs (setup() calls this)."""
+        self.consumers.append(consumer)
 
     def project(self, projection: Projection) -> None:
         """Keep `projection` up to date while the service runs (setup() calls this)."""
@@ -72,11 +78,15 @@ class Service:
         await self.setup()
         for projector in self.projectors:
             projector.start()
+        for consumer in self.consumers:
+            await consumer.start()
         await self.broker.start()
         await self.started()
 
     async def stop(self) -> None:
         await self.stopping()
+        for consumer in self.consumers:
+            await consumer.stop()
         await self.broker.stop()
         for projector in self.projectors:
             await projector.stop()

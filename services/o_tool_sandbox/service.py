@@ -36,18 +36,20 @@ class ToolSandboxService(Service):
         await self.pool.start()
         self.replica = replica_name()
         executions = Executions(self.eventlog, self.pool, self.replica)
-        CommandConsumer(
-            self.eventlog,
-            "tool_sandbox",
-            subjects.SANDBOX_COMMANDS,
-            {RunTool: executions.run_tool},
-            ack_wait=float(os.environ.get("O_SANDBOX_ACK_WAIT", ACK_WAIT)),
-            # Calls one replica runs at once; the durable consumer lets many
-            # replicas' calls be in flight together.
-            concurrency=int(os.environ.get("O_SANDBOX_CONCURRENCY", "8")),
-            max_ack_pending=MAX_IN_FLIGHT,
-            max_deliver=MAX_DELIVER,
-        ).subscribe(self.broker)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "tool_sandbox",
+                subjects.SANDBOX_COMMANDS,
+                {RunTool: executions.run_tool},
+                ack_wait=float(os.environ.get("O_SANDBOX_ACK_WAIT", ACK_WAIT)),
+                # Calls one replica runs at once; the durable consumer lets many
+                # replicas' calls be in flight together.
+                concurrency=int(os.environ.get("O_SANDBOX_CONCURRENCY", "8")),
+                max_ack_pending=MAX_IN_FLIGHT,
+                max_deliver=MAX_DELIVER,
+            )
+        )
         self.broker.subscriber(
             subjects.SANDBOX_CAPABILITIES, queue="tool_sandbox", title="sandbox isolation"
         )(self.capabilities)
