@@ -4,11 +4,16 @@ Projectors `pg_notify` each applied sequence in their transaction, so a
 waiter wakes on commit; one LISTEN connection per process serves all waiters.
 A waiter that has to wait also says so over NATS: a projector moves its
 checkpoint past events it does not handle lazily, unless someone waits.
+
+If the LISTEN connection is lost (Postgres restarted, or crashed and lost the
+last asynchronous projection commits), what it was told may no longer hold:
+the watcher forgets it, reconnects and reads the checkpoints again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 
@@ -19,6 +24,8 @@ from o_contracts import subjects
 from o_runtime.projector import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
+
+RECONNECT_DELAY = 0.5
 
 
 class ProjectionLag(TimeoutError):
@@ -37,20 +44,49 @@ class ProjectionWatcher:
         self._conn: asyncpg.Connection | None = None
         self._reached: dict[str, int] = defaultdict(int)
         self._changed = asyncio.Condition()
+        self._stopping = False
+        self._reconnecting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._conn = await asyncpg.connect(self.dsn)
-        await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        await self._connect()
+
+    async def _connect(self) -> None:
+        conn = await asyncpg.connect(self.dsn)
+        await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        conn.add_termination_listener(self._on_lost)
+        self._conn = conn
         # Listen first, then read: no notification can fall between the two.
         await self.refresh()
 
     async def stop(self) -> None:
+        self._stopping = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconnecting
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
 
+    def _on_lost(self, _conn: object) -> None:
+        if self._stopping:
+            return
+        log.warning("projection watcher: Postgres connection lost; reconnecting")
+        self._conn = None
+        self._reached.clear()
+        self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        while not self._stopping:
+            try:
+                await self._connect()
+                return
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                await asyncio.sleep(RECONNECT_DELAY)
+
     async def refresh(self) -> None:
-        assert self._conn is not None
+        if self._conn is None:
+            return  # reconnecting: it reads the checkpoints once connected
         rows = await self._conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
         async with self._changed:
             for row in rows:

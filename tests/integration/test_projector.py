@@ -277,6 +277,99 @@ async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_res
     assert "failed 5 times" in m.headers["O-Reason"]
 
 
+async def test_losing_postgres_mid_event_is_not_the_events_fault(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The handler's session is cut more often than an event may fail: the
+    # follower starts over from the checkpoint each time, and nothing is
+    # dead-lettered or applied twice.
+    monkeypatch.setattr(projector_module, "STANDBY_POLL", 0.01)
+    base = fresh_memory_projection()
+    block_id, _ = await create_block(eventlog, value="v1")
+    cut = await update_block(eventlog, block_id, 2, "v2")
+    last = await update_block(eventlog, block_id, 3, "v3")
+    cuts = []
+    updated = BlockUpdated.type_name()
+
+    async def unlucky(conn: asyncpg.Connection, rec: Any) -> None:
+        await base.handlers[updated](conn, rec)
+        if rec.seq == cut and len(cuts) <= projector_module.MAX_ATTEMPTS:
+            cuts.append(rec.seq)
+            await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    projection = Projection(
+        name=base.name,
+        filter_subject=base.filter_subject,
+        tables=base.tables,
+        handlers={**base.handlers, updated: unlucky},
+    )
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    await watcher.wait(last, projection.name, timeout=30)
+    assert len(cuts) == projector_module.MAX_ATTEMPTS + 1
+    assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2"), (3, "v3")]
+    dead = await eventlog.js.stream_info(subjects.DEAD_LETTER_STREAM)
+    subject = subjects.dead_letter_subject(f"projection-{projection.name}")
+    assert subject not in ((dead.state.subjects or {}) if dead.state else {})
+
+
+async def test_projection_transactions_commit_asynchronously(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, projectors: list[Projector]
+) -> None:
+    # The log is the write-ahead log: a projection's commit need not wait for a flush.
+    base = fresh_memory_projection()
+    seen = []
+    created = BlockCreated.type_name()
+
+    async def observed(conn: asyncpg.Connection, rec: Any) -> None:
+        seen.append(await conn.fetchval("SHOW synchronous_commit"))
+        await base.handlers[created](conn, rec)
+
+    projection = Projection(
+        name=base.name,
+        filter_subject=base.filter_subject,
+        tables=base.tables,
+        handlers={**base.handlers, created: observed},
+    )
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    _, first = await create_block(eventlog)
+    await watcher.wait(first, projection.name, timeout=30)
+    _, second = await create_block(eventlog)  # (the follower now knows the checkpoint)
+    await watcher.wait(second, projection.name, timeout=30)
+    # (earlier tests' blocks too: a fresh projection follows the log from its start)
+    assert len(seen) >= 2 and set(seen) == {"off"}
+    assert await pool.fetchval("SHOW synchronous_commit") == "on"  # others' sessions unchanged
+
+
+async def test_a_watcher_reconnects_when_its_connection_is_lost(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+) -> None:
+    projection = fresh_memory_projection()
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    block_id, seq = await create_block(eventlog, value="v1")
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert watcher._conn is not None
+    backend = watcher._conn.get_server_pid()
+    assert await pool.fetchval("SELECT pg_terminate_backend($1)", backend)
+    # Told nothing by this process's projector (it runs without on_committed):
+    # only a reconnected LISTEN can bring the news.
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert watcher._conn is not None and watcher._conn.get_server_pid() != backend
+
+
 async def test_a_malformed_event_is_dead_lettered_and_the_consumer_goes_on(
     eventlog: EventLog,
     pool: asyncpg.Pool,
