@@ -121,6 +121,10 @@ def wants_heartbeat(call: ToolCall) -> bool:
     return isinstance(args, dict) and args.get("request_heartbeat") is True
 
 
+# Whether the run is cancelled, and the agent's history (as of some log position).
+RunState = tuple[bool, list[ChatMessage]]
+
+
 class AgentGone(Exception):
     pass
 
@@ -160,6 +164,9 @@ class AgentRun(ToolCalls):
         self._started: asyncio.Task[int] | None = None
         # The agent's row, read while the run waited for its turn.
         self._agent: asyncio.Task[dict[str, Any] | None] | None = None
+        # The agent's state as of where this process saw its previous run end,
+        # read while the run waited for its turn: (that position, the task).
+        self._ahead: tuple[int, asyncio.Task[tuple[int, RunState]]] | None = None
         # Set when a RunCancellationRequested for this run is published.
         self._cancel_requested = asyncio.Event()
 
@@ -215,14 +222,19 @@ class AgentRun(ToolCalls):
         # Read the agent while we wait for our turn; if we had to wait (an
         # earlier run was going), it is read again once our turn comes.
         self._agent = asyncio.create_task(self.s.load_agent(self.cmd.agent_id))
+        # Likewise the history, if this process finished the agent's previous
+        # run: usually the cursor still says so once the turn is checked (and
+        # _run uses this only if it does).
+        written = queue.written(self.cmd.agent_id)
+        if written is not None and not delivery.redelivered:
+            self._ahead = (written.event_seq, asyncio.create_task(self._last_and_state(written)))
         try:
             cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
         except BaseException:
-            self._agent.cancel()
+            self._drop_reads_ahead()
             raise
         if cursor.waited:
-            self._agent.cancel()
-            self._agent = None
+            self._drop_reads_ahead()
         try:
             reply = await self._execute(cursor, redelivered=delivery.redelivered)
         except RunTakenOver:
@@ -241,6 +253,20 @@ class AgentRun(ToolCalls):
         )
         return reply
 
+    async def _last_and_state(self, cursor: Cursor) -> tuple[int, RunState]:
+        last, state = await asyncio.gather(
+            self.s.eventlog.last_seq(self.subject), self._state_at(cursor.event_seq)
+        )
+        return last, state
+
+    def _drop_reads_ahead(self) -> None:
+        if self._agent is not None:
+            self._agent.cancel()
+            self._agent = None
+        if self._ahead is not None:
+            self._ahead[1].cancel()
+            self._ahead = None
+
     async def _projected(self, reply: Reply) -> None:
         # Like every O service: whoever waited for the reply reads its write.
         if reply.seq:
@@ -256,9 +282,7 @@ class AgentRun(ToolCalls):
         finally:
             with contextlib.suppress(Exception):
                 await watching.unsubscribe()
-            if self._agent is not None:
-                self._agent.cancel()
-                self._agent = None
+            self._drop_reads_ahead()
             if self._core is not None:  # read ahead but never used (the run ended early)
                 self._core[1].cancel()
                 self._core = None
@@ -303,13 +327,22 @@ class AgentRun(ToolCalls):
         # agent's subject is where its previous run left it (the run queue's
         # cursor says where): read the history as of there while checking.
         guess = cursor.event_seq
-        (agent, self.last), state = await asyncio.gather(
-            asyncio.gather(
-                loading or self.s.load_agent(self.cmd.agent_id),
-                self.s.eventlog.last_seq(self.subject),
-            ),
-            self._state_at(guess) if guess else asyncio.sleep(0, None),
-        )
+        ahead, self._ahead = self._ahead, None
+        state: RunState | None
+        if ahead is not None and ahead[0] == guess:
+            agent, (self.last, state) = await asyncio.gather(
+                loading or self.s.load_agent(self.cmd.agent_id), ahead[1]
+            )
+        else:
+            if ahead is not None:
+                ahead[1].cancel()
+            (agent, self.last), state = await asyncio.gather(
+                asyncio.gather(
+                    loading or self.s.load_agent(self.cmd.agent_id),
+                    self.s.eventlog.last_seq(self.subject),
+                ),
+                self._state_at(guess) if guess else asyncio.sleep(0, None),
+            )
         if agent is None:
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         if state is None or self.last != guess:
@@ -841,7 +874,7 @@ class AgentRun(ToolCalls):
         )
         return tool_msg, outcome.ends_turn
 
-    async def _state_at(self, seq: int) -> tuple[bool, list[ChatMessage]]:
+    async def _state_at(self, seq: int) -> RunState:
         """Whether the run is cancelled, and the agent's history, as of log position `seq`."""
         await self.s.watcher.wait(seq, "runs", timeout=PROJECTION_TIMEOUT)
         # Cancelled while it waited for its turn (possibly while the previous run

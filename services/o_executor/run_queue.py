@@ -77,6 +77,10 @@ class RunQueue:
             kv = await eventlog.js.create_key_value(bucket=BUCKET, history=1)
         return cls(eventlog, kv)
 
+    def written(self, agent_id: str) -> Cursor | None:
+        """The agent's cursor as this process last wrote it (it may have moved since)."""
+        return self._written.get(agent_id)
+
     async def cursor(self, agent_id: str) -> Cursor:
         try:
             entry = await self.kv.get(agent_id)
