@@ -10,6 +10,7 @@ from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
+from o_executor.history import HistoryCache
 from o_executor.loop import AgentRun
 from o_executor.projections import runs
 from o_executor.run_queue import RunQueue
@@ -21,9 +22,11 @@ class ExecutorService(Service):
     name = "executor"
 
     run_queue: RunQueue
+    history: HistoryCache
 
     async def setup(self) -> None:
         self.run_queue = await RunQueue.open(self.eventlog)
+        self.history = HistoryCache(self.pool)
         self.project(runs)
         self.consume(
             CommandConsumer(
@@ -66,12 +69,4 @@ class ExecutorService(Service):
         return agent
 
     async def load_history(self, agent_id: str, exclude_run: str) -> list[ChatMessage]:
-        # A resumed run's own messages may be projected already; it re-adds them
-        # from its recorded events, so they are left out here.
-        rows = await self.pool.fetch(
-            "SELECT body FROM messages WHERE agent_id = $1 AND run_id IS DISTINCT FROM $2"
-            " AND in_context ORDER BY seq",
-            agent_id,
-            exclude_run,
-        )
-        return [ChatMessage.model_validate(r["body"]) for r in rows]
+        return await self.history.load(agent_id, exclude_run)
