@@ -51,10 +51,19 @@ class ChatMessage(Value):
     # Assistant messages only: its tool calls wait for a person's approval (or,
     # for client tools, for the client's result) instead of running.
     approval_request: bool | None = None
+    # With approval_request: the calls that wait for an answer. The others are
+    # held (as in Letta) and run once those are answered. None: all of them.
+    approval_tool_call_ids: list[str] | None = None
     # Tool returns only.
     status: Literal["success", "error"] | None = None
     stdout: list[str] | None = None
     stderr: list[str] | None = None
+
+    def awaiting(self, call: ToolCall) -> bool:
+        """Whether `call` (one of this approval request's) waits for an answer."""
+        return bool(self.approval_request) and (
+            self.approval_tool_call_ids is None or call.id in self.approval_tool_call_ids
+        )
 
 
 class ApprovalDecision(Value):

@@ -451,17 +451,20 @@ class AgentRun(ToolCalls):
             result = call.result()
         self.tokens.learn(estimated, result.usage.prompt_tokens)
         # Calls that need a person's approval, or that the client runs itself,
-        # are not run: the turn stops and waits for the answers.
-        waits = any(
-            self.rules.requires_approval(c.name) or c.name in self.client_tools
+        # are not run: the turn stops and waits for their answers. The other
+        # calls of the response are held and run with the answers (as in Letta).
+        waiting = [
+            c.id
             for c in result.tool_calls
-        )
+            if self.rules.requires_approval(c.name) or c.name in self.client_tools
+        ]
         reply = ChatMessage(
             id=reply_id,
             role="assistant",
             content=result.content,
             tool_calls=result.tool_calls,
-            approval_request=True if waits else None,
+            approval_request=True if waiting else None,
+            approval_tool_call_ids=waiting or None,
         )
         self.usage = self.usage + result.usage
         await self._append(
@@ -669,19 +672,26 @@ class AgentRun(ToolCalls):
     async def _answer_approvals(
         self, agent: dict[str, Any], history: list[ChatMessage], recorded: RunLog
     ) -> list[ChatMessage]:
-        """Carry out the answers to the last turn's pending tool calls, in the calls' order."""
+        """Carry out the answers to the last turn's pending tool calls, in the calls' order.
+
+        Calls that waited for no answer (held with those that did) run now.
+        """
         waiting = next(
             (m for m in reversed(history) if m.role == "assistant" and m.approval_request), None
         )
+        if waiting is None:
+            return []
         answered = {m.tool_call_id for m in history if m.role == "tool"}
         decisions = {a.tool_call_id: a for a in self.cmd.approvals}
         out: list[ChatMessage] = []
-        for call in waiting.tool_calls if waiting else []:
+        for call in waiting.tool_calls:
             if call.id in answered:
                 continue
             decision = decisions.get(call.id)
             step_id = derived_id("step", self.cmd.run_id, "approvals")
-            if decision is not None and decision.approve and decision.tool_return is None:
+            held = not waiting.awaiting(call)
+            approved = decision is not None and decision.approve and decision.tool_return is None
+            if held or approved:
                 tool_msg, _ = await self._tool_step(agent, call, -1, step_id, recorded)
                 self.rules.record(call.name)
             else:

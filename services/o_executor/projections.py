@@ -125,7 +125,8 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.finish_reason,
     )
     if e.message.approval_request:
-        for call in e.message.tool_calls:
+        # Only the calls that wait for an answer; the held ones run once they are answered.
+        for call in filter(e.message.awaiting, e.message.tool_calls):
             await conn.execute(
                 "INSERT INTO pending_approvals (agent_id, tool_call_id, run_id, message_id,"
                 " tool_name, seq) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",

@@ -198,11 +198,17 @@ def letta_messages(
     pending: list[Any] = []
 
     def flush() -> None:
-        if pending:
-            calls = [_tool_call(tc) for tc in pending]
-            kind = "approval_request_message" if m.approval_request else "tool_call_message"
-            out.append(base | {"message_type": kind, "tool_call": calls[0], "tool_calls": calls})
-            pending.clear()
+        # An approval request shows the calls it holds as tool calls, then those
+        # that wait for an answer (Letta's split).
+        held = [tc for tc in pending if not m.awaiting(tc)]
+        asked = [tc for tc in pending if m.awaiting(tc)]
+        for kind, group in (("tool_call_message", held), ("approval_request_message", asked)):
+            if group:
+                calls = [_tool_call(tc) for tc in group]
+                out.append(
+                    base | {"message_type": kind, "tool_call": calls[0], "tool_calls": calls}
+                )
+        pending.clear()
 
     for tc in m.tool_calls:
         if tc.name == "send_message" and agent_type != "letta_v1_agent" and not m.approval_request:

@@ -144,3 +144,58 @@ async def test_a_client_tool_is_answered_by_a_tool_return(system: System, llm: F
         "tool_call_id": call_id,
         "content": "12:00",
     }
+
+
+async def test_calls_that_need_no_approval_wait_with_those_that_do(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # As in Letta: of one response's calls only memory_insert needs approval;
+    # memory_replace is held (shown as a tool call) and runs once it is answered.
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    replace = ("memory_replace", {"label": "human", "old_string": "Sam", "new_string": "Sam K."})
+    llm.push(Reply(tool_calls=[replace, INSERT]), Reply(content="Done both."))
+    asked = await send(system, agent["id"], "I am Sam K. and I like chess")
+    assert asked["stop_reason"]["stop_reason"] == "requires_approval"
+    held, request = asked["messages"]
+    assert held["message_type"] == "tool_call_message"
+    assert [c["name"] for c in held["tool_calls"]] == ["memory_replace"]
+    assert request["message_type"] == "approval_request_message"
+    assert [c["name"] for c in request["tool_calls"]] == ["memory_insert"]
+    assert await human(system, agent["id"]) == "Name: Sam"  # nothing ran yet
+    busy = await system.http.post(f"/v1/agents/{agent['id']}/messages", json={"input": "well?"})
+    assert busy.json()["detail"]["pending_tool_call_ids"] == [request["tool_call"]["tool_call_id"]]
+    # The held call needs no answer (and may not be given one).
+    held_id = held["tool_call"]["tool_call_id"]
+    wrong = await answer(system, agent["id"], tool_call_id=held_id, approve=True)
+    assert wrong.status_code == 400, wrong.text
+
+    done = await answer(
+        system, agent["id"], tool_call_id=request["tool_call"]["tool_call_id"], approve=True
+    )
+    assert done.status_code == 200, done.text
+    returns = [m for m in done.json()["messages"] if m["message_type"] == "tool_return_message"]
+    assert [(r["tool_call_id"], r["status"]) for r in returns] == [
+        (held_id, "success"),
+        (request["tool_call"]["tool_call_id"], "success"),
+    ]
+    assert await human(system, agent["id"]) == "Name: Sam K.\nLikes: chess"
+    # The LLM saw both results before answering.
+    results = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == [r["tool_call_id"] for r in returns]
+
+
+async def test_every_waiting_call_needs_an_answer(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    second = ("memory_insert", {"label": "human", "new_string": "Likes: go"})
+    llm.push(Reply(tool_calls=[INSERT, second]), Reply(content="Saved."))
+    asked = await send(system, agent["id"], "I like chess and go")
+    (request,) = asked["messages"]
+    first_id, second_id = (c["tool_call_id"] for c in request["tool_calls"])
+    partial = await answer(system, agent["id"], tool_call_id=first_id, approve=True)
+    assert partial.status_code == 400
+    assert second_id in partial.json()["detail"] and "unanswered" in partial.json()["detail"]
+    assert await human(system, agent["id"]) == "Name: Sam"  # the refusal changed nothing

@@ -137,13 +137,22 @@ async def check_approvals(
             )
         return []
     known = {p["tool_call_id"] for p in pending}
+    waiting = ", ".join(sorted(known)) or "none"
     for a in answers:
         if a.tool_call_id not in known:
-            waiting = ", ".join(sorted(known)) or "none"
             raise HTTPException(
                 400,
                 f"tool call {a.tool_call_id} is not waiting for approval (waiting: {waiting})",
             )
+    # As in Letta: one answer for every waiting call (the calls held with them
+    # run once all are answered).
+    unanswered = known - {a.tool_call_id for a in answers}
+    if unanswered:
+        raise HTTPException(
+            400,
+            f"answer every tool call waiting for approval: {', '.join(sorted(unanswered))}"
+            f" unanswered (waiting: {waiting})",
+        )
     return answers
 
 
@@ -372,7 +381,7 @@ async def stream_run(
                 # Read your writes, as for a plain POST: once the stream ends, the
                 # run's messages and the agent's state are there to read.
                 try:
-                    await gw.visible(msg.metadata.sequence.stream, "runs", "agents")
+                    await gw.visible(msg.metadata.sequence.stream, "runs")
                 except ProjectionLag as exc:  # the stream still ends; the reads catch up
                     log.warning("run %s streamed before it was readable: %s", run_id, exc)
                 if event.error and event.stop_reason != "end_turn":
