@@ -2,9 +2,10 @@
 
 Starts embedded NATS and Postgres, the gateway, executor and memory services
 (real processes under the Supervisor) and a zero-latency OpenAI-compatible
-server in a process of its own (bench/zero_latency_llm.py), then times POST /v1/agents/{id}/messages for 1-step runs (plain answer) and
-3-step runs (two tool calls, conversation_search then memory_insert, then the
-answer): from the gateway receiving the request to its response (the gateway's
+server in a process of its own (bench/zero_latency_llm.py), then times
+POST /v1/agents/{id}/messages for 1-step runs (plain answer) and 3-step runs
+(two tool calls, conversation_search then memory_insert, then the answer):
+from the gateway receiving the request to its response (the gateway's
 Server-Timing header), and as the HTTP client saw it. Prints the median and p99
 over RUNS runs each, after WARMUP untimed runs, and the CPU each part of the
 system spent per run (on a shared machine that moves less than wall time).
