@@ -121,7 +121,10 @@ def _configured(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
     for name, b in BUILTINS.items():
         key = env.get(b.key_env) if b.key_env else None
         url = env.get(b.url_env) or b.default_url
-        if (b.needs_key and not key) or not url:
+        # A base URL of one's own (a local OpenAI-compatible server, a proxy)
+        # configures the provider even without a key; the provider's own
+        # endpoint needs one.
+        if (b.needs_key and not key and not env.get(b.url_env)) or not url:
             continue
         found[name] = ProviderConfig(
             name, b.protocol, url, key, endpoint_type=name if name != "vllm" else "vllm"
