@@ -12,7 +12,6 @@ from o_contracts.events import (
     RunCompleted,
     RunQueued,
     RunStarted,
-    ToolCallRequested,
     ToolReturned,
 )
 from o_contracts.models import ChatMessage
@@ -23,12 +22,6 @@ runs = Projection(
     name="runs",
     filter_subject=subjects.AGENT_EVENTS,
     tables=["messages", "runs", "steps", "pending_approvals"],
-    # A run's events come in bursts (its start, each answer, each tool's
-    # result are soon followed by the next): applied together, so the
-    # completion the executor waits for rarely queues behind an earlier one.
-    linger_after=frozenset(
-        t.type_name() for t in (RunStarted, LLMResponded, ToolCallRequested, ToolReturned)
-    ),
 )
 
 # Letta's run status for each stop reason; anything else is a failure.

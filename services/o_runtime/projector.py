@@ -61,9 +61,6 @@ IDLE_CHECK = 5.0
 # How long the checkpoint may lag behind events a projection does not handle
 # while no one waits for them (a waiter says so: see _follow).
 SKIP_LAG = float(os.environ.get("O_PROJECTION_SKIP_LAG", "1.0"))
-# How long events of the types a projection names in `linger_after` may wait
-# for the events that follow them, to be applied in one transaction.
-LINGER = float(os.environ.get("O_PROJECTION_LINGER", "0.005"))
 
 # Postgres being unreachable is no fault of an event: the follower starts over
 # (from the checkpoint) instead of counting it towards dead-lettering.
@@ -139,9 +136,6 @@ class Projection:
     filter_subject: str
     tables: list[str]
     handlers: dict[str, Handler] = field(default_factory=dict)
-    # Wire type names of events that are soon followed by more for the same
-    # projection (a run's start by its first step): held up to LINGER for them.
-    linger_after: frozenset[str] = frozenset()
 
     def on(self, event_type: type[E]) -> Callable[[EventHandler[E]], EventHandler[E]]:
         """Register `fn(conn, event, recorded)` for events of `event_type`."""
@@ -283,18 +277,11 @@ class Projector:
         skipped: int | None = None
         skipped_since = 0.0
         committed = start or 0
-        # Events held back (up to LINGER) because their successors are on the
-        # way (Projection.linger_after): one transaction for a burst, as a
-        # database's group commit. A waiter's word applies them at once.
-        held: list[RawEvent] = []
-        held_until = 0.0
         try:
             while True:
                 wait = IDLE_CHECK
                 if skipped is not None:
                     wait = max(0.0, skipped_since + SKIP_LAG - loop.time())
-                if held:
-                    wait = min(wait, max(0.0, held_until - loop.time()))
                 try:
                     # (wait_for costs a task: only when there is something to wait for)
                     first = (
@@ -303,10 +290,6 @@ class Projector:
                         else await asyncio.wait_for(arrived.get(), wait)
                     )
                 except TimeoutError:
-                    if held:
-                        await self.apply_batch(held)
-                        committed, held, skipped = held[-1].seq, [], None
-                        continue
                     if skipped is not None:
                         await self._advance(skipped)
                         committed, skipped = skipped, None
@@ -319,22 +302,12 @@ class Projector:
                     item = arrived.get_nowait()
                     if item is not None:
                         batch.append(item)
-                events = held + [raw_event(m) for m in batch]
-                if any(self._concerns(e) for e in events):
-                    if (
-                        wanted <= committed
-                        and len(events) < MAX_BATCH
-                        and self._lingers(events)
-                        and (not held or loop.time() < held_until)
-                    ):
-                        if not held:
-                            held_until = loop.time() + LINGER
-                        held = events
+                if batch:
+                    events = [raw_event(m) for m in batch]
+                    if any(self._concerns(e) for e in events):
+                        await self.apply_batch(events)  # its claim covers what was skipped
+                        committed, skipped = events[-1].seq, None
                         continue
-                    await self.apply_batch(events)  # its claim covers what was skipped
-                    committed, held, skipped = events[-1].seq, [], None
-                    continue
-                if events:
                     if skipped is None:
                         skipped_since = loop.time()
                     skipped = events[-1].seq
@@ -387,11 +360,6 @@ class Projector:
                     return
                 log.exception("projection %s failed on seq %d; will retry", self.name, event.seq)
                 await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
-
-    def _lingers(self, events: Sequence[RawEvent]) -> bool:
-        """Whether the last event this projection handles is one whose successors are near."""
-        last = next((e for e in reversed(events) if self._concerns(e)), None)
-        return last is not None and known_type(last.data) in self.projection.linger_after
 
     def _concerns(self, event: RawEvent) -> bool:
         """Handled here, or malformed (then every projection dead-letters it)."""

@@ -348,69 +348,6 @@ async def test_projection_transactions_commit_asynchronously(
     assert await pool.fetchval("SHOW synchronous_commit") == "on"  # others' sessions unchanged
 
 
-def lingering_memory_projection() -> Projection:
-    """The memory projection, told that a created block is soon followed by more."""
-    base = fresh_memory_projection()
-    return Projection(
-        name=base.name,
-        filter_subject=base.filter_subject,
-        tables=base.tables,
-        handlers=base.handlers,
-        linger_after=frozenset({BlockCreated.type_name()}),
-    )
-
-
-async def test_events_that_linger_are_applied_with_their_successor_in_one_transaction(
-    database_url: str,
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(projector_module, "LINGER", 3600.0)  # only a successor ends it
-    projection = lingering_memory_projection()
-    start = (await eventlog.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
-    committed: list[int] = []
-    projector = Projector(
-        projection, pool, eventlog, on_committed=lambda _name, seq: committed.append(seq)
-    )
-    projectors.append(projector)
-    await pool.execute(
-        "INSERT INTO projection_checkpoints (projection, last_seq) VALUES ($1, $2)",
-        projection.name,
-        start,
-    )
-    projector.start()
-    block_id, created = await create_block(eventlog, value="v1")
-    updated = await update_block(eventlog, block_id, 2, "v2")
-    silent = ProjectionWatcher(database_url)  # no NATS: it asks no one to hurry
-    await silent.start()
-    try:
-        await silent.wait(updated, projection.name, timeout=30)
-    finally:
-        await silent.stop()
-    assert committed == [updated]  # one commit for both
-    assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2")]
-    assert created < updated
-
-
-async def test_a_waiter_does_not_wait_for_a_lingering_event(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(projector_module, "LINGER", 3600.0)
-    projection = lingering_memory_projection()
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
-    block_id, created = await create_block(eventlog, value="v1")
-    await watcher.wait(created, projection.name, timeout=30)  # asks for it: applied now
-    assert await versions_of(pool, block_id) == [(1, "v1")]
-
-
 async def test_a_watcher_reconnects_when_its_connection_is_lost(
     eventlog: EventLog,
     pool: asyncpg.Pool,
