@@ -27,6 +27,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.errors import NotFoundError as JsNotFoundError
 from nats.js.kv import KeyValue
@@ -74,7 +75,9 @@ class RunQueue:
         try:
             kv = await eventlog.js.key_value(BUCKET)
         except BucketNotFoundError:
-            kv = await eventlog.js.create_key_value(bucket=BUCKET, history=1)
+            kv = await eventlog.js.create_key_value(
+                KeyValueConfig(bucket=BUCKET, history=1, direct=True)
+            )
         return cls(eventlog, kv)
 
     def written(self, agent_id: str) -> Cursor | None:
@@ -96,7 +99,7 @@ class RunQueue:
         while True:
             try:
                 msg = await self.eventlog.js.get_msg(
-                    subjects.COMMANDS_STREAM, seq=seq, subject=subject, next=True
+                    subjects.COMMANDS_STREAM, seq=seq, subject=subject, next=True, direct=True
                 )
             except JsNotFoundError:
                 return None

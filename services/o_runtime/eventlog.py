@@ -96,6 +96,8 @@ def stream_configs() -> list[StreamConfig]:
             # Commands are kept a week for audit; their effects live on as events.
             max_age=7 * 24 * 3600.0,
             duplicate_window=DEDUP_WINDOW_SECONDS,
+            # The executor's run queue reads an agent's next command by subject.
+            allow_direct=True,
             num_replicas=replicas,
         ),
         StreamConfig(
@@ -137,7 +139,8 @@ class EventLog:
     async def last_seq(self, subject: str) -> int:
         """The stream sequence of the subject's last event, 0 if it has none."""
         try:
-            msg = await self.js.get_last_msg(subjects.EVENTS_STREAM, subject)
+            # A direct get: served without the JetStream API layer (~50 us less).
+            msg = await self.js.get_last_msg(subjects.EVENTS_STREAM, subject, direct=True)
         except NotFoundError:
             return 0
         return int(msg.seq or 0)
