@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -229,6 +231,50 @@ class CommandTimeout(TimeoutError):
     pass
 
 
+class Replies:
+    """Where this process's commands are answered: one wildcard inbox subscription.
+
+    A subscription per command (subscribe, then unsubscribe) was two more
+    protocol messages and an interest change in nats-server for every request.
+    """
+
+    def __init__(self, eventlog: EventLog) -> None:
+        self.nc = eventlog.nc
+        self.prefix = self.nc.new_inbox()
+        self._waiting: dict[str, asyncio.Future[bytes]] = {}
+        self._tokens = itertools.count()
+        self._subscribed: asyncio.Task[None] | None = None
+
+    async def _subscribe(self) -> None:
+        await self.nc.subscribe(f"{self.prefix}.*", cb=self._on_reply)
+
+    async def _on_reply(self, msg: Msg) -> None:
+        waiting = self._waiting.pop(msg.subject.rsplit(".", 1)[-1], None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(msg.data)
+
+    async def expect(self) -> tuple[str, asyncio.Future[bytes]]:
+        """A reply subject of its own, and the future its one reply resolves."""
+        if self._subscribed is None:
+            self._subscribed = asyncio.create_task(self._subscribe())
+        try:
+            # (shielded: one caller's cancellation must not undo the shared subscription)
+            await asyncio.shield(self._subscribed)
+        except Exception:
+            self._subscribed = None  # the next command tries again
+            raise
+        token = str(next(self._tokens))
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        return f"{self.prefix}.{token}", future
+
+    def forget(self, reply_to: str) -> None:
+        self._waiting.pop(reply_to.rsplit(".", 1)[-1], None)
+
+
+_replies: weakref.WeakKeyDictionary[EventLog, Replies] = weakref.WeakKeyDictionary()
+
+
 async def send_and_wait(
     eventlog: EventLog, subject: str, envelope: Envelope[Any], timeout: float = 30.0
 ) -> Reply:
@@ -238,16 +284,16 @@ async def send_and_wait(
     caller only loses the answer, and a retry with the same envelope id is
     deduplicated by the stream.
     """
-    nc = eventlog.nc
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox, max_msgs=1)
+    replies = _replies.get(eventlog)
+    if replies is None:
+        replies = _replies[eventlog] = Replies(eventlog)
+    reply_to, answered = await replies.expect()
     try:
-        await eventlog.send_command(subject, envelope, reply_to=inbox)
+        await eventlog.send_command(subject, envelope, reply_to=reply_to)
         try:
-            msg = await sub.next_msg(timeout=timeout)
+            data = await asyncio.wait_for(answered, timeout)
         except TimeoutError as exc:
             raise CommandTimeout(f"no reply to {envelope.type} within {timeout}s") from exc
-        return decode_reply(msg.data)
+        return decode_reply(data)
     finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+        replies.forget(reply_to)
