@@ -42,6 +42,16 @@ def fresh_memory_projection() -> Projection:
     )
 
 
+def with_handler(base: Projection, event_type: type[Any], handler: Any) -> Projection:
+    """`base` with a test's own handler for one event type (wrapping the real one)."""
+    return Projection(
+        name=base.name,
+        filter_subject=base.filter_subject,
+        tables=base.tables,
+        handlers={**base.handlers, event_type.type_name(): handler},
+    )
+
+
 def env(event: Any, aggregate_id: str) -> Envelope[Any]:
     return Envelope.wrap(event, aggregate_id=aggregate_id, producer="test")
 
@@ -251,12 +261,7 @@ async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_res
             raise RuntimeError("this handler cannot take it")
         await base.handlers[updated](conn, rec)
 
-    projection = Projection(
-        name=base.name,
-        filter_subject=base.filter_subject,
-        tables=base.tables,
-        handlers={**base.handlers, updated: fragile},
-    )
+    projection = with_handler(base, BlockUpdated, fragile)
     projector = Projector(projection, pool, eventlog)
     projectors.append(projector)
     projector.start()
@@ -301,12 +306,7 @@ async def test_losing_postgres_mid_event_is_not_the_events_fault(
             cuts.append(rec.seq)
             await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
-    projection = Projection(
-        name=base.name,
-        filter_subject=base.filter_subject,
-        tables=base.tables,
-        handlers={**base.handlers, updated: unlucky},
-    )
+    projection = with_handler(base, BlockUpdated, unlucky)
     projector = Projector(projection, pool, eventlog)
     projectors.append(projector)
     projector.start()
@@ -330,12 +330,7 @@ async def test_projection_transactions_commit_asynchronously(
         seen.append(await conn.fetchval("SHOW synchronous_commit"))
         await base.handlers[created](conn, rec)
 
-    projection = Projection(
-        name=base.name,
-        filter_subject=base.filter_subject,
-        tables=base.tables,
-        handlers={**base.handlers, created: observed},
-    )
+    projection = with_handler(base, BlockCreated, observed)
     projector = Projector(projection, pool, eventlog)
     projectors.append(projector)
     projector.start()
