@@ -43,11 +43,12 @@ async def test_concurrent_callers_each_get_their_own_reply(eventlog: EventLog) -
             await eventlog.nc.publish((m.headers or {})[REPLY_HEADER], encode_reply(reply))
 
     commands = [command() for _ in range(5)]
-    responder = await eventlog.nc.subscribe("o.cmd.executor.*", cb=answer)
+    # (a subject of the commands stream that no service consumes: this test answers)
+    responder = await eventlog.nc.subscribe("o.cmd.nobody.*", cb=answer)
     try:
         replies = await asyncio.gather(
             *(
-                send_and_wait(eventlog, f"o.cmd.executor.{c.aggregate_id}", c, timeout=30)
+                send_and_wait(eventlog, f"o.cmd.nobody.{c.aggregate_id}", c, timeout=30)
                 for c in commands
             )
         )
@@ -59,4 +60,5 @@ async def test_concurrent_callers_each_get_their_own_reply(eventlog: EventLog) -
 async def test_an_unanswered_command_times_out(eventlog: EventLog) -> None:
     c = command()
     with pytest.raises(CommandTimeout):
-        await send_and_wait(eventlog, f"o.cmd.evolution.{c.aggregate_id}", c, timeout=0.3)
+        # (a subject of the commands stream that no service consumes)
+        await send_and_wait(eventlog, f"o.cmd.nobody.{c.aggregate_id}", c, timeout=0.3)
