@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 import msgpack
 from fastapi import APIRouter, HTTPException, Query
@@ -112,16 +112,29 @@ def approval_answers(
     return out
 
 
-async def check_approvals(
-    gw: Gateway, agent_id: str, body: SendMessageBody
-) -> list[ApprovalDecision]:
+# An agent and the tool calls it waits on, in one round trip (every message send
+# checks both).
+_AGENT_AND_PENDING = (
+    "SELECT a.*, coalesce((SELECT jsonb_agg(jsonb_build_object('tool_call_id', p.tool_call_id,"
+    " 'message_id', p.message_id, 'tool_name', p.tool_name) ORDER BY p.seq, p.tool_call_id)"
+    " FROM pending_approvals p WHERE p.agent_id = a.id), '[]') AS pending_approvals"
+    " FROM agents a WHERE a.id = $1"
+)
+
+
+async def agent_and_pending(
+    gw: Gateway, agent_id: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    row = await gw.pool.fetchrow(_AGENT_AND_PENDING, agent_id)
+    if row is None:
+        raise HTTPException(404, f"Agent {agent_id} not found")
+    agent = dict(row)
+    pending: list[dict[str, Any]] = agent.pop("pending_approvals")
+    return agent, pending
+
+
+def checked_answers(body: SendMessageBody, pending: list[dict[str, Any]]) -> list[ApprovalDecision]:
     """Answers must match pending tool calls; a plain message may not skip a pending one."""
-    rows = await gw.pool.fetch(
-        "SELECT tool_call_id, message_id, tool_name FROM pending_approvals WHERE agent_id = $1"
-        " ORDER BY seq, tool_call_id",
-        agent_id,
-    )
-    pending = [dict(r) for r in rows]
     answers = approval_answers(body, pending)
     if not answers:
         if pending:
@@ -189,27 +202,31 @@ def start_run(
     return Envelope.wrap(cmd, aggregate_id=agent_id, producer=PRODUCER, correlation_id=run_id)
 
 
+_RUN_AND_MESSAGES = (
+    "SELECT r.stop_reason, r.usage, r.step_count, m.body::text AS body, m.created_at, m.step_id"
+    " FROM runs r LEFT JOIN messages m ON m.run_id = r.id AND m.role <> 'user'"
+    " WHERE r.id = $1 ORDER BY m.seq"
+)
+
+
 async def run_response(
     gw: Gateway, agent_type: str, run_id: str, seq: int | None
 ) -> dict[str, Any]:
     await gw.visible(seq, "runs")
-    run, rows = await asyncio.gather(
-        gw.pool.fetchrow("SELECT * FROM runs WHERE id = $1", run_id),
-        gw.pool.fetch(
-            "SELECT body, created_at, run_id, step_id FROM messages WHERE run_id = $1"
-            " AND role <> 'user' ORDER BY seq",
-            run_id,
-        ),
-    )
-    if run is None:
+    # The run and its messages in one round trip: a row per message (one with
+    # no message if it has none), the run's columns on each.
+    rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id)
+    if not rows:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
+    run = rows[0]
     hidden: set[str] = set()
     messages = []
     for r in rows:
-        m = ChatMessage.model_validate(r["body"])
-        messages += render.letta_messages(
-            m, r["created_at"], run_id, r["step_id"], agent_type, hidden
-        )
+        if r["body"] is not None:
+            m = ChatMessage.model_validate_json(r["body"])
+            messages += render.letta_messages(
+                m, r["created_at"], run_id, r["step_id"], agent_type, hidden
+            )
     return {
         "messages": messages,
         "stop_reason": render.stop_reason(run["stop_reason"] or "error"),
@@ -221,17 +238,9 @@ async def run_response(
 
 async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
 
-    found, checked = await asyncio.gather(
-        gw.agent_row(checked_id(agent_id, "agent")),
-        check_approvals(gw, agent_id, body),
-        return_exceptions=True,
-    )
     # An unknown agent is a 404 whatever the approvals say.
-    for outcome in (found, checked):
-        if isinstance(outcome, BaseException):
-            raise outcome
-    agent = cast(dict[str, Any], found)
-    command = start_run(agent_id, body, approvals=cast(list[ApprovalDecision], checked))
+    agent, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
+    command = start_run(agent_id, body, approvals=checked_answers(body, pending))
     if streaming:
         return StreamingResponse(
             stream_run(gw, agent, command, include_pings=body.include_pings),
@@ -420,8 +429,8 @@ async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
 @route(router, "POST", "/v1/agents/{agent_id}/messages/async")
 async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> dict[str, Any]:
     """Accept the run and return it at once (status "created"); it runs in the background."""
-    await gw.agent_row(checked_id(agent_id, "agent"))
-    approvals = await check_approvals(gw, agent_id, body)
+    _, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
+    approvals = checked_answers(body, pending)
     command = start_run(agent_id, body, background=True, approvals=approvals)
     run_id = command.data.run_id
     queued = command.caused(
