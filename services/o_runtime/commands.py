@@ -146,6 +146,14 @@ class CommandConsumer:
             self._handling.add(task)
             task.add_done_callback(self._handling.discard)
             task.add_done_callback(lambda _: slots.release())
+            task.add_done_callback(self._report)
+
+    def _report(self, task: asyncio.Task[None]) -> None:
+        # Handlers' own failures are nacked or dead-lettered in _handle; this is
+        # what went wrong around them (an ack on a lost connection): the command
+        # is redelivered after ack_wait.
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: handling a command failed", self.name, exc_info=task.exception())
 
     async def _handle(self, raw: Msg) -> None:
         meta = raw.metadata
