@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -52,6 +52,16 @@ def with_handler(base: Projection, event_type: type[Any], handler: Any) -> Proje
     )
 
 
+def started(
+    projection: Projection, pool: asyncpg.Pool, eventlog: EventLog, projectors: list[Projector]
+) -> Projector:
+    """A projector following the log (stopped at the test's end by the fixture)."""
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    return projector
+
+
 def env(event: Any, aggregate_id: str) -> Envelope[Any]:
     return Envelope.wrap(event, aggregate_id=aggregate_id, producer="test")
 
@@ -63,6 +73,13 @@ async def create_block(log: EventLog, label: str = "human", value: str = "v") ->
         env(BlockCreated(block_id=block_id, spec=BlockSpec(label=label, value=value)), block_id),
     )
     return block_id, appended.seq
+
+
+async def three_versions(log: EventLog, second: str) -> tuple[str, int, int]:
+    """A block at v1, then `second`, then v3: its id and the last two events' seqs."""
+    block_id, _ = await create_block(log, value="v1")
+    middle = await update_block(log, block_id, 2, second)
+    return block_id, middle, await update_block(log, block_id, 3, "v3")
 
 
 async def update_block(log: EventLog, block_id: str, version: int, value: str) -> int:
@@ -115,6 +132,23 @@ async def projectors() -> AsyncIterator[list[Projector]]:
     yield started
     for p in started:
         await p.stop()
+
+
+Follow = Callable[[Projection, int], Awaitable[Projector]]
+
+
+@pytest.fixture
+def follow(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, projectors: list[Projector]
+) -> Follow:
+    """Start a projector on a projection and wait until it has applied sequence `until`."""
+
+    async def run(projection: Projection, until: int) -> Projector:
+        projector = started(projection, pool, eventlog, projectors)
+        await watcher.wait(until, projection.name, timeout=30)
+        return projector
+
+    return run
 
 
 async def versions_of(pool: asyncpg.Pool, block_id: str) -> list[tuple[int, str]]:
@@ -210,9 +244,7 @@ async def test_a_waiter_moves_the_checkpoint_past_events_the_projection_does_not
     monkeypatch.setattr(projector_module, "SKIP_LAG", 3600.0)
     projection = fresh_memory_projection()
     assert RunCancellationRequested.type_name() not in projection.handlers
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
+    started(projection, pool, eventlog, projectors)
     last = await skipped_events(eventlog, 5)
     await watcher.wait(last, projection.name, timeout=30)
     assert await checkpoint_of(pool, projection) == last
@@ -227,9 +259,7 @@ async def test_unwatched_skipped_events_move_the_checkpoint_after_the_lag(
 ) -> None:
     monkeypatch.setattr(projector_module, "SKIP_LAG", 0.05)
     projection = fresh_memory_projection()
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
+    started(projection, pool, eventlog, projectors)
     last = await skipped_events(eventlog, 5)
     silent = ProjectionWatcher(database_url)  # no NATS: it asks no one to hurry
     await silent.start()
@@ -241,31 +271,22 @@ async def test_unwatched_skipped_events_move_the_checkpoint_after_the_lag(
 
 
 async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_rest_applied(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
+    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(projector_module, "RETRY_DELAY", 0.01)
     base = fresh_memory_projection()
-    block_id, _ = await create_block(eventlog, value="v1")
-    poison = await update_block(eventlog, block_id, 2, "poison")
-    last = await update_block(eventlog, block_id, 3, "v3")
+    block_id, poison, last = await three_versions(eventlog, "poison")
     attempts = []
-    updated = BlockUpdated.type_name()
+    real = base.handlers[BlockUpdated.type_name()]
 
     async def fragile(conn: asyncpg.Connection, rec: Any) -> None:
         if rec.seq == poison:
             attempts.append(rec.seq)
             raise RuntimeError("this handler cannot take it")
-        await base.handlers[updated](conn, rec)
+        await real(conn, rec)
 
     projection = with_handler(base, BlockUpdated, fragile)
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
-    await watcher.wait(last, projection.name, timeout=30)
+    await follow(projection, last)
 
     # Tried alone MAX_ATTEMPTS times (and once more if it first came in a batch).
     assert set(attempts) == {poison}
@@ -283,34 +304,25 @@ async def test_an_event_whose_handler_keeps_failing_is_dead_lettered_and_the_res
 
 
 async def test_losing_postgres_mid_event_is_not_the_events_fault(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
+    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The handler's session is cut more often than an event may fail: the
     # follower starts over from the checkpoint each time, and nothing is
     # dead-lettered or applied twice.
     monkeypatch.setattr(projector_module, "STANDBY_POLL", 0.01)
     base = fresh_memory_projection()
-    block_id, _ = await create_block(eventlog, value="v1")
-    cut = await update_block(eventlog, block_id, 2, "v2")
-    last = await update_block(eventlog, block_id, 3, "v3")
+    block_id, cut, last = await three_versions(eventlog, "v2")
     cuts = []
-    updated = BlockUpdated.type_name()
+    real = base.handlers[BlockUpdated.type_name()]
 
     async def unlucky(conn: asyncpg.Connection, rec: Any) -> None:
-        await base.handlers[updated](conn, rec)
+        await real(conn, rec)
         if rec.seq == cut and len(cuts) <= projector_module.MAX_ATTEMPTS:
             cuts.append(rec.seq)
             await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
     projection = with_handler(base, BlockUpdated, unlucky)
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
-    await watcher.wait(last, projection.name, timeout=30)
+    await follow(projection, last)
     assert len(cuts) == projector_module.MAX_ATTEMPTS + 1
     assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2"), (3, "v3")]
     dead = await eventlog.js.stream_info(subjects.DEAD_LETTER_STREAM)
@@ -331,9 +343,7 @@ async def test_projection_transactions_commit_asynchronously(
         await base.handlers[created](conn, rec)
 
     projection = with_handler(base, BlockCreated, observed)
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
+    started(projection, pool, eventlog, projectors)
     _, first = await create_block(eventlog)
     await watcher.wait(first, projection.name, timeout=30)
     _, second = await create_block(eventlog)  # (the follower now knows the checkpoint)
@@ -350,9 +360,7 @@ async def test_a_watcher_reconnects_when_its_connection_is_lost(
     projectors: list[Projector],
 ) -> None:
     projection = fresh_memory_projection()
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
+    started(projection, pool, eventlog, projectors)
     block_id, seq = await create_block(eventlog, value="v1")
     await watcher.wait(seq, projection.name, timeout=30)
     assert watcher._conn is not None
@@ -418,9 +426,7 @@ async def test_rebuild_gives_the_same_rows(
     projectors: list[Projector],
 ) -> None:
     projection = fresh_memory_projection()
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
+    projector = started(projection, pool, eventlog, projectors)
     human, _ = await create_block(eventlog, "human", "Sam")
     persona, _ = await create_block(eventlog, "persona", "helpful")
     await update_block(eventlog, human, 2, "Sam, likes tea")
