@@ -39,19 +39,23 @@ class HistoryCache:
         self.pool = pool
         self._agents: OrderedDict[str, _Known] = OrderedDict()
 
-    async def load(self, agent_id: str, exclude_run: str) -> list[ChatMessage]:
+    async def load(
+        self, agent_id: str, exclude_run: str, conn: asyncpg.Connection | None = None
+    ) -> list[ChatMessage]:
         """The agent's in-context messages in order, without those of run `exclude_run`.
 
         (A resumed run's own messages may be projected already; it re-adds them
-        from its recorded events.)
+        from its recorded events.) Read on `conn` when given: one whose
+        projection position the caller has checked (o_runtime/reads.py).
         """
+        db = conn if conn is not None else self.pool
         known = self._agents.pop(agent_id, None) or _Known()
-        rows = await self.pool.fetch(_IN_CONTEXT, agent_id, exclude_run, known.upto)
+        rows = await db.fetch(_IN_CONTEXT, agent_id, exclude_run, known.upto)
         missing = [r["id"] for r in rows if r["body"] is None and r["id"] not in known.by_id]
         bodies = {r["id"]: r["body"] for r in rows if r["body"] is not None}
         if missing:
             # Seen before but never parsed here (left out as a resumed run's own).
-            bodies |= {r["id"]: r["body"] for r in await self.pool.fetch(_BODIES, missing)}
+            bodies |= {r["id"]: r["body"] for r in await db.fetch(_BODIES, missing)}
         history = [
             known.by_id[r["id"]]
             if r["id"] in known.by_id

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgpack
@@ -121,8 +122,33 @@ def wants_heartbeat(call: ToolCall) -> bool:
     return isinstance(args, dict) and args.get("request_heartbeat") is True
 
 
-# Whether the run is cancelled, and the agent's history (as of some log position).
-RunState = tuple[bool, list[ChatMessage]]
+@dataclass(frozen=True)
+class RunRecord:
+    """What the log already holds of a run, as the runs projection shows it."""
+
+    status: str
+    stop_reason: str | None
+    # The run's last event (its RunCompleted once it has one) and its RunStarted.
+    last_seq: int
+    started_seq: int | None
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None
+
+
+@dataclass(frozen=True)
+class RunState:
+    """The run and its agent's history as of a log position (checked, o_runtime/reads.py)."""
+
+    cancelled: bool
+    history: list[ChatMessage]
+    record: RunRecord | None
+
+
+_RUN_RECORD = (
+    "SELECT status, stop_reason, last_seq, started_seq, cancel_requested FROM runs WHERE id = $1"
+)
 
 
 class AgentGone(Exception):
@@ -215,7 +241,7 @@ class AgentRun(ToolCalls):
     async def execute(self) -> Reply:
         delivery = current_delivery.get(None)
         if delivery is None:  # called outside a command consumer: no ordering to keep
-            reply = await self._execute(Cursor(), redelivered=False)
+            reply = await self._execute(Cursor())
             await self._projected(reply)
             return reply
         queue = self.s.run_queue
@@ -236,7 +262,7 @@ class AgentRun(ToolCalls):
         if cursor.waited:
             self._drop_reads_ahead()
         try:
-            reply = await self._execute(cursor, redelivered=delivery.redelivered)
+            reply = await self._execute(cursor)
         except RunTakenOver:
             return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
         except Exception:
@@ -272,13 +298,13 @@ class AgentRun(ToolCalls):
         if reply.seq:
             await self.s.watcher.wait(reply.seq, "runs", timeout=PROJECTION_TIMEOUT)
 
-    async def _execute(self, cursor: Cursor, redelivered: bool) -> Reply:
+    async def _execute(self, cursor: Cursor) -> Reply:
         # Every event appended to the agent's subject is also published on it:
         # a cancellation of this run interrupts an LLM call in flight (the log's
         # record of it is still what decides; see _read_news).
         watching = await self.s.eventlog.nc.subscribe(self.subject, cb=self._on_agent_event)
         try:
-            return await self._run(cursor, redelivered)
+            return await self._run(cursor)
         finally:
             with contextlib.suppress(Exception):
                 await watching.unsubscribe()
@@ -303,23 +329,7 @@ class AgentRun(ToolCalls):
             self.cancelled = True
             self._cancel_requested.set()
 
-    async def _run(self, cursor: Cursor, redelivered: bool) -> Reply:
-        # A first delivery has nothing recorded; a redelivery reads what is.
-        recorded = RunLog()
-        if redelivered:
-            recorded = await RunLog.read(
-                self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, cursor.event_seq
-            )
-            if recorded.completed is not None:
-                self.last = recorded.completed_seq
-                return Reply(
-                    ok=True,
-                    seq=recorded.completed_seq,
-                    result={"stop_reason": recorded.completed.stop_reason},
-                )
-            # Memory edits made before the crash must show in the next prompt.
-            info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
-            self.memory_seq = info.state.last_seq
+    async def _run(self, cursor: Cursor) -> Reply:
         # The first prompt's core memory, read while the run gets ready.
         self._core = (self.memory_seq, asyncio.create_task(self._read_core(self.memory_seq)))
         loading, self._agent = self._agent, None
@@ -347,8 +357,24 @@ class AgentRun(ToolCalls):
             return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         if state is None or self.last != guess:
             state = await self._state_at(self.last)
-        cancelled, history = state
-        self.cancelled = self.cancelled or cancelled  # (or seen published meanwhile)
+        # Whatever brought this command (a redelivery after a lost ack, a
+        # restart of NATS, someone publishing it again), the log decides: a
+        # finished run is answered from its record and never run again, and a
+        # started one goes on from its recorded facts.
+        record = state.record
+        if record is not None and record.finished:
+            self.last = max(self.last, record.last_seq)
+            return Reply(ok=True, seq=record.last_seq, result={"stop_reason": record.stop_reason})
+        recorded = RunLog()
+        if record is not None and record.status != "created":
+            # (runs started before started_seq was projected: from the cursor)
+            since = record.started_seq - 1 if record.started_seq else cursor.event_seq
+            recorded = await RunLog.read(self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, since)
+            # Memory edits made before the crash must show in the next prompt.
+            info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
+            self.memory_seq = info.state.last_seq
+        history = state.history
+        self.cancelled = self.cancelled or state.cancelled  # (or seen published meanwhile)
         try:
             if recorded.started is None:
                 # Appended while the first LLM call runs (every later append
@@ -885,18 +911,19 @@ class AgentRun(ToolCalls):
         return tool_msg, outcome.ends_turn
 
     async def _state_at(self, seq: int) -> RunState:
-        """Whether the run is cancelled, and the agent's history, as of log position `seq`."""
-        await self.s.watcher.wait(seq, "runs", timeout=PROJECTION_TIMEOUT)
-        # Cancelled while it waited for its turn (possibly while the previous run
-        # was still going)? Later cancellations show up as conflicts on our
-        # appends: see _read_news.
-        cancelled, history = await asyncio.gather(
-            self.s.pool.fetchval(
-                "SELECT cancel_requested FROM runs WHERE id = $1", self.cmd.run_id
-            ),
-            self.s.load_history(self.cmd.agent_id, exclude_run=self.cmd.run_id),
-        )
-        return bool(cancelled), history
+        """The run's record and the agent's history, as of log position `seq` or later."""
+        async with self.s.reads.at(seq, "runs", timeout=PROJECTION_TIMEOUT) as conn:
+            # Cancelled while it waited for its turn (possibly while the previous
+            # run was still going)? Later cancellations show up as conflicts on
+            # our appends: see _read_news.
+            row = await conn.fetchrow(_RUN_RECORD, self.cmd.run_id)
+            history = await self.s.load_history(
+                self.cmd.agent_id, exclude_run=self.cmd.run_id, conn=conn
+            )
+        if row is None:
+            return RunState(False, history, None)
+        record = RunRecord(row["status"], row["stop_reason"], row["last_seq"], row["started_seq"])
+        return RunState(bool(row["cancel_requested"]), history, record)
 
     async def _read_core(self, min_seq: int) -> CoreMemory:
         """The agent's blocks and archival summary, as of at least log position `min_seq`."""

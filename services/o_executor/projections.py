@@ -67,9 +67,9 @@ async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> N
 
 
 _RUN_STARTED = (
-    "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
-    " VALUES ($1, $2, 'running', $3, $4, $5, $6)"
-    " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4"
+    "INSERT INTO runs (id, agent_id, status, created_at, last_seq, started_seq, background,"
+    " request_config) VALUES ($1, $2, 'running', $3, $4, $4, $5, $6)"
+    " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4, started_seq = $4"
     " WHERE runs.status = 'created'"
 )
 

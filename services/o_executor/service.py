@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import asyncpg
+
 from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
@@ -68,5 +70,7 @@ class ExecutorService(Service):
         agent["user_tools"] = {t["name"]: t for t in agent["user_tools"]}
         return agent
 
-    async def load_history(self, agent_id: str, exclude_run: str) -> list[ChatMessage]:
-        return await self.history.load(agent_id, exclude_run)
+    async def load_history(
+        self, agent_id: str, exclude_run: str, conn: asyncpg.Connection | None = None
+    ) -> list[ChatMessage]:
+        return await self.history.load(agent_id, exclude_run, conn)

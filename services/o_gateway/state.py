@@ -10,6 +10,7 @@ from fastapi import Depends, HTTPException, Request
 
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
 from o_runtime.eventlog import EventLog
+from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 
 # How long a write waits for its effect to be visible in the read models.
@@ -21,6 +22,10 @@ class Gateway:
     eventlog: EventLog
     pool: asyncpg.Pool
     watcher: ProjectionWatcher
+
+    @property
+    def reads(self) -> ProjectionReads:
+        return ProjectionReads(self.pool, self.watcher)
 
     async def visible(self, seq: int | None, *projections: str) -> None:
         if seq:

@@ -1,15 +1,22 @@
 """Memory commands: the memory service is the only writer of block events.
 
-Every decision is made on the block's current state and appended with the
-expected-last-subject-sequence check; a conflicting append is decided again
-on fresh state. Replies are sent only after our own projection has applied
-the event, so whoever waited reads its write.
+Every decision is made on the block as the log has it at the subject's last
+sequence (the projection is checked to be there: o_runtime/reads.py) and
+appended with that sequence as the expected last one; a conflicting append is
+decided again on fresh state. A command that was done before (delivered again
+after a lost ack) is answered with its recorded outcome and changes nothing.
+Replies are sent only after our own projection has applied the event, so
+whoever waited reads its write.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from o_contracts import subjects
@@ -21,17 +28,36 @@ from o_contracts.commands import (
     RunMemoryTool,
     UpdateBlock,
 )
-from o_contracts.envelope import Envelope
+from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec
-from o_memory.blocks import agent_block_by_label, get_block
+from o_memory.blocks import BLOCK_COLUMNS, agent_block_by_label
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
-from o_runtime.eventlog import AppendRejected, ConcurrencyConflict
+from o_runtime.eventlog import AppendRejected, ConcurrencyConflict, Recorded
 from o_runtime.service import Service
 
 PRODUCER = "memory"
 EDITABLE_FIELDS = {"label", "value", "limit", "description", "read_only", "metadata", "tags"}
+
+
+# The block, and the version a command made if it made one (its BlockUpdated's
+# causation id), in one round trip.
+_BLOCK_AND_DONE = (
+    "SELECT (SELECT seq FROM block_versions WHERE command_id = $2 LIMIT 1) AS done_seq, b.*"
+    f" FROM (SELECT 1) one LEFT JOIN (SELECT {BLOCK_COLUMNS} FROM blocks) b ON b.id = $1"
+)
+
+# What a change to a block's fields is, given the block as it stands (read on `conn`).
+ChangesFor = Callable[[asyncpg.Connection, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class Decided:
+    """The outcome of deciding a command on the block's state."""
+
+    # The recorded outcome's sequence when the command was done before.
+    done_seq: int | None = None
 
 
 class MemoryCommands:
@@ -41,13 +67,38 @@ class MemoryCommands:
     async def _applied(self, seq: int) -> None:
         await self.s.watcher.wait(seq, "memory")
 
-    async def _fresh_block(self, block_id: str, last_seq: int) -> dict[str, Any] | None:
-        # The decision must see the block as of the subject's last event.
-        await self._applied(last_seq)
-        return await get_block(self.s.pool, block_id)
+    async def _block_at(
+        self, conn: asyncpg.Connection, block_id: str, command_id: str
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        """The block (None if it does not exist) and the version `command_id` made, if any."""
+        row = await conn.fetchrow(_BLOCK_AND_DONE, block_id, command_id)
+        assert row is not None
+        block = dict(row)
+        done_seq = block.pop("done_seq")
+        return (block if block["id"] is not None else None), done_seq
+
+    async def _recorded_on_subject(
+        self, subject: str, command_id: str, first: bool
+    ) -> Recorded | None:
+        """The subject's first (or last) event, if this command caused it."""
+        js = self.s.eventlog.js
+        try:
+            if first:
+                msg = await js.get_msg(
+                    subjects.EVENTS_STREAM, seq=1, subject=subject, next=True, direct=True
+                )
+            else:
+                msg = await js.get_last_msg(subjects.EVENTS_STREAM, subject, direct=True)
+            envelope = decode(msg.data or b"")
+        except (NotFoundError, MalformedMessage):
+            return None
+        if envelope.causation_id != command_id:
+            return None
+        return Recorded(int(msg.seq or 0), subject, envelope)
 
     async def create_block(self, env: Envelope[Any]) -> Reply:
         cmd: CreateBlock = env.data
+        subject = subjects.block_subject(cmd.block_id)
         event = env.caused(
             BlockCreated(block_id=cmd.block_id, spec=cmd.spec),
             aggregate_id=cmd.block_id,
@@ -55,17 +106,20 @@ class MemoryCommands:
             id=derived_id("evt", env.id),
         )
         try:
-            appended = await self.s.eventlog.append(
-                subjects.block_subject(cmd.block_id), event, expected_last_seq=0
-            )
+            appended = await self.s.eventlog.append(subject, event, expected_last_seq=0)
+            seq = appended.seq
         except ConcurrencyConflict:
-            return Reply(ok=False, status=409, error=f"block {cmd.block_id} already exists")
-        await self._applied(appended.seq)
-        return Reply(ok=True, seq=appended.seq, result={"block_id": cmd.block_id})
+            # This command created it before (its ack was lost), or someone else did.
+            mine = await self._recorded_on_subject(subject, env.id, first=True)
+            if mine is None:
+                return Reply(ok=False, status=409, error=f"block {cmd.block_id} already exists")
+            seq = mine.seq
+        await self._applied(seq)
+        return Reply(ok=True, seq=seq, result={"block_id": cmd.block_id})
 
-    async def _label_free(self, block_id: str, label: str) -> None:
+    async def _label_free(self, conn: asyncpg.Connection, block_id: str, label: str) -> None:
         """A block's label must stay unique on every agent that has the block."""
-        clash = await self.s.pool.fetchval(
+        clash = await conn.fetchval(
             "SELECT mine.agent_id FROM agent_blocks mine"
             " JOIN agent_blocks other ON other.agent_id = mine.agent_id"
             " AND other.block_id <> mine.block_id"
@@ -82,25 +136,29 @@ class MemoryCommands:
         unknown = set(cmd.changes) - EDITABLE_FIELDS
         if unknown:
             raise AppendRejected(f"unknown block field(s): {', '.join(sorted(unknown))}", 422)
-        return await self._change(env, cmd.block_id, lambda _block: cmd.changes, None)
+
+        async def changes_for(_conn: asyncpg.Connection, _block: dict[str, Any]) -> dict[str, Any]:
+            return cmd.changes
+
+        return await self._change(env, cmd.block_id, changes_for, None)
 
     async def restore_version(self, env: Envelope[Any]) -> Reply:
         """Bring back version n's fields as a new version; history is never rewritten."""
         cmd: RestoreBlockVersion = env.data
-        rows = await self.s.pool.fetch(
-            "SELECT version, changes FROM block_versions WHERE block_id = $1 AND version <= $2"
-            " ORDER BY version",
-            cmd.block_id,
-            cmd.version,
-        )
-        if not rows or rows[-1]["version"] != cmd.version:
-            raise AppendRejected(f"block {cmd.block_id} has no version {cmd.version}", 404)
-        # Version 1 holds the whole spec; each later one only what changed.
-        state: dict[str, Any] = {}
-        for r in rows:
-            state |= {k: v for k, v in r["changes"].items() if k in EDITABLE_FIELDS}
 
-        def changes_for(block: dict[str, Any]) -> dict[str, Any]:
+        async def changes_for(conn: asyncpg.Connection, block: dict[str, Any]) -> dict[str, Any]:
+            rows = await conn.fetch(
+                "SELECT version, changes FROM block_versions WHERE block_id = $1"
+                " AND version <= $2 ORDER BY version",
+                cmd.block_id,
+                cmd.version,
+            )
+            if not rows or rows[-1]["version"] != cmd.version:
+                raise AppendRejected(f"block {cmd.block_id} has no version {cmd.version}", 404)
+            # Version 1 holds the whole spec; each later one only what changed.
+            state: dict[str, Any] = {}
+            for r in rows:
+                state |= {k: v for k, v in r["changes"].items() if k in EDITABLE_FIELDS}
             return {f: v for f, v in state.items() if block[f] != v}
 
         return await self._change(env, cmd.block_id, changes_for, cmd.version)
@@ -109,28 +167,33 @@ class MemoryCommands:
         self,
         env: Envelope[Any],
         block_id: str,
-        changes_for: Any,
+        changes_for: ChangesFor,
         restored_from: int | None,
     ) -> Reply:
+        decided = Decided()
+
         async def decide(last: int) -> Envelope[Any] | None:
-            block = await self._fresh_block(block_id, last)
-            if block is None:
-                raise AppendRejected(f"block {block_id} not found", 404)
-            changes: dict[str, Any] = changes_for(block)
-            merged = {f: block[f] for f in EDITABLE_FIELDS} | changes
-            try:
-                spec = BlockSpec.model_validate(merged)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                raise AppendRejected(f"{err['loc'][0]}: {err['msg']}", 422) from exc
-            if len(spec.value) > spec.limit:
-                raise AppendRejected(
-                    f"value is {len(spec.value)} characters, over the block's limit of "
-                    f"{spec.limit}",
-                    400,
-                )
-            if "label" in changes and changes["label"] != block["label"]:
-                await self._label_free(block_id, spec.label)
+            async with self.s.reads.at(last, "memory") as conn:
+                block, decided.done_seq = await self._block_at(conn, block_id, env.id)
+                if decided.done_seq is not None:
+                    return None
+                if block is None:
+                    raise AppendRejected(f"block {block_id} not found", 404)
+                changes = await changes_for(conn, block)
+                merged = {f: block[f] for f in EDITABLE_FIELDS} | changes
+                try:
+                    spec = BlockSpec.model_validate(merged)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    raise AppendRejected(f"{err['loc'][0]}: {err['msg']}", 422) from exc
+                if len(spec.value) > spec.limit:
+                    raise AppendRejected(
+                        f"value is {len(spec.value)} characters, over the block's limit of "
+                        f"{spec.limit}",
+                        400,
+                    )
+                if "label" in changes and changes["label"] != block["label"]:
+                    await self._label_free(conn, block_id, spec.label)
             return env.caused(
                 BlockUpdated(
                     block_id=block_id,
@@ -145,15 +208,24 @@ class MemoryCommands:
             )
 
         appended = await self.s.eventlog.append_decided(subjects.block_subject(block_id), decide)
-        assert appended is not None
-        await self._applied(appended.seq)
-        return Reply(ok=True, seq=appended.seq, result={"block_id": block_id})
+        seq = appended.seq if appended is not None else decided.done_seq
+        assert seq is not None
+        await self._applied(seq)
+        return Reply(ok=True, seq=seq, result={"block_id": block_id})
 
     async def delete_block(self, env: Envelope[Any]) -> Reply:
         cmd: DeleteBlock = env.data
+        subject = subjects.block_subject(cmd.block_id)
+        decided = Decided()
 
         async def decide(last: int) -> Envelope[Any] | None:
-            if await self._fresh_block(cmd.block_id, last) is None:
+            async with self.s.reads.at(last, "memory") as conn:
+                block, _ = await self._block_at(conn, cmd.block_id, env.id)
+            if block is None:
+                mine = await self._recorded_on_subject(subject, env.id, first=False)
+                if mine is not None:  # deleted by this command, before its ack was lost
+                    decided.done_seq = mine.seq
+                    return None
                 raise AppendRejected(f"block {cmd.block_id} not found", 404)
             return env.caused(
                 BlockDeleted(block_id=cmd.block_id),
@@ -162,12 +234,11 @@ class MemoryCommands:
                 id=derived_id("evt", env.id),
             )
 
-        appended = await self.s.eventlog.append_decided(
-            subjects.block_subject(cmd.block_id), decide
-        )
-        assert appended is not None
-        await self._applied(appended.seq)
-        return Reply(ok=True, seq=appended.seq)
+        appended = await self.s.eventlog.append_decided(subject, decide)
+        seq = appended.seq if appended is not None else decided.done_seq
+        assert seq is not None
+        await self._applied(seq)
+        return Reply(ok=True, seq=seq)
 
     async def run_memory_tool(self, env: Envelope[Any]) -> Reply:
         cmd: RunMemoryTool = env.data
@@ -176,13 +247,22 @@ class MemoryCommands:
         label = cmd.arguments.get("label")
         if not isinstance(label, str) or not label:
             return Reply(ok=False, error="missing required argument 'label'")
-        found = await agent_block_by_label(self.s.pool, cmd.agent_id, label)
+        edited = {"message": f"The core memory block with label `{label}` has been edited."}
+        # Which block the label names, as of the agent's last event (attachments
+        # and detachments are events of the agent).
+        agent_last = await self.s.eventlog.last_seq(subjects.agent_subject(cmd.agent_id))
+        async with self.s.reads.at(agent_last, "memory") as conn:
+            found = await agent_block_by_label(conn, cmd.agent_id, label)
         if found is None:
             return Reply(ok=False, error=f"no memory block labelled '{label}' for this agent")
         block_id = found["id"]
+        decided = Decided()
 
         async def decide(last: int) -> Envelope[Any] | None:
-            block = await self._fresh_block(block_id, last)
+            async with self.s.reads.at(last, "memory") as conn:
+                block, decided.done_seq = await self._block_at(conn, block_id, env.id)
+            if decided.done_seq is not None:
+                return None
             if block is None:
                 raise AppendRejected(f"memory block '{label}' was deleted")
             view = BlockView(block["label"], block["value"], block["limit"], block["read_only"])
@@ -205,10 +285,7 @@ class MemoryCommands:
             )
 
         appended = await self.s.eventlog.append_decided(subjects.block_subject(block_id), decide)
-        assert appended is not None
-        await self._applied(appended.seq)
-        return Reply(
-            ok=True,
-            seq=appended.seq,
-            result={"message": f"The core memory block with label `{label}` has been edited."},
-        )
+        seq = appended.seq if appended is not None else decided.done_seq
+        assert seq is not None
+        await self._applied(seq)
+        return Reply(ok=True, seq=seq, result=edited)

@@ -47,12 +47,14 @@ async def block_created(conn: asyncpg.Connection, e: BlockCreated, rec: Recorded
     )
     await conn.execute(
         "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
-        " created_at) VALUES ($1, 1, $2, $3, 'api', NULL, $4, $5) ON CONFLICT DO NOTHING",
+        " created_at, command_id) VALUES ($1, 1, $2, $3, 'api', NULL, $4, $5, $6)"
+        " ON CONFLICT DO NOTHING",
         e.block_id,
         s.value,
         s.model_dump(mode="json"),
         rec.seq,
         rec.envelope.time,
+        rec.envelope.causation_id,
     )
 
 
@@ -68,8 +70,8 @@ async def block_updated(conn: asyncpg.Connection, e: BlockUpdated, rec: Recorded
         return
     await conn.execute(
         "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
-        " created_at, tool_name, restored_from) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
-        " ON CONFLICT DO NOTHING",
+        " created_at, tool_name, restored_from, command_id)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT DO NOTHING",
         e.block_id,
         e.version,
         value,
@@ -80,6 +82,8 @@ async def block_updated(conn: asyncpg.Connection, e: BlockUpdated, rec: Recorded
         rec.envelope.time,
         e.tool_name,
         e.restored_from,
+        # The command that made this version: delivered again, it finds it here.
+        rec.envelope.causation_id,
     )
 
 

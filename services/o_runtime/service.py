@@ -17,6 +17,7 @@ from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.logging_setup import setup_logging
 from o_runtime.projector import Projection, Projector
+from o_runtime.reads import ProjectionReads
 from o_runtime.settings import Settings
 from o_runtime.tracing import setup_tracing
 from o_runtime.waiting import ProjectionWatcher
@@ -37,6 +38,8 @@ class Service:
         self.pool: asyncpg.Pool
         self.broker: NatsBroker
         self.watcher: ProjectionWatcher
+        # Reads a decision relies on (reads.py).
+        self.reads: ProjectionReads
         self.projectors: list[Projector] = []
         self.consumers: list[CommandConsumer] = []
         self._stop = asyncio.Event()
@@ -74,6 +77,7 @@ class Service:
             self.pool = await connect_pool(self.settings.database_url)
             self.watcher = ProjectionWatcher(self.settings.database_url, self.eventlog.nc)
             await self.watcher.start()
+            self.reads = ProjectionReads(self.pool, self.watcher)
         # FastStream logs each message; its logger is quiet below WARNING (logging_setup).
         self.broker = NatsBroker(self.settings.nats_url, logger=logging.getLogger("faststream.o"))
         await self.setup()

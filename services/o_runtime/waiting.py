@@ -109,6 +109,21 @@ class ProjectionWatcher:
             self._reached[projection] = seq
             asyncio.get_running_loop().create_task(self._wake())
 
+    def correct(self, projection: str, seq: int) -> None:
+        """`projection` stands at `seq`, read from its checkpoint row, below what we were told.
+
+        After Postgres lost its last asynchronous commits (reads.py): waiters
+        wait until the projection has applied those events again.
+        """
+        if seq < self._reached[projection]:
+            log.warning(
+                "projection %s is at %d, not %d as this process was told; waiting for it again",
+                projection,
+                seq,
+                self._reached[projection],
+            )
+            self._reached[projection] = seq
+
     async def _wake(self) -> None:
         async with self._changed:
             self._changed.notify_all()
