@@ -14,7 +14,7 @@ from typing import Any
 from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import DeletePassage, InsertPassage, ReflectOnMemories
-from o_contracts.envelope import Envelope
+from o_contracts.envelope import Envelope, decode
 from o_contracts.events import MemoriesReflected, PassageDeleted, PassageInserted, PassagesAccessed
 from o_contracts.events.archival import ArchivalPassage, ImportanceSource
 from o_contracts.ids import derived_id
@@ -78,6 +78,28 @@ class ArchivalCommands:
         model, vectors = await self._vectors(agent, texts)
         return model, [pack_vector(v) for v in vectors]
 
+    async def _done(self, agent_id: str, command_id: str) -> int | None:
+        """The sequence of the event `command_id` made, if the log has one.
+
+        Read as of the agent's archival subject now (o_runtime/reads.py): a
+        command delivered again after its ack was lost is answered from the
+        record instead of being done twice.
+        """
+        last = await self.s.eventlog.last_seq(subjects.archival_subject(agent_id))
+        async with self.s.reads.at(last, "archival") as conn:
+            seq: int | None = await conn.fetchval(
+                "SELECT seq FROM archival_effects WHERE command_id = $1", command_id
+            )
+        return seq
+
+    async def _inserted(self, passage_id: str, seq: int) -> Reply:
+        row = await self.s.pool.fetchrow(
+            f"SELECT {archival.PASSAGE_COLUMNS} FROM passages WHERE id = $1", passage_id
+        )
+        if row is None:  # deleted in between
+            raise AppendRejected(f"passage {passage_id} was deleted meanwhile", 409)
+        return Reply(ok=True, seq=seq, result={"passage": passage_json(dict(row))})
+
     async def insert_passage(self, env: Envelope[Any]) -> Reply:
         cmd: InsertPassage = env.data
         text = cmd.text.strip()
@@ -85,6 +107,9 @@ class ArchivalCommands:
             raise AppendRejected("text must not be empty", 400)
         if any(not t.strip() for t in cmd.tags):
             raise AppendRejected("tags must be non-empty strings", 400)
+        done = await self._done(cmd.agent_id, env.id)
+        if done is not None:
+            return await self._inserted(cmd.passage_id, done)
         agent, settings = await self._agent(cmd.agent_id)
         source: ImportanceSource
         if cmd.importance is not None:
@@ -112,12 +137,7 @@ class ArchivalCommands:
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
         await self.s.watcher.wait(appended.seq, "archival")
         await self._maybe_reflect(env, cmd.agent_id, settings)
-        row = await self.s.pool.fetchrow(
-            f"SELECT {archival.PASSAGE_COLUMNS} FROM passages WHERE id = $1", cmd.passage_id
-        )
-        if row is None:  # deleted in between
-            raise AppendRejected(f"passage {cmd.passage_id} was deleted meanwhile", 409)
-        return Reply(ok=True, seq=appended.seq, result={"passage": passage_json(dict(row))})
+        return await self._inserted(cmd.passage_id, appended.seq)
 
     async def _maybe_reflect(
         self, env: Envelope[Any], agent_id: str, settings: StreamSettings
@@ -137,6 +157,12 @@ class ArchivalCommands:
 
     async def reflect(self, env: Envelope[Any]) -> Reply:
         cmd: ReflectOnMemories = env.data
+        done = await self._done(cmd.agent_id, env.id)
+        if done is not None:
+            msg = await self.s.eventlog.js.get_msg(subjects.EVENTS_STREAM, done, direct=True)
+            recorded = decode(msg.data or b"").data
+            assert isinstance(recorded, MemoriesReflected)
+            return Reply(ok=True, seq=done, result={"insights": len(recorded.insights)})
         agent, settings = await self._agent(cmd.agent_id)
         total, memories = await archival.unreflected(self.s.pool, cmd.agent_id)
         if total < settings.reflection_threshold:
@@ -179,9 +205,18 @@ class ArchivalCommands:
 
     async def delete_passage(self, env: Envelope[Any]) -> Reply:
         cmd: DeletePassage = env.data
-        exists = await self.s.pool.fetchval(
-            "SELECT 1 FROM passages WHERE id = $1 AND agent_id = $2", cmd.passage_id, cmd.agent_id
-        )
+        last = await self.s.eventlog.last_seq(subjects.archival_subject(cmd.agent_id))
+        async with self.s.reads.at(last, "archival") as conn:
+            done = await conn.fetchval(
+                "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
+            )
+            exists = await conn.fetchval(
+                "SELECT 1 FROM passages WHERE id = $1 AND agent_id = $2",
+                cmd.passage_id,
+                cmd.agent_id,
+            )
+        if done is not None:
+            return Reply(ok=True, seq=done)
         if not exists:
             raise AppendRejected(
                 f"Passage {cmd.passage_id} not found in agent {cmd.agent_id}'s archival memory",

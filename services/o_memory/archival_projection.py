@@ -18,7 +18,21 @@ from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
 # Reads every event: archival ones, and AgentDeleted (an agent's archive goes with it).
-archival = Projection(name="archival", filter_subject=subjects.ALL_EVENTS, tables=["passages"])
+archival = Projection(
+    name="archival", filter_subject=subjects.ALL_EVENTS, tables=["passages", "archival_effects"]
+)
+
+
+async def _effect(conn: asyncpg.Connection, agent_id: str, rec: Recorded) -> None:
+    """Remember which command made this event: delivered again, it finds it here."""
+    if rec.envelope.causation_id is not None:
+        await conn.execute(
+            "INSERT INTO archival_effects (command_id, agent_id, seq) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            rec.envelope.causation_id,
+            agent_id,
+            rec.seq,
+        )
 
 
 async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, seq: int) -> None:
@@ -46,6 +60,7 @@ async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, s
 @archival.on(PassageInserted)
 async def passage_inserted(conn: asyncpg.Connection, e: PassageInserted, rec: Recorded) -> None:
     await _insert(conn, e.agent_id, e.passage, rec.seq)
+    await _effect(conn, e.agent_id, rec)
 
 
 @archival.on(PassageDeleted)
@@ -53,6 +68,7 @@ async def passage_deleted(conn: asyncpg.Connection, e: PassageDeleted, rec: Reco
     await conn.execute(
         "DELETE FROM passages WHERE id = $1 AND agent_id = $2", e.passage_id, e.agent_id
     )
+    await _effect(conn, e.agent_id, rec)
 
 
 @archival.on(PassagesAccessed)
@@ -75,9 +91,11 @@ async def memories_reflected(conn: asyncpg.Connection, e: MemoriesReflected, rec
     )
     for insight in e.insights:
         await _insert(conn, e.agent_id, insight, rec.seq)
+    await _effect(conn, e.agent_id, rec)
 
 
 @archival.on(AgentDeleted)
 async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
     # Unlike blocks, passages are never shared, so they go with their agent (as in Letta).
     await conn.execute("DELETE FROM passages WHERE agent_id = $1", e.agent_id)
+    await conn.execute("DELETE FROM archival_effects WHERE agent_id = $1", e.agent_id)

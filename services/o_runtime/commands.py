@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -289,15 +290,21 @@ async def send_and_wait(
     """Send a command and wait for its reply.
 
     The command is durable: if we time out, it is still processed later; the
-    caller only loses the answer, and a retry with the same envelope id is
-    deduplicated by the stream.
+    caller only loses the answer. A command the stream already holds (the
+    same envelope id sent before, by a retry or a resumed run) was answered to
+    whoever sent it then; it is sent again under another Nats-Msg-Id so that
+    this caller gets an answer too: every handler answers a command it has
+    done already from its recorded outcome, without doing it again.
     """
     replies = _replies.get(eventlog)
     if replies is None:
         replies = _replies[eventlog] = Replies(eventlog)
     reply_to, answered = await replies.expect()
     try:
-        await eventlog.send_command(subject, envelope, reply_to=reply_to)
+        sent = await eventlog.send_command(subject, envelope, reply_to=reply_to)
+        if sent.duplicate:
+            again = f"{envelope.id}:again:{uuid.uuid4()}"
+            await eventlog.send_command(subject, envelope, reply_to=reply_to, msg_id=again)
         try:
             data = await asyncio.wait_for(answered, timeout)
         except TimeoutError as exc:

@@ -188,9 +188,14 @@ class EventLog:
         raise AppendRejected(f"too many concurrent changes to {subject}; try again", status=409)
 
     async def send_command(
-        self, subject: str, envelope: Envelope[Any], reply_to: str | None = None
+        self,
+        subject: str,
+        envelope: Envelope[Any],
+        reply_to: str | None = None,
+        msg_id: str | None = None,
     ) -> Appended:
-        headers = inject({"Nats-Msg-Id": envelope.id})
+        """Publish a command; `msg_id` (default: the envelope's id) is what the stream dedups on."""
+        headers = inject({"Nats-Msg-Id": msg_id or envelope.id})
         if reply_to:
             headers["O-Reply-To"] = reply_to
         ack = await self.js.publish(

@@ -168,3 +168,91 @@ async def test_block_commands_delivered_again_answer_as_the_first_time(system: S
     assert after == before
     versions = (await system.http.get(f"/v1/blocks/{block_id}/versions")).json()
     assert [v["value"] for v in versions] == ["one", "two"]
+
+
+async def commands_on(nc: Client, subject: str) -> list[Envelope[Any]]:
+    js = nc.jetstream()
+    found: list[Envelope[Any]] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(subjects.COMMANDS_STREAM, seq=seq, subject=subject, next=True)
+        except nats.js.errors.NotFoundError:
+            return found
+        found.append(decode(msg.data or b""))
+        seq = int(msg.seq or 0) + 1
+
+
+async def test_archival_commands_delivered_again_answer_as_the_first_time(
+    system: System,
+) -> None:
+    agent = await new_agent(system)
+    inserted = await system.http.post(
+        f"/v1/agents/{agent['id']}/archival-memory", json={"text": "XK-4471 is the door code"}
+    )
+    assert inserted.status_code == 200, inserted.text
+    (passage,) = inserted.json()
+    deleted = await system.http.delete(f"/v1/agents/{agent['id']}/archival-memory/{passage['id']}")
+    assert deleted.status_code == 200, deleted.text
+    async with connected(system) as nc:
+        sent = await commands_on(nc, subjects.memory_command_subject(agent["id"]))
+        assert [c.type for c in sent] == ["InsertPassage", "DeletePassage"]
+        archive = subjects.archival_subject(agent["id"])
+        before = await subject_events(nc, archive)
+        subject = subjects.memory_command_subject(agent["id"])
+        replies = [await publish_again(nc, subject, c) for c in sent]
+        after = await subject_events(nc, archive)
+    # The insert's passage is gone since: it says so, as a late insert reply would.
+    assert [(r.ok, r.status) for r in replies] == [(False, 409), (True, 200)]
+    assert replies[1].seq == before[-1][0]
+    assert after == before
+    listed = await system.http.get(f"/v1/agents/{agent['id']}/archival-memory")
+    assert listed.json() == []
+
+
+async def test_a_retried_message_with_the_same_otid_is_one_run(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="Hello once."))
+    body = {"messages": [{"role": "user", "content": "hi", "otid": str(uuid.uuid4())}]}
+    first = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
+    again = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
+    streamed = await system.http.post(f"/v1/agents/{agent['id']}/messages/stream", json=body)
+    assert first.status_code == again.status_code == streamed.status_code == 200, again.text
+    assert again.json()["messages"] == first.json()["messages"]
+    assert len(llm.requests) == 1
+    # The stream of the retried request replays the run it started.
+    chunks = [
+        line.removeprefix("data: ")
+        for line in streamed.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    assert chunks[-1] == "[DONE]"
+    assert '"Hello once."' in streamed.text and '"end_turn"' in streamed.text
+    history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert [(m["message_type"], m["content"]) for m in history] == [
+        ("user_message", "hi"),
+        ("assistant_message", "Hello once."),
+    ]
+    runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
+    assert len(runs) == 1
+
+
+async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="Done in the background."))
+    body = {"messages": [{"role": "user", "content": "work"}]}
+    headers = {"Idempotency-Key": f"k-{uuid.uuid4()}"}
+    url = f"/v1/agents/{agent['id']}/messages/async"
+    first = await system.http.post(url, json=body, headers=headers)
+    again = await system.http.post(url, json=body, headers=headers)
+    other = await system.http.post(url, json=body)  # no key: a new request
+    assert first.status_code == again.status_code == other.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"] != other.json()["id"]
+    runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
+    assert sorted(r["id"] for r in runs) == sorted([first.json()["id"], other.json()["id"]])
+    bad = await system.http.post(url, json=body, headers={"Idempotency-Key": "x" * 300})
+    assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]

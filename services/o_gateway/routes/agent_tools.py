@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
@@ -43,7 +44,7 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     builtin = BUILTIN_IDS.get(tool_id)
     tool = None if builtin else await user_tool_row(gw, tool_id)
 
-    async def event_for(row: dict[str, Any]) -> Any:
+    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> Any:
         if builtin is not None:
             if builtin in row["tools"]:
                 return None
@@ -74,7 +75,7 @@ async def detach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     checked_id(tool_id, "tool")
     builtin = BUILTIN_IDS.get(tool_id)
 
-    async def event_for(row: dict[str, Any]) -> Any:
+    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> Any:
         if builtin is not None:
             if builtin not in row["tools"]:
                 return None
@@ -100,7 +101,7 @@ async def set_tool_approval(
     """Whether calls of `tool_name` wait for a person: a requires_approval rule on the agent."""
     checked_id(agent_id, "agent")
 
-    async def event_for(row: dict[str, Any]) -> AgentUpdated | None:
+    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> AgentUpdated | None:
         names = set(row["tools"]) | {t["name"] for t in await user_tools(gw, list(row["tool_ids"]))}
         if tool_name not in names:
             raise AppendRejected(f"agent {agent_id} has no tool named '{tool_name}'", 404)

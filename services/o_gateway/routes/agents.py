@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
+from o_contracts.base import Event
 from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
 from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
@@ -102,8 +105,10 @@ async def pending_approval(gw: Gateway, agent_id: str, agent_type: str) -> dict[
     return next((m for m in rendered if m["message_type"] == "approval_request_message"), None)
 
 
-async def blocks_of(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
-    rows = await gw.pool.fetch(
+async def blocks_of(
+    gw: Gateway, agent_id: str, conn: asyncpg.Connection | None = None
+) -> list[dict[str, Any]]:
+    rows = await (conn or gw.pool).fetch(
         "SELECT b.* FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
         " WHERE ab.agent_id = $1 ORDER BY ab.position, b.id",
         agent_id,
@@ -289,16 +294,21 @@ async def get_agent(agent_id: str, gw: GW) -> dict[str, Any]:
     return await agent_state(gw, checked_id(agent_id, "agent"))
 
 
-async def change_agent(gw: Gateway, agent_id: str, event_for: Any) -> int:
+# Decides the event about an agent, given its row and a connection on which the
+# agent's projections show the agent's subject as it is now.
+EventFor = Callable[[dict[str, Any], asyncpg.Connection], Awaitable[Event | None]]
+
+
+async def change_agent(gw: Gateway, agent_id: str, event_for: EventFor) -> int:
     """Append an event about an existing agent, decided on its current state."""
     subject = subjects.agent_subject(agent_id)
 
     async def decide(last: int) -> Envelope[Any] | None:
-        await gw.visible(last, "agents", "memory")
-        row = await gw.pool.fetchrow("SELECT * FROM agents WHERE id = $1", agent_id)
-        if row is None:
-            raise AppendRejected(f"Agent {agent_id} not found", 404)
-        event = await event_for(dict(row))
+        async with gw.reads.at(last, "agents", "memory") as conn:
+            row = await conn.fetchrow("SELECT * FROM agents WHERE id = $1", agent_id)
+            if row is None:
+                raise AppendRejected(f"Agent {agent_id} not found", 404)
+            event = await event_for(dict(row), conn)
         if event is None:
             return None
         return Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER)
@@ -345,7 +355,7 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
     if encrypted is not None:
         changes["encrypted_secrets"] = encrypted
 
-    async def event_for(_row: dict[str, Any]) -> AgentUpdated | None:
+    async def event_for(_row: dict[str, Any], _conn: asyncpg.Connection) -> AgentUpdated | None:
         return AgentUpdated(agent_id=agent_id, changes=changes) if changes else None
 
     seq = await change_agent(gw, agent_id, event_for)
@@ -357,7 +367,7 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
 async def delete_agent(agent_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
 
-    async def event_for(_row: dict[str, Any]) -> AgentDeleted:
+    async def event_for(_row: dict[str, Any], _conn: asyncpg.Connection) -> AgentDeleted:
         return AgentDeleted(agent_id=agent_id)
 
     seq = await change_agent(gw, agent_id, event_for)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
@@ -114,8 +115,8 @@ async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     block = await block_row(gw, checked_id(block_id, "block"))
 
-    async def event_for(_row: dict[str, Any]) -> BlockAttached | None:
-        attached = await blocks_of(gw, agent_id)
+    async def event_for(_row: dict[str, Any], conn: asyncpg.Connection) -> BlockAttached | None:
+        attached = await blocks_of(gw, agent_id, conn)
         if any(b["id"] == block_id for b in attached):
             return None
         if any(b["label"] == block["label"] for b in attached):
@@ -134,8 +135,8 @@ async def detach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     checked_id(block_id, "block")
 
-    async def event_for(_row: dict[str, Any]) -> BlockDetached | None:
-        attached = await blocks_of(gw, agent_id)
+    async def event_for(_row: dict[str, Any], conn: asyncpg.Connection) -> BlockDetached | None:
+        attached = await blocks_of(gw, agent_id, conn)
         if not any(b["id"] == block_id for b in attached):
             raise AppendRejected(f"Block {block_id} is not attached to agent {agent_id}", 404)
         return BlockDetached(agent_id=agent_id, block_id=block_id)

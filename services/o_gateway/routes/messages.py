@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import msgpack
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.commands import StartRun
-from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import (
     LLMResponded,
     RunCancellationRequested,
@@ -29,6 +29,7 @@ from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER, answered
+from o_gateway.idempotency import command_id_for, message_id_for, request_key, run_id_for
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
@@ -53,18 +54,72 @@ PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
 TEXT_TYPES = ("assistant_message", "reasoning_message")
 
 
-def input_messages(body: SendMessageBody) -> list[ChatMessage]:
+def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[ChatMessage]:
+    """The request's input messages; ids derive from the run's when the client may retry it."""
+
+    def message_id(i: int) -> str:
+        return message_id_for(run_id, i) if run_id else new_id("message")
+
     if body.messages:
+        created = [m for m in body.messages if isinstance(m, MessageCreateBody)]
         return [
-            ChatMessage(
-                id=new_id("message"), role=m.role, content=m.text(), name=m.name, otid=m.otid
-            )
-            for m in body.messages
-            if isinstance(m, MessageCreateBody)
+            ChatMessage(id=message_id(i), role=m.role, content=m.text(), name=m.name, otid=m.otid)
+            for i, m in enumerate(created)
         ]
     if body.input:
-        return [ChatMessage(id=new_id("message"), role="user", content=body.input)]
+        return [ChatMessage(id=message_id(0), role="user", content=body.input)]
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
+
+
+def idempotent_run_id(agent_id: str, body: SendMessageBody, header: str | None) -> str | None:
+    """The run a retried request names (idempotency.py), or None: every request is new."""
+    otids = [m.otid for m in body.messages or [] if isinstance(m, MessageCreateBody)]
+    key = request_key(header, otids)
+    return run_id_for(agent_id, key) if key else None
+
+
+# Where a run stands in the log: what a retried request needs to answer.
+_KNOWN_RUN = (
+    "SELECT status, stop_reason, last_seq, coalesce(started_seq, last_seq) AS first_seq"
+    " FROM runs WHERE id = $1 AND agent_id = $2"
+)
+
+
+async def known_run(gw: Gateway, agent_id: str, run_id: str) -> dict[str, Any] | None:
+    """The run as the log has it now (checked: o_runtime/reads.py), None if it never started."""
+    last = await gw.eventlog.last_seq(subjects.agent_subject(agent_id))
+    async with gw.reads.at(last, "runs") as conn:
+        row = await conn.fetchrow(_KNOWN_RUN, run_id, agent_id)
+    return dict(row) if row is not None else None
+
+
+async def run_end(gw: Gateway, agent_id: str, run_id: str, timeout: float) -> int:
+    """The stream sequence of the run's RunCompleted, once it has one."""
+    ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def on_event(msg: Any) -> None:
+        if known_type(msg.data) != RunCompleted.type_name() or ended.done():
+            return
+        with contextlib.suppress(MalformedMessage):
+            if getattr(decode(msg.data).data, "run_id", None) == run_id:
+                ended.set_result(0)
+
+    # Listen first, then look: an end between the two is not missed.
+    sub = await gw.eventlog.nc.subscribe(subjects.agent_subject(agent_id), cb=on_event)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                run = await known_run(gw, agent_id, run_id)
+                if run is not None and run["stop_reason"] is not None:
+                    seq: int = run["last_seq"]
+                    return seq
+                await ended
+                ended = asyncio.get_running_loop().create_future()
+    except TimeoutError as exc:
+        raise HTTPException(504, f"run {run_id} is still going") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
 
 
 def approval_answers(
@@ -183,9 +238,12 @@ def start_run(
     body: SendMessageBody,
     background: bool = False,
     approvals: list[ApprovalDecision] | None = None,
+    run_id: str | None = None,
 ) -> Envelope[StartRun]:
-    run_id = new_id("run")
-    messages = input_messages(body)
+    """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
+    retryable = run_id is not None
+    run_id = run_id or new_id("run")
+    messages = input_messages(body, run_id if retryable else None)
     if not messages and not approvals:
         raise HTTPException(422, "send at least one message (`messages` or `input`)")
     cmd = StartRun(
@@ -199,7 +257,13 @@ def start_run(
         background=background or body.background,
         request_config=request_config(body),
     )
-    return Envelope.wrap(cmd, aggregate_id=agent_id, producer=PRODUCER, correlation_id=run_id)
+    return Envelope.wrap(
+        cmd,
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        correlation_id=run_id,
+        id=command_id_for(run_id) if retryable else None,
+    )
 
 
 _RUN_AND_MESSAGES = (
@@ -236,16 +300,38 @@ async def run_response(
     }
 
 
-async def send(agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool) -> Any:
+def streamed(chunks: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(
+        chunks,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
+
+async def send(
+    agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool, key: str | None
+) -> Any:
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
-    command = start_run(agent_id, body, approvals=checked_answers(body, pending))
+    run_id = idempotent_run_id(agent_id, body, key)
+    if run_id is not None:
+        run = await known_run(gw, agent_id, run_id)
+        if run is not None:
+            # A retry of a request the log has: answered from the run it started.
+            if streaming:
+                return streamed(
+                    stream_run(gw, agent, run_id, start_seq=run["first_seq"], include_pings=True)
+                )
+            seq = run["last_seq"]
+            if run["stop_reason"] is None:
+                seq = await run_end(gw, agent_id, run_id, RUN_REPLY_TIMEOUT)
+            return await run_response(gw, agent["agent_type"], run_id, seq)
+    command = start_run(agent_id, body, approvals=checked_answers(body, pending), run_id=run_id)
     if streaming:
-        return StreamingResponse(
-            stream_run(gw, agent, command, include_pings=body.include_pings),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        return streamed(
+            stream_run(
+                gw, agent, command.data.run_id, command=command, include_pings=body.include_pings
+            )
         )
     reply = await answered(
         gw,
@@ -280,17 +366,25 @@ def sse(data: Any, event: str | None = None) -> bytes:
 
 
 async def stream_run(
-    gw: Gateway, agent: dict[str, Any], command: Envelope[StartRun], include_pings: bool = True
+    gw: Gateway,
+    agent: dict[str, Any],
+    run_id: str,
+    *,
+    command: Envelope[StartRun] | None = None,
+    start_seq: int | None = None,
+    include_pings: bool = True,
 ) -> AsyncIterator[bytes]:
     """Follow the run's events on the agent's subject and send them as Letta chunks.
 
     The ordered consumer (and, with stream_tokens, the token subscription) is
-    created before the command is sent, so nothing of the run can be missed.
-    Token deltas arrive on core NATS: each chunk repeats its message's id and
-    carries only new text; the recorded LLMResponded completes whatever a lost
-    delta left out. A client that goes away does not cancel the run.
+    created before `command` is sent, so nothing of the run can be missed; a
+    run that is already in the log (a retried request) is read from its first
+    event, `start_seq`. Token deltas arrive on core NATS: each chunk repeats
+    its message's id and carries only new text; the recorded LLMResponded
+    completes whatever a lost delta left out. A client that goes away does not
+    cancel the run.
     """
-    run_id = command.data.run_id
+    agent_id = agent["id"]
     agent_type = agent["agent_type"]
     inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -301,16 +395,27 @@ async def stream_run(
         await inbox.put(("tokens", msg))
 
     js = gw.eventlog.js
-    events = await js.subscribe(
-        subjects.agent_subject(command.data.agent_id),
-        stream=subjects.EVENTS_STREAM,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-        cb=on_event,
-    )
+    if start_seq is None:
+        events = await js.subscribe(
+            subjects.agent_subject(agent_id),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+            cb=on_event,
+        )
+    else:
+        events = await js.subscribe(
+            subjects.agent_subject(agent_id),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
+            ),
+            cb=on_event,
+        )
     tokens = (
         await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
-        if command.data.stream_tokens
+        if command is not None and command.data.stream_tokens
         else None
     )
     hidden: set[str] = set()
@@ -320,9 +425,8 @@ async def stream_run(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
-        await gw.eventlog.send_command(
-            subjects.executor_command_subject(command.data.agent_id), command
-        )
+        if command is not None:
+            await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
         while True:
             remaining = deadline - loop.time()
             try:
@@ -414,24 +518,38 @@ async def stream_run(
                     await sub.unsubscribe()
 
 
+# A client may retry a request with the same key (idempotency.py); so does an
+# otid on every input message.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+
+
 @route(router, "POST", "/v1/agents/{agent_id}/messages")
-async def send_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
+async def send_message(
+    agent_id: str, body: SendMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> Any:
     if (body.stream_tokens or not body.include_pings) and not body.streaming:
         raise HTTPException(422, "stream_tokens and include_pings need streaming: true")
-    return await send(agent_id, body, gw, streaming=body.streaming)
+    return await send(agent_id, body, gw, streaming=body.streaming, key=idempotency_key)
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages/stream")
-async def stream_message(agent_id: str, body: SendMessageBody, gw: GW) -> Any:
-    return await send(agent_id, body, gw, streaming=True)
+async def stream_message(
+    agent_id: str, body: SendMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> Any:
+    return await send(agent_id, body, gw, streaming=True, key=idempotency_key)
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages/async")
-async def send_message_async(agent_id: str, body: SendMessageBody, gw: GW) -> dict[str, Any]:
+async def send_message_async(
+    agent_id: str, body: SendMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
     """Accept the run and return it at once (status "created"); it runs in the background."""
     _, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
+    retry_of = idempotent_run_id(agent_id, body, idempotency_key)
+    if retry_of is not None and await known_run(gw, agent_id, retry_of) is not None:
+        return run_json(await run_row(gw, retry_of))
     approvals = checked_answers(body, pending)
-    command = start_run(agent_id, body, background=True, approvals=approvals)
+    command = start_run(agent_id, body, background=True, approvals=approvals, run_id=retry_of)
     run_id = command.data.run_id
     queued = command.caused(
         RunQueued(
