@@ -195,8 +195,15 @@ class AgentRun(ToolCalls):
         self._ahead: tuple[int, asyncio.Task[tuple[int, RunState]]] | None = None
         # Set when a RunCancellationRequested for this run is published.
         self._cancel_requested = asyncio.Event()
+        # Where this delivery's RunStarted landed (0: not appended by it).
+        self._started_seq = 0
 
-    async def _append(self, event: Event, key: str) -> int:
+    async def _append(self, event: Event, key: str, even_if_gone: bool = False) -> int:
+        """Append an event of this run to the agent's subject (after its RunStarted).
+
+        Raises AgentGone when the agent was deleted meanwhile, unless
+        `even_if_gone` (the run's completion is recorded whatever happened).
+        """
         if self._started is not None and key != "started":
             # Events of the run follow its RunStarted on the subject.
             started, self._started = self._started, None
@@ -216,11 +223,12 @@ class AgentRun(ToolCalls):
                 # executor that took this run over (then it is theirs to finish).
                 await self._read_news(self.last)
                 self.last = await self.s.eventlog.last_seq(self.subject)
-                await self.s.watcher.wait(self.last, "agents")
-                if await self.s.load_agent(self.cmd.agent_id) is None:
+                if not even_if_gone and not await self._agent_exists():
                     raise AgentGone(self.cmd.agent_id) from None
                 continue
             self.last = max(self.last, appended.seq)
+            if key == "started":
+                self._started_seq = appended.seq
             return appended.seq
         raise RuntimeError(f"could not append to {self.subject}: too many conflicts")
 
@@ -353,8 +361,6 @@ class AgentRun(ToolCalls):
                 ),
                 self._state_at(guess) if guess else asyncio.sleep(0, None),
             )
-        if agent is None:
-            return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
         if state is None or self.last != guess:
             state = await self._state_at(self.last)
         # Whatever brought this command (a redelivery after a lost ack, a
@@ -365,6 +371,10 @@ class AgentRun(ToolCalls):
         if record is not None and record.finished:
             self.last = max(self.last, record.last_seq)
             return Reply(ok=True, seq=record.last_seq, result={"stop_reason": record.stop_reason})
+        if agent is None and await self._agent_exists():
+            agent = await self.s.load_agent(self.cmd.agent_id)  # (its projection was behind)
+        if agent is None:
+            return await self._agent_gone(recorded=record is not None)
         recorded = RunLog()
         if record is not None and record.status != "created":
             # (runs started before started_seq was projected: from the cursor)
@@ -412,7 +422,8 @@ class AgentRun(ToolCalls):
                 "completed",
             )
         except AgentGone:
-            return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} was deleted")
+            started = record is not None or recorded.started is not None or self._started_seq > 0
+            return await self._agent_gone(recorded=started)
         result: dict[str, Any] = {"stop_reason": stop_reason}
         if self.summary is not None:
             result |= {
@@ -421,6 +432,35 @@ class AgentRun(ToolCalls):
                 "num_messages_after": self.summary.messages_after,
             }
         return Reply(ok=True, seq=seq, result=result)
+
+    async def _agent_exists(self) -> bool:
+        """Whether the agent exists as of the subject's last event we know of (checked)."""
+        async with self.s.reads.at(self.last, "agents", timeout=PROJECTION_TIMEOUT) as conn:
+            return bool(
+                await conn.fetchval("SELECT 1 FROM agents WHERE id = $1", self.cmd.agent_id)
+            )
+
+    async def _agent_gone(self, recorded: bool) -> Reply:
+        """The agent was deleted before or during the run: the run ends, cancelled.
+
+        A run the log knows (queued or started) gets its RunCompleted, so it
+        never stays `created` or `running`; one it never heard of is a 404.
+        """
+        if not recorded:
+            return Reply(ok=False, status=404, error=f"agent {self.cmd.agent_id} not found")
+        seq = await self._append(
+            RunCompleted(
+                run_id=self.cmd.run_id,
+                agent_id=self.cmd.agent_id,
+                stop_reason="cancelled",
+                usage=self.usage,
+                step_count=self.steps,
+                error=f"agent {self.cmd.agent_id} was deleted",
+            ),
+            "completed",
+            even_if_gone=True,
+        )
+        return Reply(ok=True, seq=seq, result={"stop_reason": "cancelled"})
 
     async def _llm_step(
         self,

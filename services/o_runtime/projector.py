@@ -47,15 +47,19 @@ from o_runtime.tracing import continued
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "o_projection"
-# After this many failed attempts an event whose handler keeps raising is
-# dead-lettered, so one poison event cannot stall the projection forever.
+# An event whose handler fails for a passing reason (a deadlock, a lock or
+# statement timeout) is tried again this many times before it is dead-lettered.
+# Any other failure (a value Postgres cannot store, a bug in a handler) comes
+# back on every try: it is dead-lettered at once, so one poison event never
+# holds up the projection's other writes (it held them for ~15 s when every
+# failure was retried with backoff; issue 10).
 MAX_ATTEMPTS = 5
 # Events applied in one transaction at most (more wait for the next one).
 MAX_BATCH = 500
 # How often a standby replica tries to become the projection's follower.
 STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
-# First retry delay after a failed handler; doubles each attempt (at most 30 s).
-RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "1.0"))
+# First retry delay after a passing failure; doubles each attempt (at most 30 s).
+RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "0.05"))
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
 # How long the checkpoint may lag behind events a projection does not handle
@@ -71,6 +75,13 @@ CONNECTION_LOST = (
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
     OSError,
+)
+
+# Failures that may pass if the event is applied again a moment later.
+PASSING = (
+    asyncpg.TransactionRollbackError,  # serialization failure, deadlock
+    asyncpg.LockNotAvailableError,
+    asyncpg.QueryCanceledError,  # statement or lock timeout
 )
 
 # Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
@@ -120,6 +131,14 @@ def assignments(changes: Mapping[str, object], columns: Iterable[str], args: lis
             args.append(changes[column])
             out.append(f', "{column}" = ${len(args)}')
     return "".join(out)
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """What a rebuild did: events replayed, and the sequences of those it had to skip."""
+
+    replayed: int
+    skipped: list[int]
 
 
 class Outcome(Enum):
@@ -346,20 +365,26 @@ class Projector:
             await self._apply_alone(event)
 
     async def _apply_alone(self, event: RawEvent) -> None:
-        """Apply one event, retrying with backoff; dead-letter it after MAX_ATTEMPTS."""
+        """Apply one event; dead-letter it if it cannot be (see MAX_ATTEMPTS)."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 await self._apply_once([event])
                 return
             except CONNECTION_LOST:
                 raise
-            except Exception as exc:
+            except PASSING as exc:
                 if attempt == MAX_ATTEMPTS:
                     log.exception("projection %s: seq %d failed for good", self.name, event.seq)
                     await self._give_up(event, f"handler failed {MAX_ATTEMPTS} times: {exc!r}")
                     return
-                log.exception("projection %s failed on seq %d; will retry", self.name, event.seq)
+                log.warning(
+                    "projection %s: seq %d failed (%r); will retry", self.name, event.seq, exc
+                )
                 await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
+            except Exception as exc:
+                log.exception("projection %s: seq %d cannot be applied", self.name, event.seq)
+                await self._give_up(event, f"handler failed: {exc!r}")
+                return
 
     def _concerns(self, event: RawEvent) -> bool:
         """Handled here, or malformed (then every projection dead-letters it)."""
@@ -481,15 +506,17 @@ class Projector:
             await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL)
         self._at = None
 
-    async def rebuild(self) -> int:
+    async def rebuild(self) -> Rebuilt:
         """Drop the projection's rows and replay the log into it, in one transaction.
 
         Readers keep seeing the old rows until the commit (DELETE, not
         TRUNCATE, so they are not blocked); the live projector waits on the
         checkpoint row lock and afterwards skips what the rebuild applied.
-        Returns the number of events replayed.
+        An event that cannot be applied (dead-lettered when it was live) is
+        skipped, as the live projector skipped it, and counted.
         """
         count = 0
+        skipped: list[int] = []
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.fetchval(_LOCK_CHECKPOINT, self.name)
             for table in self.projection.tables:
@@ -503,8 +530,29 @@ class Projector:
                 batch.append(raw)
                 count += 1
                 if len(batch) == MAX_BATCH:
-                    await self._apply_in(conn, batch, live=False)
+                    skipped += await self._replay_batch(conn, batch)
                     batch = []
             if batch:
+                skipped += await self._replay_batch(conn, batch)
+        return Rebuilt(count, skipped)
+
+    async def _replay_batch(self, conn: asyncpg.Connection, batch: list[RawEvent]) -> list[int]:
+        """Apply a rebuild's batch (a savepoint each); the sequences of events skipped."""
+        try:
+            async with conn.transaction():
                 await self._apply_in(conn, batch, live=False)
-        return count
+            return []
+        except Exception:
+            pass
+        skipped = []
+        for event in batch:
+            try:
+                async with conn.transaction():
+                    await self._apply_in(conn, [event], live=False)
+            except Exception as exc:
+                log.warning("rebuild of %s: seq %d skipped: %r", self.name, event.seq, exc)
+                skipped.append(event.seq)
+                # The checkpoint still moves past it.
+                async with conn.transaction():
+                    await conn.fetchval(_CLAIM, self.name, event.seq, NOTIFY_CHANNEL)
+        return skipped

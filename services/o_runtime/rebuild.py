@@ -16,7 +16,7 @@ import sys
 from o_runtime.db import connect_pool
 from o_runtime.embedded import data_dir
 from o_runtime.eventlog import EventLog
-from o_runtime.projector import Projection, Projector
+from o_runtime.projector import Projection, Projector, Rebuilt
 from o_runtime.supervisor import read_endpoints
 
 # Every projection, by the service that owns it ("module:attribute").
@@ -35,7 +35,7 @@ def load(name: str) -> Projection:
     return projection
 
 
-async def rebuild(names: list[str], nats_url: str, database_url: str) -> dict[str, int]:
+async def rebuild(names: list[str], nats_url: str, database_url: str) -> dict[str, Rebuilt]:
     eventlog = await EventLog.connect(nats_url, name="rebuild")
     pool = await connect_pool(database_url, max_size=2)
     try:
@@ -67,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    for name, count in asyncio.run(rebuild(names, nats_url, database_url)).items():
-        print(f"{name}: replayed {count} events")
+    for name, done in asyncio.run(rebuild(names, nats_url, database_url)).items():
+        line = f"{name}: replayed {done.replayed} events"
+        if done.skipped:
+            # Dead-lettered when they were live (o.dlq.projection-<name>).
+            shown = ", ".join(str(s) for s in done.skipped[:10])
+            line += f"; skipped {len(done.skipped)} it cannot apply (seq {shown})"
+        print(line)
     return 0
 
 

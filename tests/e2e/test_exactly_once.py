@@ -10,6 +10,8 @@ memory edit, and the reply is the recorded outcome.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -256,3 +258,41 @@ async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(
     assert sorted(r["id"] for r in runs) == sorted([first.json()["id"], other.json()["id"]])
     bad = await system.http.post(url, json=body, headers={"Idempotency-Key": "x" * 300})
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
+
+
+async def runs_settle(system: System, run_ids: list[str]) -> list[dict[str, Any]]:
+    """The runs once none is created or running (polled, with a deadline)."""
+    async with asyncio.timeout(30):
+        while True:
+            runs = [(await system.http.get(f"/v1/runs/{r}")).json() for r in run_ids]
+            if all(r["status"] not in ("created", "running") for r in runs):
+                return runs
+            await asyncio.sleep(0.05)
+
+
+async def test_deleting_an_agent_ends_its_queued_and_running_runs(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    held = threading.Event()
+    llm.push(Reply(content="never recorded", release=held))
+    url = f"/v1/agents/{agent['id']}/messages/async"
+    try:
+        run_ids = []
+        for i in range(6):
+            response = await system.http.post(
+                url, json={"messages": [{"role": "user", "content": f"m{i}"}]}
+            )
+            assert response.status_code == 200, response.text
+            run_ids.append(response.json()["id"])
+        # The first run is in its LLM call; the other five wait their turn.
+        assert await asyncio.to_thread(llm.wait_for_requests, lambda r: len(r) == 1, 30)
+        deleted = await system.http.delete(f"/v1/agents/{agent['id']}")
+        assert deleted.status_code == 200, deleted.text
+    finally:
+        held.set()
+    runs = await runs_settle(system, run_ids)
+    assert [r["status"] for r in runs] == ["cancelled"] * 6
+    assert all(r["stop_reason"] == "cancelled" for r in runs)
+    # Only the first run ever reached the LLM.
+    assert len(llm.requests) == 1
