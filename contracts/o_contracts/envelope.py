@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from o_contracts.base import Message
 from o_contracts.ids import new_id
+from o_contracts.limits import Unstorable, check_storable
 from o_contracts.registry import lookup
 
 M = TypeVar("M", bound=Message)
@@ -111,10 +112,14 @@ def known_type(raw: bytes) -> str | None:
     return kind
 
 
-def decode(raw: bytes) -> Envelope[Message]:
+def decode(raw: bytes, storable: bool = False) -> Envelope[Message]:
     """Bytes to a validated envelope; old payload versions are upcast.
 
-    Raises MalformedMessage with a reason a human can act on.
+    With `storable`, the payload must also be something O can record (no NUL,
+    no integer beyond 64 bits, not nested too deep: limits.py): consumers of
+    commands from outside check it, so a bad value is refused before any event
+    carries it into a projection. Raises MalformedMessage with a reason a human
+    can act on.
     """
     try:
         body = msgpack.unpackb(raw, raw=False)
@@ -142,6 +147,11 @@ def decode(raw: bytes) -> Envelope[Message]:
     data = body["data"]
     if not isinstance(data, dict):
         raise MalformedMessage("payload is not a map")
+    if storable:
+        try:
+            check_storable(data, "data", max_text_bytes=None)
+        except Unstorable as exc:
+            raise MalformedMessage(f"invalid {cls.type_name()}: {exc}") from exc
     if version < cls.schema_version:
         try:
             data = cls.upcast(version, data)

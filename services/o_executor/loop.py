@@ -42,13 +42,21 @@ from o_contracts.prompts import default_system
 from o_contracts.tool_rules import ToolRuleSolver
 from o_executor import llm, tokens
 from o_executor.context import compile_system
+from o_executor.outputs import (
+    MAX_SUMMARY_CHARS,
+    MAX_TOOL_RETURN_CHARS,
+    bounded,
+    storable,
+    storable_call,
+    tool_output,
+)
 from o_executor.providers import Handle, UnknownProvider
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_executor.tool_calls import PRODUCER, PURE_TOOLS, ToolCalls
 from o_runtime.commands import current_delivery
 from o_runtime.core_memory import CoreMemory, read_core_memory
-from o_runtime.eventlog import ConcurrencyConflict
+from o_runtime.eventlog import ConcurrencyConflict, EventTooLarge
 from o_runtime.tracing import tracer
 
 if TYPE_CHECKING:
@@ -406,10 +414,21 @@ class AgentRun(ToolCalls):
                 )
             messages = history + list(self.cmd.messages)
             self.run_start = len(history)
-            if self.cmd.summarize:
-                stop_reason, error = await self._forced_summary(agent, messages, recorded)
-            else:
-                stop_reason, error = await self._steps(agent, messages, recorded)
+            try:
+                if self.cmd.summarize:
+                    stop_reason, error = await self._forced_summary(agent, messages, recorded)
+                else:
+                    stop_reason, error = await self._steps(agent, messages, recorded)
+                if self._started is not None:  # (no step was recorded: it must land first)
+                    starting, self._started = self._started, None
+                    await starting
+            except EventTooLarge as exc:
+                # A fact too large for the log (an input sent over NATS, a model's
+                # answer) ends the run with the reason; if not even its start could
+                # be recorded, nothing was, and the caller is told.
+                if record is None and recorded.started is None and not self._started_seq:
+                    return Reply(ok=False, status=exc.status, error=exc.reason)
+                stop_reason, error = "error", exc.reason
             seq = await self._append(
                 RunCompleted(
                     run_id=self.cmd.run_id,
@@ -516,19 +535,21 @@ class AgentRun(ToolCalls):
                 raise RunCancelled(self.cmd.run_id)
             result = call.result()
         self.tokens.learn(estimated, result.usage.prompt_tokens)
+        content = storable(result.content) if result.content is not None else None
+        calls = [storable_call(c) for c in result.tool_calls]
         # Calls that need a person's approval, or that the client runs itself,
         # are not run: the turn stops and waits for their answers. The other
         # calls of the response are held and run with the answers (as in Letta).
         waiting = [
             c.id
-            for c in result.tool_calls
+            for c in calls
             if self.rules.requires_approval(c.name) or c.name in self.client_tools
         ]
         reply = ChatMessage(
             id=reply_id,
             role="assistant",
-            content=result.content,
-            tool_calls=result.tool_calls,
+            content=content,
+            tool_calls=calls,
             approval_request=True if waiting else None,
             approval_tool_call_ids=waiting or None,
         )
@@ -799,16 +820,20 @@ class AgentRun(ToolCalls):
         stdout: list[str] | None = None,
         stderr: list[str] | None = None,
     ) -> ChatMessage:
-        """Record a tool call's result (ToolReturned) and give it as the tool message."""
+        """Record a tool call's result (ToolReturned) and give it as the tool message.
+
+        The result is made storable and bounded (outputs.py): whatever a tool
+        or a client returns, the event fits the log.
+        """
         tool_msg = ChatMessage(
             id=derived_id("message", self.cmd.run_id, str(step), call.id),
             role="tool",
             name=call.name,
             tool_call_id=call.id,
-            content=text,
+            content=bounded(text, MAX_TOOL_RETURN_CHARS),
             status=status,
-            stdout=stdout,
-            stderr=stderr,
+            stdout=tool_output(stdout),
+            stderr=tool_output(stderr),
         )
         await self._append(
             ToolReturned(
@@ -877,7 +902,7 @@ class AgentRun(ToolCalls):
         summary = ChatMessage(
             id=derived_id("message", self.cmd.run_id, str(step), "summary"),
             role="user",
-            content=SUMMARY_PREFIX + (result.content or ""),
+            content=SUMMARY_PREFIX + bounded(result.content or "", MAX_SUMMARY_CHARS),
         )
         event = ContextSummarized(
             run_id=self.cmd.run_id,

@@ -19,6 +19,7 @@ from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS
 from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.ids import derived_id
+from o_contracts.limits import check_storable
 from o_contracts.models import ToolCall
 from o_executor import recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
@@ -63,6 +64,8 @@ class ToolCalls:
             args = json.loads(call.arguments or "{}")
             if not isinstance(args, dict):
                 raise ValueError("arguments are not a JSON object")
+            # (a NUL written as \u0000, an integer beyond 64 bits: never recorded)
+            check_storable(args, max_text_bytes=None)
         except ValueError as exc:
             return ToolOutcome(False, f"invalid arguments for {call.name}: {exc}")
         # request_heartbeat is the loop's argument (memgpt agents), never the tool's.

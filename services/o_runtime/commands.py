@@ -160,7 +160,8 @@ class CommandConsumer:
         meta = raw.metadata
         reply_to = (raw.headers or {}).get(REPLY_HEADER)
         try:
-            envelope: Envelope[Message] = decode(raw.data)
+            # Commands come from outside too: what cannot be recorded is refused here.
+            envelope: Envelope[Message] = decode(raw.data, storable=True)
             handler = self.handlers.get(envelope.type)
             if handler is None:
                 raise MalformedMessage(f"{self.name} does not handle {envelope.type}")

@@ -56,6 +56,19 @@ class AppendRejected(Exception):
         self.status = status
 
 
+class EventTooLarge(AppendRejected):
+    """The event would not fit in a NATS message (max_payload): it is refused before sending."""
+
+    def __init__(self, subject: str, kind: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{kind} on {subject} would be {size} bytes, over the log's limit of {limit}", 413
+        )
+
+
+# Room left for a message's headers (ids, trace context) within max_payload.
+HEADERS_ROOM = 4096
+
+
 @dataclass(frozen=True)
 class Appended:
     seq: int
@@ -136,6 +149,15 @@ class EventLog:
     async def close(self) -> None:
         await self.nc.drain()
 
+    def _fitting(self, subject: str, envelope: Envelope[Any]) -> bytes:
+        """The envelope's bytes; EventTooLarge if NATS would refuse them (a clear error
+        where the caller can act on it, instead of a failed publish or a poisoned stream)."""
+        data = envelope.encode()
+        limit = self.nc.max_payload - HEADERS_ROOM
+        if len(data) > limit:
+            raise EventTooLarge(subject, envelope.type, len(data), limit)
+        return data
+
     async def last_seq(self, subject: str) -> int:
         """The stream sequence of the subject's last event, 0 if it has none."""
         try:
@@ -152,9 +174,10 @@ class EventLog:
         headers = inject({"Nats-Msg-Id": envelope.id})
         if expected_last_seq is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_last_seq)
+        data = self._fitting(subject, envelope)
         try:
             ack = await self.js.publish(
-                subject, envelope.encode(), stream=subjects.EVENTS_STREAM, headers=headers
+                subject, data, stream=subjects.EVENTS_STREAM, headers=headers
             )
         except BadRequestError as exc:
             if exc.err_code == WRONG_LAST_SEQUENCE:
@@ -199,7 +222,10 @@ class EventLog:
         if reply_to:
             headers["O-Reply-To"] = reply_to
         ack = await self.js.publish(
-            subject, envelope.encode(), stream=subjects.COMMANDS_STREAM, headers=headers
+            subject,
+            self._fitting(subject, envelope),
+            stream=subjects.COMMANDS_STREAM,
+            headers=headers,
         )
         return Appended(seq=ack.seq, duplicate=bool(ack.duplicate))
 
