@@ -18,7 +18,8 @@ class BlockSpec(Value):
 
     label: str = Field(min_length=1, max_length=128)
     value: str = ""
-    limit: int = Field(default=100000, ge=1)
+    # (a Postgres integer column holds it)
+    limit: int = Field(default=100000, ge=1, le=2**31 - 1)
     description: str | None = None
     read_only: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)

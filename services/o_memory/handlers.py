@@ -30,6 +30,7 @@ from o_contracts.commands import (
 )
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import BlockCreated, BlockDeleted, BlockUpdated
+from o_contracts.events.blocks import ValueEdit
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec
 from o_memory.blocks import BLOCK_COLUMNS, agent_block_by_label
@@ -194,11 +195,14 @@ class MemoryCommands:
                     )
                 if "label" in changes and changes["label"] != block["label"]:
                     await self._label_free(conn, block_id, spec.label)
+            fields = spec.model_dump(mode="json", include=set(changes))
+            value = fields.pop("value", None)
             return env.caused(
                 BlockUpdated(
                     block_id=block_id,
                     version=block["version"] + 1,
-                    changes=spec.model_dump(mode="json", include=set(changes)),
+                    changes=fields,
+                    value_edit=None if value is None else ValueEdit.between(block["value"], value),
                     actor="api",
                     restored_from=restored_from,
                 ),
@@ -274,7 +278,9 @@ class MemoryCommands:
                 BlockUpdated(
                     block_id=block_id,
                     version=block["version"] + 1,
-                    changes={"value": new_value},
+                    changes={},
+                    # Only the span that changed: the log grows with the edit, not the block.
+                    value_edit=ValueEdit.between(block["value"], new_value),
                     actor="agent",
                     agent_id=cmd.agent_id,
                     tool_name=cmd.tool_name,

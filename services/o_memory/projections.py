@@ -58,16 +58,29 @@ async def block_created(conn: asyncpg.Connection, e: BlockCreated, rec: Recorded
     )
 
 
+def _value_edit(e: BlockUpdated, args: list[object]) -> str:
+    """`, value = <the edit applied>` for a v2 event's span edit (positions in characters)."""
+    if e.value_edit is None:
+        return ""
+    edit = e.value_edit
+    args += [edit.at, edit.delete, edit.insert]
+    at, delete, insert = (f"${len(args) - i}" for i in (2, 1, 0))
+    return f", value = left(value, {at}) || {insert} || substr(value, {at} + {delete} + 1)"
+
+
 @memory.on(BlockUpdated)
 async def block_updated(conn: asyncpg.Connection, e: BlockUpdated, rec: Recorded) -> None:
     args: list[object] = [e.block_id, e.version, rec.envelope.time, rec.seq]
+    sets = assignments(e.changes, _BLOCK_FIELDS, args) + _value_edit(e, args)
     value = await conn.fetchval(
-        f"UPDATE blocks SET version = $2, updated_at = $3, last_seq = $4"
-        f"{assignments(e.changes, _BLOCK_FIELDS, args)} WHERE id = $1 RETURNING value",
+        f"UPDATE blocks SET version = $2, updated_at = $3, last_seq = $4{sets}"
+        " WHERE id = $1 RETURNING value",
         *args,
     )
     if value is None:
         return
+    # A version's changes show the new value whole, whichever way the event said it.
+    changes = e.changes | {"value": value} if e.value_edit is not None else e.changes
     await conn.execute(
         "INSERT INTO block_versions (block_id, version, value, changes, actor, agent_id, seq,"
         " created_at, tool_name, restored_from, command_id)"
@@ -75,7 +88,7 @@ async def block_updated(conn: asyncpg.Connection, e: BlockUpdated, rec: Recorded
         e.block_id,
         e.version,
         value,
-        e.changes,
+        changes,
         e.actor,
         e.agent_id,
         rec.seq,

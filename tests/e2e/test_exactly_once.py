@@ -256,6 +256,9 @@ async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(
     assert again.json()["id"] == first.json()["id"] != other.json()["id"]
     runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
     assert sorted(r["id"] for r in runs) == sorted([first.json()["id"], other.json()["id"]])
+    # (both finish here: a background run must not reach the next test's LLM script)
+    settled = await runs_settle(system, [first.json()["id"], other.json()["id"]])
+    assert [r["status"] for r in settled] == ["completed", "completed"]
     bad = await system.http.post(url, json=body, headers={"Idempotency-Key": "x" * 300})
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
 

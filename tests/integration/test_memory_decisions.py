@@ -92,7 +92,9 @@ async def test_a_command_whose_effect_is_recorded_changes_nothing(
     again = command(UpdateBlock(block_id=block_id, changes={"value": "three"}), block_id)
     assert (await cmds.update_block(again)).ok
     events = await block_events(service.eventlog, block_id)
-    assert [e.data.changes for e in events[1:]] == [{"value": "two"}, {"value": "three"}]
+    assert len(events) == 3
+    value = await service.pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id)
+    assert value == "three"
 
 
 async def test_no_decision_on_a_projection_that_lost_its_last_commit(
@@ -139,3 +141,30 @@ async def test_no_decision_on_a_projection_that_lost_its_last_commit(
     assert [e.data.version for e in events[1:]] == [2, 3]
     value = await service.pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id)
     assert value == "a b c"
+
+
+async def test_value_changes_are_recorded_as_edits_so_the_log_grows_with_the_edit(
+    service: MemoryService,
+) -> None:
+    cmds = MemoryCommands(service)  # type: ignore[arg-type]
+    block_id = await new_block(cmds, "Notes:")
+    value = "Notes:"
+    for i in range(40):
+        # Appends, an insertion in the middle, non-ASCII text: positions count characters.
+        value = value[:6] + f" ü{i}→" + value[6:] if i % 10 == 9 else value + f"\nfact {i} ✓"
+        reply = await cmds.update_block(
+            command(UpdateBlock(block_id=block_id, changes={"value": value}), block_id)
+        )
+        assert reply.ok, reply.error
+    sizes = [
+        len(raw.data) async for raw in service.eventlog.replay(subjects.block_subject(block_id))
+    ][1:]
+    # Each event carries its edit, not the block (now ~500 characters).
+    assert max(sizes) - min(sizes) < 40, sizes
+    row = await service.pool.fetchrow("SELECT value, version FROM blocks WHERE id = $1", block_id)
+    assert (row["value"], row["version"]) == (value, 41)
+    # Every version's value is what the block was then (the versions endpoint reads it).
+    versions = await service.pool.fetch(
+        "SELECT value FROM block_versions WHERE block_id = $1 ORDER BY version", block_id
+    )
+    assert versions[-1]["value"] == value and versions[0]["value"] == "Notes:"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from o_contracts.base import Event
-from o_contracts.models import BlockSpec
+from o_contracts.models import BlockSpec, Value
 
 
 class BlockCreated(Event):
@@ -13,12 +15,49 @@ class BlockCreated(Event):
     spec: BlockSpec
 
 
+class ValueEdit(Value):
+    """A change to a block's value as one span: `delete` characters from `at` give way to `insert`.
+
+    Positions count Unicode code points (Python's str, Postgres text in UTF-8).
+    """
+
+    at: int = Field(ge=0)
+    delete: int = Field(ge=0)
+    insert: str
+
+    @classmethod
+    def between(cls, old: str, new: str) -> ValueEdit:
+        """The smallest single span that turns `old` into `new` (common head and tail kept)."""
+        head = 0
+        limit = min(len(old), len(new))
+        while head < limit and old[head] == new[head]:
+            head += 1
+        tail = 0
+        while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        return cls(at=head, delete=len(old) - head - tail, insert=new[head : len(new) - tail])
+
+    def applied_to(self, value: str) -> str:
+        return value[: self.at] + self.insert + value[self.at + self.delete :]
+
+
 class BlockUpdated(Event):
-    """A new version of a block. `changes` holds only the fields that changed."""
+    """A new version of a block. `changes` holds only the fields that changed.
+
+    Version 2: the memory service writes a change of the value as `value_edit`
+    (the span that changed), not as the whole value in `changes`, so a block
+    that grows by small edits grows the log linearly (each v1 event repeated
+    the whole value: 4.7 -> 6.1 KB of events per message on an append-heavy
+    block). `changes["value"]` (the whole value) is still read: v1 events
+    have it, and it stays valid for other producers.
+    """
+
+    schema_version: ClassVar[int] = 2
 
     block_id: str
     version: int
     changes: dict[str, Any]
+    value_edit: ValueEdit | None = None
     # Who changed it: the API (a person or program) or an agent's memory tool.
     actor: Literal["api", "agent"] = "api"
     agent_id: str | None = None
