@@ -47,7 +47,7 @@ def _body(**overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": "evt-1",
         "type": "BlockUpdated",
-        "v": 1,
+        "v": 2,
         "aggregate_id": "block-1",
         "causation_id": None,
         "correlation_id": None,
@@ -77,7 +77,7 @@ def test_wrap_fills_type_version_id_and_time() -> None:
     before = datetime.now(UTC)
     env = Envelope.wrap(_block_updated(), aggregate_id="block-1", producer="o-memory")
     assert env.type == "BlockUpdated"
-    assert env.schema_version == 1
+    assert env.schema_version == 2
     assert env.id.startswith("evt-")
     assert env.causation_id is None
     assert env.correlation_id is None
@@ -99,7 +99,7 @@ def test_round_trip_keeps_every_field() -> None:
     out = decode(env.encode())
     assert out.id == "evt-abc"
     assert out.type == "BlockUpdated"
-    assert out.schema_version == 1
+    assert out.schema_version == 2
     assert out.aggregate_id == "block-1"
     assert out.causation_id == "cmd-xyz"
     assert out.correlation_id == "cmd-root"
@@ -127,7 +127,7 @@ def test_encode_wire_keys() -> None:
     assert wire_dict(env) == {
         "id": "evt-1",
         "type": "BlockUpdated",
-        "v": 1,
+        "v": 2,
         "aggregate_id": "block-1",
         "causation_id": None,
         "correlation_id": None,
@@ -137,6 +137,7 @@ def test_encode_wire_keys() -> None:
             "block_id": "block-1",
             "version": 3,
             "changes": {"value": "hello", "limit": 100},
+            "value_edit": None,
             "actor": "agent",
             "agent_id": "agent-1",
             "tool_name": "memory_replace",
@@ -234,15 +235,15 @@ def test_decode_rejects_abstract_base_type() -> None:
 
 
 def test_decode_rejects_newer_schema_version() -> None:
-    assert _malformed(_pack(_body(v=2))) == (
-        "BlockUpdated schema version 2 is not readable (this build reads 1..1)"
+    assert _malformed(_pack(_body(v=3))) == (
+        "BlockUpdated schema version 3 is not readable (this build reads 1..2)"
     )
 
 
 @pytest.mark.parametrize("v", [0, -1, "1", 1.0])
 def test_decode_rejects_bad_schema_version(v: Any) -> None:
     assert _malformed(_pack(_body(v=v))) == (
-        f"BlockUpdated schema version {v!r} is not readable (this build reads 1..1)"
+        f"BlockUpdated schema version {v!r} is not readable (this build reads 1..2)"
     )
 
 
