@@ -23,7 +23,7 @@ import httptools
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def completion(message: dict[str, Any], finish_reason: str) -> bytes:
+def completion(message: dict[str, Any], finish_reason: str, prompt_tokens: int = 10) -> bytes:
     return json.dumps(
         {
             "id": "chatcmpl-bench",
@@ -31,25 +31,34 @@ def completion(message: dict[str, Any], finish_reason: str) -> bytes:
             "created": int(time.time()),
             "model": "bench",
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": 2,
+                "total_tokens": prompt_tokens + 2,
+            },
         }
     ).encode()
 
 
-def respond(answer: Answer, body: bytes) -> tuple[int, bytes]:
+def respond(answer: Answer, body: bytes, realistic_usage: bool = False) -> tuple[int, bytes]:
     try:
         request = json.loads(body)
     except ValueError:
         return 400, b'{"error": {"message": "the body is not JSON"}}'
     message = answer(request)
-    return 200, completion(message, "tool_calls" if message.get("tool_calls") else "stop")
+    # About 4 bytes of request per token, as real tokenizers count English and
+    # JSON: what the executor calibrates its estimates by (and summarizes by).
+    prompt_tokens = len(body) // 4 if realistic_usage else 10
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return 200, completion(message, finish, prompt_tokens)
 
 
 class HTTPConnection(asyncio.Protocol):
     """HTTP/1.1 keep-alive, one request at a time, as the openai SDK's client sends them."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, realistic_usage: bool = False) -> None:
         self.answer = answer
+        self.realistic_usage = realistic_usage
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.url = b""
@@ -76,7 +85,7 @@ class HTTPConnection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         assert self.transport is not None
         if self.url.split(b"?")[0].rstrip(b"/").endswith(b"/chat/completions"):
-            status, payload = respond(self.answer, b"".join(self.body))
+            status, payload = respond(self.answer, b"".join(self.body), self.realistic_usage)
         else:
             status, payload = 404, b'{"error": {"message": "not found"}}'
         self.url, self.body = b"", []
@@ -87,10 +96,12 @@ class HTTPConnection(asyncio.Protocol):
         )
 
 
-def serve(port: int, answer: Answer) -> None:
+def serve(port: int, answer: Answer, realistic_usage: bool = False) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: HTTPConnection(answer), "127.0.0.1", port)
+        server = await loop.create_server(
+            lambda: HTTPConnection(answer, realistic_usage), "127.0.0.1", port
+        )
         await server.serve_forever()
 
     asyncio.run(main())
@@ -103,13 +114,13 @@ class ZeroLatencyLLM:
     the benchmark starts it from inside its event loop).
     """
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, realistic_usage: bool = False) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port: int = probe.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.process = multiprocessing.get_context("spawn").Process(
-            target=serve, args=(self.port, answer), daemon=True
+            target=serve, args=(self.port, answer, realistic_usage), daemon=True
         )
 
     def start(self, timeout: float = 30.0) -> None:

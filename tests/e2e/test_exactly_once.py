@@ -24,6 +24,7 @@ from nats.aio.client import Client
 from o_contracts import subjects
 from o_contracts.base import Reply as CommandReply
 from o_contracts.envelope import Envelope, decode
+from o_contracts.registry import all_messages
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
 from tests.e2e.test_messages import new_agent, send
@@ -299,3 +300,111 @@ async def test_deleting_an_agent_ends_its_queued_and_running_runs(
     assert all(r["stop_reason"] == "cancelled" for r in runs)
     # Only the first run ever reached the LLM.
     assert len(llm.requests) == 1
+
+
+async def test_block_deletes_and_restores_delivered_again_answer_as_the_first_time(
+    system: System,
+) -> None:
+    created = await system.http.post("/v1/blocks/", json={"label": "log", "value": "a"})
+    block_id = created.json()["id"]
+    assert (await system.http.patch(f"/v1/blocks/{block_id}", json={"value": "b"})).is_success
+    restored = await system.http.post(f"/v1/blocks/{block_id}/versions/1/restore")
+    assert restored.status_code == 200, restored.text
+    deleted = await system.http.delete(f"/v1/blocks/{block_id}")
+    assert deleted.status_code in (200, 204), deleted.text
+    async with connected(system) as nc:
+        subject = subjects.memory_command_subject(block_id)
+        sent = await commands_on(nc, subject)
+        assert [c.type for c in sent][-2:] == ["RestoreBlockVersion", "DeleteBlock"]
+        before = await subject_events(nc, subjects.block_subject(block_id))
+        replies = [await publish_again(nc, subject, c) for c in sent[-2:]]
+        after = await subject_events(nc, subjects.block_subject(block_id))
+    # The restore made version 3, the delete ended the block: both recorded outcomes.
+    assert [(r.ok, r.seq) for r in replies] == [(True, before[-2][0]), (True, before[-1][0])]
+    assert after == before
+
+
+WEATHER = '''
+def get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: The city.
+    """
+    return f"Sunny in {city}"
+'''
+
+
+async def test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome(
+    system: System, llm: FakeOpenAI
+) -> None:
+    tool = await system.http.post("/v1/tools/", json={"source_code": WEATHER})
+    if tool.status_code == 409:  # registered by an earlier test of this session
+        tool = await system.http.get("/v1/tools/", params={"name": "get_weather"})
+        tool_id = tool.json()[0]["id"]
+    else:
+        assert tool.status_code == 200, tool.text
+        tool_id = tool.json()["id"]
+    agent = await new_agent(system, tool_ids=[tool_id])
+    llm.push(Reply(tool_calls=[("get_weather", {"city": "Oslo"})]), Reply(content="Sunny."))
+    result = await send(system, agent["id"], "weather?")
+    assert result["messages"][1]["tool_return"].startswith("Sunny in Oslo")
+    async with connected(system) as nc:
+        subject = subjects.sandbox_command_subject(agent["id"])
+        run_tool = await last_command(nc, subject)
+        execution = subjects.tool_execution_subject(run_tool.id)
+        before = await subject_events(nc, execution)
+        # The sandbox answers a repeat from the execution's subject, even past its deadline.
+        reply = await publish_again(nc, subject, run_tool)
+        after = await subject_events(nc, execution)
+    assert [kind for _, kind in before] == ["ToolExecutionStarted", "ToolExecuted"]
+    assert reply.ok and reply.seq == before[-1][0]
+    assert after == before
+
+
+async def test_a_reflection_delivered_again_is_answered_from_its_record(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, metadata={"memory_stream": {"reflection_threshold": 5}})
+    llm.push(Reply(content="Sam likes mornings (because of 1)"))
+    inserted = await system.http.post(
+        f"/v1/agents/{agent['id']}/archival-memory",
+        json={"text": "Sam jogs at dawn", "importance": 9},
+    )
+    assert inserted.status_code == 200, inserted.text
+    archive = subjects.archival_subject(agent["id"])
+    async with connected(system) as nc:
+        async with asyncio.timeout(15):  # (the reflection follows the insert's reply)
+            while True:
+                if "MemoriesReflected" in [k for _, k in await subject_events(nc, archive)]:
+                    break
+                await asyncio.sleep(0.05)
+        reflect = await last_command(nc, subjects.memory_command_subject(agent["id"]))
+        assert reflect.type == "ReflectOnMemories"
+        before = await subject_events(nc, archive)
+        reply = await publish_again(nc, subjects.memory_command_subject(agent["id"]), reflect)
+        after = await subject_events(nc, archive)
+    assert reply.ok and reply.seq == before[-1][0] and reply.result == {"insights": 1}
+    assert after == before
+    assert len(llm.requests) == 1
+
+
+# Every command type, and the test that shows a repeat of it changes nothing.
+# A new command type fails the test below until it has such a test too.
+REDELIVERY_TESTS = {
+    "StartRun": test_a_finished_run_published_again_is_answered_from_the_log,
+    "RunMemoryTool": test_a_memory_edit_delivered_again_is_not_applied_twice,
+    "CreateBlock": test_block_commands_delivered_again_answer_as_the_first_time,
+    "UpdateBlock": test_block_commands_delivered_again_answer_as_the_first_time,
+    "RestoreBlockVersion": test_block_deletes_and_restores_delivered_again_answer_as_the_first_time,
+    "DeleteBlock": test_block_deletes_and_restores_delivered_again_answer_as_the_first_time,
+    "InsertPassage": test_archival_commands_delivered_again_answer_as_the_first_time,
+    "DeletePassage": test_archival_commands_delivered_again_answer_as_the_first_time,
+    "RunTool": test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome,
+    "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
+}
+
+
+def test_every_command_type_has_a_redelivery_test() -> None:
+    commands = {m.type_name() for m in all_messages() if m.kind == "command"}
+    assert commands == set(REDELIVERY_TESTS)
