@@ -16,10 +16,17 @@ COMMAND_TIMEOUT = 15.0
 
 
 async def memory_command(
-    gw: Any, command: Command, key: str, timeout: float = COMMAND_TIMEOUT
+    gw: Any,
+    command: Command,
+    key: str,
+    timeout: float = COMMAND_TIMEOUT,
+    command_id: str | None = None,
 ) -> Reply:
-    """Send a command to the memory service and turn a refusal into an HTTP error."""
-    envelope = Envelope.wrap(command, aggregate_id=key, producer=PRODUCER)
+    """Send a command to the memory service and turn a refusal into an HTTP error.
+
+    `command_id`: the same id for a client's retry of the request (idempotency.py).
+    """
+    envelope = Envelope.wrap(command, aggregate_id=key, producer=PRODUCER, id=command_id)
     return await answered(
         gw,
         subjects.memory_command_subject(key),

@@ -8,27 +8,48 @@ derived from the agent and the key, so the retry names the run the first try
 started: found in the log, it is answered from there (or followed until it
 ends); not found, it is started now, once (the command's id derives from the
 run's, so two tries racing each other are one command in the stream).
+
+Creating an agent, a block or an archival passage works the same way with an
+`Idempotency-Key`: the new resource's id and its commands' ids derive from
+the key, and every command handler answers a repeat from its record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
-from fastapi import HTTPException
+from fastapi import Header, HTTPException
 
-from o_contracts.ids import derived_id
+from o_contracts.ids import IdPrefix, derived_id, new_id
 
 MAX_KEY_LENGTH = 255
+
+# A route parameter: the request's `Idempotency-Key` header, if any.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+
+
+def checked_key(header: str | None) -> str | None:
+    if header is None:
+        return None
+    if not header or len(header) > MAX_KEY_LENGTH or not header.isprintable():
+        raise HTTPException(422, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable characters")
+    return f"key:{header}"
+
+
+def resource_id(prefix: IdPrefix, key: str | None, *scope: str) -> str:
+    """A new resource's id: derived from the key when the client may retry, else fresh.
+
+    The same key gives the same id, so the retry's command names what the first
+    try created, and the handler answers it from the record.
+    """
+    return derived_id(prefix, *scope, key) if key is not None else new_id(prefix)
 
 
 def request_key(header: str | None, otids: Sequence[str | None]) -> str | None:
     """The request's idempotency key: the header, else the input messages' otids (all of them)."""
     if header is not None:
-        if not header or len(header) > MAX_KEY_LENGTH or not header.isprintable():
-            raise HTTPException(
-                422, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable characters"
-            )
-        return f"key:{header}"
+        return checked_key(header)
     if otids and all(otids):
         return "otid:" + "\n".join(o for o in otids if o)
     return None

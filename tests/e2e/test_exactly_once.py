@@ -408,3 +408,34 @@ REDELIVERY_TESTS = {
 def test_every_command_type_has_a_redelivery_test() -> None:
     commands = {m.type_name() for m in all_messages() if m.kind == "command"}
     assert commands == set(REDELIVERY_TESTS)
+
+
+async def test_creations_retried_with_an_idempotency_key_create_once(system: System) -> None:
+    key = {"Idempotency-Key": f"create-{uuid.uuid4()}"}
+    body = {
+        "name": f"once-{uuid.uuid4()}",
+        "model": "openai/gpt-4o-mini",
+        "memory_blocks": [{"label": "human", "value": "Name: Sam"}],
+    }
+    agents = [(await system.http.post("/v1/agents/", json=body, headers=key)).json() for _ in "ab"]
+    assert agents[0]["id"] == agents[1]["id"]
+    assert agents[0]["memory"]["blocks"] == agents[1]["memory"]["blocks"]
+    named = (await system.http.get("/v1/agents/", params={"name": body["name"]})).json()
+    assert [a["id"] for a in named] == [agents[0]["id"]]
+    # Without the key, the same body is a new agent.
+    other = (await system.http.post("/v1/agents/", json=body)).json()
+    assert other["id"] != agents[0]["id"]
+
+    block = {"label": f"l-{uuid.uuid4().hex[:8]}", "value": "v"}
+    blocks = [(await system.http.post("/v1/blocks/", json=block, headers=key)).json() for _ in "ab"]
+    assert blocks[0]["id"] == blocks[1]["id"]
+    listed = (await system.http.get("/v1/blocks/", params={"label": block["label"]})).json()
+    assert [b["id"] for b in listed] == [blocks[0]["id"]]
+
+    url = f"/v1/agents/{agents[0]['id']}/archival-memory"
+    passages = [
+        (await system.http.post(url, json={"text": "once", "importance": 3}, headers=key)).json()
+        for _ in "ab"
+    ]
+    assert passages[0][0]["id"] == passages[1][0]["id"]
+    assert len((await system.http.get(url)).json()) == 1

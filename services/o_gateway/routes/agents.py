@@ -16,20 +16,20 @@ from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
 from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import AgentCreated, AgentDeleted, AgentUpdated
-from o_contracts.ids import new_id
 from o_contracts.memory_stream import InvalidStreamSettings, StreamSettings
 from o_contracts.models import BlockSpec, ChatMessage, ToolRule
 from o_contracts.prompts import default_system
 from o_contracts.tool_rules import InvalidToolRule, validate_rules
 from o_gateway import render
 from o_gateway.commands import PRODUCER, memory_command
+from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, ToolRuleBody, UpdateAgentBody
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
-from o_runtime.eventlog import AppendRejected
+from o_runtime.eventlog import AppendRejected, ConcurrencyConflict
 from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
 
 router = APIRouter()
@@ -193,7 +193,10 @@ def checked_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
 
 
 @route(router, "POST", "/v1/agents/")
-async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
+async def create_agent(
+    body: CreateAgentBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    key = checked_key(idempotency_key)
     if body.llm_config:
         llm_config = llm_config_from_body(body.llm_config)
     elif body.model:
@@ -219,12 +222,18 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         clash = set(labels) & {r["label"] for r in found}
         if clash:
             raise HTTPException(400, f"duplicate block label '{sorted(clash)[0]}'")
-    agent_id = new_id("agent")
+    agent_id = resource_id("agent", key)
     # Blocks first: the agent's creation event only names blocks that exist.
-    new_block_ids = [new_id("block") for _ in specs]
+    # (With an Idempotency-Key, a retry names the same blocks and commands.)
+    new_block_ids = [resource_id("block", key, agent_id, str(i)) for i in range(len(specs))]
     replies = await asyncio.gather(
         *(
-            memory_command(gw, CreateBlock(block_id=bid, spec=s), bid)
+            memory_command(
+                gw,
+                CreateBlock(block_id=bid, spec=s),
+                bid,
+                command_id=resource_id("cmd", key, bid) if key else None,
+            )
             for bid, s in zip(new_block_ids, specs, strict=True)
         )
     )
@@ -251,12 +260,19 @@ async def create_agent(body: CreateAgentBody, gw: GW) -> dict[str, Any]:
         tool_ids=tool_ids,
         encrypted_secrets=encrypted,
     )
-    appended = await gw.eventlog.append(
-        subjects.agent_subject(agent_id),
-        Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER),
-        expected_last_seq=0,
-    )
-    await gw.visible(max([appended.seq, *(r.seq or 0 for r in replies)]), "agents", "memory")
+    try:
+        appended = await gw.eventlog.append(
+            subjects.agent_subject(agent_id),
+            Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER),
+            expected_last_seq=0,
+        )
+        seq = appended.seq
+    except ConcurrencyConflict:
+        if key is None:
+            raise
+        # Created by the first try of this request: answered as it was.
+        seq = await gw.eventlog.last_seq(subjects.agent_subject(agent_id))
+    await gw.visible(max([seq, *(r.seq or 0 for r in replies)]), "agents", "memory")
     return await agent_state(gw, agent_id)
 
 

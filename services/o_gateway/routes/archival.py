@@ -15,9 +15,9 @@ from pydantic import Field
 
 from o_contracts import subjects
 from o_contracts.commands import DeletePassage, InsertPassage
-from o_contracts.ids import new_id
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_gateway.commands import memory_command
+from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body
@@ -71,15 +71,19 @@ def _iso(value: Any) -> str:
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/archival-memory")
-async def insert(agent_id: str, body: CreatePassageBody, gw: GW) -> list[dict[str, Any]]:
+async def insert(
+    agent_id: str, body: CreatePassageBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
     if not body.text.strip():
         raise HTTPException(400, "text must not be empty")
+    key = checked_key(idempotency_key)
+    passage_id = resource_id("passage", key, agent_id)
     reply = await memory_command(
         gw,
         InsertPassage(
             agent_id=agent_id,
-            passage_id=new_id("passage"),
+            passage_id=passage_id,
             text=body.text,
             tags=body.tags or [],
             created_at=body.created_at,
@@ -87,6 +91,7 @@ async def insert(agent_id: str, body: CreatePassageBody, gw: GW) -> list[dict[st
         ),
         agent_id,
         timeout=INSERT_TIMEOUT,
+        command_id=resource_id("cmd", key, passage_id) if key else None,
     )
     await gw.visible(reply.seq, "archival")
     return [passage((reply.result or {})["passage"], agent["embedding_config"])]

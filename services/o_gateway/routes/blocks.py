@@ -9,9 +9,9 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.events import BlockAttached, BlockDetached
-from o_contracts.ids import new_id
 from o_gateway import render
 from o_gateway.commands import memory_command
+from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.pagination import Listing
 from o_gateway.routes.agents import agent_state, block_spec, blocks_of, change_agent
 from o_gateway.routes.paths import route
@@ -38,10 +38,16 @@ async def update(gw: Gateway, block_id: str, body: UpdateBlockBody) -> dict[str,
 
 
 @route(router, "POST", "/v1/blocks/")
-async def create_block(body: CreateBlockBody, gw: GW) -> dict[str, Any]:
-    block_id = new_id("block")
+async def create_block(
+    body: CreateBlockBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    key = checked_key(idempotency_key)
+    block_id = resource_id("block", key)
     reply = await memory_command(
-        gw, CreateBlock(block_id=block_id, spec=block_spec(body)), block_id
+        gw,
+        CreateBlock(block_id=block_id, spec=block_spec(body)),
+        block_id,
+        command_id=resource_id("cmd", key, block_id) if key else None,
     )
     await gw.visible(reply.seq, "memory")
     return render.block(await block_row(gw, block_id))

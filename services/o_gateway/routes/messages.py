@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import msgpack
-from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -29,7 +29,13 @@ from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
 from o_gateway.commands import PRODUCER, answered
-from o_gateway.idempotency import command_id_for, message_id_for, request_key, run_id_for
+from o_gateway.idempotency import (
+    IdempotencyKey,
+    command_id_for,
+    message_id_for,
+    request_key,
+    run_id_for,
+)
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
@@ -516,11 +522,6 @@ async def stream_run(
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
-
-
-# A client may retry a request with the same key (idempotency.py); so does an
-# otid on every input message.
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages")
