@@ -29,14 +29,16 @@ BLOCK_FIELDS = (
 )
 
 # One round trip: the archive's size and tags as a one-row table, joined to the
-# agent's blocks in order (no blocks: one row of NULL block columns).
+# agent's blocks in order (no blocks: one row of NULL block columns). The
+# archival projection keeps the size and tags: counting passages here grew
+# with the archive, on every run.
 _CORE_MEMORY = (
     "SELECT "
     + ", ".join(f'b."{f}"' for f in BLOCK_FIELDS)
-    + ", a.archival_count, a.archival_tags FROM ("
-    " SELECT count(*) AS archival_count, coalesce((SELECT array_agg(DISTINCT t ORDER BY t)"
-    " FROM passages p, unnest(p.tags) AS t WHERE p.agent_id = $1), '{}') AS archival_tags"
-    " FROM passages WHERE agent_id = $1) a"
+    + ", a.archival_count, a.archival_tags FROM (SELECT"
+    " coalesce((SELECT passages FROM archival_counts WHERE agent_id = $1), 0)"
+    " AS archival_count, coalesce((SELECT array_agg(tag ORDER BY tag)"
+    " FROM archival_tag_counts WHERE agent_id = $1), '{}') AS archival_tags) a"
     " LEFT JOIN (agent_blocks ab JOIN blocks b ON b.id = ab.block_id) ON ab.agent_id = $1"
     " ORDER BY ab.position, b.id"
 )

@@ -327,3 +327,25 @@ async def test_the_prompt_counts_archival_memories_and_their_tags(
     prompt = llm.requests[-1]["messages"][0]["content"]
     assert "- 2 total memories you created are stored in archival memory" in prompt
     assert "- Available archival memory tags: ada, food, sam" in prompt
+
+
+async def test_the_prompt_shows_the_archive_size_and_tags_as_they_change(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system, embedding=EMBEDDING)
+    aid = agent["id"]
+    first = await insert(system, aid, text="Locker code 1234", tags=["sam", "codes"], importance=3)
+    await insert(system, aid, text="Sam likes tea", tags=["sam"], importance=3)
+    await insert(system, aid, text="Untagged note", importance=3)
+    llm.push(Reply(content="ok"))
+    await send(system, aid, "hi")
+    prompt = llm.requests[-1]["messages"][0]["content"]
+    assert "- 3 total memories you created are stored in archival memory" in prompt
+    assert "- Available archival memory tags: codes, sam" in prompt
+    deleted = await system.http.delete(f"/v1/agents/{aid}/archival-memory/{first['id']}")
+    assert deleted.status_code == 200, deleted.text
+    llm.push(Reply(content="ok"))
+    await send(system, aid, "again")
+    prompt = llm.requests[-1]["messages"][0]["content"]
+    assert "- 2 total memories you created are stored in archival memory" in prompt
+    assert "- Available archival memory tags: sam" in prompt
