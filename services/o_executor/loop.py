@@ -57,6 +57,7 @@ from o_executor.tool_calls import PRODUCER, PURE_TOOLS, ToolCalls
 from o_runtime.commands import current_delivery
 from o_runtime.core_memory import CoreMemory, read_core_memory
 from o_runtime.eventlog import ConcurrencyConflict, EventTooLarge
+from o_runtime.outages import is_outage
 from o_runtime.tracing import tracer
 
 if TYPE_CHECKING:
@@ -281,9 +282,10 @@ class AgentRun(ToolCalls):
             reply = await self._execute(cursor)
         except RunTakenOver:
             return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
-        except Exception:
-            if delivery.last_attempt:
+        except Exception as exc:
+            if delivery.last_attempt and not is_outage(exc):
                 # It will be dead-lettered: the agent's next run must not wait for it.
+                # (An outage never dead-letters a run: it is tried again.)
                 await queue.finish(self.cmd.agent_id, delivery.stream_seq, self.last)
             raise
         # Hand the agent's turn on while the run's events are projected.

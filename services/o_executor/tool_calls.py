@@ -37,6 +37,13 @@ PURE_TOOLS = frozenset(
 )
 MEMORY_CONSUMER = "memory"
 IN_DOUBT_TIMEOUT = 30.0
+# A memory command unanswered this long is sent again (a replica that died
+# with it in hand would answer only after its consumer's ack_wait, 60 s): the
+# memory service answers a repeat from its record. An archival insert may
+# wait for an embedding and an importance rating, so it is given longer.
+MEMORY_RESEND = 3.0
+ARCHIVAL_RESEND = 15.0
+MEMORY_TIMEOUT = 60.0
 
 
 @dataclass
@@ -123,7 +130,11 @@ class ToolCalls:
         command = self._memory_command(call, args, attempt)
         try:
             reply = await send_and_wait(
-                self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
+                self.s.eventlog,
+                subjects.memory_command_subject(self.cmd.agent_id),
+                command,
+                timeout=MEMORY_TIMEOUT,
+                resend_every=MEMORY_RESEND,
             )
         except CommandTimeout as exc:
             return ToolOutcome(False, f"memory service did not answer: {exc}")
@@ -211,7 +222,11 @@ class ToolCalls:
                     id=derived_id("cmd", self.cmd.run_id, call.id),
                 )
                 reply = await send_and_wait(
-                    self.s.eventlog, subjects.memory_command_subject(self.cmd.agent_id), command
+                    self.s.eventlog,
+                    subjects.memory_command_subject(self.cmd.agent_id),
+                    command,
+                    timeout=MEMORY_TIMEOUT,
+                    resend_every=ARCHIVAL_RESEND,
                 )
                 if not reply.ok:
                     return ToolOutcome(False, reply.error or "archival insert failed")

@@ -35,6 +35,7 @@ from o_contracts.base import Command, Message, Reply
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import AppendRejected, EventLog
+from o_runtime.outages import is_outage
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ REPLY_HEADER = "O-Reply-To"
 MAX_DELIVERIES = 5
 # How long one pull request waits on the server for a command.
 PULL_EXPIRES = 5.0
+# A command that met an outage is tried again after this, doubling up to the longest.
+OUTAGE_FIRST_RETRY = 0.5
+OUTAGE_RETRY_DELAY = 5.0
 
 CommandHandler = Callable[[Envelope[Any]], Awaitable[Reply]]
 
@@ -195,6 +199,13 @@ class CommandConsumer:
             await raw.nak(delay=exc.delay)
             return
         except Exception as exc:
+            if is_outage(exc):
+                # Not the command's fault: tried again once the server is back,
+                # however long that takes (never dead-lettered for it).
+                log.warning("%s: %s met an outage (%r); will retry", self.name, envelope.type, exc)
+                delay = OUTAGE_FIRST_RETRY * 2.0 ** min(meta.num_delivered - 1, 10)
+                await raw.nak(delay=min(delay, OUTAGE_RETRY_DELAY))
+                return
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
                 await dead_letter(
@@ -285,8 +296,20 @@ class Replies:
 _replies: weakref.WeakKeyDictionary[EventLog, Replies] = weakref.WeakKeyDictionary()
 
 
+async def _send_again(
+    eventlog: EventLog, subject: str, envelope: Envelope[Any], reply_to: str
+) -> None:
+    """The same command under a Nats-Msg-Id of its own (see send_and_wait)."""
+    again = f"{envelope.id}:again:{uuid.uuid4()}"
+    await eventlog.send_command(subject, envelope, reply_to=reply_to, msg_id=again)
+
+
 async def send_and_wait(
-    eventlog: EventLog, subject: str, envelope: Envelope[Any], timeout: float = 30.0
+    eventlog: EventLog,
+    subject: str,
+    envelope: Envelope[Any],
+    timeout: float = 30.0,
+    resend_every: float | None = None,
 ) -> Reply:
     """Send a command and wait for its reply.
 
@@ -296,6 +319,10 @@ async def send_and_wait(
     whoever sent it then; it is sent again under another Nats-Msg-Id so that
     this caller gets an answer too: every handler answers a command it has
     done already from its recorded outcome, without doing it again.
+
+    With `resend_every`, a command still unanswered after that long is sent
+    again the same way: if the replica that took it died, another answers now
+    instead of after the consumer's ack_wait.
     """
     replies = _replies.get(eventlog)
     if replies is None:
@@ -304,12 +331,18 @@ async def send_and_wait(
     try:
         sent = await eventlog.send_command(subject, envelope, reply_to=reply_to)
         if sent.duplicate:
-            again = f"{envelope.id}:again:{uuid.uuid4()}"
-            await eventlog.send_command(subject, envelope, reply_to=reply_to, msg_id=again)
-        try:
-            data = await asyncio.wait_for(answered, timeout)
-        except TimeoutError as exc:
-            raise CommandTimeout(f"no reply to {envelope.type} within {timeout}s") from exc
-        return decode_reply(data)
+            await _send_again(eventlog, subject, envelope, reply_to)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            wait = remaining if resend_every is None else min(resend_every, remaining)
+            try:
+                data = await asyncio.wait_for(asyncio.shield(answered), max(wait, 0.0))
+                return decode_reply(data)
+            except TimeoutError as exc:
+                if loop.time() >= deadline:
+                    raise CommandTimeout(f"no reply to {envelope.type} within {timeout}s") from exc
+            await _send_again(eventlog, subject, envelope, reply_to)
     finally:
         replies.forget(reply_to)

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from typing import Any
 
 import pytest
 from nats.aio.msg import Msg
 
+from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
-from o_runtime.commands import REPLY_HEADER, CommandTimeout, encode_reply, send_and_wait
+from o_runtime import commands as commands_module
+from o_runtime.commands import (
+    REPLY_HEADER,
+    CommandConsumer,
+    CommandTimeout,
+    encode_reply,
+    send_and_wait,
+)
 from o_runtime.eventlog import EventLog
 
 
@@ -62,3 +72,62 @@ async def test_an_unanswered_command_times_out(eventlog: EventLog) -> None:
     with pytest.raises(CommandTimeout):
         # (a subject of the commands stream that no service consumes)
         await send_and_wait(eventlog, f"o.cmd.nobody.{c.aggregate_id}", c, timeout=0.3)
+
+
+async def test_a_command_that_meets_an_outage_is_retried_never_dead_lettered(
+    eventlog: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(commands_module, "OUTAGE_FIRST_RETRY", 0.01)
+    monkeypatch.setattr(commands_module, "OUTAGE_RETRY_DELAY", 0.02)
+    deliveries = 0
+
+    async def handler(envelope: Envelope[Any]) -> Reply:
+        nonlocal deliveries
+        deliveries += 1
+        if deliveries <= commands_module.MAX_DELIVERIES + 2:
+            raise ConnectionRefusedError("Postgres is restarting")
+        return Reply(ok=True, result={"deliveries": deliveries})
+
+    c = command()
+    name = f"outage_{uuid.uuid4().hex[:8]}"
+    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler})
+    await consumer.start()
+    try:
+        reply = await send_and_wait(eventlog, f"o.cmd.{name}.{c.aggregate_id}", c, timeout=30)
+    finally:
+        await consumer.stop()
+        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
+    assert reply.ok and reply.result == {"deliveries": commands_module.MAX_DELIVERIES + 3}
+    dead = await eventlog.js.stream_info(subjects.DEAD_LETTER_STREAM)
+    assert subjects.dead_letter_subject(name) not in (
+        (dead.state.subjects or {}) if dead.state else {}
+    )
+
+
+async def test_a_command_whose_handler_died_is_sent_again_and_answered(
+    eventlog: EventLog,
+) -> None:
+    # The first delivery's handler "dies" (never answers, never acks); a caller
+    # that resends gets its answer from the next delivery instead of waiting for
+    # the consumer's ack_wait.
+    seen: list[str] = []
+
+    async def handler(envelope: Envelope[Any]) -> Reply:
+        seen.append(envelope.id)
+        if len(seen) == 1:
+            await asyncio.Event().wait()  # stuck until the consumer stops
+        return Reply(ok=True, result={"copies": len(seen)})
+
+    c = command()
+    name = f"resend_{uuid.uuid4().hex[:8]}"
+    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler}, ack_wait=60)
+    await consumer.start()
+    try:
+        reply = await send_and_wait(
+            eventlog, f"o.cmd.{name}.{c.aggregate_id}", c, timeout=10, resend_every=0.3
+        )
+    finally:
+        await consumer.stop()
+        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
+    assert reply.ok and reply.result == {"copies": 2}
+    assert seen == [c.id, c.id]
