@@ -141,7 +141,48 @@ class EventLog:
 
     @classmethod
     async def connect(cls, url: str, name: str) -> EventLog:
-        nc = await nats.connect(url, name=name, max_reconnect_attempts=-1)
+        import time
+
+        # Set once connected (the callbacks below may run before).
+        conn: list[NatsClient] = []
+        lost_at: list[float] = []
+
+        async def on_error(exc: Exception) -> None:
+            # nats-py's default logs every failed reconnect attempt at ERROR with a traceback;
+            # losing the connection is reported once, by on_disconnected.
+            if isinstance(exc, OSError | nats.errors.StaleConnectionError) or (
+                conn and not conn[0].is_connected
+            ):
+                log.debug("NATS (%s): %r", name, exc)
+            else:
+                log.error("NATS (%s): %r", name, exc, exc_info=exc)
+
+        async def on_disconnected() -> None:
+            if conn and not conn[0].is_closed:
+                lost_at[:] = [time.monotonic()]
+                log.warning("NATS connection of %s lost; reconnecting", name)
+
+        async def on_reconnected() -> None:
+            away = time.monotonic() - lost_at[0] if lost_at else 0.0
+            log.warning("NATS connection of %s back after %.2fs", name, away)
+
+        nc = await nats.connect(
+            url,
+            name=name,
+            max_reconnect_attempts=-1,
+            # How long nats-py waits before trying a server again (default 2 s). A killed
+            # nats-server is back in ~0.05 s (supervisor.ServerKeeper), but the clients' first
+            # attempt comes before that and fails: they stayed away ~2 s longer than needed.
+            reconnect_time_wait=0.1,
+            # A server gone without a word (a lost host: no RST) is noticed after two
+            # unanswered pings: 20 s rather than the default 4 min.
+            ping_interval=10,
+            max_outstanding_pings=2,
+            error_cb=on_error,
+            disconnected_cb=on_disconnected,
+            reconnected_cb=on_reconnected,
+        )
+        conn.append(nc)
         self = cls(nc)
         await ensure_streams(self.js)
         return self

@@ -1,8 +1,12 @@
 """Run the five O services as supervised processes: `python -m o_runtime.supervisor`.
 
 Without `NATS_URL` / `DATABASE_URL` it first starts embedded NATS and Postgres in `O_DATA_DIR`
-(default ./data). A child that exits is restarted after an exponential backoff; Ctrl-C or SIGTERM
-stops the children (SIGTERM, then SIGKILL after 10 s) and then the embedded servers.
+(default ./data) and keeps them running: a server that dies is started again at once on the same
+port or socket and the same data (ServerKeeper); the services reconnect by themselves. A service
+that exits is restarted after an exponential backoff. Ctrl-C, SIGTERM or SIGHUP, in any state
+(starting, a restart pending or under way), stops the services (SIGTERM, then SIGKILL after
+10 s) and then the servers (Postgres: fast shutdown). On Linux every child also gets a
+parent-death signal, so a kill -9 of the supervisor does not leave them running.
 """
 
 from __future__ import annotations
@@ -14,13 +18,21 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from o_runtime.embedded import EmbeddedServers, data_dir, pid_alive, start_embedded
+from o_runtime.embedded import (
+    EmbeddedNats,
+    EmbeddedPostgres,
+    EmbeddedServer,
+    data_dir,
+    die_with_parent,
+    pid_alive,
+)
 
 log = logging.getLogger("o_runtime.supervisor")
 
@@ -135,7 +147,14 @@ class Supervisor:
             "O_SERVICE": replica.spec.name,
             "O_REPLICA": str(replica.index),
         }
-        replica.proc = await asyncio.create_subprocess_exec(*replica.spec.argv, env=env)
+        replica.proc = await asyncio.create_subprocess_exec(
+            *replica.spec.argv,
+            env=env,
+            # SIGKILL, not SIGTERM: with us gone, NATS and Postgres go too, and a service's
+            # graceful stop waits on them (measured: three of five hung on). Services are built
+            # to be killed at any moment.
+            preexec_fn=die_with_parent(signal.SIGKILL),
+        )
         replica.started_at = asyncio.get_running_loop().time()
         log.info("%s started (pid %d)", replica.label, replica.proc.pid)
         if self._stopping:
@@ -214,6 +233,146 @@ class Supervisor:
         _write_json(self._state_file, state)
 
 
+async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
+    """Wait, without a thread, until a child started with subprocess.Popen exits; reap it."""
+    if proc.poll() is not None:
+        return proc.returncode
+    try:
+        # Readable once the process has exited (Linux 5.3+): no polling, no delay.
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        # (not Linux, or an old kernel)
+        return await asyncio.to_thread(proc.wait)
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await exited
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    return proc.wait()
+
+
+class ServerKeeper:
+    """Keeps one embedded server running: started again, on the same address and data, when it
+    dies; at once after a stable run, with a growing backoff while it keeps failing.
+    """
+
+    def __init__(
+        self,
+        server: EmbeddedServer,
+        *,
+        backoff_initial: float = 0.25,
+        backoff_max: float = 10.0,
+        # Short: a server killed from outside (the chaos suite does it every few seconds) must
+        # come back at once; one that cannot start, or dies right after, backs off.
+        stable_after: float = 1.0,
+        ready_timeout: float = 60.0,
+    ) -> None:
+        self.server = server
+        self.restarts = 0
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._stable_after = stable_after
+        self._ready_timeout = ready_timeout
+        self._started_at = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Condition()
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @property
+    def pid(self) -> int | None:
+        proc = self.server.proc
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    async def wait_for_restarts(self, count: int) -> None:
+        """Return once the server has been started again (and is ready) `count` times in all."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.restarts >= count)
+
+    async def start(self) -> None:
+        """Start the server (raises if it cannot), then keep it running."""
+        try:
+            await self._launch()
+            await asyncio.to_thread(self.server.initialize)
+        except BaseException:
+            await self.stop()
+            raise
+        self._task = asyncio.create_task(self._keep(), name=f"keep {self.name}")
+
+    async def _launch(self) -> None:
+        loop = asyncio.get_running_loop()
+        # What blocks (stopping leftovers, initdb) in a thread, so that a stop is still heard.
+        await asyncio.to_thread(self.server.prepare)
+        # In the loop's thread, the main one: the parent-death signal follows the thread.
+        self.server.spawn()
+        self._started_at = loop.time()
+        deadline = self._started_at + self._ready_timeout
+        while not self.server.check_ready():
+            if loop.time() > deadline:
+                raise TimeoutError(f"{self.name} not ready after {self._ready_timeout}s")
+            await asyncio.sleep(0.01)
+
+    async def _keep(self) -> None:
+        loop = asyncio.get_running_loop()
+        failures = 0
+        down_since: float | None = None
+        while True:
+            proc = self.server.proc
+            if proc is not None:
+                code = await wait_exit(proc)
+                down_since = loop.time()
+                uptime = down_since - self._started_at
+                failures = 1 if uptime >= self._stable_after else failures + 1
+                what = f"(pid {proc.pid}) exited with {_describe(code)} after {uptime:.1f}s"
+            else:  # the last start failed
+                failures += 1
+                what = "could not be started"
+            delay = 0.0 if failures == 1 else self._backoff(failures)
+            log.warning(
+                "%s %s; starting it again%s", self.name, what, f" in {delay:.1f}s" if delay else ""
+            )
+            await asyncio.sleep(delay)
+            try:
+                await self._launch()
+            except Exception as exc:
+                # (the end of the server's log says why; the whole of it would repeat each time)
+                log.error("%s failed to start: %s", self.name, _last_lines(str(exc), 3))
+                # Whatever was spawned goes; the loop waits for nothing and backs off.
+                await asyncio.to_thread(self.server.stop)
+                continue
+            self.restarts += 1
+            log.warning(
+                "%s is back (pid %s), %.2fs after it died",
+                self.name,
+                self.pid,
+                loop.time() - (down_since or loop.time()),
+            )
+            async with self._changed:
+                self._changed.notify_all()
+
+    def _backoff(self, failures: int) -> float:
+        return float(min(self._backoff_initial * 2 ** (failures - 2), self._backoff_max))
+
+    async def stop(self) -> None:
+        """Stop watching (a restart under way is abandoned) and stop the server."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # Whatever process is current: the first one or the latest restart.
+        await asyncio.to_thread(self.server.stop)
+
+
 async def claim_state_file(state_file: Path, grace: float = 10.0) -> None:
     """Take over `state_file` for this process, stopping children a killed supervisor left.
 
@@ -254,6 +413,11 @@ def _write_json(path: Path, data: object) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
+
+
+def _last_lines(text: str, count: int) -> str:
+    lines = text.splitlines()
+    return "\n".join(lines[:1] + lines[1:][-count:])
 
 
 def _describe(code: int) -> str:
@@ -307,10 +471,12 @@ def _notify(notify_socket: str | None, message: str) -> None:
 
 
 async def _supervise_until(
-    stop: asyncio.Event, env: dict[str, str], base: Path, state_file: Path
+    stop: asyncio.Event,
+    env: dict[str, str],
+    base: Path,
+    state_file: Path,
+    notify_socket: str | None,
 ) -> None:
-    # The children are not the ones systemd (or a test) waits for.
-    notify_socket = env.pop("NOTIFY_SOCKET", None)
     specs = services_from_env(env)
     supervisor = Supervisor(specs, env, state_file=state_file)
     try:
@@ -322,7 +488,7 @@ async def _supervise_until(
         _notify(notify_socket, "STOPPING=1")
     finally:
         await supervisor.stop()
-        log.info("children stopped")
+        log.info("services stopped")
 
 
 ENDPOINTS_FILE = "endpoints.json"
@@ -340,10 +506,26 @@ def read_endpoints(base: Path) -> dict[str, str]:
     return {k: str(v) for k, v in data.items()}
 
 
+async def _unless_stopped(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
+    """Await `work` unless `stop` is set first (then cancel it). True if it completed."""
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not work.done():
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        return False
+    work.result()  # raises what it raised
+    return True
+
+
 async def run(env: Mapping[str, str]) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: a closed terminal must not end us without stopping what we started.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
 
     base = data_dir()
@@ -352,23 +534,40 @@ async def run(env: Mapping[str, str]) -> int:
     # Before the embedded servers: a second supervisor on this folder must not touch them.
     await claim_state_file(state_file)
     child_env = dict(env)
-    servers = EmbeddedServers()
+    # The children are not the ones systemd (or a test) waits for.
+    notify_socket = child_env.pop("NOTIFY_SOCKET", None)
+    keepers: list[ServerKeeper] = []
+    if not env.get("NATS_URL"):
+        keepers.append(ServerKeeper(EmbeddedNats(base)))
+    if not env.get("DATABASE_URL"):
+        keepers.append(ServerKeeper(EmbeddedPostgres(base)))
     try:
-        need_nats, need_pg = not env.get("NATS_URL"), not env.get("DATABASE_URL")
-        if need_nats or need_pg:
+        if keepers:
             log.info("starting embedded servers in %s", base)
-            # In a thread, so that a Ctrl-C meanwhile is still seen by the loop.
-            servers = await asyncio.to_thread(start_embedded, base, need_nats, need_pg)
-            if servers.nats is not None:
-                child_env["NATS_URL"] = servers.nats.url
-            if servers.postgres is not None:
-                child_env["DATABASE_URL"] = servers.postgres.url
+            starting = [asyncio.create_task(k.start()) for k in keepers]
+            try:
+                started = await _unless_stopped(stop, asyncio.gather(*starting))
+            finally:
+                # One failed: the other must not go on starting behind our back.
+                for task in starting:
+                    task.cancel()
+                await asyncio.gather(*starting, return_exceptions=True)
+            if not started:
+                return 0
+            for keeper in keepers:
+                if isinstance(keeper.server, EmbeddedNats):
+                    child_env["NATS_URL"] = keeper.server.url
+                elif isinstance(keeper.server, EmbeddedPostgres):
+                    child_env["DATABASE_URL"] = keeper.server.url
         if not stop.is_set():
             # Where the running system is, for `make rebuild` and other tools.
             write_endpoints(base, child_env)
-            await _supervise_until(stop, child_env, base, state_file)
+            await _supervise_until(stop, child_env, base, state_file, notify_socket)
     finally:
-        await asyncio.to_thread(servers.stop)
+        # The servers last, the services gone: the keepers kept them up while those drained.
+        await asyncio.gather(*(k.stop() for k in keepers))
+        if keepers:
+            log.info("embedded servers stopped")
     return 0
 
 

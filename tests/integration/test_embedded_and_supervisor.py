@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,7 +15,13 @@ import nats
 import pytest
 
 from o_runtime.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
-from o_runtime.supervisor import ServiceSpec, Supervisor, _start_time
+from o_runtime.supervisor import (
+    DataDirInUse,
+    ServiceSpec,
+    Supervisor,
+    _start_time,
+    claim_state_file,
+)
 
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
 DEADLINE = 20.0
@@ -194,88 +198,29 @@ async def test_supervisor_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> 
     assert sup.restart_count("stubborn") == 0
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not pid_alive(int(entry.name)):
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmd:
-            found.append(f"{entry.name} {cmd}")
-    return found
+async def test_a_new_supervisor_stops_what_a_killed_one_left_running(tmp_path: Path) -> None:
+    # Where no parent-death signal took them along (not Linux), a killed supervisor's services
+    # live on, holding the gateway's port: the next one stops them, as its state file names them.
+    orphan = await asyncio.create_subprocess_exec(*SLEEPER)
+    state_file = tmp_path / "supervisor.json"
+    dead_supervisor = [2**22 + 1, "1"]  # no such process
+    state = {"supervisor": dead_supervisor, "children": [[orphan.pid, _start_time(orphan.pid)]]}
+    state_file.write_text(json.dumps(state))
+
+    await asyncio.wait_for(claim_state_file(state_file), DEADLINE)
+    assert await asyncio.wait_for(orphan.wait(), DEADLINE) == -signal.SIGTERM
+    claimed = json.loads(state_file.read_text())
+    assert claimed == {"supervisor": [os.getpid(), _start_time(os.getpid())], "children": []}
 
 
-class _Notifications(asyncio.DatagramProtocol):
-    """The receiving end of the supervisor's sd_notify messages."""
-
-    def __init__(self) -> None:
-        self.ready: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def datagram_received(self, data: bytes, addr: object) -> None:
-        if b"READY=1" in data:
-            self.ready.put_nowait(data)
-
-
-async def _run_supervisor(
-    data: Path, log: Path, notifications: _Notifications, notify_socket: Path
-) -> asyncio.subprocess.Process:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "DATABASE_URL")}
-    env |= {
-        "O_DATA_DIR": str(data),
-        "O_SERVICES": "gateway",
-        "O_HTTP_PORT": "0",
-        "NOTIFY_SOCKET": str(notify_socket),
-    }
-    # Output goes to a file, not a pipe: children a killed supervisor leaves behind would keep
-    # a pipe open, and asyncio's wait() waits for its pipes to close.
-    with log.open("ab") as out:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "o_runtime.supervisor", env=env, stdout=out, stderr=out
-        )
-    waiting = asyncio.ensure_future(notifications.ready.get())
-    exited = asyncio.ensure_future(proc.wait())
-    await asyncio.wait([waiting, exited], timeout=DEADLINE, return_when=asyncio.FIRST_COMPLETED)
-    exited.cancel()
-    if not waiting.done():
-        waiting.cancel()
-        proc.kill()
-        await proc.wait()
-        pytest.fail(await asyncio.to_thread(log.read_text))
-    return proc
-
-
-async def test_make_run_stops_cleanly_on_ctrl_c_even_after_a_kill_9(tmp_path: Path) -> None:
-    data, log = tmp_path / "data", tmp_path / "supervisor.log"
-    notify_socket = tmp_path / "notify.sock"
-    transport, notifications = await asyncio.get_running_loop().create_datagram_endpoint(
-        _Notifications, local_addr=str(notify_socket), family=socket.AF_UNIX
-    )
+async def test_a_second_supervisor_on_the_same_data_is_refused(tmp_path: Path) -> None:
+    other = await asyncio.create_subprocess_exec(*SLEEPER)
     try:
-        await _kill_then_rerun(data, log, notifications, notify_socket)
+        state_file = tmp_path / "supervisor.json"
+        state = {"supervisor": [other.pid, _start_time(other.pid)], "children": []}
+        state_file.write_text(json.dumps(state))
+        with pytest.raises(DataDirInUse):
+            await claim_state_file(state_file)
     finally:
-        transport.close()
-        # Only does something when the test failed half-way.
-        for line in _processes_mentioning(str(data)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(line.split()[0]), signal.SIGKILL)
-
-
-async def _kill_then_rerun(
-    data: Path, log: Path, notifications: _Notifications, notify_socket: Path
-) -> None:
-    # kill -9 of the previous supervisor leaves its servers and services running behind it.
-    first = await _run_supervisor(data, log, notifications, notify_socket)
-    first.kill()
-    await first.wait()
-    assert _processes_mentioning(str(data))
-    orphans = json.loads((data / "supervisor.json").read_text())["children"]
-
-    second = await _run_supervisor(data, log, notifications, notify_socket)
-    second.send_signal(signal.SIGINT)
-    code = await asyncio.wait_for(second.wait(), DEADLINE)
-    assert code == 0, await asyncio.to_thread(log.read_text)
-    assert _processes_mentioning(str(data)) == []
-    assert not any(pid_alive(pid) and _start_time(pid) == start for pid, start in orphans)
+        other.kill()
+        await other.wait()
