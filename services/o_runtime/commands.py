@@ -121,11 +121,23 @@ class CommandConsumer:
             ),
         )
         self._handling: set[asyncio.Task[None]] = set()
+        # Handler slots outlive a pull loop restarted by _repull.
+        self._slots = asyncio.Semaphore(self.concurrency)
         self._pulling = asyncio.create_task(self._pull(self._sub), name=f"commands {self.name}")
+        self._repulling = asyncio.create_task(self._repull(), name=f"repull {self.name}")
+
+    async def _repull(self) -> None:
+        # The pull request waiting on a nats-server that died is gone with it: without a new
+        # one at once, this consumer would sit out its expiry (PULL_EXPIRES) after a restart.
+        while True:
+            await self.eventlog.until_reconnected()
+            self._pulling.cancel()
+            await asyncio.gather(self._pulling, return_exceptions=True)
+            self._pulling = asyncio.create_task(self._pull(self._sub), name=f"commands {self.name}")
 
     async def stop(self) -> None:
         """Stop taking commands; those in hand are dropped unacked (redelivered later)."""
-        tasks = [self._pulling, *self._handling]
+        tasks = [self._repulling, self._pulling, *self._handling]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -134,11 +146,14 @@ class CommandConsumer:
 
     async def _pull(self, sub: JetStreamContext.PullSubscription) -> None:
         # One pull request out at a time, and only while a handler slot is free.
-        slots = asyncio.Semaphore(self.concurrency)
+        slots = self._slots
         while True:
             await slots.acquire()
             try:
                 (msg,) = await sub.fetch(1, timeout=PULL_EXPIRES)
+            except asyncio.CancelledError:
+                slots.release()
+                raise
             except NatsTimeoutError:
                 slots.release()
                 continue

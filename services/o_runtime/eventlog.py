@@ -7,6 +7,7 @@ for optimistic concurrency, `Nats-Expected-Last-Subject-Sequence`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -138,6 +139,26 @@ class EventLog:
     def __init__(self, nc: NatsClient) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self._reconnect_waiters: set[asyncio.Future[None]] = set()
+
+    async def until_reconnected(self) -> None:
+        """Return at this connection's next reconnection to NATS.
+
+        What a client keeps only on the server (a pull request waiting there, an ordered
+        consumer) is gone when nats-server restarts; nats-py itself only notices at the
+        request's expiry or after missed heartbeats (10-20 s).
+        """
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._reconnect_waiters.add(waiter)
+        try:
+            await waiter
+        finally:
+            self._reconnect_waiters.discard(waiter)
+
+    def _reconnected(self) -> None:
+        for waiter in self._reconnect_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @classmethod
     async def connect(cls, url: str, name: str) -> EventLog:
@@ -145,6 +166,7 @@ class EventLog:
 
         # Set once connected (the callbacks below may run before).
         conn: list[NatsClient] = []
+        logs: list[EventLog] = []
         lost_at: list[float] = []
 
         async def on_error(exc: Exception) -> None:
@@ -165,6 +187,8 @@ class EventLog:
         async def on_reconnected() -> None:
             away = time.monotonic() - lost_at[0] if lost_at else 0.0
             log.warning("NATS connection of %s back after %.2fs", name, away)
+            for eventlog in logs:
+                eventlog._reconnected()
 
         nc = await nats.connect(
             url,
@@ -184,6 +208,7 @@ class EventLog:
         )
         conn.append(nc)
         self = cls(nc)
+        logs.append(self)
         await ensure_streams(self.js)
         return self
 

@@ -42,17 +42,22 @@ from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
+from o_runtime.outages import is_outage
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "o_projection"
+
+
 # An event whose handler fails for a passing reason (a deadlock, a lock or
 # statement timeout) is tried again this many times before it is dead-lettered.
-# Any other failure (a value Postgres cannot store, a bug in a handler) comes
-# back on every try: it is dead-lettered at once, so one poison event never
-# holds up the projection's other writes (it held them for ~15 s when every
-# failure was retried with backoff; issue 10).
+# A failure that is the event's own fault (a value Postgres cannot store, a bug
+# in a handler) comes back on every try: it is dead-lettered at once, so one
+# poison event never holds up the projection's other writes (it held them for
+# ~15 s when every failure was retried with backoff; issue 10). Postgres or the
+# connection in trouble is never an event's fault: the follower starts over
+# from its checkpoint (see its_fault).
 MAX_ATTEMPTS = 5
 # Events applied in one transaction at most (more wait for the next one).
 MAX_BATCH = 500
@@ -83,6 +88,40 @@ PASSING = (
     asyncpg.LockNotAvailableError,
     asyncpg.QueryCanceledError,  # statement or lock timeout
 )
+# What Postgres says when the event itself is the trouble, whatever its state:
+# a value it cannot store (class 22), a broken constraint (23), a statement the
+# handler got wrong (42), a row too large (54).
+EVENTS_FAULT = (
+    asyncpg.DataError,
+    asyncpg.IntegrityConstraintViolationError,
+    asyncpg.SyntaxOrAccessError,
+    asyncpg.ProgramLimitExceededError,
+)
+
+
+def its_fault(exc: BaseException) -> bool:
+    """Whether applying the event again could never help (then it is dead-lettered).
+
+    Postgres or the client in trouble (a crash and its aftermath: "another
+    operation is in progress", a shutdown, resources) is not: after Postgres
+    crashed, good events were dead-lettered for it, and the projection no
+    longer matched the log.
+    """
+    if isinstance(exc, EVENTS_FAULT):
+        return True
+    if isinstance(
+        exc, asyncpg.PostgresError | asyncpg.InterfaceError | asyncpg.InternalClientError
+    ):
+        return False
+    # A handler's own error (Python's): it would fail again.
+    return not is_outage(exc)
+
+
+class _Reconnected:
+    """Put in a follower's queue when its NATS connection came back."""
+
+
+_RECONNECTED = _Reconnected()
 
 # Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
 _LOCK_CHECKPOINT = (
@@ -222,10 +261,11 @@ class Projector:
         while True:
             try:
                 async with self._leadership() as lock_conn:
-                    await self._follow(lock_conn)
+                    while True:  # again after each reconnection to NATS
+                        await self._follow(lock_conn)
             except asyncio.CancelledError:
                 raise
-            except CONNECTION_LOST as exc:
+            except (*CONNECTION_LOST, asyncpg.InternalClientError) as exc:
                 log.warning(
                     "projection %s: Postgres unreachable (%r); starting over", self.name, exc
                 )
@@ -256,12 +296,18 @@ class Projector:
             await self.pool.release(conn)
 
     async def _follow(self, lock_conn: asyncpg.Connection) -> None:
+        """Apply events as they arrive; returns when NATS was reconnected.
+
+        An ordered consumer lives only on the server: a restarted nats-server has lost it, and
+        nats-py would notice only after two missed heartbeats (10-20 s). Following again from
+        the checkpoint costs a new consumer; what arrives twice is skipped by the checkpoint.
+        """
         start = await self.pool.fetchval(
             "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
         )
         self._at = start
         # Events as they arrive; None wakes the loop because someone waits.
-        arrived: asyncio.Queue[Msg | None] = asyncio.Queue()
+        arrived: asyncio.Queue[Msg | _Reconnected | None] = asyncio.Queue()
         # The highest sequence a waiter (any process) asked this projection for.
         wanted = 0
 
@@ -287,6 +333,8 @@ class Projector:
             subjects.projection_wanted_subject(self.name), cb=on_wanted
         )
         loop = asyncio.get_running_loop()
+        reconnected = asyncio.ensure_future(self.eventlog.until_reconnected())
+        reconnected.add_done_callback(lambda _: arrived.put_nowait(_RECONNECTED))
         # Events this projection does not handle only move its checkpoint. Most
         # events are some other projection's business, and every checkpoint
         # commit wakes every waiting process (NOTIFY), so that move is lazy: it
@@ -316,9 +364,15 @@ class Projector:
                     # Raises if our session (and with it the lock) is gone.
                     await lock_conn.fetchval("SELECT 1")
                     continue
+                if isinstance(first, _Reconnected):
+                    log.info("projection %s: NATS reconnected; following again", self.name)
+                    return
                 batch = [first] if first is not None else []
                 while len(batch) < MAX_BATCH and not arrived.empty():
                     item = arrived.get_nowait()
+                    if isinstance(item, _Reconnected):
+                        arrived.put_nowait(item)  # after this batch
+                        break
                     if item is not None:
                         batch.append(item)
                 if batch:
@@ -336,6 +390,7 @@ class Projector:
                     await self._advance(skipped)
                     committed, skipped = skipped, None
         finally:
+            reconnected.cancel()
             for subscription in (sub, asks):
                 with contextlib.suppress(Exception):
                     await subscription.unsubscribe()
@@ -353,9 +408,9 @@ class Projector:
             try:
                 await self._apply_once(events)
                 return
-            except CONNECTION_LOST:
-                raise
-            except Exception:
+            except Exception as exc:
+                if not its_fault(exc) and not isinstance(exc, PASSING):
+                    raise  # the follower starts over from its checkpoint
                 log.warning(
                     "projection %s: a batch failed; applying its events one by one",
                     self.name,
@@ -370,8 +425,6 @@ class Projector:
             try:
                 await self._apply_once([event])
                 return
-            except CONNECTION_LOST:
-                raise
             except PASSING as exc:
                 if attempt == MAX_ATTEMPTS:
                     log.exception("projection %s: seq %d failed for good", self.name, event.seq)
@@ -382,6 +435,8 @@ class Projector:
                 )
                 await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
             except Exception as exc:
+                if not its_fault(exc):
+                    raise  # the follower starts over from its checkpoint
                 log.exception("projection %s: seq %d cannot be applied", self.name, event.seq)
                 await self._give_up(event, f"handler failed: {exc!r}")
                 return

@@ -79,7 +79,13 @@ class Service:
             await self.watcher.start()
             self.reads = ProjectionReads(self.pool, self.watcher)
         # FastStream logs each message; its logger is quiet below WARNING (logging_setup).
-        self.broker = NatsBroker(self.settings.nats_url, logger=logging.getLogger("faststream.o"))
+        self.broker = NatsBroker(
+            self.settings.nats_url,
+            logger=logging.getLogger("faststream.o"),
+            # FastStream's default 2 s: see EventLog.connect.
+            reconnect_time_wait=0.1,  # type: ignore[arg-type]  # (a float: nats-py sleeps it)
+            max_reconnect_attempts=-1,
+        )
         await self.setup()
         for projector in self.projectors:
             projector.start()
