@@ -9,10 +9,13 @@ import time
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from o_contracts import limits
 from o_contracts.ids import InvalidId
+from o_gateway import openapi
+from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
 from o_gateway.render import VERSION
 from o_gateway.routes import (
     agent_tools,
@@ -31,7 +34,9 @@ from o_runtime.eventlog import AppendRejected
 from o_runtime.tracing import tracer
 from o_runtime.waiting import ProjectionLag
 
-OPEN_PATHS = ("/v1/health", "/docs", "/openapi.json")
+# Answered without the API key: health (probes), and with O_OPEN_DOCS=1 the docs.
+HEALTH_PATH = "/v1/health"
+DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 
 
 class Instrumented:
@@ -62,25 +67,55 @@ class Instrumented:
 
 
 class Authenticated:
-    """With an API key configured, every path but OPEN_PATHS needs `Bearer <key>`."""
+    """With an API key configured, every path but health needs `Authorization: Bearer <key>`
+    (the docs and the OpenAPI document too, unless `open_docs`). Anything else is a 401
+    with `WWW-Authenticate: Bearer`."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+    def __init__(self, app: ASGIApp, api_key: str | None, open_docs: bool = False) -> None:
         self.app = app
-        self.api_key = api_key.encode() if api_key else None
+        self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.open_docs = open_docs
+
+    def is_open(self, path: str) -> bool:
+        if path == HEALTH_PATH or path.startswith(HEALTH_PATH + "/"):
+            return True
+        return self.open_docs and path in DOC_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            self.api_key is not None
-            and scope["type"] == "http"
-            and not scope["path"].startswith(OPEN_PATHS)
+        if self.expected is None or scope["type"] != "http" or self.is_open(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        header = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                header = value
+                break
+        # The scheme is case-insensitive (RFC 9110); the key is compared in constant time.
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(
+            b"Bearer " + token, self.expected
         ):
-            header = Headers(scope=scope).get("authorization", "")
-            token = header.removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(token.encode(), self.api_key):
-                response = JSONResponse({"detail": "invalid or missing API key"}, status_code=401)
-                await response(scope, receive, send)
-                return
+            response = JSONResponse(
+                {"detail": "invalid or missing API key: send `Authorization: Bearer <key>`"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+
+def max_body_bytes() -> int:
+    raw = os.environ.get("O_MAX_BODY_BYTES")
+    if not raw:
+        return limits.DEFAULT_MAX_BODY_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"O_MAX_BODY_BYTES must be a number of bytes, not {raw!r}") from None
+    if value < 1024:
+        raise ValueError(f"O_MAX_BODY_BYTES must be at least 1024, not {value}")
+    return value
 
 
 def create_app(gateway: Gateway) -> FastAPI:
@@ -91,7 +126,8 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.exception_handler(AppendRejected)
     async def rejected(_: Request, exc: AppendRejected) -> JSONResponse:
-        return JSONResponse({"detail": exc.reason}, status_code=exc.status)
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
+        return JSONResponse({"detail": exc.reason}, status_code=exc.status, headers=retry)
 
     @app.exception_handler(InvalidId)
     async def invalid_id(_: Request, exc: InvalidId) -> JSONResponse:
@@ -100,15 +136,24 @@ def create_app(gateway: Gateway) -> FastAPI:
     @app.exception_handler(ProjectionLag)
     async def lagging(_: Request, exc: ProjectionLag) -> JSONResponse:
         return JSONResponse(
-            {"detail": f"the change was accepted but is not visible yet: {exc}"}, status_code=503
+            {"detail": f"the change was accepted but is not visible yet: {exc}"},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
     @app.exception_handler(CommandTimeout)
     async def timed_out(_: Request, exc: CommandTimeout) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=504)
 
+    install_error_handlers(app)
+    api_key = os.environ.get("O_API_KEY") or None
+    openapi.install(app, secured=api_key is not None)
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
-    app.add_middleware(Authenticated, api_key=os.environ.get("O_API_KEY"))
+    # The last added runs first: Instrumented, Authenticated, InputLimits.
+    app.add_middleware(InputLimits, max_body_bytes=max_body_bytes())
+    app.add_middleware(
+        Authenticated, api_key=api_key, open_docs=os.environ.get("O_OPEN_DOCS") == "1"
+    )
     app.add_middleware(Instrumented)
     return app

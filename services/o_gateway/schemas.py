@@ -1,34 +1,93 @@
-"""Request bodies of the Letta v1 API (unknown fields are ignored, as Letta does)."""
+"""Request bodies of the Letta v1 API (unknown fields are ignored, as Letta does).
+
+Every field is bounded (o_contracts.limits; the README's "Limits" section lists
+them): what a client sends must fit in the commands and events it becomes, under
+NATS' 1 MiB payload, and in the Postgres columns that hold it. Before these models
+run, the gateway has already checked the whole body for what cannot be stored at
+all (NUL, lone surrogates, integers beyond int64, nesting; o_gateway.guards).
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from o_contracts.limits import (
+    INT32_MAX,
+    MAX_CLIENT_TOOLS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_INPUT_TEXT_BYTES,
+    MAX_LABEL_CHARS,
+    MAX_LIST_ITEMS,
+    MAX_MEMORY_BLOCKS,
+    MAX_MESSAGES_PER_REQUEST,
+    MAX_NAME_CHARS,
+    MAX_OBJECT_BYTES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TEXT_BYTES,
+    check_storable,
+    utf8_len,
+)
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def _bounded_object(value: Any) -> Any:
+    check_storable(value, max_bytes=MAX_OBJECT_BYTES)
+    return value
+
+
+# A text: a message, a block value, a system prompt (at most 256 KiB as UTF-8; the
+# gateway counts bytes, the schema can only say characters).
+Text = Annotated[str, Field(max_length=MAX_TEXT_BYTES, description="At most 262144 bytes as UTF-8")]
+Name = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION_CHARS)]
+Tags = Annotated[
+    list[Annotated[str, StringConstraints(max_length=MAX_TAG_CHARS)]],
+    Field(max_length=MAX_TAGS),
+]
+Ids = Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)]
+# A structured value set by a client (metadata, llm_config, a JSON schema ...).
+Object = Annotated[
+    dict[str, Any],
+    AfterValidator(_bounded_object),
+    Field(description="At most 65536 bytes as JSON"),
+]
+
+
+# A block's `limit` is a Postgres `integer`.
+BlockLimit = Annotated[int, Field(ge=1, le=INT32_MAX)]
+
+
 class CreateBlockBody(Body):
-    label: str = Field(min_length=1, max_length=128)
-    value: str = ""
-    limit: int = Field(default=100000, ge=1)
-    description: str | None = None
+    label: str = Field(min_length=1, max_length=MAX_LABEL_CHARS)
+    value: Text = ""
+    limit: BlockLimit = 100000
+    description: Description | None = None
     read_only: bool = False
-    metadata: dict[str, Any] | None = None
-    tags: list[str] | None = None
+    metadata: Object | None = None
+    tags: Tags | None = None
 
 
 class UpdateBlockBody(Body):
-    label: str | None = Field(default=None, min_length=1, max_length=128)
-    value: str | None = None
-    limit: int | None = Field(default=None, ge=1)
-    description: str | None = None
+    label: str | None = Field(default=None, min_length=1, max_length=MAX_LABEL_CHARS)
+    value: Text | None = None
+    limit: BlockLimit | None = None
+    description: Description | None = None
     read_only: bool | None = None
-    metadata: dict[str, Any] | None = None
-    tags: list[str] | None = None
+    metadata: Object | None = None
+    tags: Tags | None = None
 
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent"]
@@ -36,96 +95,116 @@ AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent"]
 
 class ToolRuleBody(Body):
     model_config = ConfigDict(extra="allow")
-    type: str
-    tool_name: str
+    type: str = Field(max_length=64)
+    tool_name: Name
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ToolRuleBody:
+        # Its other fields are kept as given (extra="allow"): bound them together.
+        if self.model_extra:
+            check_storable(self.model_extra, max_bytes=MAX_OBJECT_BYTES)
+        return self
+
+
+PipRequirements = Annotated[list[Object], Field(max_length=MAX_LIST_ITEMS)]
 
 
 class CreateToolBody(Body):
     source_code: str = Field(min_length=1, max_length=200_000)
-    description: str | None = None
-    tags: list[str] | None = None
+    description: Description | None = None
+    tags: Tags | None = None
     source_type: Literal["python"] = "python"
-    json_schema: dict[str, Any] | None = None
-    args_json_schema: dict[str, Any] | None = None
+    json_schema: Object | None = None
+    args_json_schema: Object | None = None
     return_char_limit: int = Field(default=50000, ge=1, le=1_000_000)
-    pip_requirements: list[dict[str, Any]] | None = None
+    pip_requirements: PipRequirements | None = None
     default_requires_approval: bool | None = None
     # O's extension: safe to run twice, so a call interrupted by a dying sandbox is retried once.
     idempotent: bool = False
-    metadata_: dict[str, Any] | None = None
+    metadata_: Object | None = None
 
 
 class UpdateToolBody(Body):
     source_code: str | None = Field(default=None, min_length=1, max_length=200_000)
-    description: str | None = None
-    tags: list[str] | None = None
-    json_schema: dict[str, Any] | None = None
+    description: Description | None = None
+    tags: Tags | None = None
+    json_schema: Object | None = None
     return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
-    pip_requirements: list[dict[str, Any]] | None = None
+    pip_requirements: PipRequirements | None = None
     default_requires_approval: bool | None = None
     idempotent: bool | None = None
-    metadata_: dict[str, Any] | None = None
+    metadata_: Object | None = None
 
 
 # Environment variable names a tool may receive (POSIX-portable, not empty).
 SecretName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
-Secrets = dict[SecretName, Annotated[str, StringConstraints(max_length=65536)]]
+# All of an agent's secrets together are held to MAX_OBJECT_BYTES (they are encrypted
+# into the agent's events).
+Secrets = Annotated[
+    dict[SecretName, Annotated[str, StringConstraints(max_length=65536)]],
+    AfterValidator(_bounded_object),
+]
+
+
+AgentName = Annotated[str, Field(pattern=r"^[\w '\-]+$", max_length=MAX_NAME_CHARS)]
+ContextWindow = Annotated[int, Field(ge=1024, le=INT32_MAX)]
+Timezone = Annotated[str, StringConstraints(max_length=64)]
 
 
 class CreateAgentBody(Body):
-    name: str | None = Field(default=None, pattern=r"^[\w '\-]+$", max_length=256)
-    system: str | None = None
+    name: AgentName | None = None
+    system: Text | None = None
     agent_type: AgentType = "letta_v1_agent"
-    model: str | None = None
-    embedding: str | None = None
-    llm_config: dict[str, Any] | None = None
-    embedding_config: dict[str, Any] | None = None
-    context_window_limit: int | None = Field(default=None, ge=1024)
-    memory_blocks: list[CreateBlockBody] = Field(default_factory=list)
-    block_ids: list[str] = Field(default_factory=list)
-    tools: list[str] = Field(default_factory=list)
-    tool_ids: list[str] = Field(default_factory=list)
-    tool_rules: list[ToolRuleBody] = Field(default_factory=list)
+    model: Name | None = None
+    embedding: Name | None = None
+    llm_config: Object | None = None
+    embedding_config: Object | None = None
+    context_window_limit: ContextWindow | None = None
+    memory_blocks: list[CreateBlockBody] = Field(default_factory=list, max_length=MAX_MEMORY_BLOCKS)
+    block_ids: Ids = Field(default_factory=list)
+    tools: Ids = Field(default_factory=list)
+    tool_ids: Ids = Field(default_factory=list)
+    tool_rules: list[ToolRuleBody] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     include_base_tools: bool = True
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] | None = None
-    description: str | None = None
-    timezone: str | None = None
+    tags: Tags = Field(default_factory=list)
+    metadata: Object | None = None
+    description: Description | None = None
+    timezone: Timezone | None = None
     # Letta's two names for an agent's tool environment; both are accepted.
     tool_exec_environment_variables: Secrets | None = None
     secrets: Secrets | None = None
 
 
 class UpdateAgentBody(Body):
-    name: str | None = Field(default=None, pattern=r"^[\w '\-]+$", max_length=256)
-    system: str | None = None
-    model: str | None = None
-    embedding: str | None = None
-    llm_config: dict[str, Any] | None = None
-    embedding_config: dict[str, Any] | None = None
-    context_window_limit: int | None = Field(default=None, ge=1024)
-    block_ids: list[str] | None = None
-    tool_rules: list[ToolRuleBody] | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    description: str | None = None
-    timezone: str | None = None
-    tool_ids: list[str] | None = None
+    name: AgentName | None = None
+    system: Text | None = None
+    model: Name | None = None
+    embedding: Name | None = None
+    llm_config: Object | None = None
+    embedding_config: Object | None = None
+    context_window_limit: ContextWindow | None = None
+    block_ids: Ids | None = None
+    tool_rules: list[ToolRuleBody] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    tags: Tags | None = None
+    metadata: Object | None = None
+    description: Description | None = None
+    timezone: Timezone | None = None
+    tool_ids: Ids | None = None
     tool_exec_environment_variables: Secrets | None = None
     secrets: Secrets | None = None
 
 
 class TextPart(Body):
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
 class MessageCreateBody(Body):
     type: Literal["message"] | None = None
     role: Literal["user", "system", "assistant"] = "user"
-    content: str | list[TextPart]
-    name: str | None = None
-    otid: str | None = None
+    content: Text | Annotated[list[TextPart], Field(max_length=MAX_LIST_ITEMS)]
+    name: Name | None = None
+    otid: Name | None = None
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -137,42 +216,85 @@ class ApprovalItemBody(Body):
     """One answer: {"type": "approval", approve, reason} or a client's {"type": "tool", ...}."""
 
     type: Literal["approval", "tool"] = "approval"
-    tool_call_id: str
+    tool_call_id: Name
     approve: bool | None = None
-    reason: str | None = None
+    reason: Text | None = None
+    # A client tool's result: text, or JSON sent on as text.
     tool_return: Any = None
     status: Literal["success", "error"] = "success"
 
 
 class ApprovalCreateBody(Body):
     type: Literal["approval"]
-    approvals: list[ApprovalItemBody] | None = None
+    approvals: Annotated[list[ApprovalItemBody], Field(max_length=MAX_LIST_ITEMS)] | None = None
     # Deprecated single-answer form: applies to every call of that request.
     approve: bool | None = None
-    approval_request_id: str | None = None
-    reason: str | None = None
+    approval_request_id: Name | None = None
+    reason: Text | None = None
 
 
 class ClientToolBody(Body):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
+    description: Description | None = None
+    parameters: Object | None = None
+
+
+def _input_bytes(body: SendMessageBody) -> int:
+    """The text a request brings into a run (one StartRun command, one RunStarted event)."""
+    total = utf8_len(body.input) if body.input else 0
+    for m in body.messages or ():
+        if isinstance(m, MessageCreateBody):
+            if isinstance(m.content, str):
+                total += utf8_len(m.content)
+            else:
+                total += sum(utf8_len(p.text) for p in m.content)
+        else:
+            total += utf8_len(m.reason or "")
+            for a in m.approvals or ():
+                total += utf8_len(a.reason or "")
+                if a.tool_return is not None:
+                    total += check_storable(a.tool_return)
+    return total
 
 
 class SendMessageBody(Body):
-    messages: list[ApprovalCreateBody | MessageCreateBody] | None = None
-    client_tools: list[ClientToolBody] | None = None
-    input: str | None = None
+    messages: (
+        Annotated[
+            list[ApprovalCreateBody | MessageCreateBody],
+            Field(max_length=MAX_MESSAGES_PER_REQUEST),
+        ]
+        | None
+    ) = None
+    client_tools: Annotated[list[ClientToolBody], Field(max_length=MAX_CLIENT_TOOLS)] | None = None
+    input: Text | None = None
     max_steps: int = Field(default=50, ge=1, le=1000)
     streaming: bool = False
     stream_tokens: bool = False
     include_pings: bool = True
-    include_return_message_types: list[str] | None = None
+    include_return_message_types: Ids | None = None
     use_assistant_message: bool = True
-    assistant_message_tool_name: str = "send_message"
-    assistant_message_tool_kwarg: str = "message"
+    assistant_message_tool_name: Name = "send_message"
+    assistant_message_tool_kwarg: Name = "message"
     background: bool = False
+
+    @model_validator(mode="after")
+    def _bounded_input(self) -> SendMessageBody:
+        size = _input_bytes(self)
+        if size > MAX_INPUT_TEXT_BYTES:
+            raise ValueError(
+                f"the messages of one request carry {size} bytes of text (UTF-8), over the"
+                f" limit of {MAX_INPUT_TEXT_BYTES}"
+            )
+        if self.client_tools:
+            tools = [t.model_dump(exclude_none=True) for t in self.client_tools]
+            size = check_storable(tools)
+            if size > MAX_OBJECT_BYTES:
+                raise ValueError(
+                    f"client_tools are about {size} bytes as JSON, over the limit of"
+                    f" {MAX_OBJECT_BYTES}"
+                )
+        return self
 
 
 class CancelRunsBody(Body):
-    run_ids: list[str] | None = None
+    run_ids: Ids | None = None

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from o_gateway.app import create_app
+from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.projections import agents
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
@@ -42,6 +43,8 @@ class GatewayService(Service):
             port=int(os.environ.get("O_HTTP_PORT", "8283")),
             log_level="warning",
             lifespan="off",
+            # A request uvicorn cannot parse is a JSON 400 too.
+            http=JsonHttpToolsProtocol,
         )
         self.http = _Server(config)
         self.http_task = asyncio.create_task(self.http.serve())
