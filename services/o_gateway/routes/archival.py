@@ -20,7 +20,7 @@ from o_gateway.commands import memory_command
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.schemas import Body
+from o_gateway.schemas import Body, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
@@ -31,8 +31,8 @@ INSERT_TIMEOUT = 90.0
 
 
 class CreatePassageBody(Body):
-    text: str = Field(min_length=1)
-    tags: list[str] | None = None
+    text: Annotated[Text, Field(min_length=1)]
+    tags: Tags | None = None
     created_at: datetime | None = None
     # O extension: importance 1-10; without it the agent's LLM rates the memory.
     importance: int | None = Field(default=None, ge=1, le=10)
