@@ -66,6 +66,8 @@ class EventTooLarge(AppendRejected):
         )
 
 
+# How long closing waits for the connection to drain.
+CLOSE_TIMEOUT = 3.0
 # Room left for a message's headers (ids, trace context) within max_payload.
 HEADERS_ROOM = 4096
 
@@ -213,7 +215,13 @@ class EventLog:
         return self
 
     async def close(self) -> None:
-        await self.nc.drain()
+        # Draining waits for NATS to take what is buffered; with NATS down it
+        # would wait for ever, and a service asked to stop must stop.
+        try:
+            await asyncio.wait_for(self.nc.drain(), CLOSE_TIMEOUT)
+        except Exception as exc:
+            log.warning("NATS connection not drained (%r); closing it", exc)
+            await self.nc.close()
 
     def _fitting(self, subject: str, envelope: Envelope[Any]) -> bytes:
         """The envelope's bytes; EventTooLarge if NATS would refuse them (a clear error

@@ -24,6 +24,9 @@ from o_runtime.waiting import ProjectionWatcher
 
 log = logging.getLogger(__name__)
 
+# How long a service takes at most to stop once asked (the supervisor kills it after 10 s).
+STOP_TIMEOUT = 8.0
+
 
 class Service:
     """Subclasses register their projectors and consumers in `setup`."""
@@ -124,7 +127,12 @@ class Service:
         log.info("%s stopping", self.name)
         if health is not None:
             health.close()
-        await self.stop()
+        try:
+            # Stopping waits on NATS and Postgres (drains, pool close); with either
+            # down it could wait for ever. Whatever is unacked is redelivered.
+            await asyncio.wait_for(self.stop(), STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("%s did not stop cleanly within %.0fs; exiting", self.name, STOP_TIMEOUT)
 
 
 def main(service_cls: type[Service]) -> None:

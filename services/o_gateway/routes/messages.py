@@ -56,6 +56,8 @@ router = APIRouter()
 RUN_REPLY_TIMEOUT = 600.0
 # While nothing else is sent, a ping this often keeps proxies from closing the stream.
 PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
+# How often a retried request that follows a run looks at the log again.
+RUN_END_RECHECK = 2.0
 # The chunk types that carry an assistant message's text (what token deltas carry).
 TEXT_TYPES = ("assistant_message", "reasoning_message")
 
@@ -110,7 +112,9 @@ async def run_end(gw: Gateway, agent_id: str, run_id: str, timeout: float) -> in
             if getattr(decode(msg.data).data, "run_id", None) == run_id:
                 ended.set_result(0)
 
-    # Listen first, then look: an end between the two is not missed.
+    # Listen first, then look: an end between the two is not missed. (Core NATS
+    # may drop the notice across a reconnection: the log is looked at again
+    # every RECHECK seconds whatever comes.)
     sub = await gw.eventlog.nc.subscribe(subjects.agent_subject(agent_id), cb=on_event)
     try:
         async with asyncio.timeout(timeout):
@@ -119,8 +123,10 @@ async def run_end(gw: Gateway, agent_id: str, run_id: str, timeout: float) -> in
                 if run is not None and run["stop_reason"] is not None:
                     seq: int = run["last_seq"]
                     return seq
-                await ended
-                ended = asyncio.get_running_loop().create_future()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(ended), RUN_END_RECHECK)
+                if ended.done():
+                    ended = asyncio.get_running_loop().create_future()
     except TimeoutError as exc:
         raise HTTPException(504, f"run {run_id} is still going") from exc
     finally:
