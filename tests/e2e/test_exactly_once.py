@@ -324,8 +324,8 @@ async def test_block_deletes_and_restores_delivered_again_answer_as_the_first_ti
     assert after == before
 
 
-WEATHER = '''
-def get_weather(city: str) -> str:
+FORECAST = '''
+def forecast_once(city: str) -> str:
     """The weather in a city.
 
     Args:
@@ -338,15 +338,11 @@ def get_weather(city: str) -> str:
 async def test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome(
     system: System, llm: FakeOpenAI
 ) -> None:
-    tool = await system.http.post("/v1/tools/", json={"source_code": WEATHER})
-    if tool.status_code == 409:  # registered by an earlier test of this session
-        tool = await system.http.get("/v1/tools/", params={"name": "get_weather"})
-        tool_id = tool.json()[0]["id"]
-    else:
-        assert tool.status_code == 200, tool.text
-        tool_id = tool.json()["id"]
+    tool = await system.http.post("/v1/tools/", json={"source_code": FORECAST})
+    assert tool.status_code == 200, tool.text
+    tool_id = tool.json()["id"]
     agent = await new_agent(system, tool_ids=[tool_id])
-    llm.push(Reply(tool_calls=[("get_weather", {"city": "Oslo"})]), Reply(content="Sunny."))
+    llm.push(Reply(tool_calls=[("forecast_once", {"city": "Oslo"})]), Reply(content="Sunny."))
     result = await send(system, agent["id"], "weather?")
     assert result["messages"][1]["tool_return"].startswith("Sunny in Oslo")
     async with connected(system) as nc:
