@@ -65,6 +65,9 @@ MAX_BATCH = 500
 STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
 # First retry delay after a passing failure; doubles each attempt (at most 30 s).
 RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "0.05"))
+# How soon a follower tries again when Postgres was unreachable (a restarted
+# Postgres is back in ~0.1-0.3 s under make run's supervisor).
+RECONNECT_DELAY = 0.25
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
 # How long the checkpoint may lag behind events a projection does not handle
@@ -99,6 +102,18 @@ EVENTS_FAULT = (
 )
 
 
+class CheckpointRegressed(Exception):
+    """The checkpoint is behind where this follower left it: Postgres lost commits.
+
+    After a crash, Postgres keeps its asynchronous commits only up to the last
+    WAL flush: the projection's latest changes are gone, checkpoint included.
+    The events they applied must be applied again, so the follower starts over
+    from the checkpoint Postgres kept. Claiming or advancing past it instead
+    would skip those events for good (the projection would no longer match the
+    log; a rebuild after chaos differed).
+    """
+
+
 def its_fault(exc: BaseException) -> bool:
     """Whether applying the event again could never help (then it is dead-lettered).
 
@@ -107,6 +122,8 @@ def its_fault(exc: BaseException) -> bool:
     crashed, good events were dead-lettered for it, and the projection no
     longer matched the log.
     """
+    if isinstance(exc, CheckpointRegressed):
+        return False
     if isinstance(exc, EVENTS_FAULT):
         return True
     if isinstance(
@@ -122,6 +139,14 @@ class _Reconnected:
 
 
 _RECONNECTED = _Reconnected()
+
+
+class _LockLost:
+    """Put in a follower's queue when the connection holding its lock is gone."""
+
+
+_LOCK_LOST = _LockLost()
+
 
 # Lock the checkpoint row (creating it at 0) and read it, for a rebuild.
 _LOCK_CHECKPOINT = (
@@ -148,7 +173,7 @@ _ADVANCE = (
     "WITH advanced AS ("
     " INSERT INTO projection_checkpoints AS c (projection, last_seq) VALUES ($1, $2)"
     " ON CONFLICT (projection) DO UPDATE SET last_seq = EXCLUDED.last_seq, updated_at = now()"
-    " WHERE c.last_seq < EXCLUDED.last_seq RETURNING last_seq)"
+    " WHERE c.last_seq < EXCLUDED.last_seq AND c.last_seq >= $4 RETURNING last_seq)"
     " SELECT last_seq, pg_notify($3, $1::text || ':' || $2::bigint::text) FROM advanced"
 )
 
@@ -236,6 +261,9 @@ class Projector:
         self._task: asyncio.Task[None] | None = None
         # Where this projector last left the checkpoint (None: it does not know).
         self._at: int | None = None
+        # The highest checkpoint this follower has seen or committed: it never
+        # moves the checkpoint on from below it (CheckpointRegressed).
+        self._floor = 0
 
     @property
     def name(self) -> str:
@@ -261,15 +289,18 @@ class Projector:
         while True:
             try:
                 async with self._leadership() as lock_conn:
-                    while True:  # again after each reconnection to NATS
-                        await self._follow(lock_conn)
+                    # Again after each reconnection to NATS; a lost lock ends it.
+                    while await self._follow(lock_conn):
+                        pass
             except asyncio.CancelledError:
                 raise
+            except CheckpointRegressed as exc:
+                log.warning("projection %s: %s; following again from there", self.name, exc)
             except (*CONNECTION_LOST, asyncpg.InternalClientError) as exc:
                 log.warning(
                     "projection %s: Postgres unreachable (%r); starting over", self.name, exc
                 )
-                await asyncio.sleep(STANDBY_POLL)
+                await asyncio.sleep(RECONNECT_DELAY)
             except Exception:
                 log.exception("projection %s: following the log failed; starting over", self.name)
                 await asyncio.sleep(STANDBY_POLL)
@@ -295,19 +326,28 @@ class Projector:
                 await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self.lock_key)
             await self.pool.release(conn)
 
-    async def _follow(self, lock_conn: asyncpg.Connection) -> None:
-        """Apply events as they arrive; returns when NATS was reconnected.
+    async def _follow(self, lock_conn: asyncpg.Connection) -> bool:
+        """Apply events as they arrive; returns True when NATS was reconnected (follow again
+        while holding the lock), False when the lock's connection is gone.
 
         An ordered consumer lives only on the server: a restarted nats-server has lost it, and
         nats-py would notice only after two missed heartbeats (10-20 s). Following again from
         the checkpoint costs a new consumer; what arrives twice is skipped by the checkpoint.
+        The lock's connection ends when Postgres crashes or restarts: it is noticed at once
+        (the crash may have lost this projection's last commits: see CheckpointRegressed).
         """
         start = await self.pool.fetchval(
             "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
         )
         self._at = start
+        self._floor = start or 0
         # Events as they arrive; None wakes the loop because someone waits.
-        arrived: asyncio.Queue[Msg | _Reconnected | None] = asyncio.Queue()
+        arrived: asyncio.Queue[Msg | _Reconnected | _LockLost | None] = asyncio.Queue()
+
+        def on_lock_lost(_conn: object) -> None:
+            arrived.put_nowait(_LOCK_LOST)
+
+        lock_conn.add_termination_listener(on_lock_lost)
         # The highest sequence a waiter (any process) asked this projection for.
         wanted = 0
 
@@ -366,11 +406,16 @@ class Projector:
                     continue
                 if isinstance(first, _Reconnected):
                     log.info("projection %s: NATS reconnected; following again", self.name)
-                    return
+                    return True
+                if isinstance(first, _LockLost):
+                    log.warning(
+                        "projection %s: lost its Postgres session; starting over", self.name
+                    )
+                    return False
                 batch = [first] if first is not None else []
                 while len(batch) < MAX_BATCH and not arrived.empty():
                     item = arrived.get_nowait()
-                    if isinstance(item, _Reconnected):
+                    if isinstance(item, _Reconnected | _LockLost):
                         arrived.put_nowait(item)  # after this batch
                         break
                     if item is not None:
@@ -391,6 +436,8 @@ class Projector:
                     committed, skipped = skipped, None
         finally:
             reconnected.cancel()
+            with contextlib.suppress(Exception):
+                lock_conn.remove_termination_listener(on_lock_lost)
             for subscription in (sub, asks):
                 with contextlib.suppress(Exception):
                     await subscription.unsubscribe()
@@ -471,21 +518,37 @@ class Projector:
             async with conn.transaction():
                 await conn.execute(_ASYNC_COMMIT)
                 at = await conn.fetchval(_CLAIM, self.name, end, NOTIFY_CHANNEL)
+                if at < self._floor:
+                    raise CheckpointRegressed(
+                        f"the checkpoint is at {at}, behind {self._floor} where it was left"
+                    )
                 outcomes = await self._apply_after(conn, events, at, live=True)
             self._at = max(at, end)
             self._committed(self._at)
             return outcomes
 
     async def _advance(self, seq: int) -> bool:
-        """Move the checkpoint to `seq` (only forward); False if it was there already."""
+        """Move the checkpoint to `seq` (only forward); False if it was there already.
+
+        Never from below where this follower left it (CheckpointRegressed).
+        """
         async with self.pool.acquire() as conn:
-            advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL)
+            advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL, self._floor)
+            if advanced is None:
+                at = await conn.fetchval(
+                    "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
+                )
+                if at is not None and at < self._floor:
+                    raise CheckpointRegressed(
+                        f"the checkpoint is at {at}, behind {self._floor} where it was left"
+                    )
         self._at = seq if advanced is not None else None
         if advanced is not None:
             self._committed(seq)
         return advanced is not None
 
     def _committed(self, seq: int) -> None:
+        self._floor = max(self._floor, seq)
         if self.on_committed is not None:
             self.on_committed(self.name, seq)
 
@@ -558,7 +621,7 @@ class Projector:
             origin_seq=event.seq,
         )
         async with self.pool.acquire() as conn:
-            await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL)
+            await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL, 0)
         self._at = None
 
     async def rebuild(self) -> Rebuilt:

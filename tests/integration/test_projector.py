@@ -28,6 +28,7 @@ from o_runtime import projector as projector_module
 from o_runtime.db import migrate
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Outcome, Projection, Projector
+from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 
 
@@ -151,7 +152,9 @@ def follow(
     return run
 
 
-async def versions_of(pool: asyncpg.Pool, block_id: str) -> list[tuple[int, str]]:
+async def versions_of(
+    pool: asyncpg.Pool | asyncpg.Connection, block_id: str
+) -> list[tuple[int, str]]:
     rows = await pool.fetch(
         "SELECT version, value FROM block_versions WHERE block_id = $1 ORDER BY version",
         block_id,
@@ -548,3 +551,51 @@ async def test_migrations_run_once(database_url: str, pool: asyncpg.Pool) -> Non
     names = await pool.fetch("SELECT name FROM schema_migrations ORDER BY name")
     assert [r["name"] for r in names][:1] == ["0001_runtime.sql"]
     assert await pool.fetchval("SELECT extname FROM pg_extension WHERE extname = 'vector'")
+
+
+async def lose_last_commit(pool: asyncpg.Pool, projection: Projection, block_id: str) -> None:
+    """What a Postgres crash leaves when it loses the projection's last (v3) commit."""
+    async with pool.acquire() as conn, conn.transaction():
+        v3 = await conn.fetchval(
+            "SELECT seq FROM block_versions WHERE block_id = $1 AND version = 3", block_id
+        )
+        await conn.execute(
+            "DELETE FROM block_versions WHERE block_id = $1 AND version = 3", block_id
+        )
+        await conn.execute("UPDATE blocks SET value = 'v2', version = 2 WHERE id = $1", block_id)
+        await conn.execute(
+            "UPDATE projection_checkpoints SET last_seq = $2 WHERE projection = $1",
+            projection.name,
+            v3 - 1,
+        )
+
+
+async def test_events_whose_commits_postgres_lost_are_applied_again_not_skipped(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, follow: Follow
+) -> None:
+    projection = fresh_memory_projection()
+    block_id, _, v3 = await three_versions(eventlog, "v2")
+    await follow(projection, v3)
+    await lose_last_commit(pool, projection, block_id)
+    # The follower, which left the checkpoint at v3, meets the next event: it must
+    # not claim past the lost one, but follow again from where Postgres is.
+    v4 = await update_block(eventlog, block_id, 4, "v4")
+    await watcher.wait(v4, projection.name, timeout=30)
+    assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2"), (3, "v3"), (4, "v4")]
+
+
+async def test_a_follower_whose_session_ends_follows_again_at_once(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, follow: Follow
+) -> None:
+    projection = fresh_memory_projection()
+    block_id, _, v3 = await three_versions(eventlog, "v2")
+    await follow(projection, v3)
+    await lose_last_commit(pool, projection, block_id)
+    # As in a crash, every session ends (the watcher's too: it reads the checkpoint again).
+    await pool.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    # (the watcher may not have heard of the crash yet: a checked read)
+    async with ProjectionReads(pool, watcher).at(v3, projection.name, timeout=30) as conn:
+        assert await versions_of(conn, block_id) == [(1, "v1"), (2, "v2"), (3, "v3")]
