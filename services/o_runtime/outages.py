@@ -20,6 +20,9 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError,
     asyncpg.InterfaceError,
+    # "cannot switch to state N; another operation is in progress": a connection
+    # cut mid-statement when Postgres crashed (seen under make run's chaos).
+    asyncpg.InternalClientError,
     OSError,
     nats.errors.ConnectionClosedError,
     nats.errors.ConnectionDrainingError,
