@@ -7,7 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild bench deploy-check clean help
+.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
@@ -15,6 +15,7 @@ help:
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
 	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency"
+	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -34,9 +35,9 @@ test: lint
 	$(BIN)/python -m pytest tests -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check contracts services tests bench
-	$(BIN)/ruff format --check contracts services tests bench
-	$(BIN)/mypy contracts/o_contracts services
+	$(BIN)/ruff check contracts services tests bench chaos
+	$(BIN)/ruff format --check contracts services tests bench chaos
+	$(BIN)/mypy contracts/o_contracts services chaos
 	VENV=$(VENV) bash deploy/validate.sh
 
 unit: $(STAMP)
@@ -62,6 +63,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox_roundtrip.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
+
+# Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
+# or duplicated request, stuck run, block version problem or rebuild difference. A short form
+# runs in `make test` (tests/chaos). CHAOS_ARGS: `python -m chaos --help`.
+CHAOS_ARGS ?=
+chaos: $(STAMP)
+	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,497 @@
+"""After the load: wait until no run is active, read what the API shows, and judge every request.
+
+An acknowledged request must show up exactly once: its user message (by token) once in its
+agent's messages, its assistant reply (`ok <token>`) once, and for a memory request its token
+once in the agent's `human` block (and one `memory_insert` call). Anything missing is *lost*,
+anything more than once *duplicated*. An unacknowledged request may have happened at most once
+(more is duplicated); one that happened in part is reported as *partial*. No run may be left
+`created`/`running` (*stuck*). A block's versions must be 1..n without gap or repeat, end at the
+block's value, and since the load only ever appends, never drop a token an earlier version had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from chaos.api import get_json, paginate
+from chaos.blocklog import BlockEvent
+from chaos.llm import MEMORY_LABEL, MEMORY_TOOL, TOKEN
+from chaos.load import ACTIVE, Request
+
+# The human block's value at creation: an event's text that holds it holds the whole value.
+BLOCK_START = "chaos tokens:"
+
+
+async def wait_quiet(
+    http: httpx.AsyncClient, quiet_for: float = 3.0, timeout: float = 120.0
+) -> tuple[list[dict[str, Any]], float]:
+    """Wait until no run is created/running for `quiet_for` s (at most `timeout` s).
+
+    Returns the runs still active at the end (empty when quiet) and the seconds waited.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    quiet_since: float | None = None
+    active: list[dict[str, Any]] = []
+    while True:
+        try:
+            active = await get_json(http, "/v1/runs/", {"active": "true", "limit": 1000}, tries=3)
+        except Exception:  # still recovering: not quiet
+            quiet_since = None
+        else:
+            if active:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = loop.time()
+            elif loop.time() - quiet_since >= quiet_for:
+                return [], loop.time() - start
+        if loop.time() - start > timeout:
+            return active, loop.time() - start
+        await asyncio.sleep(0.5)
+
+
+@dataclass
+class AgentView:
+    agent_id: str
+    messages: list[dict[str, Any]]
+    block: dict[str, Any]
+    versions: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+
+
+async def read_agent(http: httpx.AsyncClient, agent_id: str) -> AgentView:
+    messages = await paginate(http, f"/v1/agents/{agent_id}/messages", until_empty=True)
+    block = await get_json(http, f"/v1/agents/{agent_id}/core-memory/blocks/{MEMORY_LABEL}")
+    versions = await get_json(http, f"/v1/blocks/{block['id']}/versions")
+    runs = await paginate(http, "/v1/runs/", {"agent_id": agent_id})
+    return AgentView(agent_id, messages, block, versions, runs)
+
+
+async def read_all(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, AgentView]:
+    limit = asyncio.Semaphore(4)
+
+    async def one(agent_id: str) -> AgentView:
+        async with limit:
+            return await read_agent(http, agent_id)
+
+    views = await asyncio.gather(*(one(a) for a in agent_ids))
+    return {v.agent_id: v for v in views}
+
+
+@dataclass
+class Finding:
+    category: str  # lost | duplicated | partial | stuck | versions
+    text: str  # one line: what is wrong
+    request: Request | None = None
+    window: tuple[float, float] | None = None  # on the load's clock, to match kills
+    details: list[str] = field(default_factory=list)  # the evidence, a line each
+    cause: str = ""  # the diagnosis, counted per category
+    run_id: str | None = None  # a stuck run's
+
+
+@dataclass
+class Verdicts:
+    lost: list[Finding] = field(default_factory=list)
+    duplicated: list[Finding] = field(default_factory=list)
+    partial: list[Finding] = field(default_factory=list)
+    stuck: list[Finding] = field(default_factory=list)
+    versions: list[Finding] = field(default_factory=list)
+    lost_by_what: Counter[str] = field(default_factory=Counter)
+    duplicated_by_what: Counter[str] = field(default_factory=Counter)
+    acked_error_stop: int = 0  # acknowledged, but the answer's stop reason was not end_turn
+
+    def causes(self, category: str) -> Counter[str]:
+        findings: list[Finding] = getattr(self, category)
+        return Counter(f.cause for f in findings if f.cause)
+
+
+@dataclass
+class _Seen:
+    """Where a token shows up in the API's view."""
+
+    user: list[tuple[str, str | None]] = field(default_factory=list)  # (message id, run id)
+    reply: list[str | None] = field(default_factory=list)  # run ids
+    calls: list[str | None] = field(default_factory=list)
+    returns: list[tuple[str, str]] = field(default_factory=list)  # (status, text)
+    agents: set[str] = field(default_factory=set)
+
+
+def _index(views: dict[str, AgentView]) -> tuple[dict[str, _Seen], Counter[str]]:
+    seen: dict[str, _Seen] = defaultdict(_Seen)
+    in_blocks: Counter[str] = Counter()
+    for view in views.values():
+        for m in view.messages:
+            kind = m.get("message_type")
+            if kind == "user_message":
+                for token in TOKEN.findall(str(m.get("content") or "")):
+                    seen[token].user.append((m["id"], m.get("run_id")))
+                    seen[token].agents.add(view.agent_id)
+            elif kind == "assistant_message":
+                content = str(m.get("content") or "")
+                if content.startswith("ok "):
+                    seen[content[3:].strip()].reply.append(m.get("run_id"))
+            elif kind == "tool_call_message":
+                for call in m.get("tool_calls") or [m.get("tool_call") or {}]:
+                    if call and call.get("name") == MEMORY_TOOL:
+                        for token in TOKEN.findall(str(call.get("arguments") or "")):
+                            seen[token].calls.append(m.get("run_id"))
+            elif kind == "tool_return_message":
+                cid = str(m.get("tool_call_id") or "")
+                if cid.startswith("call_"):
+                    text = str(m.get("tool_return") or "")[:120]
+                    seen[cid.removeprefix("call_")].returns.append((str(m.get("status")), text))
+        in_blocks.update(TOKEN.findall(str(view.block.get("value") or "")))
+    return seen, in_blocks
+
+
+def _token_in_log(log: list[BlockEvent], token: str) -> str:
+    having = [e for e in log if token in e.text]
+    if not having:
+        return "in no event of the block's log"
+    text = "in the log: " + ", ".join(e.describe() for e in having[:2])
+    if len(having) > 2:
+        text += f" (+{len(having) - 2} more)"
+    same = [e for e in log if e.version == having[0].version and e.seq != having[0].seq]
+    if same:
+        text += "; another event for the same version: " + ", ".join(e.describe() for e in same)
+    later = [
+        e for e in log if e.seq > having[0].seq and BLOCK_START in e.text and token not in e.text
+    ]
+    if later:
+        text += f"; a later whole value without it: {later[0].describe()}"
+    return text
+
+
+def _token_history(versions: list[dict[str, Any]], token: str) -> str:
+    """In which versions of the block a token was, for a lost or doubled memory edit."""
+    present = [v["version"] for v in versions if token in str(v.get("value") or "")]
+    if not present:
+        return "in no version of the block"
+    first, last = present[0], present[-1]
+    text = f"in block versions {first}..{last}" if first != last else f"in block version {first}"
+    later = [v for v in versions if v["version"] > last]
+    if later:
+        gone = later[0]
+        text += (
+            f", gone from version {gone['version']} on (written by"
+            f" {gone.get('actor') or '?'} {gone.get('tool_name') or ''}"
+            f" at {gone.get('created_at')})"
+        )
+    doubled = [v["version"] for v in versions if str(v.get("value") or "").count(token) > 1]
+    if doubled:
+        text += f"; twice from version {doubled[0]}"
+    return text
+
+
+def evaluate(
+    requests: list[Request],
+    views: dict[str, AgentView],
+    llm_stats: dict[str, int],
+    wall_t0: float,
+    logs: dict[str, list[BlockEvent]] | None = None,
+) -> Verdicts:
+    """`logs`: each block's events from the log (by block id), for diagnoses, if read."""
+    logs = logs or {}
+    seen, in_blocks = _index(views)
+    out = Verdicts()
+    for r in requests:
+        s = seen.get(r.token, _Seen())
+        u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
+        missing: list[str] = []
+        extra: list[str] = []
+        if u == 0:
+            missing.append("user message")
+        if a == 0:
+            missing.append("assistant reply")
+        if r.memory and b == 0:
+            missing.append("memory edit")
+        if u > 1:
+            extra.append(f"user message x{u}")
+        if a > 1:
+            extra.append(f"assistant reply x{a}")
+        if c > 1:
+            extra.append(f"{MEMORY_TOOL} call x{c}")
+        if b > 1:
+            extra.append(f"memory edit x{b} in the block")
+        if not r.memory and (b or c):
+            extra.append("a memory edit for a plain message")
+        if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
+            extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
+        if r.acked and r.mode == "sync" and r.stop_reason not in (None, "end_turn"):
+            out.acked_error_stop += 1
+        if not missing and not extra:
+            continue
+        view = views.get(r.agent_id)
+        log = logs.get(str(view.block.get("id"))) if view is not None else None
+        details = _evidence(r, s, u, a, c, b, llm_stats)
+        if r.memory and view is not None and (b != 1 or "memory edit" in missing):
+            details.append(f"block: token {_token_history(view.versions, r.token)}")
+            if log is not None:
+                details.append(f"log: {_token_in_log(log, r.token)}")
+        window = (r.first_at, r.last_at)
+        head = f"{r.kind} {r.token} to {r.agent_id}, " + (
+            f"acknowledged at t={r.acked_at:.2f}s"
+            if r.acked_at is not None
+            else "not acknowledged" + (f" (rejected {r.rejected})" if r.rejected else "")
+        )
+        if extra:
+            cause = _duplicate_cause(s, u, a, c, b)
+            out.duplicated.append(
+                Finding("duplicated", f"{head}: {', '.join(extra)}", r, window, details, cause)
+            )
+            for e in extra:
+                out.duplicated_by_what[e.split(" x")[0]] += 1
+        if missing:
+            cause = _loss_cause(r, missing, c, s, log)
+            if r.acked:
+                text = f"{head}: missing {', '.join(missing)}"
+                out.lost.append(Finding("lost", text, r, window, details, cause))
+                for m in missing:
+                    out.lost_by_what[m] += 1
+            elif u or a or b or c:
+                text = f"{head}: happened in part, missing {', '.join(missing)}"
+                out.partial.append(Finding("partial", text, r, window, details, cause))
+    by_run = {run_id: r for r in requests for run_id in r.run_ids}
+    for view in views.values():
+        for run in view.runs:
+            if run.get("status") in ACTIVE:
+                out.stuck.append(_stuck(run, by_run.get(run["id"]), requests, seen, wall_t0))
+        out.versions += check_versions(view, logs.get(str(view.block.get("id"))))
+    return out
+
+
+def _evidence(
+    r: Request, s: _Seen, u: int, a: int, c: int, b: int, llm_stats: dict[str, int]
+) -> list[str]:
+    runs = sorted({run for _, run in s.user if run} | {run for run in s.reply if run})
+    asked_tool = llm_stats.get(f"{r.token} tool_call", 0)
+    asked_text = llm_stats.get(f"{r.token} text", 0)
+    answer = f"answer named runs {r.run_ids or '-'}"
+    if r.stop_reason:
+        answer += f", stop_reason {r.stop_reason}"
+    if r.run_status:
+        answer += f", run status when last polled {r.run_status}"
+    lines = [
+        f"found: user message x{u}, reply x{a}, {MEMORY_TOOL} call x{c}, token in block x{b};"
+        f" runs in the history {runs or '-'}; {answer}",
+        f"LLM: asked for the tool call x{asked_tool}, for the text answer x{asked_text}"
+        + (
+            " (more often than recorded: a step was asked again)"
+            if 0 < c < asked_tool or 0 < a < asked_text
+            else ""
+        ),
+    ]
+    if s.returns:
+        returns = Counter(s.returns)
+        lines.append(
+            "tool returns: "
+            + ", ".join(f"{st} x{n} {t!r}" for (st, t), n in sorted(returns.items()))
+        )
+    lines.append("attempts: " + "; ".join(at.describe() for at in r.attempts))
+    return lines
+
+
+def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
+    runs = {run for _, run in s.user} | set(s.reply) | set(s.calls)
+    if len(runs - {None}) > 1:
+        return "a retry (same otid and Idempotency-Key) ran as a new run"
+    if a > 1 or c > 1:
+        return "one run's steps recorded again (its StartRun executed again)"
+    if b > 1:
+        return "one tool call, the memory edit applied more than once"
+    return "other"
+
+
+def _loss_cause(
+    r: Request, missing: list[str], calls: int, s: _Seen, log: list[BlockEvent] | None
+) -> str:
+    if "user message" in missing:
+        return "the message is not in the history"
+    if "memory edit" in missing:
+        if not calls:
+            return "the run never called the memory tool"
+        if log is not None:
+            having = [e for e in log if r.token in e.text]
+            if not having:
+                ok = any(status == "success" for status, _ in s.returns)
+                return (
+                    "the tool returned success, but no block event holds the edit"
+                    if ok
+                    else "the memory tool failed and nothing was recorded"
+                )
+            same = [e for e in log if e.version == having[0].version and e.seq != having[0].seq]
+            if same:
+                return (
+                    "two BlockUpdated events for one version: the later one, decided on a"
+                    " stale value, replaced the acknowledged edit"
+                )
+            later = [
+                e
+                for e in log
+                if e.seq > having[0].seq and BLOCK_START in e.text and r.token not in e.text
+            ]
+            if later:
+                return "a later version dropped it: an update decided on a stale value"
+            return "in the log, but not in the projection"
+        return "memory edit missing (the block's log was not read)"
+    return "the run did not end with a reply"
+
+
+def _stuck(
+    run: dict[str, Any],
+    request: Request | None,
+    requests: list[Request],
+    seen: dict[str, _Seen],
+    wall_t0: float,
+) -> Finding:
+    created = run.get("created_at")
+    at: float | None = None
+    if isinstance(created, str):
+        try:
+            at = datetime.fromisoformat(created).timestamp() - wall_t0
+        except ValueError:
+            at = None
+    when = f"created t={at:.2f}s" if at is not None else f"created {created}"
+    text = (
+        f"run {run['id']} of {run.get('agent_id')} left {run.get('status')}"
+        f" (background={run.get('background')}, {when})"
+    )
+    details: list[str] = []
+    if request is not None:
+        details.append(f"the run of {request.kind} {request.token}, acknowledged")
+        cause = "an acknowledged request's run never finished"
+    else:
+        tokens = [t for t, s in seen.items() if any(rid == run["id"] for _, rid in s.user)]
+        failed = [
+            (r, attempt)
+            for r in requests
+            if r.agent_id == run.get("agent_id") and r.mode == "async"
+            for attempt in r.attempts
+            if at is not None
+            and (attempt.status is None or attempt.status >= 300)
+            and attempt.start - 0.5 <= at <= attempt.end + 0.5
+        ]
+        if tokens:
+            details.append(f"its user message carries {tokens}")
+            cause = "a run with a message, never finished"
+        elif failed:
+            details += [
+                f"made by the failed attempt of {r.kind} {r.token}: {attempt.describe()}"
+                for r, attempt in failed[:3]
+            ]
+            cause = (
+                "an async POST answered with an error after recording RunQueued: the run was"
+                " never started (its StartRun was not sent or was lost) and no retry reuses it"
+            )
+        else:
+            cause = "no request's answer named it and no failed attempt matches"
+    window = (at, at) if at is not None else None
+    return Finding("stuck", text, request, window, details, cause, run_id=run["id"])
+
+
+def check_versions(view: AgentView, log: list[BlockEvent] | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    block = view.block
+    numbers = [int(v["version"]) for v in view.versions]
+    repeats = sorted(n for n, k in Counter(numbers).items() if k > 1)
+    gaps = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+    name = f"block {block.get('id')} ({MEMORY_LABEL} of {view.agent_id})"
+    if log is not None:
+        by_version: dict[int, list[BlockEvent]] = defaultdict(list)
+        for event in log:
+            if event.version is not None:
+                by_version[event.version].append(event)
+        for version, events in sorted(by_version.items()):
+            if len(events) > 1:
+                out.append(
+                    Finding(
+                        "versions",
+                        f"{name}: the log holds {len(events)} events for version {version}: "
+                        + "; ".join(e.describe() for e in events)
+                        + " (the API lists one; a rebuild may pick another)",
+                        cause="two events in the log for one version",
+                    )
+                )
+    if repeats or gaps or numbers != sorted(numbers) or (numbers and numbers[0] != 1):
+        out.append(
+            Finding(
+                "versions",
+                f"{name}: versions not 1..n: repeated {repeats or '-'}, missing {gaps or '-'}",
+                cause="versions listed are not 1..n",
+            )
+        )
+    if view.versions:
+        last = view.versions[-1]
+        if last.get("value") != block.get("value"):
+            out.append(
+                Finding(
+                    "versions",
+                    f"{name}: value differs from its last version {last['version']}",
+                    cause="the block's value is not its last version's",
+                )
+            )
+        if block.get("version") not in (None, last["version"]):
+            out.append(
+                Finding(
+                    "versions",
+                    f"{name}: block says version {block.get('version')},"
+                    f" its last listed version is {last['version']}",
+                    cause="the block's version is not its last listed one",
+                )
+            )
+    previous: Counter[str] = Counter()
+    previous_number: object = "-"
+    for v in view.versions:
+        tokens = Counter(TOKEN.findall(str(v.get("value") or "")))
+        dropped = sorted((previous - tokens).keys())
+        if dropped:
+            shown = ", ".join(dropped[:5]) + (f" (+{len(dropped) - 5})" if len(dropped) > 5 else "")
+            out.append(
+                Finding(
+                    "versions",
+                    f"{name}: version {v['version']} ({v.get('actor')} {v.get('tool_name') or ''},"
+                    f" {v.get('created_at')}) dropped {shown} that version {previous_number}"
+                    " had",
+                    cause="a version dropped tokens an earlier one had (decided on a stale value)",
+                )
+            )
+        previous, previous_number = tokens, v["version"]
+    return out
+
+
+def after_rebuild(verdicts: Verdicts, views: dict[str, AgentView]) -> None:
+    """What the API shows once every projection is rebuilt from the log, added to each finding:
+    a loss or a stuck run that the rebuild repairs is the live projection's, not the log's."""
+    seen, in_blocks = _index(views)
+    runs = {run["id"]: run for view in views.values() for run in view.runs}
+    for f in [*verdicts.lost, *verdicts.duplicated, *verdicts.partial]:
+        r = f.request
+        if r is None:
+            continue
+        s = seen.get(r.token, _Seen())
+        u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
+        f.details.append(
+            f"after the rebuild: user message x{u}, reply x{a}, {MEMORY_TOOL} call x{c},"
+            f" token in block x{b}"
+        )
+        whole = u == 1 and a == 1 and (b == 1 if r.memory else b == 0)
+        if f.category == "lost" and whole:
+            f.cause = (
+                "the live projection lost it (the log has it: a rebuild shows it exactly once)"
+                + (f"; {f.cause}" if f.cause.startswith("two BlockUpdated") else "")
+            )
+    for f in verdicts.stuck:
+        run = runs.get(f.run_id or "")
+        status = run.get("status") if run else "absent"
+        f.details.append(f"after the rebuild: {status}")
+        if status not in ACTIVE and run is not None:
+            f.cause = (
+                f"the live runs projection lost the run's end (the log has it: a rebuild shows"
+                f" it {status})"
+            )

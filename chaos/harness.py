@@ -1,0 +1,281 @@
+"""One chaos run: start the system, load it while killing its processes, check, rebuild, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from chaos.api import ReadFailed
+from chaos.blocklog import read_block_logs
+from chaos.checks import Verdicts, after_rebuild, evaluate, read_all, wait_quiet
+from chaos.killer import TARGETS, Kill, Killer, RestartMode
+from chaos.load import Clock, Load, LoadSettings, Request
+from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
+from chaos.system import ROOT, System, code_version, start_llm, stop_llm
+
+AGENT_TYPE = "letta_v1_agent"  # gets memory_insert; its text answer ends the turn
+MODEL = "openai/chaos-scripted"
+
+
+@dataclass
+class Params:
+    seed: int = 1
+    duration: float = 420.0
+    agents: int = 12
+    clients: int = 16
+    kill_interval: float = 10.0
+    targets: list[str] = field(default_factory=lambda: list(TARGETS))
+    memory_share: float = 0.5
+    async_share: float = 0.3
+    request_timeout: float = 60.0
+    retry_grace: float = 60.0
+    recovery_timeout: float = 90.0
+    server_grace: float = 10.0
+    restart: RestartMode = "auto"
+    quiet_timeout: float = 120.0
+    env: dict[str, str] = field(default_factory=dict)
+    base: Path | None = None
+    keep: bool = False
+    do_rebuild: bool = True
+    json_path: Path | None = None
+    code: Path = ROOT  # the checkout whose services run (another one: before/after a fix)
+
+
+@dataclass
+class Report:
+    params: Params
+    base: Path
+    startup_seconds: float = 0.0
+    code: str = ""  # which code ran (commit, uncommitted changes)
+    agent_ids: list[str] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)
+    successes: list[float] = field(default_factory=list)
+    load_ended_at: float = 0.0
+    wall_t0: float = 0.0  # the wall clock when the load's clock started
+    kills: list[Kill] = field(default_factory=list)
+    supervisor_restarts: dict[str, bool | None] = field(default_factory=dict)
+    quiet_seconds: float = 0.0
+    still_active: int = 0
+    verdicts: Verdicts | None = None
+    llm_stats: dict[str, int] = field(default_factory=dict)
+    rebuild: Rebuild | None = None
+    differences: list[Difference] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the harness could not do something
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a failure
+
+    @property
+    def acked(self) -> list[Request]:
+        return [r for r in self.requests if r.acked]
+
+    @property
+    def failures(self) -> dict[str, int]:
+        v = self.verdicts
+        rebuild_failed = self.rebuild is not None and self.rebuild.code != 0
+        return {
+            "lost": len(v.lost) if v else 0,
+            "duplicated": len(v.duplicated) if v else 0,
+            "stuck": len(v.stuck) if v else 0,
+            "block version problems": len(v.versions) if v else 0,
+            "rebuild differences": len(self.differences) + int(rebuild_failed),
+            "harness errors": len(self.errors),
+        }
+
+    @property
+    def ok(self) -> bool:
+        return self.verdicts is not None and not any(self.failures.values())
+
+
+async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
+    ids = []
+    for i in range(count):
+        body = {
+            "name": f"chaos-{i:02d}",
+            "agent_type": AGENT_TYPE,
+            "model": MODEL,
+            "memory_blocks": [
+                {"label": "human", "value": "chaos tokens:", "limit": 100000},
+                {"label": "persona", "value": "I answer briefly."},
+            ],
+        }
+        for attempt in range(10):
+            try:
+                response = await http.post("/v1/agents/", json=body, timeout=30)
+            except httpx.HTTPError:
+                response = None
+            if response is not None and response.status_code == 200:
+                ids.append(response.json()["id"])
+                break
+            if response is not None and response.status_code < 500:
+                raise RuntimeError(f"creating an agent: {response.status_code} {response.text}")
+            await asyncio.sleep(0.5 * (attempt + 1))
+        else:
+            raise RuntimeError("could not create the agents")
+    return ids
+
+
+async def _llm_stats(llm_url: str) -> dict[str, int]:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(llm_url.removesuffix("/v1") + "/stats", timeout=10)
+        stats: dict[str, int] = response.json()
+        return stats
+
+
+async def run(params: Params, progress: Any = None) -> Report:
+    """The whole run; `progress(text)` is told what happens (print, or a logger)."""
+
+    def say(text: str) -> None:
+        if progress is not None:
+            progress(text)
+
+    base = params.base or Path(tempfile.mkdtemp(prefix="o-chaos-"))
+    base.mkdir(parents=True, exist_ok=True)
+    report = Report(params, base, code=code_version(params.code))
+    llm_proc, llm_url = await start_llm(base)
+    system = System(base, llm_url, params.env, params.code)
+    try:
+        say(f"starting O in {base} (supervisor log: {system.log_path})")
+        started = time.monotonic()
+        await system.start()
+        report.startup_seconds = time.monotonic() - started
+        limits = httpx.Limits(max_connections=params.clients + 8, max_keepalive_connections=64)
+        async with httpx.AsyncClient(
+            base_url=system.base_url, headers=system.headers, limits=limits, timeout=60
+        ) as http:
+            report.agent_ids = await _create_agents(http, params.agents)
+            say(
+                f"O up in {report.startup_seconds:.1f}s at {system.base_url};"
+                f" {params.agents} agents; load for {params.duration:.0f}s"
+            )
+            await _load_and_kill(params, report, system, http)
+            say(f"load over: {len(report.requests)} requests; waiting for the runs to finish")
+            active, report.quiet_seconds = await wait_quiet(http, timeout=params.quiet_timeout)
+            report.still_active = len(active)
+            try:
+                report.llm_stats = await _llm_stats(llm_url)
+            except (httpx.HTTPError, ValueError) as exc:
+                report.errors.append(f"reading the LLM's statistics: {exc}")
+            say("checking every request")
+            try:
+                views = await read_all(http, report.agent_ids)
+                logs = None
+                try:
+                    block_ids = [str(v.block["id"]) for v in views.values()]
+                    logs = await read_block_logs(system.nats_url, block_ids)
+                except Exception as exc:  # a diagnosis only: the checks go on without it
+                    report.notes.append(f"could not read the blocks' log: {exc!r}")
+                report.verdicts = evaluate(
+                    report.requests, views, report.llm_stats, report.wall_t0, logs
+                )
+            except ReadFailed as exc:
+                report.errors.append(f"reading the API's view: {exc}")
+            if params.do_rebuild:
+                await _rebuild_and_compare(report, http, say)
+    finally:
+        say("stopping O")
+        await system.stop()
+        await stop_llm(llm_proc)
+    if params.json_path is not None:
+        write_json(report, params.json_path)
+    if report.ok and not params.keep and params.base is None:
+        shutil.rmtree(base, ignore_errors=True)
+    return report
+
+
+async def _load_and_kill(
+    params: Params, report: Report, system: System, http: httpx.AsyncClient
+) -> None:
+    clock = Clock()
+    report.wall_t0 = time.time()
+    settings = LoadSettings(
+        seed=params.seed,
+        duration=params.duration,
+        clients=params.clients,
+        memory_share=params.memory_share,
+        async_share=params.async_share,
+        request_timeout=params.request_timeout,
+        retry_grace=params.retry_grace,
+    )
+    load = Load(http, report.agent_ids, settings, clock)
+    killer = Killer(
+        system,
+        load,
+        http,
+        clock,
+        seed=params.seed,
+        targets=params.targets,
+        interval=params.kill_interval,
+        recovery_timeout=params.recovery_timeout,
+        server_grace=params.server_grace,
+        restart=params.restart,
+    )
+    try:
+        await asyncio.gather(load.run(), killer.run(until=params.duration))
+    finally:
+        report.requests = load.requests
+        report.statuses = load.statuses
+        report.successes = load.successes
+        report.load_ended_at = load.ended_at or clock()
+        report.kills = killer.kills
+        report.supervisor_restarts = dict(killer.supervisor_restarts)
+
+
+async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any) -> None:
+    try:
+        before = await snapshot(http, report.agent_ids)
+    except ReadFailed as exc:
+        report.errors.append(f"snapshot before the rebuild: {exc}")
+        return
+    say("rebuilding every projection from the log")
+    report.rebuild = await rebuild(report.base, report.params.code)
+    if report.rebuild.code != 0:
+        return
+    try:
+        after = await snapshot(http, report.agent_ids)
+    except ReadFailed as exc:
+        report.errors.append(f"snapshot after the rebuild: {exc}")
+        return
+    report.differences = diff(before, after)
+    if report.verdicts is not None:
+        try:
+            after_rebuild(report.verdicts, await read_all(http, report.agent_ids))
+        except ReadFailed as exc:
+            report.notes.append(f"could not read the API after the rebuild: {exc}")
+
+
+def write_json(report: Report, path: Path) -> None:
+    """Everything, for a closer look: every request with its attempts, every kill, findings."""
+    v = report.verdicts
+    data = {
+        "params": {k: str(val) for k, val in asdict(report.params).items()},
+        "base": str(report.base),
+        "agents": report.agent_ids,
+        "statuses": dict(report.statuses),
+        "requests": [asdict(r) for r in report.requests],
+        "kills": [asdict(k) for k in report.kills],
+        "findings": {
+            name: [
+                {"text": f.text, "cause": f.cause, "details": f.details, "window": f.window}
+                for f in getattr(v, name)
+            ]
+            for name in ("lost", "duplicated", "partial", "stuck", "versions")
+        }
+        if v
+        else {},
+        "rebuild": asdict(report.rebuild) if report.rebuild else None,
+        "differences": [d.describe(400) for d in report.differences],
+        "dropped_fields": DROPPED,
+        "errors": report.errors,
+        "notes": report.notes,
+        "failures": report.failures,
+    }
+    path.write_text(json.dumps(data, indent=1, default=str))

@@ -1,0 +1,226 @@
+"""Sustained load: concurrent clients sending messages with unique tokens, retrying as a careful
+client would, and a record of every request and every attempt.
+
+Each request is one user message, `say <token>` (plain) or `remember <token>` (the scripted LLM
+answers with a memory edit), sent to `POST /v1/agents/{id}/messages` or, for a share of them,
+`POST /v1/agents/{id}/messages/async` (then the run is polled until it ends). A failed attempt
+(connection error, timeout, 5xx, 409, 429) is retried with the same idempotency key: the
+message's `otid` and the `Idempotency-Key` header. A request is acknowledged when an attempt got
+a 2xx; one that got another 4xx is given up (rejected); retries stop `retry_grace` seconds after
+the load ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from chaos.llm import token_for
+
+RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+ACTIVE = ("created", "running")
+
+
+class Clock:
+    """Seconds since the load started (kills and attempts share it)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return time.monotonic() - self.t0
+
+
+@dataclass
+class Attempt:
+    start: float
+    end: float
+    status: int | None  # None: no HTTP answer
+    error: str | None = None  # transport error, or the start of a non-2xx body
+    plain_text: bool = False  # a 5xx whose body is not JSON
+
+    def describe(self) -> str:
+        what = str(self.status) if self.status is not None else (self.error or "?")
+        if self.status is not None and self.status >= 300 and self.error:
+            what += f" {self.error[:80]!r}"
+        return f"t={self.start:.2f}-{self.end:.2f}s {what}"
+
+
+@dataclass
+class Request:
+    token: str
+    agent_id: str
+    memory: bool
+    mode: Literal["sync", "async"]
+    client: int
+    otid: str
+    key: str
+    attempts: list[Attempt] = field(default_factory=list)
+    acked_at: float | None = None
+    rejected: int | None = None  # the 4xx that ended it
+    run_ids: list[str] = field(default_factory=list)  # from the acknowledging answer
+    stop_reason: str | None = None  # a sync answer's
+    run_status: str | None = None  # the async run's, as last polled
+
+    @property
+    def acked(self) -> bool:
+        return self.acked_at is not None
+
+    @property
+    def text(self) -> str:
+        return f"{'remember' if self.memory else 'say'} {self.token}"
+
+    @property
+    def kind(self) -> str:
+        return f"{self.mode} {'memory' if self.memory else 'plain'}"
+
+    @property
+    def first_at(self) -> float:
+        return self.attempts[0].start if self.attempts else 0.0
+
+    @property
+    def last_at(self) -> float:
+        return self.attempts[-1].end if self.attempts else 0.0
+
+
+@dataclass
+class LoadSettings:
+    seed: int
+    duration: float
+    clients: int
+    memory_share: float = 0.5
+    async_share: float = 0.3
+    request_timeout: float = 60.0
+    retry_grace: float = 60.0
+    poll_timeout: float = 60.0
+
+
+class Load:
+    def __init__(
+        self, http: httpx.AsyncClient, agent_ids: list[str], settings: LoadSettings, clock: Clock
+    ) -> None:
+        self.http = http
+        self.agent_ids = agent_ids
+        self.s = settings
+        self.clock = clock
+        self.requests: list[Request] = []
+        self.statuses: Counter[str] = Counter()  # every attempt's outcome
+        self.successes: list[float] = []  # when each acknowledging attempt ended
+        self.ack_starts: list[float] = []  # when each acknowledging attempt started
+        self.ended_at: float | None = None
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._client(i) for i in range(self.s.clients)))
+        self.ended_at = self.clock()
+
+    def acked_since(self, t: float) -> bool:
+        """Whether a request sent (its acknowledged attempt started) after `t` was acknowledged."""
+        return any(s > t for s in self.ack_starts[-64:])
+
+    async def _client(self, index: int) -> None:
+        rng = random.Random(f"chaos-load-{self.s.seed}-{index}")
+        number = 0
+        while self.clock() < self.s.duration:
+            number += 1
+            request = Request(
+                token=token_for(index, number),
+                agent_id=rng.choice(self.agent_ids),
+                memory=rng.random() < self.s.memory_share,
+                mode="async" if rng.random() < self.s.async_share else "sync",
+                client=index,
+                otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                key=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            )
+            self.requests.append(request)
+            await self._send(request, rng)
+            if request.acked and request.mode == "async" and request.run_ids:
+                await self._poll(request)
+
+    async def _send(self, request: Request, rng: random.Random) -> None:
+        path = f"/v1/agents/{request.agent_id}/messages"
+        if request.mode == "async":
+            path += "/async"
+        body = {"messages": [{"role": "user", "content": request.text, "otid": request.otid}]}
+        headers = {"Idempotency-Key": request.key}
+        give_up = self.s.duration + self.s.retry_grace
+        backoff = 0.2
+        while True:
+            start = self.clock()
+            try:
+                response = await self.http.post(
+                    path, json=body, headers=headers, timeout=self.s.request_timeout
+                )
+            except httpx.TimeoutException:
+                request.attempts.append(Attempt(start, self.clock(), None, "timeout"))
+                self.statuses["timeout"] += 1
+            except httpx.TransportError as exc:
+                request.attempts.append(Attempt(start, self.clock(), None, type(exc).__name__))
+                self.statuses[type(exc).__name__] += 1
+            else:
+                end = self.clock()
+                status = response.status_code
+                self.statuses[str(status)] += 1
+                if 200 <= status < 300:
+                    request.attempts.append(Attempt(start, end, status))
+                    request.acked_at = end
+                    self.successes.append(end)
+                    self.ack_starts.append(start)
+                    self._read_answer(request, response)
+                    return
+                plain = status >= 500 and not _is_json(response)
+                if plain:
+                    self.statuses[f"{status} plain-text"] += 1
+                request.attempts.append(Attempt(start, end, status, response.text[:200], plain))
+                if status < 500 and status not in RETRYABLE_4XX:
+                    request.rejected = status
+                    return
+            if self.clock() > give_up:
+                return
+            await asyncio.sleep(backoff * rng.uniform(0.5, 1.5))
+            backoff = min(backoff * 2, 2.0)
+
+    def _read_answer(self, request: Request, response: httpx.Response) -> None:
+        try:
+            data: Any = response.json()
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        if request.mode == "async":
+            if isinstance(data.get("id"), str):
+                request.run_ids = [data["id"]]
+            request.run_status = data.get("status")
+            return
+        runs = {m.get("run_id") for m in data.get("messages") or [] if isinstance(m, dict)}
+        request.run_ids = sorted(r for r in runs if isinstance(r, str))
+        reason = data.get("stop_reason")
+        if isinstance(reason, dict):
+            request.stop_reason = reason.get("stop_reason")
+
+    async def _poll(self, request: Request) -> None:
+        deadline = self.clock() + self.s.poll_timeout
+        while self.clock() < deadline:
+            await asyncio.sleep(0.5)
+            try:
+                response = await self.http.get(f"/v1/runs/{request.run_ids[0]}", timeout=10)
+            except httpx.HTTPError:
+                continue
+            if response.status_code == 200:
+                request.run_status = response.json().get("status")
+                if request.run_status not in ACTIVE:
+                    return
+
+
+def _is_json(response: httpx.Response) -> bool:
+    try:
+        response.json()
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,135 @@
+"""The chaos harness's own logic, without a system: the scripted LLM, the verdicts, the schedule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chaos.blocklog import BlockEvent
+from chaos.checks import AgentView, evaluate
+from chaos.killer import TARGETS, schedule
+from chaos.llm import answer, call_id, stream_chunks, token_for
+from chaos.load import Attempt, Request
+from chaos.report import longest_gap
+from chaos.snapshot import Difference, diff
+
+AGENT = "agent-00000000-0000-4000-8000-000000000001"
+BLOCK = "block-00000000-0000-4000-8000-000000000001"
+
+
+def test_the_llm_asks_for_the_edit_once_then_answers_text() -> None:
+    token = token_for(3, 12)
+    assert token == "T003n000012"
+    request = {"messages": [{"role": "system", "content": "..."}, user(f"remember {token}")]}
+    first = answer(request)
+    assert first == answer(json.loads(json.dumps(request)))  # a pure function
+    call = first["tool_calls"][0]
+    assert call["id"] == call_id(token)
+    assert json.loads(call["function"]["arguments"]) == {
+        "label": "human",
+        "new_string": token,
+        "insert_line": -1,
+    }
+    request["messages"] += [first, {"role": "tool", "tool_call_id": call_id(token), "content": ""}]
+    assert answer(request) == {"role": "assistant", "content": f"ok {token}"}
+    assert answer({"messages": [user(f"say {token}")]})["content"] == f"ok {token}"
+
+
+def test_the_streamed_answer_carries_the_same_call() -> None:
+    message = answer({"messages": [user(f"remember {token_for(1, 1)}")]})
+    arguments, name = "", ""
+    for line in stream_chunks(message, "m").decode().split("\n\n"):
+        if not line.startswith("data: {"):
+            continue
+        for choice in json.loads(line[6:])["choices"]:
+            for call in choice["delta"].get("tool_calls") or []:
+                name += call.get("function", {}).get("name") or ""
+                arguments += call.get("function", {}).get("arguments") or ""
+    assert name == "memory_insert"
+    assert arguments == message["tool_calls"][0]["function"]["arguments"]
+
+
+def test_the_verdicts_name_lost_duplicated_and_stuck() -> None:
+    fine, doubled, lost, unsent = (request(n, memory=True) for n in range(1, 5))
+    unsent.acked_at = None
+    messages = [
+        *history(fine, "run-1"),
+        *history(doubled, "run-2"),
+        *history(doubled, "run-3"),
+        *history(lost, "run-4"),
+    ]
+    value = f"chaos tokens:\n{fine.token}\n{doubled.token}\n{doubled.token}"
+    versions = [version(1, "chaos tokens:"), version(2, value), version(2, value)]
+    runs = [{"id": "run-5", "agent_id": AGENT, "status": "running", "created_at": None}]
+    view = AgentView(AGENT, messages, {"id": BLOCK, "value": value, "version": 2}, versions, runs)
+    log = [
+        BlockEvent(10, "BlockUpdated", 2, "t", "agent", AGENT, "memory_insert", lost.token),
+        BlockEvent(11, "BlockUpdated", 2, "t", "agent", AGENT, "memory_insert", value),
+    ]
+    verdicts = evaluate([fine, doubled, lost, unsent], {AGENT: view}, {}, 0.0, {BLOCK: log})
+    assert [f.request for f in verdicts.duplicated] == [doubled]
+    assert (
+        verdicts.duplicated[0].cause == "a retry (same otid and Idempotency-Key) ran as a new run"
+    )
+    assert [f.request for f in verdicts.lost] == [lost]
+    assert verdicts.lost[0].text.endswith("missing memory edit")
+    assert verdicts.lost[0].cause.startswith("two BlockUpdated events for one version")
+    assert any("seq 10 BlockUpdated v2" in line for line in verdicts.lost[0].details)
+    assert [f.text.split(" of ")[0] for f in verdicts.stuck] == ["run run-5"]
+    problems = " | ".join(f.text for f in verdicts.versions)
+    assert "repeated [2]" in problems
+    assert "the log holds 2 events for version 2" in problems
+
+
+def test_the_kill_schedule_depends_only_on_the_seed() -> None:
+    def first(seed: int) -> list[tuple[float, str, float]]:
+        plan = schedule(seed, list(TARGETS), 5.0)
+        return [next(plan) for _ in range(20)]
+
+    assert first(7) == first(7) != first(8)
+    assert {t for _, t, _ in first(7)[: len(TARGETS)]} == set(TARGETS)
+
+
+def test_the_longest_unavailability_counts_the_edges() -> None:
+    assert longest_gap([1.0, 2.0, 9.0], 10.0) == (7.0, 2.0, 9.0)
+    assert longest_gap([], 10.0) == (10.0, 0.0, 10.0)
+
+
+def test_a_rebuild_difference_names_the_tokens() -> None:
+    before = {"v": "chaos tokens:\n" + "\n".join(token_for(1, n) for n in range(40))}
+    after = {"v": before["v"].replace(token_for(1, 7), token_for(2, 7))}
+    (difference,) = diff(before, after)
+    assert isinstance(difference, Difference)
+    assert "tokens only before: ['T001n000007'], only after: ['T002n000007']" in (
+        difference.describe()
+    )
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def request(n: int, memory: bool) -> Request:
+    r = Request(token_for(0, n), AGENT, memory, "sync", 0, f"otid-{n}", f"key-{n}")
+    r.attempts = [Attempt(n, n + 0.1, 200)]
+    r.acked_at = n + 0.1
+    return r
+
+
+def history(r: Request, run_id: str) -> list[dict[str, Any]]:
+    base = {"run_id": run_id}
+    return [
+        {**base, "id": f"m-{run_id}-1", "message_type": "user_message", "content": r.text},
+        {
+            **base,
+            "id": f"m-{run_id}-2",
+            "message_type": "tool_call_message",
+            "tool_calls": [{"name": "memory_insert", "arguments": json.dumps({"x": r.token})}],
+        },
+        {**base, "id": f"m-{run_id}-3", "message_type": "assistant_message"}
+        | {"content": f"ok {r.token}"},
+    ]
+
+
+def version(n: int, value: str) -> dict[str, Any]:
+    return {"version": n, "value": value, "actor": "agent", "tool_name": "memory_insert"}
