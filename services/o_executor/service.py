@@ -38,8 +38,11 @@ class ExecutorService(Service):
                 {StartRun: self.start_run},
                 # A run can take minutes; the consumer heartbeats every ack_wait/3
                 # while it works. A killed executor's run goes to another replica (or
-                # its restart) after ack_wait.
-                ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "30")),
+                # its restart) after ack_wait, and the agent's later runs wait for it:
+                # 30 s stalled every agent with a run on a killed executor (chaos
+                # suite). A delivery to a live but frozen executor is safe: the two
+                # meet on the log (RunTakenOver), and only one records each step.
+                ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "5")),
                 concurrency=16,
             )
         )

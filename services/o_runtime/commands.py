@@ -91,7 +91,9 @@ class CommandConsumer:
         filter_subject: str,
         handlers: dict[type[Command], CommandHandler],
         *,
-        ack_wait: float = 60.0,
+        # Handlers heartbeat every ack_wait/3 while they work; a command held by
+        # a process that died is delivered again after ack_wait.
+        ack_wait: float = 10.0,
         concurrency: int = 16,
         max_deliver: int | None = None,
         max_ack_pending: int | None = None,
