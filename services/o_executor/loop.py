@@ -979,11 +979,13 @@ class AgentRun(ToolCalls):
 
     async def _state_at(self, seq: int) -> RunState:
         """The run's record and the agent's history, as of log position `seq` or later."""
-        async with self.s.reads.at(seq, "runs", timeout=PROJECTION_TIMEOUT) as conn:
-            # Cancelled while it waited for its turn (possibly while the previous
-            # run was still going)? Later cancellations show up as conflicts on
-            # our appends: see _read_news.
-            row = await conn.fetchrow(_RUN_RECORD, self.cmd.run_id)
+        # Cancelled while it waited for its turn (possibly while the previous
+        # run was still going)? Later cancellations show up as conflicts on our
+        # appends: see _read_news.
+        checked = self.s.reads.row_at(
+            seq, "runs", _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
+        )
+        async with checked as (conn, row):
             history = await self.s.load_history(
                 self.cmd.agent_id, exclude_run=self.cmd.run_id, conn=conn
             )

@@ -11,7 +11,8 @@ whoever waited reads its write.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ from o_contracts.events import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.blocks import ValueEdit
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec
-from o_memory.blocks import BLOCK_COLUMNS, agent_block_by_label
+from o_memory.blocks import BLOCK_COLUMNS
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
 from o_runtime.eventlog import AppendRejected, ConcurrencyConflict, Recorded
 from o_runtime.service import Service
@@ -47,6 +48,12 @@ EDITABLE_FIELDS = {"label", "value", "limit", "description", "read_only", "metad
 _BLOCK_AND_DONE = (
     "SELECT (SELECT seq FROM block_versions WHERE command_id = $2 LIMIT 1) AS done_seq, b.*"
     f" FROM (SELECT 1) one LEFT JOIN (SELECT {BLOCK_COLUMNS} FROM blocks) b ON b.id = $1"
+)
+
+# Which block an agent's label names (labels are unique per agent).
+_BLOCK_BY_LABEL = (
+    "SELECT b.id FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
+    " WHERE ab.agent_id = $1 AND b.label = $2 LIMIT 1"
 )
 
 # What a change to a block's fields is, given the block as it stands (read on `conn`).
@@ -68,15 +75,19 @@ class MemoryCommands:
     async def _applied(self, seq: int) -> None:
         await self.s.watcher.wait(seq, "memory")
 
+    @contextlib.asynccontextmanager
     async def _block_at(
-        self, conn: asyncpg.Connection, block_id: str, command_id: str
-    ) -> tuple[dict[str, Any] | None, int | None]:
-        """The block (None if it does not exist) and the version `command_id` made, if any."""
-        row = await conn.fetchrow(_BLOCK_AND_DONE, block_id, command_id)
-        assert row is not None
-        block = dict(row)
-        done_seq = block.pop("done_seq")
-        return (block if block["id"] is not None else None), done_seq
+        self, last: int, block_id: str, command_id: str
+    ) -> AsyncIterator[tuple[asyncpg.Connection, dict[str, Any] | None, int | None]]:
+        """As of log position `last`: a connection, the block (None if it does not
+        exist) and the sequence of the version `command_id` made, if it made one."""
+        async with self.s.reads.row_at(last, "memory", _BLOCK_AND_DONE, block_id, command_id) as (
+            conn,
+            row,
+        ):
+            block = dict(row) if row is not None else {"id": None, "done_seq": None}
+            done_seq = block.pop("done_seq")
+            yield conn, (block if block["id"] is not None else None), done_seq
 
     async def _recorded_on_subject(
         self, subject: str, command_id: str, first: bool
@@ -174,8 +185,8 @@ class MemoryCommands:
         decided = Decided()
 
         async def decide(last: int) -> Envelope[Any] | None:
-            async with self.s.reads.at(last, "memory") as conn:
-                block, decided.done_seq = await self._block_at(conn, block_id, env.id)
+            async with self._block_at(last, block_id, env.id) as (conn, block, done):
+                decided.done_seq = done
                 if decided.done_seq is not None:
                     return None
                 if block is None:
@@ -223,8 +234,8 @@ class MemoryCommands:
         decided = Decided()
 
         async def decide(last: int) -> Envelope[Any] | None:
-            async with self.s.reads.at(last, "memory") as conn:
-                block, _ = await self._block_at(conn, cmd.block_id, env.id)
+            async with self._block_at(last, cmd.block_id, env.id) as (_conn, block, _done):
+                pass
             if block is None:
                 mine = await self._recorded_on_subject(subject, env.id, first=False)
                 if mine is not None:  # deleted by this command, before its ack was lost
@@ -255,16 +266,18 @@ class MemoryCommands:
         # Which block the label names, as of the agent's last event (attachments
         # and detachments are events of the agent).
         agent_last = await self.s.eventlog.last_seq(subjects.agent_subject(cmd.agent_id))
-        async with self.s.reads.at(agent_last, "memory") as conn:
-            found = await agent_block_by_label(conn, cmd.agent_id, label)
+        async with self.s.reads.row_at(
+            agent_last, "memory", _BLOCK_BY_LABEL, cmd.agent_id, label
+        ) as (_conn, found):
+            pass
         if found is None:
             return Reply(ok=False, error=f"no memory block labelled '{label}' for this agent")
-        block_id = found["id"]
+        block_id: str = found["id"]
         decided = Decided()
 
         async def decide(last: int) -> Envelope[Any] | None:
-            async with self.s.reads.at(last, "memory") as conn:
-                block, decided.done_seq = await self._block_at(conn, block_id, env.id)
+            async with self._block_at(last, block_id, env.id) as (_conn, block, done):
+                decided.done_seq = done
             if decided.done_seq is not None:
                 return None
             if block is None:

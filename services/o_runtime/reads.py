@@ -33,6 +33,14 @@ _CHECKPOINTS = (
 )
 
 
+def _with_checkpoint(sql: str, placeholder: int) -> str:
+    """`sql`'s first row (or NULLs) beside the projection's checkpoint, in one statement."""
+    return (
+        f"SELECT (SELECT last_seq FROM projection_checkpoints WHERE projection = ${placeholder})"
+        f" AS o_checkpoint, q.* FROM (SELECT 1) AS o_one LEFT JOIN ({sql}) AS q ON true"
+    )
+
+
 class ProjectionReads:
     def __init__(self, pool: asyncpg.Pool, watcher: ProjectionWatcher) -> None:
         self.pool = pool
@@ -63,3 +71,28 @@ class ProjectionReads:
             # waits for the projection to apply those events again.
             for p in behind:
                 self.watcher.correct(p, reached.get(p, 0))
+
+    @contextlib.asynccontextmanager
+    async def row_at(
+        self, seq: int, projection: str, sql: str, *args: object, timeout: float = 10.0
+    ) -> AsyncIterator[tuple[asyncpg.Connection, asyncpg.Record | None]]:
+        """As `at`, with the first row of `sql` read in the same round trip as the check.
+
+        A decision usually starts with one row (the block, the run); its check of the
+        checkpoint rides along instead of costing a round trip of its own. The row is
+        None if `sql` found none; further reads go on the connection.
+        """
+        checked = _with_checkpoint(sql, len(args) + 1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            await self.watcher.wait(seq, projection, timeout=max(0.0, deadline - loop.time()))
+            async with self.pool.acquire() as conn:
+                found = await conn.fetchrow(checked, *args, projection)
+                assert found is not None  # (the LEFT JOIN always gives one row)
+                reached = found["o_checkpoint"] or 0
+                if reached >= seq:
+                    row = None if all(v is None for v in list(found.values())[1:]) else found
+                    yield conn, row
+                    return
+            self.watcher.correct(projection, reached)

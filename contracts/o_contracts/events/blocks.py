@@ -28,13 +28,25 @@ class ValueEdit(Value):
     @classmethod
     def between(cls, old: str, new: str) -> ValueEdit:
         """The smallest single span that turns `old` into `new` (common head and tail kept)."""
-        head = 0
         limit = min(len(old), len(new))
-        while head < limit and old[head] == new[head]:
-            head += 1
-        tail = 0
-        while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
-            tail += 1
+        # Binary searches over slice comparisons (C speed; a loop over
+        # characters took ~0.5 ms for a block of a few thousand).
+        low, high = 0, limit
+        while low < high:
+            mid = (low + high + 1) // 2
+            if old[:mid] == new[:mid]:
+                low = mid
+            else:
+                high = mid - 1
+        head = low
+        low, high = 0, limit - head
+        while low < high:
+            mid = (low + high + 1) // 2
+            if old[len(old) - mid :] == new[len(new) - mid :]:
+                low = mid
+            else:
+                high = mid - 1
+        tail = low
         return cls(at=head, delete=len(old) - head - tail, insert=new[head : len(new) - tail])
 
     def applied_to(self, value: str) -> str:
