@@ -101,3 +101,36 @@ async def test_a_command_over_nats_with_nul_is_refused_before_anything_is_record
     assert reply.error is not None and "NUL" in reply.error
     assert (await system.http.get(f"/v1/runs/{run_id}")).status_code == 404
     assert llm.requests == []
+
+
+async def test_bytes_that_are_not_messagepack_on_command_and_event_subjects(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.jetstream().publish(
+            subjects.executor_command_subject(agent["id"]),
+            b"\xc1 not messagepack",
+            stream=subjects.COMMANDS_STREAM,
+            headers={"Nats-Msg-Id": new_id("cmd"), REPLY_HEADER: inbox},
+        )
+        reply = decode_reply((await sub.next_msg(timeout=30)).data)
+        # On the agent's own event subject: every projection dead-letters it and goes on.
+        await nc.jetstream().publish(
+            subjects.agent_subject(agent["id"]), b"\xc1\xc1", stream=subjects.EVENTS_STREAM
+        )
+    finally:
+        await nc.close()
+    assert (reply.ok, reply.status) == (False, 400)
+    assert reply.error is not None and "not MessagePack" in reply.error
+    # The agent, its projections and the executor serve on.
+    llm.push(Reply(content="still fine"))
+    result = await send(system, agent["id"], "hello?")
+    assert result["messages"][0]["content"] == "still fine"
+    patched = await system.http.patch(
+        f"/v1/agents/{agent['id']}", json={"description": "after the garbage"}
+    )
+    assert patched.status_code == 200 and patched.json()["description"] == "after the garbage"
