@@ -133,6 +133,16 @@ async def run_tool_with_reply(
 
 
 async def execution_events(client: EventLog, command: Envelope[RunTool]) -> list[Recorded]:
+    """The execution's events once its outcome is stored.
+
+    run_tool returns when the outcome reaches a core NATS subscriber, which can
+    be a moment before the stream has stored it: read once the stream has it.
+    """
+    async with asyncio.timeout(10):
+        while True:
+            if await last_event_type(client, command) in ("ToolExecuted", "ToolExecutionFailed"):
+                break
+            await asyncio.sleep(0.01)
     return await client.read_subject(subjects.tool_execution_subject(command.id))
 
 
