@@ -8,7 +8,8 @@ and a per-agent cursor in NATS KV says "every StartRun of this agent up to
 stream sequence N is finished". A replica holding command S asks the stream
 for the agent's first command after the cursor (`next_by_subj`); only when
 that is S does it run. Finishing advances the cursor with compare-and-swap,
-which wakes the next command's holder (a KV watch), on whichever replica.
+which wakes the next command's holder (the KV put, heard on core NATS), on
+whichever replica.
 
 A partitioned consumer (max_ack_pending=1 per hash bucket) would also order
 runs, but it blocks unrelated agents that share a bucket behind a long run;
@@ -27,6 +28,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from nats.aio.msg import Msg
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.errors import NotFoundError as JsNotFoundError
@@ -62,9 +64,15 @@ class RunQueue:
     def __init__(self, eventlog: EventLog, kv: KeyValue) -> None:
         self.eventlog = eventlog
         self.kv = kv
-        # Local wake-ups: a run finishing in this process releases its
-        # successor here without a round trip through the KV watch.
-        self._finished = asyncio.Condition()
+        # Runs waiting for their agent's cursor to move, by agent. A cursor
+        # moved by this process wakes them directly; one moved by another
+        # replica is heard as the KV put on `$KV.<bucket>.<agent>` (core NATS:
+        # one subscription per process, no consumer on the server; a KV watch
+        # per waiting run left one consumer behind for 5 minutes each, and at
+        # the stream's limit of 1000 every run failed). A notice lost across a
+        # reconnection costs at most WAIT_IN_HANDLER: waiters read the cursor
+        # again then.
+        self._waiting: dict[str, set[asyncio.Event]] = {}
         # Cursors this process wrote last. Usually still current when the
         # agent's next run comes, so the next pending command can be looked up
         # alongside the cursor read instead of after it (checked, never trusted).
@@ -78,7 +86,16 @@ class RunQueue:
             kv = await eventlog.js.create_key_value(
                 KeyValueConfig(bucket=BUCKET, history=1, direct=True)
             )
-        return cls(eventlog, kv)
+        queue = cls(eventlog, kv)
+        await eventlog.nc.subscribe(f"$KV.{BUCKET}.>", cb=queue._on_put)
+        return queue
+
+    async def _on_put(self, msg: Msg) -> None:
+        self._wake(msg.subject.rsplit(".", 1)[-1])
+
+    def _wake(self, agent_id: str) -> None:
+        for event in self._waiting.get(agent_id, ()):
+            event.set()
 
     def written(self, agent_id: str) -> Cursor | None:
         """The agent's cursor as this process last wrote it (it may have moved since)."""
@@ -114,11 +131,16 @@ class RunQueue:
         """Return once every earlier run of the agent is finished (or raise Deferred)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WAIT_IN_HANDLER
-        watcher = None
+        waited = False
+        changed = asyncio.Event()
+        waiting = self._waiting.setdefault(agent_id, set())
+        # Listen first, then look: a change between the two sets the event.
+        waiting.add(changed)
         try:
             while True:
+                changed.clear()
                 cursor, pending = await self._cursor_and_next(agent_id)
-                if watcher is not None:
+                if waited:
                     cursor = dataclasses.replace(cursor, waited=True)
                 if cursor.command_seq >= command_seq:
                     return cursor  # already finished (a redelivery after the fact)
@@ -127,16 +149,13 @@ class RunQueue:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Deferred(REDELIVER_AFTER)
-                if watcher is None:
-                    # Watch from now on, then look again: a change between our read
-                    # and the watch start is caught by the re-read.
-                    watcher = await self.kv.watch(agent_id, include_history=False)
-                    continue
-                await self._wait_change(watcher, remaining)
+                waited = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), remaining)
         finally:
-            if watcher is not None:
-                with contextlib.suppress(Exception):
-                    await watcher.stop()  # type: ignore[no-untyped-call]
+            waiting.discard(changed)
+            if not waiting:
+                self._waiting.pop(agent_id, None)
 
     async def _cursor_and_next(self, agent_id: str) -> tuple[Cursor, int | None]:
         """The agent's cursor and its first pending command after it."""
@@ -150,22 +169,6 @@ class RunQueue:
         if cursor.command_seq != written.command_seq:  # another replica moved it since
             pending = await self._next_pending(agent_id, cursor.command_seq)
         return cursor, pending
-
-    async def _wait_change(self, watcher: KeyValue.KeyWatcher, timeout: float) -> None:
-        local = asyncio.create_task(self._local_finish())
-        remote = asyncio.create_task(watcher.updates(timeout=timeout))  # type: ignore[no-untyped-call]
-        _, pending = await asyncio.wait(
-            {local, remote}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-        for task in pending:
-            task.cancel()
-        for task in (local, remote):
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError, Exception):
-                await task
-
-    async def _local_finish(self) -> None:
-        async with self._finished:
-            await self._finished.wait()
 
     async def finish(
         self, agent_id: str, command_seq: int, event_seq: int, seen: Cursor | None = None
@@ -191,5 +194,4 @@ class RunQueue:
                 break
             except KeyWrongLastSequenceError:
                 log.debug("cursor of %s moved meanwhile; reading it again", agent_id)
-        async with self._finished:
-            self._finished.notify_all()
+        self._wake(agent_id)

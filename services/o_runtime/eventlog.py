@@ -66,6 +66,10 @@ class EventTooLarge(AppendRejected):
         )
 
 
+# A consumer made for one read (a replay, a streamed run) is removed by the
+# server this long after its subscriber is gone (its default is 5 s; nats-py's
+# KV watchers keep theirs 5 minutes). A stream holds at most 1000 consumers.
+SHORT_LIVED_CONSUMER = 2.0
 # How long closing waits for the connection to drain.
 CLOSE_TIMEOUT = 3.0
 # Room left for a message's headers (ids, trace context) within max_payload.
@@ -319,7 +323,9 @@ class EventLog:
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=start_seq,
+                inactive_threshold=SHORT_LIVED_CONSUMER,
             ),
         )
         try:

@@ -36,7 +36,14 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 
+# JetStream's "maximum consumers limit reached": a server's resource running
+# out, not a fault of the command that met it.
+_SERVER_LIMITS = frozenset({10026})
+
+
 def is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, nats.js.errors.APIError) and exc.err_code in _SERVER_LIMITS:
+        return True
     if isinstance(exc, asyncpg.InterfaceError):
         # "connection is closed", "pool is closing": an outage; "another operation is
         # in progress" and the like are bugs.

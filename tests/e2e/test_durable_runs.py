@@ -318,3 +318,37 @@ async def arrival_order(system: System, agent_id: str) -> list[str]:
             seq = int(msg.seq or 0) + 1
     finally:
         await nc.close()
+
+
+async def test_runs_waiting_their_turn_leave_no_consumers_behind(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # Each run that waited for its agent's turn used to watch the run queue's KV
+    # key with a consumer the server kept 5 minutes: at 1000 consumers on the
+    # bucket's stream every run failed (chaos suite, 7 minutes of load).
+    agent = await new_agent(system)
+    held = threading.Event()
+    llm.push(Reply(content="first", release=held))
+    url = f"/v1/agents/{agent['id']}/messages/async"
+    run_ids = []
+    try:
+        for i in range(8):
+            response = await system.http.post(
+                url, json={"messages": [{"role": "user", "content": f"m{i}"}]}
+            )
+            run_ids.append(response.json()["id"])
+        await until(llm, lambda reqs: len(reqs) == 1)  # the others wait their turn
+    finally:
+        held.set()
+    async with asyncio.timeout(DEADLINE):
+        while True:
+            runs = [(await system.http.get(f"/v1/runs/{r}")).json() for r in run_ids]
+            if all(r["status"] == "completed" for r in runs):
+                break
+            await asyncio.sleep(0.05)
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        info = await nc.jetstream().stream_info("KV_o_executor_runs")
+    finally:
+        await nc.close()
+    assert info.state.consumer_count == 0

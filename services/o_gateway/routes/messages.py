@@ -46,6 +46,7 @@ from o_gateway.schemas import (
     SendMessageBody,
 )
 from o_gateway.state import GW, Gateway, checked_id
+from o_runtime.eventlog import SHORT_LIVED_CONSUMER
 from o_runtime.waiting import ProjectionLag
 
 log = logging.getLogger(__name__)
@@ -413,6 +414,7 @@ async def stream_run(
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
+            inactive_threshold=SHORT_LIVED_CONSUMER,
             cb=on_event,
         )
     else:
@@ -421,7 +423,9 @@ async def stream_run(
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=start_seq,
+                inactive_threshold=SHORT_LIVED_CONSUMER,
             ),
             cb=on_event,
         )
