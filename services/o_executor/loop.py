@@ -850,10 +850,18 @@ class AgentRun(ToolCalls):
 
     def _apply_summary(self, messages: list[ChatMessage], event: ContextSummarized) -> None:
         """Replace the evicted messages by the summary (also when replaying a recorded one)."""
-        gone = set(event.evicted_message_ids)
-        kept = [m for m in messages if m.id not in gone]
+        if event.evicted_message_ids:  # (a version 1 event)
+            gone = set(event.evicted_message_ids)
+            kept = [m for m in messages if m.id not in gone]
+            evicted = len(messages) - len(kept)
+        else:
+            # Every message before the first kept one left.
+            evicted = next(
+                (i for i, m in enumerate(messages) if m.id == event.first_kept_message_id), 0
+            )
+            kept = messages[evicted:]
         messages[:] = [event.summary, *kept]
-        self.run_start = max(1, self.run_start - len(gone) + 1)
+        self.run_start = max(1, self.run_start - evicted + 1)
 
     async def _summarize(
         self,
@@ -911,7 +919,7 @@ class AgentRun(ToolCalls):
             agent_id=self.cmd.agent_id,
             step_number=step,
             summary=summary,
-            evicted_message_ids=[m.id for m in evicted],
+            evicted_count=len(evicted),
             first_kept_message_id=messages[cut].id,
             messages_before=len(messages),
             messages_after=len(messages) - cut + 1,

@@ -158,10 +158,20 @@ async def tool_returned(conn: asyncpg.Connection, e: ToolReturned, rec: Recorded
 
 @runs.on(ContextSummarized)
 async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec: Recorded) -> None:
-    await conn.execute(
-        "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
-    )
     kept = await conn.fetchval("SELECT seq FROM messages WHERE id = $1", e.first_kept_message_id)
+    if e.evicted_message_ids:  # (a version 1 event names them)
+        await conn.execute(
+            "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
+        )
+    elif kept is not None:
+        # Every message in context before the first kept one left (the run's own
+        # messages all come after it: a summary never cuts inside its run).
+        await conn.execute(
+            "UPDATE messages SET in_context = false"
+            " WHERE agent_id = $1 AND in_context AND seq < $2",
+            e.agent_id,
+            kept,
+        )
     # The summary sits right before the first message it did not replace.
     seq = (kept if kept is not None else rec.seq * 1000) - 1
     await conn.execute(

@@ -93,3 +93,52 @@ async def test_a_system_prompt_over_the_window_stops_the_run(
     result = await send(system, agent["id"], "hi")
     assert result["stop_reason"]["stop_reason"] == "context_window_overflow_in_system_prompt"
     assert not llm.requests
+
+
+async def test_a_summary_event_does_not_grow_with_what_it_evicts(
+    system: System, llm: FakeOpenAI
+) -> None:
+    import nats
+
+    from o_contracts import subjects
+    from o_contracts.envelope import decode
+
+    agent = await new_agent(system)
+    llm.default_reply = summarizer_or_echo
+    for i in range(60):
+        await send(system, agent["id"], f"m{i}")
+    response = await system.http.post(f"/v1/agents/{agent['id']}/summarize")
+    assert response.status_code == 200, response.text
+    assert response.json()["num_messages_before"] == 120
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        js = nc.jetstream()
+        found = []
+        seq = 1
+        while True:
+            try:
+                msg = await js.get_msg(
+                    subjects.EVENTS_STREAM,
+                    seq=seq,
+                    subject=subjects.agent_subject(agent["id"]),
+                    next=True,
+                )
+            except nats.js.errors.NotFoundError:
+                break
+            if decode(msg.data or b"").type == "ContextSummarized":
+                found.append(msg.data or b"")
+            seq = int(msg.seq or 0) + 1
+    finally:
+        await nc.close()
+    (raw,) = found
+    event = decode(raw).data
+    # 118 messages left (ids of ~45 bytes each in version 1); the event names one.
+    assert event.evicted_count == 118 and event.evicted_message_ids == []
+    assert len(raw) < 2000
+    await send(system, agent["id"], "after")
+    context = [m.get("content") for m in llm.requests[-1]["messages"][1:]]
+    assert context[0].startswith("Note: prior messages") and context[1:] == [
+        "m59",
+        "echo: m59",
+        "after",
+    ]

@@ -6,7 +6,7 @@ are recorded before they are acted on, so a resumed run never asks again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -81,18 +81,29 @@ class ContextSummarized(Event):
     """Older messages left the context window; a summary (written by the LLM) took their place.
 
     The evicted messages stay in the history (recall) and remain searchable.
+
+    Version 2: what left is every message in context before
+    `first_kept_message_id` (`evicted_count` of them), not a list of their ids:
+    the list grew with the context (a wide window of short messages made it
+    larger than a NATS message may be, and every later run of the agent
+    failed). `evicted_message_ids` is read from version 1 events only.
     """
+
+    schema_version: ClassVar[int] = 2
 
     run_id: str
     agent_id: str
     # The step before whose LLM call this happened (-1: a forced summarize).
     step_number: int
     summary: ChatMessage
-    evicted_message_ids: list[str]
-    # The summary is placed right before this message in the context.
+    # The summary is placed right before this message in the context; every
+    # message in context before it left.
     first_kept_message_id: str
     messages_before: int
     messages_after: int
+    evicted_count: int | None = None
+    # Version 1: the ids of the messages that left.
+    evicted_message_ids: list[str] = Field(default_factory=list)
 
 
 class RunCompleted(Event):
