@@ -435,3 +435,18 @@ async def test_creations_retried_with_an_idempotency_key_create_once(system: Sys
     ]
     assert passages[0][0]["id"] == passages[1][0]["id"]
     assert len((await system.http.get(url)).json()) == 1
+
+
+async def test_a_block_change_retried_with_an_idempotency_key_is_one_version(
+    system: System,
+) -> None:
+    block = (await system.http.post("/v1/blocks/", json={"label": "todo", "value": "a"})).json()
+    key = {"Idempotency-Key": f"patch-{uuid.uuid4()}"}
+    url = f"/v1/blocks/{block['id']}"
+    for _ in "ab":
+        patched = await system.http.patch(url, json={"value": "a b"}, headers=key)
+        assert patched.status_code == 200 and patched.json()["value"] == "a b"
+    other = await system.http.patch(url, json={"value": "a b"})  # no key: a change of its own
+    assert other.status_code == 200
+    versions = (await system.http.get(f"{url}/versions")).json()
+    assert [v["version"] for v in versions] == [1, 2, 3]

@@ -29,10 +29,20 @@ async def block_row(gw: Gateway, block_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-async def update(gw: Gateway, block_id: str, body: UpdateBlockBody) -> dict[str, Any]:
+async def update(
+    gw: Gateway, block_id: str, body: UpdateBlockBody, idempotency_key: str | None = None
+) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
+    key = checked_key(idempotency_key)
     if changes:
-        reply = await memory_command(gw, UpdateBlock(block_id=block_id, changes=changes), block_id)
+        # With a key, a retry is the same command: the memory service answers it
+        # from the version it made instead of making another.
+        reply = await memory_command(
+            gw,
+            UpdateBlock(block_id=block_id, changes=changes),
+            block_id,
+            command_id=resource_id("cmd", key, block_id, "update") if key else None,
+        )
         await gw.visible(reply.seq, "memory")
     return render.block(await block_row(gw, block_id))
 
@@ -75,8 +85,10 @@ async def get_block(block_id: str, gw: GW) -> dict[str, Any]:
 
 
 @route(router, "PATCH", "/v1/blocks/{block_id}")
-async def update_block(block_id: str, body: UpdateBlockBody, gw: GW) -> dict[str, Any]:
-    return await update(gw, checked_id(block_id, "block"), body)
+async def update_block(
+    block_id: str, body: UpdateBlockBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    return await update(gw, checked_id(block_id, "block"), body, idempotency_key)
 
 
 @route(router, "DELETE", "/v1/blocks/{block_id}")
@@ -110,10 +122,14 @@ async def get_agent_block(agent_id: str, label: str, gw: GW) -> dict[str, Any]:
 
 @route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/{label}")
 async def update_agent_block(
-    agent_id: str, label: str, body: UpdateBlockBody, gw: GW
+    agent_id: str,
+    label: str,
+    body: UpdateBlockBody,
+    gw: GW,
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     block = await agent_block(gw, agent_id, label)
-    return await update(gw, block["id"], body)
+    return await update(gw, block["id"], body, idempotency_key)
 
 
 @route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}")
