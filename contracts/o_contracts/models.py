@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,20 @@ class ToolCall(Value):
     # The model's raw argument string: kept verbatim, because it is what the
     # model said (and may be malformed JSON, which is the tool's error to report).
     arguments: str
+
+    def argument_object(self) -> dict[str, Any]:
+        """The arguments as a JSON object; ValueError (for the model to read) if they are not."""
+        parsed = json.loads(self.arguments or "{}")
+        if not isinstance(parsed, dict):
+            raise ValueError("arguments are not a JSON object")
+        return parsed
+
+    def wants_heartbeat(self) -> bool:
+        """Whether a memgpt agent asked for another step after this call."""
+        try:
+            return self.argument_object().get("request_heartbeat") is True
+        except ValueError:
+            return False
 
 
 class ChatMessage(Value):

@@ -17,6 +17,7 @@ from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.events import ToolExecuted, ToolExecutionFailed
 from o_contracts.ids import derived_id
+from o_executor.run.agent import AgentConfig, UserTool
 from o_runtime.eventlog import EventLog
 
 # Wall-clock limit per tool call; the sandbox may enforce a lower one.
@@ -35,8 +36,8 @@ async def run_user_tool(
     eventlog: EventLog,
     cause: Envelope[Any],
     *,
-    agent: dict[str, Any],
-    tool: dict[str, Any],
+    agent: AgentConfig,
+    tool: UserTool,
     run_id: str,
     tool_call_id: str,
     arguments: dict[str, Any],
@@ -46,21 +47,21 @@ async def run_user_tool(
     budget = wait_budget(TOOL_TIMEOUT)
     command = cause.caused(
         RunTool(
-            agent_id=agent["id"],
+            agent_id=agent.id,
             run_id=run_id,
             tool_call_id=tool_call_id,
-            tool_id=tool["id"],
-            tool_name=tool["name"],
-            source_code=tool["source_code"],
+            tool_id=tool.id,
+            tool_name=tool.name,
+            source_code=tool.source_code,
             arguments=arguments,
             # Ciphertext only: the executor holds no key and never sees a secret.
-            encrypted_secrets=dict(agent.get("encrypted_secrets") or {}),
+            encrypted_secrets=dict(agent.encrypted_secrets),
             timeout=TOOL_TIMEOUT,
-            return_char_limit=tool["return_char_limit"],
-            idempotent=tool["idempotent"],
+            return_char_limit=tool.return_char_limit,
+            idempotent=tool.idempotent,
             deadline=datetime.now(UTC) + timedelta(seconds=budget),
         ),
-        aggregate_id=agent["id"],
+        aggregate_id=agent.id,
         producer=producer,
         # One id per tool call: a resumed run re-sends the same command,
         # which the stream deduplicates and the sandbox answers from its record.

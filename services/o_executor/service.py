@@ -13,8 +13,9 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
 from o_executor.history import HistoryCache
-from o_executor.loop import AgentRun
+from o_executor.live.execution import LiveRun
 from o_executor.projections import runs
+from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
 from o_runtime.commands import CommandConsumer
 from o_runtime.service import Service
@@ -52,9 +53,9 @@ class ExecutorService(Service):
         # different agents proceed in parallel (run_queue.py explains how).
         # (It returns once the runs projection has applied the run: whoever
         # waited for the reply reads its write.)
-        return await AgentRun(self, envelope).execute()
+        return await LiveRun(self, envelope).execute()
 
-    async def load_agent(self, agent_id: str) -> dict[str, Any] | None:
+    async def load_agent(self, agent_id: str) -> AgentConfig | None:
         # The agent registry and the tools are the gateway's projections; the
         # executor only reads them. Users' tools come by name, with their
         # source: it travels to the sandbox in each RunTool command.
@@ -67,11 +68,7 @@ class ExecutorService(Service):
             " AS user_tools FROM agents a WHERE a.id = $1",
             agent_id,
         )
-        if row is None:
-            return None
-        agent = dict(row)
-        agent["user_tools"] = {t["name"]: t for t in agent["user_tools"]}
-        return agent
+        return AgentConfig.from_row(row) if row is not None else None
 
     async def load_history(
         self, agent_id: str, exclude_run: str, conn: asyncpg.Connection | None = None

@@ -1,44 +1,36 @@
-"""Carrying out the tool calls of one run: built-in, memory, archival and users' tools.
-
-The memory and archival tools are the memory service's (commands and requests
-over NATS), users' tools the sandbox's; `conversation_search` reads the
-executor's own messages projection. A memory edit that was requested before a
-crash but has no recorded result is looked up in the block log rather than
-run twice.
-"""
+"""Running a run's tool calls in the live system: memory and archival tools through the
+memory service, users' tools in the sandbox, `conversation_search` on the executor's own
+messages projection. A memory edit requested before a crash but with no recorded result is
+looked up in the block log rather than run twice."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from o_contracts import subjects
 from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS
 from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.ids import derived_id
-from o_contracts.limits import check_storable
 from o_contracts.models import ToolCall
 from o_executor import recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
+from o_executor.run.agent import AgentConfig
+from o_executor.run.deps import ToolOutcome
+from o_executor.run.policy import PURE_TOOLS
+from o_executor.run.tool_step import memory_command_id
 from o_executor.sandbox_calls import run_user_tool
 from o_runtime.commands import CommandTimeout, send_and_wait
-
-if TYPE_CHECKING:
-    from o_executor.service import ExecutorService
+from o_runtime.eventlog import EventLog
 
 PRODUCER = "executor"
-# Tools without effects outside the run: running one again after a crash is harmless.
-# Reads (a repeated archival search only refreshes access times): safe to run again.
-PURE_TOOLS = frozenset(
-    {"send_message", "conversation_search", "memory_finish_edits", "archival_memory_search"}
-)
 MEMORY_CONSUMER = "memory"
 IN_DOUBT_TIMEOUT = 30.0
 # A memory command unanswered this long is sent again (a replica that died
-# with it in hand would answer only after its consumer's ack_wait, 60 s): the
+# with it in hand would answer only after its consumer's ack_wait): the
 # memory service answers a repeat from its record. An archival insert may
 # wait for an embedding and an importance rating, so it is given longer.
 MEMORY_RESEND = 3.0
@@ -47,47 +39,31 @@ MEMORY_TIMEOUT = 60.0
 
 
 @dataclass
-class ToolOutcome:
-    ok: bool
-    text: str
-    ends_turn: bool = False
-    stdout: list[str] | None = None
-    stderr: list[str] | None = None
+class LiveTools:
+    eventlog: EventLog
+    pool: Any  # asyncpg.Pool
+    command: Envelope[StartRun]
+    agent: AgentConfig
+    # The highest log position of a memory edit this run made: the next prompt
+    # reads core memory as of there (o_executor/live/deps.py).
+    memory_seq: int = 0
+    _in_doubt_retry: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def cmd(self) -> StartRun:
+        return self.command.data
 
-class ToolCalls:
-    """Mixed into AgentRun: the state it uses is the run's."""
-
-    s: ExecutorService
-    command: Envelope[Any]
-    cmd: StartRun
-    memory_seq: int
-
-    async def _run_tool(self, agent: dict[str, Any], call: ToolCall) -> ToolOutcome:
-        user_tool = agent.get("user_tools", {}).get(call.name)
-        if call.name not in agent["tools"] and user_tool is None:
-            return ToolOutcome(False, f"tool '{call.name}' is not available to this agent")
-        try:
-            args = json.loads(call.arguments or "{}")
-            if not isinstance(args, dict):
-                raise ValueError("arguments are not a JSON object")
-            # (a NUL written as \u0000, an integer beyond 64 bits: never recorded)
-            check_storable(args, max_text_bytes=None)
-        except ValueError as exc:
-            return ToolOutcome(False, f"invalid arguments for {call.name}: {exc}")
-        # request_heartbeat is the loop's argument (memgpt agents), never the tool's.
-        args.pop("request_heartbeat", None)
-        if call.name == "send_message":
-            return ToolOutcome(True, "None", ends_turn=True)
+    async def run_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
         if call.name == "conversation_search":
             return await self._conversation_search(args)
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
+        user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None:
             result = await run_user_tool(
-                self.s.eventlog,
+                self.eventlog,
                 self.command,
-                agent=agent,
+                agent=self.agent,
                 tool=user_tool,
                 run_id=self.cmd.run_id,
                 tool_call_id=call.id,
@@ -104,9 +80,6 @@ class ToolCalls:
             return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
 
-    def _memory_command_id(self, call: ToolCall, attempt: str = "") -> str:
-        return derived_id("cmd", self.cmd.run_id, call.id, *([attempt] if attempt else []))
-
     def _memory_command(
         self, call: ToolCall, args: dict[str, Any], attempt: str = ""
     ) -> Envelope[RunMemoryTool]:
@@ -121,7 +94,7 @@ class ToolCalls:
             ),
             aggregate_id=self.cmd.agent_id,
             producer=PRODUCER,
-            id=self._memory_command_id(call, attempt),
+            id=memory_command_id(self.cmd.run_id, call.id, attempt),
         )
 
     async def _memory_tool(
@@ -130,7 +103,7 @@ class ToolCalls:
         command = self._memory_command(call, args, attempt)
         try:
             reply = await send_and_wait(
-                self.s.eventlog,
+                self.eventlog,
                 subjects.memory_command_subject(self.cmd.agent_id),
                 command,
                 timeout=MEMORY_TIMEOUT,
@@ -144,14 +117,15 @@ class ToolCalls:
             return ToolOutcome(False, reply.error or "memory edit failed")
         return ToolOutcome(True, str((reply.result or {}).get("message", "OK")))
 
-    async def _resolve_in_doubt(
-        self, agent: dict[str, Any], call: ToolCall, requested_seq: int
-    ) -> ToolOutcome:
-        """A tool call that was requested before a crash but has no recorded result."""
+    async def resolve_in_doubt(self, call: ToolCall, requested_seq: int) -> ToolOutcome | None:
+        """A tool call that was requested before a crash but has no recorded result.
+
+        None: it is safe to run it again (the loop does, as a first call).
+        """
         # Users' tools are safe to ask again: the sandbox command has the same id,
         # and the sandbox answers a repeat from its recorded outcome.
-        if call.name in PURE_TOOLS or call.name not in agent["tools"]:
-            return await self._run_tool(agent, call)
+        if call.name in PURE_TOOLS or call.name not in self.agent.tools:
+            return None
         if call.name not in MEMORY_TOOLS:
             # We cannot know whether it ran; running it again could do it twice.
             return ToolOutcome(
@@ -164,7 +138,7 @@ class ToolCalls:
             if not isinstance(args, dict):
                 raise ValueError("arguments are not a JSON object")
         except ValueError:
-            return await self._run_tool(agent, call)  # rejected before any effect
+            return None  # rejected before any effect
         done = ToolOutcome(
             True, f"The core memory block with label `{args.get('label')}` has been edited."
         )
@@ -175,7 +149,7 @@ class ToolCalls:
         # Not applied (yet). Send the same command again: if the stream still
         # holds the first one, this is deduplicated and we wait until the
         # memory service has handled it; if not, it was never sent.
-        appended = await self.s.eventlog.send_command(
+        appended = await self.eventlog.send_command(
             subjects.memory_command_subject(self.cmd.agent_id), command
         )
         await self._memory_handled(appended.seq)
@@ -186,7 +160,7 @@ class ToolCalls:
         return await self._memory_tool(call, args, attempt="in-doubt")
 
     async def _find_event(self, event_id: str, since: int) -> bool:
-        async for raw in self.s.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):
+        async for raw in self.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):
             try:
                 if decode(raw.data).id == event_id:
                     return True
@@ -200,7 +174,7 @@ class ToolCalls:
         deadline = loop.time() + IN_DOUBT_TIMEOUT
         delay = 0.01
         while True:
-            info = await self.s.eventlog.js.consumer_info(subjects.COMMANDS_STREAM, MEMORY_CONSUMER)
+            info = await self.eventlog.js.consumer_info(subjects.COMMANDS_STREAM, MEMORY_CONSUMER)
             floor = info.ack_floor.stream_seq if info.ack_floor else 0
             if (floor or 0) >= command_seq:
                 return
@@ -222,7 +196,7 @@ class ToolCalls:
                     id=derived_id("cmd", self.cmd.run_id, call.id),
                 )
                 reply = await send_and_wait(
-                    self.s.eventlog,
+                    self.eventlog,
                     subjects.memory_command_subject(self.cmd.agent_id),
                     command,
                     timeout=MEMORY_TIMEOUT,
@@ -231,7 +205,7 @@ class ToolCalls:
                 if not reply.ok:
                     return ToolOutcome(False, reply.error or "archival insert failed")
                 return ToolOutcome(True, "Memory inserted into archival memory.")
-            found = await search_passages(self.s.eventlog.nc, self.cmd.agent_id, args)
+            found = await search_passages(self.eventlog.nc, self.cmd.agent_id, args)
         except ArchivalCallError as exc:
             return ToolOutcome(False, str(exc))
         except CommandTimeout as exc:
@@ -240,7 +214,7 @@ class ToolCalls:
 
     async def _conversation_search(self, args: dict[str, Any]) -> ToolOutcome:
         try:
-            found = await recall.search(self.s.pool, self.cmd.agent_id, args)
+            found = await recall.search(self.pool, self.cmd.agent_id, args)
         except recall.RecallError as exc:
             return ToolOutcome(False, str(exc))
         return ToolOutcome(True, recall.render(found))

@@ -1,0 +1,269 @@
+"""One delivery of StartRun in the live system: wait for the agent's turn, read what the
+run needs (while waiting, where it can), run the loop, hand the agent's turn on.
+
+Whatever brought the command (a redelivery after a lost ack, a restart of
+NATS, someone publishing it again), the log decides: a finished run is
+answered from its record and never run again, and a started one goes on from
+its recorded facts (run_log.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.msg import Msg
+
+from o_contracts import subjects
+from o_contracts.base import Reply
+from o_contracts.commands import StartRun
+from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
+from o_contracts.events import RunCancellationRequested
+from o_contracts.models import ChatMessage
+from o_executor.live.deps import LiveDeps, read_core
+from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
+from o_executor.live.tools import LiveTools
+from o_executor.run import Completed, RunInputs, run_agent
+from o_executor.run.agent import AgentConfig
+from o_executor.run.context import Run
+from o_executor.run.loop import agent_gone
+from o_executor.run_log import RunLog
+from o_executor.run_queue import Cursor
+from o_runtime.commands import current_delivery
+from o_runtime.core_memory import CoreMemory
+from o_runtime.outages import is_outage
+
+if TYPE_CHECKING:
+    from o_executor.service import ExecutorService
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the log already holds of a run, as the runs projection shows it."""
+
+    status: str
+    stop_reason: str | None
+    # The run's last event (its RunCompleted once it has one) and its RunStarted.
+    last_seq: int
+    started_seq: int | None
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None
+
+
+@dataclass(frozen=True)
+class LogState:
+    """The run and its agent's history as of a log position (checked, o_runtime/reads.py)."""
+
+    cancelled: bool
+    history: list[ChatMessage]
+    record: RunRecord | None
+
+
+_RUN_RECORD = (
+    "SELECT status, stop_reason, last_seq, started_seq, cancel_requested FROM runs WHERE id = $1"
+)
+
+
+class LiveRun:
+    def __init__(self, service: ExecutorService, command: Envelope[StartRun]) -> None:
+        self.s = service
+        self.command = command
+        self.cmd: StartRun = command.data
+        self.subject = subjects.agent_subject(self.cmd.agent_id)
+        # The subject's last sequence as this run knows it (the recorder's, once it runs).
+        self.last = 0
+        self.recorder: Recorder | None = None
+        # Reads ahead: the agent's row, read while the run waited for its turn;
+        # the agent's state as of where this process saw its previous run end
+        # (that position, the task); core memory for the first prompt.
+        self._agent: asyncio.Task[AgentConfig | None] | None = None
+        self._ahead: tuple[int, asyncio.Task[tuple[int, LogState]]] | None = None
+        self._core: tuple[int, asyncio.Task[CoreMemory]] | None = None
+        # Set when a RunCancellationRequested for this run is published.
+        self._cancel_requested = asyncio.Event()
+
+    async def execute(self) -> Reply:
+        delivery = current_delivery.get(None)
+        if delivery is None:  # called outside a command consumer: no ordering to keep
+            reply = await self._execute(Cursor())
+            await self._projected(reply)
+            return reply
+        queue = self.s.run_queue
+        # Read the agent while we wait for our turn; if we had to wait (an
+        # earlier run was going), it is read again once our turn comes.
+        self._agent = asyncio.create_task(self.s.load_agent(self.cmd.agent_id))
+        # Likewise the history, if this process finished the agent's previous
+        # run: usually the cursor still says so once the turn is checked (and
+        # _run uses this only if it does).
+        written = queue.written(self.cmd.agent_id)
+        if written is not None and not delivery.redelivered:
+            self._ahead = (written.event_seq, asyncio.create_task(self._last_and_state(written)))
+        try:
+            cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+        except BaseException:
+            self._drop_reads_ahead()
+            raise
+        if cursor.waited:
+            self._drop_reads_ahead()
+        try:
+            reply = await self._execute(cursor)
+        except RunTakenOver:
+            return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
+        except Exception as exc:
+            if delivery.last_attempt and not is_outage(exc):
+                # It will be dead-lettered: the agent's next run must not wait for it.
+                # (An outage never dead-letters a run: it is tried again.)
+                await queue.finish(self.cmd.agent_id, delivery.stream_seq, self._last())
+            raise
+        # Hand the agent's turn on while the run's events are projected.
+        await asyncio.gather(
+            queue.finish(
+                self.cmd.agent_id, delivery.stream_seq, max(self._last(), reply.seq or 0), cursor
+            ),
+            self._projected(reply),
+        )
+        return reply
+
+    def _last(self) -> int:
+        return self.recorder.last if self.recorder is not None else self.last
+
+    async def _last_and_state(self, cursor: Cursor) -> tuple[int, LogState]:
+        last, state = await asyncio.gather(
+            self.s.eventlog.last_seq(self.subject), self._state_at(cursor.event_seq)
+        )
+        return last, state
+
+    def _drop_reads_ahead(self) -> None:
+        for task in (self._agent, self._ahead[1] if self._ahead else None):
+            if task is not None:
+                task.cancel()
+        self._agent = self._ahead = None
+        if self._core is not None:
+            self._core[1].cancel()
+            self._core = None
+
+    async def _projected(self, reply: Reply) -> None:
+        # Like every O service: whoever waited for the reply reads its write.
+        if reply.seq:
+            await self.s.watcher.wait(reply.seq, "runs", timeout=PROJECTION_TIMEOUT)
+
+    async def _execute(self, cursor: Cursor) -> Reply:
+        # Every event appended to the agent's subject is also published on it:
+        # a cancellation of this run interrupts an LLM call in flight (the log's
+        # record of it is still what decides; see Recorder._read_news).
+        watching = await self.s.eventlog.nc.subscribe(self.subject, cb=self._on_agent_event)
+        try:
+            return await self._run(cursor)
+        finally:
+            with contextlib.suppress(Exception):
+                await watching.unsubscribe()
+            self._drop_reads_ahead()
+            if self.recorder is not None:
+                await self.recorder.close()
+
+    async def _on_agent_event(self, msg: Msg) -> None:
+        if known_type(msg.data) != RunCancellationRequested.type_name():
+            return
+        try:
+            event = decode(msg.data).data
+        except MalformedMessage:
+            return
+        if getattr(event, "run_id", None) == self.cmd.run_id:
+            self._cancel_requested.set()
+
+    async def _run(self, cursor: Cursor) -> Reply:
+        # The first prompt's core memory, read while the run gets ready.
+        self._core = (0, asyncio.create_task(read_core(self.s, self.cmd.agent_id, 0)))
+        loading, self._agent = self._agent, None
+        # The history is what the log held before this run began. Usually the
+        # agent's subject is where its previous run left it (the run queue's
+        # cursor says where): read the history as of there while checking.
+        guess = cursor.event_seq
+        ahead, self._ahead = self._ahead, None
+        state: LogState | None
+        if ahead is not None and ahead[0] == guess:
+            agent, (self.last, state) = await asyncio.gather(
+                loading or self.s.load_agent(self.cmd.agent_id), ahead[1]
+            )
+        else:
+            if ahead is not None:
+                ahead[1].cancel()
+            (agent, self.last), state = await asyncio.gather(
+                asyncio.gather(
+                    loading or self.s.load_agent(self.cmd.agent_id),
+                    self.s.eventlog.last_seq(self.subject),
+                ),
+                self._state_at(guess) if guess else asyncio.sleep(0, None),
+            )
+        if state is None or self.last != guess:
+            state = await self._state_at(self.last)
+        record = state.record
+        if record is not None and record.finished:
+            self.last = max(self.last, record.last_seq)
+            return Reply(ok=True, seq=record.last_seq, result={"stop_reason": record.stop_reason})
+        self.recorder = Recorder(self.s, self.command, self.last)
+        if agent is None and await self.recorder.agent_exists():
+            agent = await self.s.load_agent(self.cmd.agent_id)  # (its projection was behind)
+        recorded = RunLog()
+        memory_seq = 0
+        if record is not None and record.status != "created":
+            # (runs started before started_seq was projected: from the cursor)
+            since = record.started_seq - 1 if record.started_seq else cursor.event_seq
+            recorded = await RunLog.read(self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, since)
+            # Memory edits made before the crash must show in the next prompt.
+            info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
+            memory_seq = info.state.last_seq
+        gone = agent is None
+        if agent is None:
+            agent = AgentConfig.deleted(self.cmd.agent_id)
+        tools = LiveTools(self.s.eventlog, self.s.pool, self.command, agent, memory_seq)
+        core, self._core = self._core, None
+        deps = LiveDeps(
+            self.s,
+            self.recorder,
+            tools,
+            cancelled=state.cancelled,
+            cancel_requested=self._cancel_requested,
+            core=core,
+        )
+        try:
+            inputs = RunInputs(
+                self.command, agent, state.history, recorded, known=record is not None
+            )
+            if gone:
+                outcome = await agent_gone(Run(inputs, deps), known=record is not None)
+            else:
+                outcome = await run_agent(inputs, deps)
+        finally:
+            deps.drop_reads_ahead()
+        if not isinstance(outcome, Completed):
+            return Reply(ok=False, status=outcome.status, error=outcome.error)
+        result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}
+        if outcome.summary is not None:
+            result |= {
+                "summary": outcome.summary.summary.content,
+                "num_messages_before": outcome.summary.messages_before,
+                "num_messages_after": outcome.summary.messages_after,
+            }
+        return Reply(ok=True, seq=outcome.seq, result=result)
+
+    async def _state_at(self, seq: int) -> LogState:
+        """The run's record and the agent's history, as of log position `seq` or later."""
+        # Cancelled while it waited for its turn (possibly while the previous run
+        # was still going)? Later cancellations show up as conflicts on our
+        # appends: see Recorder._read_news.
+        checked = self.s.reads.row_at(
+            seq, "runs", _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
+        )
+        async with checked as (conn, row):
+            history = await self.s.load_history(
+                self.cmd.agent_id, exclude_run=self.cmd.run_id, conn=conn
+            )
+        if row is None:
+            return LogState(False, history, None)
+        record = RunRecord(row["status"], row["stop_reason"], row["last_seq"], row["started_seq"])
+        return LogState(bool(row["cancel_requested"]), history, record)

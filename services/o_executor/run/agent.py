@@ -1,0 +1,101 @@
+"""The agent a run works for: its configuration as the run reads it, typed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from o_contracts.agent_types import uses_heartbeats
+from o_contracts.prompts import default_system
+
+DEFAULT_WINDOW = 128000
+
+
+@dataclass(frozen=True)
+class UserTool:
+    """A user's tool attached to the agent; it runs in the sandbox (its source travels along)."""
+
+    id: str
+    name: str
+    source_code: str
+    json_schema: dict[str, Any]
+    return_char_limit: int
+    idempotent: bool
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> UserTool:
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            source_code=row["source_code"],
+            json_schema=dict(row["json_schema"]),
+            return_char_limit=int(row["return_char_limit"]),
+            idempotent=bool(row["idempotent"]),
+        )
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    id: str
+    name: str
+    system: str | None
+    agent_type: str
+    llm_config: dict[str, Any]
+    # Built-in tools by name; users' tools by name.
+    tools: tuple[str, ...] = ()
+    tool_rules: tuple[dict[str, Any], ...] = ()
+    user_tools: dict[str, UserTool] = field(default_factory=dict)
+    # Fernet ciphertexts: the executor holds no key; the sandbox decrypts them.
+    encrypted_secrets: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AgentConfig:
+        users = row.get("user_tools") or {}
+        if isinstance(users, list):
+            users = {t["name"]: t for t in users}
+        return cls(
+            id=row["id"],
+            name=row.get("name") or "",
+            system=row.get("system"),
+            agent_type=row["agent_type"],
+            llm_config=dict(row.get("llm_config") or {}),
+            tools=tuple(row.get("tools") or ()),
+            tool_rules=tuple(dict(r) for r in row.get("tool_rules") or ()),
+            user_tools={name: UserTool.from_row(t) for name, t in users.items()},
+            encrypted_secrets=dict(row.get("encrypted_secrets") or {}),
+        )
+
+    @classmethod
+    def deleted(cls, agent_id: str) -> AgentConfig:
+        """An agent that no longer exists: only its id is known (its runs end cancelled)."""
+        return cls(id=agent_id, name="", system=None, agent_type="letta_v1_agent", llm_config={})
+
+    @property
+    def heartbeats(self) -> bool:
+        return uses_heartbeats(self.agent_type)
+
+    @property
+    def handle(self) -> str:
+        return str(self.llm_config.get("handle") or "")
+
+    @property
+    def window(self) -> int:
+        return int(self.llm_config.get("context_window") or DEFAULT_WINDOW)
+
+    @property
+    def max_tokens(self) -> int | None:
+        value = self.llm_config.get("max_tokens")
+        return int(value) if value is not None else None
+
+    @property
+    def system_prompt(self) -> str:
+        return self.system or default_system(self.agent_type)
+
+    @property
+    def available(self) -> set[str]:
+        """Every tool the agent has: tool rules apply to built-in and users' tools alike."""
+        return set(self.tools) | set(self.user_tools)
+
+    def has_tool(self, name: str) -> bool:
+        return name in self.tools or name in self.user_tools

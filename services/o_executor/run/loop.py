@@ -1,0 +1,134 @@
+"""A run from start to completion: its start recorded, its steps (or a forced summary), its
+completion recorded. What a delivery of StartRun does once its inputs are read (live:
+o_executor/live/execution.py; shadow: o_executor/shadow/runner.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from o_contracts.events import ContextSummarized, RunCompleted, RunStarted
+from o_contracts.models import ChatMessage
+from o_executor import llm
+from o_executor.providers import Handle, UnknownProvider
+from o_executor.run.context import Run
+from o_executor.run.deps import AgentGone, RunDeps
+from o_executor.run.state import RunInputs
+from o_executor.run.steps import run_steps
+from o_executor.run.stop import Stopped, StopReason
+from o_executor.run.summarize import summarize
+from o_runtime.eventlog import EventTooLarge
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The run ended; its RunCompleted is at `seq`."""
+
+    stop_reason: StopReason
+    seq: int
+    # A forced summary's outcome (POST .../summarize answers with it).
+    summary: ContextSummarized | None = None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Nothing of the run could be recorded (or the agent never existed): the caller is told."""
+
+    status: int
+    error: str
+
+
+async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
+    run = Run(inputs, deps)
+    cmd = run.cmd
+    try:
+        if inputs.recorded.started is None:
+            # Recorded while the first LLM call runs (every later record waits for
+            # it): a crash before it lands leaves nothing, so the run starts afresh.
+            deps.start(
+                RunStarted(
+                    run_id=cmd.run_id,
+                    agent_id=cmd.agent_id,
+                    messages=cmd.messages,
+                    max_steps=cmd.max_steps,
+                    approvals=cmd.approvals,
+                    background=cmd.background,
+                    request_config=cmd.request_config,
+                )
+            )
+        messages = inputs.history + list(cmd.messages)
+        run.state.run_start = len(inputs.history)
+        try:
+            if cmd.summarize:
+                stopped = await forced_summary(run, messages)
+            else:
+                stopped = await run_steps(run, messages)
+            await deps.started()
+        except EventTooLarge as exc:
+            # A fact too large for the log (an input sent over NATS, a model's
+            # answer) ends the run with the reason; if not even its start could
+            # be recorded, nothing was, and the caller is told.
+            if not (inputs.known or inputs.recorded.started or await _start_recorded(deps)):
+                return Refused(exc.status, exc.reason)
+            stopped = Stopped(StopReason.ERROR, exc.reason)
+        seq = await deps.record(
+            RunCompleted(
+                run_id=cmd.run_id,
+                agent_id=cmd.agent_id,
+                stop_reason=stopped.reason.value,
+                usage=run.state.usage,
+                step_count=run.state.steps,
+                error=stopped.error,
+            ),
+            "completed",
+        )
+    except AgentGone:
+        known = inputs.known or inputs.recorded.started is not None
+        return await agent_gone(run, known or await _start_recorded(deps))
+    return Completed(stopped.reason, seq, run.state.summary)
+
+
+async def _start_recorded(deps: RunDeps) -> bool:
+    try:
+        return await deps.started()
+    except (AgentGone, EventTooLarge):
+        return False
+
+
+async def agent_gone(run: Run, known: bool) -> Completed | Refused:
+    """The agent was deleted before or during the run: the run ends, cancelled.
+
+    A run the log knows (queued or started) gets its RunCompleted, so it never
+    stays `created` or `running`; one it never heard of is a 404.
+    """
+    if not known:
+        return Refused(404, f"agent {run.agent_id} not found")
+    seq = await run.deps.record(
+        RunCompleted(
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            stop_reason=StopReason.CANCELLED.value,
+            usage=run.state.usage,
+            step_count=run.state.steps,
+            error=f"agent {run.agent_id} was deleted",
+        ),
+        "completed",
+        even_if_gone=True,
+    )
+    return Completed(StopReason.CANCELLED, seq)
+
+
+async def forced_summary(run: Run, messages: list[ChatMessage]) -> Stopped:
+    """POST .../summarize: summarize everything before the last turn, now."""
+    run.state.steps = 0
+    done = run.inputs.recorded.summaries.get(-1)
+    if done is None:
+        try:
+            handle = Handle.parse(run.agent.handle)
+            run.state.run_start = max(
+                (i for i, m in enumerate(messages) if m.role == "user"), default=0
+            )
+            done = await summarize(run, handle, messages, -1, run.agent.window, force=True)
+        except (llm.LLMError, UnknownProvider) as exc:
+            return Stopped(StopReason.LLM_API_ERROR, str(exc))
+    run.state.summary = done
+    return Stopped(StopReason.END_TURN)

@@ -1,0 +1,137 @@
+"""One step's question to the model: the prompt compiled, the context kept within the
+window, the answer recorded (LLMResponded) before any of its tool calls runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from o_contracts.events import LLMResponded
+from o_contracts.models import ChatMessage
+from o_executor import llm, tokens
+from o_executor.context import compile_system
+from o_executor.outputs import storable, storable_call
+from o_executor.providers import Handle
+from o_executor.run import policy
+from o_executor.run.context import Run
+from o_executor.run.deps import ModelRequest, OnText, OnToolCall
+from o_executor.run.summarize import SUMMARIZE_AT, summarize
+from o_runtime.tracing import tracer
+
+
+class ContextOverflow(Exception):
+    """The system prompt alone does not fit the model's context window."""
+
+
+async def system_prompt(run: Run, recall_count: int) -> str:
+    core = await run.deps.core_memory()
+    return (
+        compile_system(
+            run.agent.system_prompt,
+            run.agent_id,
+            core["blocks"],
+            recall_count,
+            archival_count=core["archival_count"],
+            archival_tags=core["archival_tags"],
+        )
+        + run.state.rules.prompt()
+    )
+
+
+def text_publisher(run: Run, message_id: str) -> OnText:
+    async def publish(text: str) -> None:
+        await run.deps.publish({"message_id": message_id, "text": text})
+
+    return publish
+
+
+def tool_call_publisher(run: Run, message_id: str) -> OnToolCall:
+    """Tool-call pieces as they stream, for calls a client sees as tool_call_message
+    (policy.streams_call says which)."""
+    streaming: set[str] = set()
+    state = run.state
+
+    async def publish(call_id: str, name: str | None, arguments: str) -> None:
+        if name is not None and policy.streams_call(
+            name, state.rules, state.client_tools, run.agent.heartbeats
+        ):
+            streaming.add(call_id)
+        if call_id not in streaming:
+            return
+        piece = {"id": call_id, "name": name, "arguments": arguments}
+        await run.deps.publish({"message_id": message_id, "tool_call": piece})
+
+    return publish
+
+
+async def ask_model(
+    run: Run,
+    handle: Handle,
+    tools: list[dict[str, Any]],
+    messages: list[ChatMessage],
+    step: int,
+    step_id: str,
+    force_tool: bool,
+) -> ChatMessage:
+    """The model's answer for this step, recorded. Raises ContextOverflow, RunCancelled,
+    llm.LLMError."""
+    state = run.state
+    system = await system_prompt(run, len(messages))
+    window = run.agent.window
+    family = llm.family(handle)
+    if state.tokens(tokens.estimate_text(system, family)) > window:
+        raise ContextOverflow(
+            f"the system prompt (with memory blocks) needs about"
+            f" {state.tokens(tokens.estimate_text(system, family))} tokens; the context"
+            f" window of {handle} is {window}"
+        )
+    wire = llm.to_openai_messages(messages)
+    estimated = tokens.estimate_request(system, wire, tools, family)
+    if state.tokens(estimated) > SUMMARIZE_AT * window:
+        if await summarize(run, handle, messages, step, window):
+            wire = llm.to_openai_messages(messages)
+            estimated = tokens.estimate_request(system, wire, tools, family)
+    reply_id = run.message_id(step, "assistant")
+    streaming = run.cmd.stream_tokens
+    with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
+        result = await run.deps.complete(
+            ModelRequest(
+                handle,
+                [{"role": "system", "content": system}, *wire],
+                tools,
+                stream=streaming,
+                force_tool=force_tool,
+                max_tokens=run.agent.max_tokens,
+                on_text=text_publisher(run, reply_id) if streaming else None,
+                on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
+            )
+        )
+    state.tokens.learn(estimated, result.usage.prompt_tokens)
+    content = storable(result.content) if result.content is not None else None
+    calls = [storable_call(c) for c in result.tool_calls]
+    # Calls that need a person's approval, or that the client runs itself, are
+    # not run: the turn stops and waits for their answers. The other calls of
+    # the response are held and run with the answers (as in Letta).
+    waiting = policy.waiting_calls(calls, state.rules, state.client_tools)
+    reply = ChatMessage(
+        id=reply_id,
+        role="assistant",
+        content=content,
+        tool_calls=calls,
+        approval_request=True if waiting else None,
+        approval_tool_call_ids=waiting or None,
+    )
+    state.usage = state.usage + result.usage
+    await run.record(
+        LLMResponded(
+            run_id=run.run_id,
+            agent_id=run.agent_id,
+            step_id=step_id,
+            step_number=step,
+            message=reply,
+            usage=result.usage,
+            model=str(handle),
+            finish_reason=result.finish_reason,
+        ),
+        f"llm-{step}",
+    )
+    return reply
