@@ -15,6 +15,7 @@ from o_contracts.events import (
     ToolReturned,
 )
 from o_contracts.models import ChatMessage
+from o_contracts.ordering import before, position
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
@@ -47,7 +48,7 @@ async def _insert_message(
         message.role,
         message.model_dump(mode="json", exclude_none=True),
         # Several messages from one event keep their order within the event.
-        rec.seq * 1000 + offset,
+        position(rec.seq, offset),
         rec.envelope.time,
     )
 
@@ -92,7 +93,7 @@ async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) ->
         message.id,
         message.role,
         message.model_dump(mode="json", exclude_none=True),
-        rec.seq * 1000,
+        position(rec.seq),
     )
 
 
@@ -114,7 +115,7 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.step_id,
         e.message.role,
         e.message.model_dump(mode="json", exclude_none=True),
-        rec.seq * 1000,
+        position(rec.seq),
         rec.envelope.time,
         rec.seq,
         e.step_number,
@@ -173,7 +174,7 @@ async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec
             kept,
         )
     # The summary sits right before the first message it did not replace.
-    seq = (kept if kept is not None else rec.seq * 1000) - 1
+    seq = before(kept if kept is not None else position(rec.seq))
     await conn.execute(
         "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
         " VALUES ($1,$2,$3,NULL,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING",

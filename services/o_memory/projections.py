@@ -15,6 +15,7 @@ from o_contracts.events import (
     BlockDetached,
     BlockUpdated,
 )
+from o_contracts.ordering import position
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection, assignments
 
@@ -120,12 +121,12 @@ async def _attach(conn: asyncpg.Connection, agent_id: str, block_id: str, seq: i
 async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded) -> None:
     for i, block_id in enumerate(e.block_ids):
         # position keeps the creation order of the agent's blocks
-        await _attach(conn, e.agent_id, block_id, rec.seq * 1000 + i)
+        await _attach(conn, e.agent_id, block_id, position(rec.seq, i))
 
 
 @memory.on(BlockAttached)
 async def block_attached(conn: asyncpg.Connection, e: BlockAttached, rec: Recorded) -> None:
-    await _attach(conn, e.agent_id, e.block_id, rec.seq * 1000)
+    await _attach(conn, e.agent_id, e.block_id, position(rec.seq))
 
 
 @memory.on(BlockDetached)
@@ -148,4 +149,4 @@ async def agent_updated(conn: asyncpg.Connection, e: AgentUpdated, rec: Recorded
         return
     await conn.execute("DELETE FROM agent_blocks WHERE agent_id = $1", e.agent_id)
     for i, block_id in enumerate(e.changes["block_ids"]):
-        await _attach(conn, e.agent_id, block_id, rec.seq * 1000 + i)
+        await _attach(conn, e.agent_id, block_id, position(rec.seq, i))

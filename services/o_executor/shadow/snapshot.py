@@ -1,0 +1,273 @@
+"""An agent as the log had it at one position: its configuration, blocks, conversation,
+users' tools and archive, folded from its events (no projection is read).
+
+The folds mirror what the projections make of the same events (tests compare
+the two: tests/integration/test_shadow.py). A snapshot is what the shadow
+runner runs an agent on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from o_contracts import subjects
+from o_contracts.base import Message
+from o_contracts.envelope import MalformedMessage, decode
+from o_contracts.events import (
+    AgentCreated,
+    AgentDeleted,
+    AgentUpdated,
+    BlockAttached,
+    BlockCreated,
+    BlockDeleted,
+    BlockDetached,
+    BlockUpdated,
+    ContextSummarized,
+    LLMResponded,
+    MemoriesReflected,
+    PassageDeleted,
+    PassageInserted,
+    RunStarted,
+    ToolAttached,
+    ToolCreated,
+    ToolDeleted,
+    ToolDetached,
+    ToolReturned,
+    ToolUpdated,
+)
+from o_contracts.models import ChatMessage
+from o_contracts.ordering import before, position
+from o_executor.run.agent import AgentConfig, UserTool
+from o_runtime.core_memory import CoreMemory
+from o_runtime.eventlog import EventLog
+
+# What the agents projection keeps of an agent (AgentUpdated may change these).
+_AGENT_FIELDS = ("name", "system", "agent_type", "llm_config", "tools", "tool_rules", "tool_ids")
+
+
+@dataclass
+class AgentFold:
+    fields: dict[str, Any] = field(default_factory=dict)
+    # Attached blocks: block id -> position (creation or attach order).
+    blocks: dict[str, int] = field(default_factory=dict)
+    deleted: bool = False
+
+    def apply(self, seq: int, event: Message) -> None:
+        if isinstance(event, AgentCreated):
+            self.fields = {
+                "id": event.agent_id,
+                "name": event.name,
+                "system": event.system,
+                "agent_type": event.agent_type,
+                "llm_config": event.llm_config,
+                "tools": list(event.tools),
+                "tool_rules": [r.model_dump(mode="json") for r in event.tool_rules],
+                "tool_ids": list(event.tool_ids),
+                "encrypted_secrets": dict(event.encrypted_secrets),
+            }
+            self.blocks = {b: position(seq, i) for i, b in enumerate(event.block_ids)}
+        elif isinstance(event, AgentUpdated):
+            self.fields |= {
+                k: v for k, v in event.changes.items() if k in (*_AGENT_FIELDS, "encrypted_secrets")
+            }
+            if "block_ids" in event.changes:
+                self.blocks = {
+                    b: position(seq, i) for i, b in enumerate(event.changes["block_ids"])
+                }
+        elif isinstance(event, BlockAttached):
+            self.blocks.setdefault(event.block_id, position(seq))
+        elif isinstance(event, BlockDetached):
+            self.blocks.pop(event.block_id, None)
+        elif isinstance(event, ToolAttached):
+            if event.tool_id not in self.fields["tool_ids"]:
+                self.fields["tool_ids"] = [*self.fields["tool_ids"], event.tool_id]
+                if event.requires_approval and event.tool_name:
+                    rule = {"type": "requires_approval", "tool_name": event.tool_name}
+                    self.fields["tool_rules"] = [*self.fields["tool_rules"], rule]
+        elif isinstance(event, ToolDetached):
+            self.fields["tool_ids"] = [t for t in self.fields["tool_ids"] if t != event.tool_id]
+        elif isinstance(event, AgentDeleted):
+            self.deleted = True
+
+    def block_ids(self) -> list[str]:
+        return [b for b, _ in sorted(self.blocks.items(), key=lambda item: (item[1], item[0]))]
+
+
+@dataclass
+class ConversationFold:
+    """Every message, with its position and whether it is in context (the runs projection)."""
+
+    messages: dict[str, tuple[int, ChatMessage, str | None]] = field(default_factory=dict)
+    in_context: dict[str, bool] = field(default_factory=dict)
+
+    def _add(self, at: int, message: ChatMessage, run_id: str | None) -> None:
+        if message.id not in self.messages:
+            self.messages[message.id] = (at, message, run_id)
+            self.in_context[message.id] = True
+
+    def apply(self, seq: int, event: Message) -> None:
+        if isinstance(event, RunStarted):
+            for i, m in enumerate(event.messages):
+                self._add(position(seq, i), m, event.run_id)
+        elif isinstance(event, LLMResponded | ToolReturned):
+            self._add(position(seq), event.message, event.run_id)
+        elif isinstance(event, ContextSummarized):
+            kept = self.messages.get(event.first_kept_message_id)
+            kept_at = kept[0] if kept is not None else position(seq)
+            if event.evicted_message_ids:
+                for message_id in event.evicted_message_ids:
+                    if message_id in self.in_context:
+                        self.in_context[message_id] = False
+            else:
+                for message_id, (at, _, _) in self.messages.items():
+                    if at < kept_at:
+                        self.in_context[message_id] = False
+            self._add(before(kept_at), event.summary, event.run_id)
+
+    def history(self, exclude_run: str | None = None) -> list[ChatMessage]:
+        """The in-context messages in order (without run `exclude_run`'s)."""
+        rows = [
+            (at, message)
+            for message_id, (at, message, run_id) in self.messages.items()
+            if self.in_context[message_id] and (exclude_run is None or run_id != exclude_run)
+        ]
+        return [m for _, m in sorted(rows, key=lambda row: row[0])]
+
+
+@dataclass
+class BlockFold:
+    state: dict[str, Any] | None = None
+
+    def apply(self, seq: int, event: Message) -> None:
+        if isinstance(event, BlockCreated):
+            spec = event.spec
+            self.state = {
+                "id": event.block_id,
+                "label": spec.label,
+                "value": spec.value,
+                "limit": spec.limit,
+                "description": spec.description,
+                "read_only": spec.read_only,
+                "metadata": dict(spec.metadata),
+                "tags": list(spec.tags),
+                "version": 1,
+                "last_seq": seq,
+            }
+        elif isinstance(event, BlockUpdated) and self.state is not None:
+            for name in ("label", "value", "limit", "description", "read_only", "metadata", "tags"):
+                if name in event.changes:
+                    self.state[name] = event.changes[name]
+            if event.value_edit is not None:
+                self.state["value"] = event.value_edit.applied_to(self.state["value"])
+            self.state["version"] = event.version
+            self.state["last_seq"] = seq
+        elif isinstance(event, BlockDeleted):
+            self.state = None
+
+
+@dataclass
+class ToolFold:
+    state: dict[str, Any] | None = None
+
+    def apply(self, seq: int, event: Message) -> None:
+        if isinstance(event, ToolCreated):
+            self.state = {
+                "id": event.tool_id,
+                "name": event.name,
+                "source_code": event.source_code,
+                "json_schema": event.json_schema,
+                "return_char_limit": event.return_char_limit,
+                "idempotent": event.idempotent,
+            }
+        elif isinstance(event, ToolUpdated) and self.state is not None:
+            self.state |= {k: v for k, v in event.changes.items() if k in self.state}
+        elif isinstance(event, ToolDeleted):
+            self.state = None
+
+
+@dataclass
+class ArchiveFold:
+    # Passage id -> its tags (what a prompt shows of the archive: how many, which tags).
+    passages: dict[str, list[str]] = field(default_factory=dict)
+
+    def apply(self, seq: int, event: Message) -> None:
+        if isinstance(event, PassageInserted):
+            self.passages.setdefault(event.passage.passage_id, list(event.passage.tags))
+        elif isinstance(event, MemoriesReflected):
+            for insight in event.insights:
+                self.passages.setdefault(insight.passage_id, list(insight.tags))
+        elif isinstance(event, PassageDeleted):
+            self.passages.pop(event.passage_id, None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An agent as of log position `seq`."""
+
+    seq: int
+    agent: AgentConfig
+    blocks: list[dict[str, Any]]
+    conversation: ConversationFold
+    archive: ArchiveFold
+
+    def history(self, exclude_run: str | None = None) -> list[ChatMessage]:
+        return self.conversation.history(exclude_run)
+
+    def core_memory(self) -> CoreMemory:
+        tags = sorted({t for tags in self.archive.passages.values() for t in tags})
+        return {
+            "blocks": [dict(b) for b in self.blocks],
+            "archival_count": len(self.archive.passages),
+            "archival_tags": tags,
+        }
+
+
+class AgentNotFound(LookupError):
+    pass
+
+
+async def _events(eventlog: EventLog, subject: str, seq: int) -> list[tuple[int, Message]]:
+    """The subject's events up to log position `seq`, decoded (undecodable ones skipped,
+    as the projections dead-letter and skip them)."""
+    found = []
+    async for raw in eventlog.replay(subject):
+        if raw.seq > seq:
+            break
+        try:
+            found.append((raw.seq, decode(raw.data).data))
+        except MalformedMessage:
+            continue
+    return found
+
+
+async def take_snapshot(eventlog: EventLog, agent_id: str, seq: int) -> Snapshot:
+    """The agent as the log had it at position `seq` (its own and its blocks', tools' and
+    archive's subjects, read up to there)."""
+    agent = AgentFold()
+    conversation = ConversationFold()
+    for at, event in await _events(eventlog, subjects.agent_subject(agent_id), seq):
+        agent.apply(at, event)
+        conversation.apply(at, event)
+    if not agent.fields or agent.deleted:
+        raise AgentNotFound(f"agent {agent_id} did not exist at log position {seq}")
+    blocks = []
+    for block_id in agent.block_ids():
+        fold = BlockFold()
+        for at, event in await _events(eventlog, subjects.block_subject(block_id), seq):
+            fold.apply(at, event)
+        if fold.state is not None:
+            blocks.append(fold.state)
+    tools: dict[str, UserTool] = {}
+    for tool_id in agent.fields["tool_ids"]:
+        tool = ToolFold()
+        for at, event in await _events(eventlog, subjects.tool_subject(tool_id), seq):
+            tool.apply(at, event)
+        if tool.state is not None:
+            tools[tool.state["name"]] = UserTool.from_row(tool.state)
+    archive = ArchiveFold()
+    for at, event in await _events(eventlog, subjects.archival_subject(agent_id), seq):
+        archive.apply(at, event)
+    config = dataclasses.replace(AgentConfig.from_row(agent.fields), user_tools=tools)
+    return Snapshot(seq, config, blocks, conversation, archive)

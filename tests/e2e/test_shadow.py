@@ -1,0 +1,168 @@
+"""The shadow runner runs the same loop as the live executor.
+
+Runs are made through the live system; each is then replayed in the shadow,
+on a snapshot of the agent taken from the log just before the run started,
+with the model's (and effectful tools') recorded answers. The replay must
+reproduce the recorded messages exactly, leave the memory blocks as the live
+memory service left them, and touch nothing: no event, no command (so no
+sandbox), no projection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from o_contracts import subjects
+from o_executor.run import Completed
+from o_executor.shadow.runner import replay
+from o_executor.shadow.snapshot import take_snapshot
+from o_runtime.eventlog import EventLog
+from tests.e2e.conftest import System
+from tests.e2e.test_messages import new_agent, send
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+async def eventlog(system: System) -> AsyncIterator[EventLog]:
+    log = await EventLog.connect(system.env["NATS_URL"], name="shadow-test")
+    yield log
+    await log.close()
+
+
+async def world(eventlog: EventLog, system: System) -> dict[str, Any]:
+    """What a shadow run must not change: the streams' ends and every projection's checkpoint."""
+    events = await eventlog.js.stream_info(subjects.EVENTS_STREAM)
+    commands = await eventlog.js.stream_info(subjects.COMMANDS_STREAM)
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        checkpoints = {
+            r["projection"]: r["last_seq"]
+            for r in await conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
+        }
+    finally:
+        await conn.close()
+    return {
+        "events": events.state.last_seq,
+        "commands": commands.state.last_seq,
+        "checkpoints": checkpoints,
+    }
+
+
+async def last_run_id(system: System, agent_id: str) -> str:
+    runs = (await system.http.get("/v1/runs/", params={"agent_id": agent_id})).json()
+    run_id: str = runs[0]["id"]
+    return run_id
+
+
+async def block_value(system: System, agent_id: str, label: str) -> str:
+    block = await system.http.get(f"/v1/agents/{agent_id}/core-memory/blocks/{label}")
+    value: str = block.json()["value"]
+    return value
+
+
+async def test_a_recorded_run_replayed_in_the_shadow_reproduces_it_exactly(
+    system: System, llm: FakeOpenAI, eventlog: EventLog
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="Hi Sam."))
+    await send(system, agent["id"], "hello")  # some history before the replayed run
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})]),
+        Reply(tool_calls=[("conversation_search", {"query": "hello"})]),
+        Reply(content="Noted, and we said hello before."),
+    )
+    await send(system, agent["id"], "I like tea; did we talk before?")
+    run_id = await last_run_id(system, agent["id"])
+    before = await world(eventlog, system)
+
+    recorded, shadow = await replay(eventlog, agent["id"], run_id)
+
+    assert await world(eventlog, system) == before
+    assert isinstance(shadow.outcome, Completed)
+    assert shadow.outcome.stop_reason == "end_turn"
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [m.role for m in recorded.messages] == roles
+    assert shadow.messages == recorded.messages
+    human = next(b for b in shadow.blocks if b["label"] == "human")
+    assert human["value"] == await block_value(system, agent["id"], "human")
+    # The events the shadow would have recorded are the recorded ones (ids included).
+    assert [e.data for e in shadow.overlay.events] == recorded.events
+
+
+async def test_a_memgpt_run_with_heartbeats_and_a_user_tool_replays_exactly(
+    system: System, llm: FakeOpenAI, eventlog: EventLog
+) -> None:
+    source = '''
+def shadow_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: The city.
+    """
+    return f"Rain in {city}"
+'''
+    tool = await system.http.post("/v1/tools/", json={"source_code": source})
+    assert tool.status_code == 200, tool.text
+    agent = await new_agent(system, agent_type="memgpt_v2_agent", tool_ids=[tool.json()["id"]])
+    beat = {"request_heartbeat": True}
+    llm.push(
+        Reply(tool_calls=[("shadow_weather", {"city": "Bergen", **beat})]),
+        Reply(
+            tool_calls=[("memory_insert", {"label": "human", "new_string": "In Bergen", **beat})]
+        ),
+        Reply(tool_calls=[("send_message", {"message": "Rain in Bergen; noted."})]),
+    )
+    result = await send(system, agent["id"], "weather in Bergen?")
+    assert result["stop_reason"]["stop_reason"] == "end_turn"
+    run_id = await last_run_id(system, agent["id"])
+    before = await world(eventlog, system)
+
+    recorded, shadow = await replay(eventlog, agent["id"], run_id)
+
+    # Nothing ran for real: no sandbox command, no event, no projection moved.
+    assert await world(eventlog, system) == before
+    assert shadow.messages == recorded.messages
+    weather = next(m for m in shadow.messages if m.role == "tool" and m.name == "shadow_weather")
+    assert weather.content == "Rain in Bergen"
+    human = next(b for b in shadow.blocks if b["label"] == "human")
+    assert human["value"] == await block_value(system, agent["id"], "human")
+
+
+async def test_a_snapshot_from_the_log_matches_what_the_projections_show(
+    system: System, llm: FakeOpenAI, eventlog: EventLog
+) -> None:
+    agent = await new_agent(system)
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Has: a dog"})]),
+        Reply(content="A dog!"),
+        Reply(content="Second answer."),
+    )
+    await send(system, agent["id"], "I have a dog")
+    await send(system, agent["id"], "and a cat")
+    patched = await system.http.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/persona", json={"value": "Patient."}
+    )
+    assert patched.status_code == 200
+    inserted = await system.http.post(
+        f"/v1/agents/{agent['id']}/archival-memory",
+        json={"text": "Sam's dog is called Rex", "tags": ["pets"], "importance": 4},
+    )
+    assert inserted.status_code == 200
+    events = await eventlog.js.stream_info(subjects.EVENTS_STREAM)
+    snapshot = await take_snapshot(eventlog, agent["id"], events.state.last_seq)
+
+    history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert [m.id for m in snapshot.history()] == list(dict.fromkeys(m["id"] for m in history))
+    blocks = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks")).json()
+    assert [(b["label"], b["value"], b["limit"]) for b in snapshot.blocks] == [
+        (b["label"], b["value"], b["limit"]) for b in blocks
+    ]
+    core = snapshot.core_memory()
+    assert (core["archival_count"], core["archival_tags"]) == (1, ["pets"])
+    assert snapshot.agent.tools == tuple(t["name"] for t in agent["tools"])
