@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import asyncpg
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from o_contracts.events import AgentUpdated, ToolAttached, ToolDetached
 from o_gateway import render
-from o_gateway.routes.agents import agent_state, change_agent, check_unique_names
+from o_gateway.agent_reads import agent_state
+from o_gateway.decisions import (
+    AttachTool,
+    BuiltinTool,
+    DetachTool,
+    SetToolApproval,
+    UserTool,
+    change_agent,
+)
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
-from o_runtime.eventlog import AppendRejected
 
 router = APIRouter()
 
@@ -42,29 +47,12 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     checked_id(tool_id, "tool")
     builtin = BUILTIN_IDS.get(tool_id)
-    tool = None if builtin else await user_tool_row(gw, tool_id)
-
-    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> Any:
-        if builtin is not None:
-            if builtin in row["tools"]:
-                return None
-            return AgentUpdated(agent_id=agent_id, changes={"tools": [*row["tools"], builtin]})
-        assert tool is not None
-        if tool_id in row["tool_ids"]:
-            return None
-        names = [t["name"] for t in await user_tools(gw, list(row["tool_ids"]))]
-        try:
-            check_unique_names(list(row["tools"]), [*names, tool["name"]])
-        except HTTPException as exc:
-            raise AppendRejected(str(exc.detail), exc.status_code) from exc
-        return ToolAttached(
-            agent_id=agent_id,
-            tool_id=tool_id,
-            requires_approval=bool(tool["default_requires_approval"]),
-            tool_name=tool["name"],
-        )
-
-    seq = await change_agent(gw, agent_id, event_for)
+    tool = (
+        BuiltinTool(builtin)
+        if builtin is not None
+        else UserTool.from_row(await user_tool_row(gw, tool_id))
+    )
+    seq = await change_agent(gw, AttachTool(agent_id, tool))
     await gw.visible(seq, "agents")
     return await agent_state(gw, agent_id)
 
@@ -74,18 +62,8 @@ async def detach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     checked_id(tool_id, "tool")
     builtin = BUILTIN_IDS.get(tool_id)
-
-    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> Any:
-        if builtin is not None:
-            if builtin not in row["tools"]:
-                return None
-            kept = [n for n in row["tools"] if n != builtin]
-            return AgentUpdated(agent_id=agent_id, changes={"tools": kept})
-        if tool_id not in row["tool_ids"]:
-            return None
-        return ToolDetached(agent_id=agent_id, tool_id=tool_id)
-
-    seq = await change_agent(gw, agent_id, event_for)
+    command = DetachTool(agent_id, tool_id, BuiltinTool(builtin) if builtin is not None else None)
+    seq = await change_agent(gw, command)
     await gw.visible(seq, "agents")
     return await agent_state(gw, agent_id)
 
@@ -99,23 +77,7 @@ async def set_tool_approval(
     agent_id: str, tool_name: str, body: ApprovalBody, gw: GW
 ) -> dict[str, Any]:
     """Whether calls of `tool_name` wait for a person: a requires_approval rule on the agent."""
-    checked_id(agent_id, "agent")
-
-    async def event_for(row: dict[str, Any], _conn: asyncpg.Connection) -> AgentUpdated | None:
-        names = set(row["tools"]) | {t["name"] for t in await user_tools(gw, list(row["tool_ids"]))}
-        if tool_name not in names:
-            raise AppendRejected(f"agent {agent_id} has no tool named '{tool_name}'", 404)
-        rules = [
-            r
-            for r in row["tool_rules"]
-            if not (r.get("type") == "requires_approval" and r.get("tool_name") == tool_name)
-        ]
-        if body.requires_approval:
-            rules.append({"type": "requires_approval", "tool_name": tool_name})
-        if rules == row["tool_rules"]:
-            return None
-        return AgentUpdated(agent_id=agent_id, changes={"tool_rules": rules})
-
-    seq = await change_agent(gw, agent_id, event_for)
+    command = SetToolApproval(checked_id(agent_id, "agent"), tool_name, body.requires_approval)
+    seq = await change_agent(gw, command)
     await gw.visible(seq, "agents")
     return await agent_state(gw, agent_id)

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import asyncpg
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
-from o_contracts.events import BlockAttached, BlockDetached
 from o_gateway import render
+from o_gateway.agent_reads import agent_state, blocks_of
+from o_gateway.agent_requests import block_spec
 from o_gateway.commands import memory_command
+from o_gateway.decisions import AttachBlock, DetachBlock, change_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.pagination import Listing
-from o_gateway.routes.agents import agent_state, block_spec, blocks_of, change_agent
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
 from o_gateway.state import GW, Gateway, checked_id
-from o_runtime.eventlog import AppendRejected
 
 router = APIRouter()
 
@@ -136,34 +135,15 @@ async def update_agent_block(
 async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     block = await block_row(gw, checked_id(block_id, "block"))
-
-    async def event_for(_row: dict[str, Any], conn: asyncpg.Connection) -> BlockAttached | None:
-        attached = await blocks_of(gw, agent_id, conn)
-        if any(b["id"] == block_id for b in attached):
-            return None
-        if any(b["label"] == block["label"] for b in attached):
-            raise AppendRejected(
-                f"agent {agent_id} already has a block labelled '{block['label']}'", 409
-            )
-        return BlockAttached(agent_id=agent_id, block_id=block_id)
-
-    seq = await change_agent(gw, agent_id, event_for)
+    seq = await change_agent(gw, AttachBlock(agent_id, block_id, label=block["label"]))
     await gw.visible(seq, "agents", "memory")
     return await agent_state(gw, agent_id)
 
 
 @route(router, "PATCH", "/v1/agents/{agent_id}/core-memory/blocks/detach/{block_id}")
 async def detach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
-    checked_id(agent_id, "agent")
-    checked_id(block_id, "block")
-
-    async def event_for(_row: dict[str, Any], conn: asyncpg.Connection) -> BlockDetached | None:
-        attached = await blocks_of(gw, agent_id, conn)
-        if not any(b["id"] == block_id for b in attached):
-            raise AppendRejected(f"Block {block_id} is not attached to agent {agent_id}", 404)
-        return BlockDetached(agent_id=agent_id, block_id=block_id)
-
-    seq = await change_agent(gw, agent_id, event_for)
+    command = DetachBlock(checked_id(agent_id, "agent"), checked_id(block_id, "block"))
+    seq = await change_agent(gw, command)
     await gw.visible(seq, "agents", "memory")
     return await agent_state(gw, agent_id)
 

@@ -5,26 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
-import os
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-import msgpack
 from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import StreamingResponse
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
-from o_contracts.events import (
-    LLMResponded,
-    RunCancellationRequested,
-    RunCompleted,
-    RunQueued,
-    ToolReturned,
-)
+from o_contracts.events import RunCancellationRequested, RunCompleted, RunQueued
 from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
 from o_gateway import render
@@ -46,21 +34,12 @@ from o_gateway.schemas import (
     SendMessageBody,
 )
 from o_gateway.state import GW, Gateway, checked_id
-from o_runtime.eventlog import SHORT_LIVED_CONSUMER
-from o_runtime.waiting import ProjectionLag
+from o_gateway.streaming import RUN_REPLY_TIMEOUT, stream_run, streamed
 
-log = logging.getLogger(__name__)
 router = APIRouter()
 
-# A run may take many LLM steps; past this the client gets 504 but the run
-# goes on and its messages appear in the history.
-RUN_REPLY_TIMEOUT = 600.0
-# While nothing else is sent, a ping this often keeps proxies from closing the stream.
-PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
 # How often a retried request that follows a run looks at the log again.
 RUN_END_RECHECK = 2.0
-# The chunk types that carry an assistant message's text (what token deltas carry).
-TEXT_TYPES = ("assistant_message", "reasoning_message")
 
 
 def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[ChatMessage]:
@@ -313,14 +292,6 @@ async def run_response(
     }
 
 
-def streamed(chunks: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        chunks,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
 async def send(
     agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool, key: str | None
 ) -> Any:
@@ -333,7 +304,14 @@ async def send(
             # A retry of a request the log has: answered from the run it started.
             if streaming:
                 return streamed(
-                    stream_run(gw, agent, run_id, start_seq=run["first_seq"], include_pings=True)
+                    stream_run(
+                        gw,
+                        agent_id,
+                        agent["agent_type"],
+                        run_id,
+                        start_seq=run["first_seq"],
+                        include_pings=True,
+                    )
                 )
             seq = run["last_seq"]
             if run["stop_reason"] is None:
@@ -343,7 +321,12 @@ async def send(
     if streaming:
         return streamed(
             stream_run(
-                gw, agent, command.data.run_id, command=command, include_pings=body.include_pings
+                gw,
+                agent_id,
+                agent["agent_type"],
+                command.data.run_id,
+                command=command,
+                include_pings=body.include_pings,
             )
         )
     reply = await answered(
@@ -354,184 +337,6 @@ async def send(
         f"run {command.data.run_id} is still going",
     )
     return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
-
-
-def unsent_calls(calls: list[dict[str, Any]], sent: dict[str, str]) -> list[dict[str, Any]]:
-    """What of recorded tool calls their streamed pieces did not carry (id, name, arguments)."""
-    missed = []
-    for call in calls:
-        before = sent.get(call["tool_call_id"])
-        if before is None:
-            missed.append(
-                {"id": call["tool_call_id"], "name": call["name"], "arguments": call["arguments"]}
-            )
-            continue
-        full = call["arguments"] or ""
-        rest = full[len(before) :] if full.startswith(before) else ""
-        if rest:
-            missed.append({"id": call["tool_call_id"], "name": None, "arguments": rest})
-    return missed
-
-
-def sse(data: Any, event: str | None = None) -> bytes:
-    payload = data if isinstance(data, str) else json.dumps(data)
-    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
-
-
-async def stream_run(
-    gw: Gateway,
-    agent: dict[str, Any],
-    run_id: str,
-    *,
-    command: Envelope[StartRun] | None = None,
-    start_seq: int | None = None,
-    include_pings: bool = True,
-) -> AsyncIterator[bytes]:
-    """Follow the run's events on the agent's subject and send them as Letta chunks.
-
-    The ordered consumer (and, with stream_tokens, the token subscription) is
-    created before `command` is sent, so nothing of the run can be missed; a
-    run that is already in the log (a retried request) is read from its first
-    event, `start_seq`. Token deltas arrive on core NATS: each chunk repeats
-    its message's id and carries only new text; the recorded LLMResponded
-    completes whatever a lost delta left out. A client that goes away does not
-    cancel the run.
-    """
-    agent_id = agent["id"]
-    agent_type = agent["agent_type"]
-    inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    async def on_event(msg: Any) -> None:
-        await inbox.put(("event", msg))
-
-    async def on_tokens(msg: Any) -> None:
-        await inbox.put(("tokens", msg))
-
-    js = gw.eventlog.js
-    if start_seq is None:
-        events = await js.subscribe(
-            subjects.agent_subject(agent_id),
-            stream=subjects.EVENTS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-            inactive_threshold=SHORT_LIVED_CONSUMER,
-            cb=on_event,
-        )
-    else:
-        events = await js.subscribe(
-            subjects.agent_subject(agent_id),
-            stream=subjects.EVENTS_STREAM,
-            ordered_consumer=True,
-            config=ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                opt_start_seq=start_seq,
-                inactive_threshold=SHORT_LIVED_CONSUMER,
-            ),
-            cb=on_event,
-        )
-    tokens = (
-        await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
-        if command is not None and command.data.stream_tokens
-        else None
-    )
-    hidden: set[str] = set()
-    streamed: dict[str, str] = {}  # message id -> text sent as deltas
-    calls_sent: dict[str, str] = {}  # tool call id -> argument text sent as deltas
-    finished: set[str] = set()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RUN_REPLY_TIMEOUT
-    try:
-        if command is not None:
-            await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
-        while True:
-            remaining = deadline - loop.time()
-            try:
-                kind, msg = await asyncio.wait_for(inbox.get(), min(PING_SECONDS, remaining))
-            except TimeoutError:
-                if loop.time() < deadline:
-                    if include_pings:
-                        yield sse({"message_type": "ping"})
-                    continue
-                yield sse(
-                    {
-                        "message_type": "error_message",
-                        "run_id": run_id,
-                        "error_type": "timeout",
-                        "message": "the run did not finish in time",
-                    },
-                    event="error",
-                )
-                break
-            if kind == "tokens":
-                delta = msgpack.unpackb(msg.data, raw=False)
-                message_id = delta["message_id"]
-                if message_id in finished:
-                    continue
-                call = delta.get("tool_call")
-                if call is not None:
-                    calls_sent[call["id"]] = calls_sent.get(call["id"], "") + call["arguments"]
-                    yield sse(render.tool_call_chunk(message_id, [call], run_id))
-                    continue
-                text = delta["text"]
-                if not text:
-                    continue
-                streamed[message_id] = streamed.get(message_id, "") + text
-                yield sse(render.text_chunk(message_id, text, run_id, agent_type))
-                continue
-            try:
-                env = decode(msg.data)
-            except MalformedMessage:
-                continue
-            event = env.data
-            if getattr(event, "run_id", None) != run_id:
-                continue
-            if isinstance(event, LLMResponded | ToolReturned):
-                message = event.message
-                sent = streamed.get(message.id)
-                finished.add(message.id)
-                chunks = render.letta_messages(
-                    message, env.time, run_id, event.step_id, agent_type, hidden
-                )
-                for chunk in chunks:
-                    if sent is not None and chunk["message_type"] in TEXT_TYPES:
-                        # Already streamed: send only what the deltas missed.
-                        full = message.content or ""
-                        rest = full[len(sent) :] if full.startswith(sent) else ""
-                        if not rest:
-                            continue
-                        chunk = render.text_chunk(message.id, rest, run_id, agent_type)
-                    elif chunk["message_type"] == "tool_call_message" and calls_sent:
-                        missed = unsent_calls(chunk["tool_calls"], calls_sent)
-                        if not missed:
-                            continue
-                        chunk = render.tool_call_chunk(message.id, missed, run_id)
-                    yield sse(chunk)
-            elif isinstance(event, RunCompleted):
-                # Read your writes, as for a plain POST: once the stream ends, the
-                # run's messages and the agent's state are there to read.
-                try:
-                    await gw.visible(msg.metadata.sequence.stream, "runs")
-                except ProjectionLag as exc:  # the stream still ends; the reads catch up
-                    log.warning("run %s streamed before it was readable: %s", run_id, exc)
-                if event.error and event.stop_reason != "end_turn":
-                    yield sse(
-                        {
-                            "message_type": "error_message",
-                            "run_id": run_id,
-                            "error_type": event.stop_reason,
-                            "message": event.error,
-                        },
-                        event="error",
-                    )
-                yield sse(render.stop_reason(event.stop_reason))
-                yield sse(render.usage(event.usage, event.step_count, [run_id]))
-                break
-        yield sse("[DONE]")
-    finally:
-        for sub in (events, tokens):
-            if sub is not None:
-                with contextlib.suppress(Exception):
-                    await sub.unsubscribe()
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages")

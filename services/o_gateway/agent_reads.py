@@ -1,0 +1,71 @@
+"""An agent as the API shows it (Letta's AgentState): its row, blocks, tools,
+the approval it waits on and its last run, read from the projections and rendered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from o_contracts.models import ChatMessage
+from o_gateway import render
+from o_gateway.state import Gateway
+from o_gateway.tool_registry import user_tools
+
+
+async def agent_state(gw: Gateway, agent_id: str) -> dict[str, Any]:
+    row = await gw.agent_row(agent_id)
+    return await render_agent(gw, row)
+
+
+async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
+    tools = await user_tools(gw, list(row.get("tool_ids") or []))
+    state = render.agent(row, await blocks_of(gw, row["id"]), tools)
+    state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
+    state |= await last_run(gw, row["id"])
+    return state
+
+
+async def last_run(gw: Gateway, agent_id: str) -> dict[str, Any]:
+    """Letta's last_stop_reason, last_run_completion and last_run_duration_ms.
+
+    From the runs projection (runs of one agent finish in the order they were
+    created), not copied into the agent's row: that copy cost the agents
+    projection a transaction per run, on every run's critical path.
+    """
+    row = await gw.pool.fetchrow(
+        "SELECT stop_reason, created_at, completed_at FROM runs"
+        " WHERE agent_id = $1 AND completed_at IS NOT NULL ORDER BY created_at DESC LIMIT 1",
+        agent_id,
+    )
+    if row is None:
+        return {"last_stop_reason": None, "last_run_completion": None, "last_run_duration_ms": None}
+    took = row["completed_at"] - row["created_at"]
+    return {
+        "last_stop_reason": row["stop_reason"],
+        "last_run_completion": render.iso(row["completed_at"]),
+        "last_run_duration_ms": max(0, round(took.total_seconds() * 1000)),
+    }
+
+
+async def pending_approval(gw: Gateway, agent_id: str, agent_type: str) -> dict[str, Any] | None:
+    """The approval_request_message the agent waits on, if any (Letta's AgentState field)."""
+    row = await gw.pool.fetchrow(
+        "SELECT m.body, m.created_at, m.run_id, m.step_id FROM pending_approvals p"
+        " JOIN messages m ON m.id = p.message_id WHERE p.agent_id = $1 ORDER BY p.seq LIMIT 1",
+        agent_id,
+    )
+    if row is None:
+        return None
+    message = ChatMessage.model_validate(row["body"])
+    rendered = render.letta_messages(
+        message, row["created_at"], row["run_id"], row["step_id"], agent_type
+    )
+    return next((m for m in rendered if m["message_type"] == "approval_request_message"), None)
+
+
+async def blocks_of(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
+    rows = await gw.pool.fetch(
+        "SELECT b.* FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
+        " WHERE ab.agent_id = $1 ORDER BY ab.position, b.id",
+        agent_id,
+    )
+    return [dict(r) for r in rows]

@@ -1,0 +1,204 @@
+"""Agent requests as typed commands: the checks and look-ups a request needs first.
+
+What can be told from the request alone, or from rows that are not the agent's
+(a tool found by name, a block's label), is checked here, in the order clients
+have always seen the errors; what depends on the agent's state when the change
+is decided is for o_gateway/decisions/decide.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+from fastapi import HTTPException
+
+from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
+from o_contracts.models import BlockSpec
+from o_contracts.prompts import default_system
+from o_gateway.decisions import AgentChanges, CreateAgent, NewBlock, UpdateAgent, UserTool
+from o_gateway.decisions.checks import check_unique_names, checked_metadata, checked_rules
+from o_gateway.idempotency import resource_id
+from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
+from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
+from o_gateway.state import Gateway, checked_id
+from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
+from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
+
+DEFAULT_DESCRIPTIONS = {
+    "persona": "The persona block: Stores details about your current persona, guiding how you "
+    "behave and respond. This helps you to maintain consistency and personality in your "
+    "interactions.",
+    "human": "The human block: Stores key details about the person you are conversing with, "
+    "allowing for more personalized and friend-like conversation.",
+}
+_ADJ = ("bright", "calm", "eager", "gentle", "keen", "lucky", "quiet", "swift")
+_NOUN = ("otter", "falcon", "maple", "comet", "harbor", "lantern", "meadow", "summit")
+
+
+async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> CreateAgent:
+    """The CreateAgent a POST /v1/agents/ asks for; `key`: its checked Idempotency-Key."""
+    if body.llm_config:
+        llm_config = llm_config_from_body(body.llm_config)
+    elif body.model:
+        llm_config = llm_config_for(body.model, body.context_window_limit)
+    else:
+        raise HTTPException(400, "Must specify either model or llm_config")
+    embedding_config = (
+        embedding_config_for(body.embedding) if body.embedding else body.embedding_config
+    )
+    base = list(BASE_TOOLS.get(body.agent_type, [])) if body.include_base_tools else []
+    tools, found_tools = await resolve_tools(gw, base, body.tools, body.tool_ids)
+    encrypted = secrets_of(body.tool_exec_environment_variables, body.secrets) or {}
+    labels = [b.label for b in body.memory_blocks]
+    if len(set(labels)) != len(labels):
+        raise HTTPException(400, "memory_blocks have duplicate labels")
+    specs = [block_spec(b) for b in body.memory_blocks]
+    block_ids = [checked_id(b, "block") for b in body.block_ids]
+    if block_ids:
+        found = await gw.pool.fetch("SELECT id, label FROM blocks WHERE id = ANY($1)", block_ids)
+        missing = set(block_ids) - {r["id"] for r in found}
+        if missing:
+            raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
+        clash = set(labels) & {r["label"] for r in found}
+        if clash:
+            raise HTTPException(400, f"duplicate block label '{sorted(clash)[0]}'")
+    agent_id = resource_id("agent", key)
+    # With a key, a retry names the same blocks and commands as the first try.
+    new_blocks = []
+    for i, spec in enumerate(specs):
+        block_id = resource_id("block", key, agent_id, str(i))
+        command_id = resource_id("cmd", key, block_id) if key else None
+        new_blocks.append(NewBlock(block_id=block_id, spec=spec, command_id=command_id))
+    return CreateAgent(
+        agent_id=agent_id,
+        name=body.name or f"{random.choice(_ADJ)}-{random.choice(_NOUN)}",
+        system=body.system if body.system is not None else default_system(body.agent_type),
+        agent_type=body.agent_type,
+        llm_config=llm_config,
+        embedding_config=embedding_config,
+        tools=tools,
+        user_tools=found_tools,
+        tool_rules=[r.model_dump() for r in body.tool_rules],
+        metadata=body.metadata,
+        new_blocks=new_blocks,
+        block_ids=block_ids,
+        tags=body.tags,
+        description=body.description,
+        timezone=body.timezone or "UTC",
+        encrypted_secrets=encrypted,
+        idempotency_key=key,
+    )
+
+
+async def update_agent(gw: Gateway, agent_id: str, body: UpdateAgentBody) -> UpdateAgent:
+    """The UpdateAgent a PATCH /v1/agents/{agent_id} asks for (a field left out stays)."""
+    if body.metadata is not None:
+        checked_metadata(body.metadata)
+    tool_rules = None
+    if body.tool_rules is not None:
+        tool_rules = checked_rules([r.model_dump() for r in body.tool_rules])
+    llm_config = None
+    if body.llm_config is not None:
+        llm_config = llm_config_from_body(body.llm_config)
+    elif body.model is not None:
+        llm_config = llm_config_for(body.model, body.context_window_limit)
+    embedding_config = body.embedding_config
+    if body.embedding is not None:
+        embedding_config = embedding_config_for(body.embedding)
+    block_ids = None
+    if body.block_ids is not None:
+        block_ids = await attachable_blocks(gw, body.block_ids)
+    tools = tool_ids = None
+    if body.tool_ids is not None:
+        # Letta's update replaces the agent's whole tool list.
+        tools, found = await resolve_tools(gw, [], [], body.tool_ids)
+        tool_ids = [t.id for t in found]
+    changes = AgentChanges(
+        name=body.name,
+        system=body.system,
+        tags=body.tags,
+        metadata=body.metadata,
+        description=body.description,
+        timezone=body.timezone,
+        tool_rules=tool_rules,
+        llm_config=llm_config,
+        embedding_config=embedding_config,
+        block_ids=block_ids,
+        tools=tools,
+        tool_ids=tool_ids,
+        encrypted_secrets=secrets_of(body.tool_exec_environment_variables, body.secrets),
+    )
+    return UpdateAgent(agent_id=agent_id, changes=changes)
+
+
+async def attachable_blocks(gw: Gateway, given: list[str]) -> list[str]:
+    """Block ids an agent can hold all together: they exist and their labels differ."""
+    ids = [checked_id(b, "block") for b in given]
+    found = await gw.pool.fetch("SELECT id, label FROM blocks WHERE id = ANY($1)", ids)
+    missing = set(ids) - {r["id"] for r in found}
+    if missing:
+        raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
+    labels = [r["label"] for r in found]
+    clash = sorted({label for label in labels if labels.count(label) > 1})
+    if clash:
+        raise HTTPException(409, f"block_ids hold two blocks labelled '{clash[0]}'")
+    return list(dict.fromkeys(ids))
+
+
+def block_spec(body: CreateBlockBody) -> BlockSpec:
+    if len(body.value) > body.limit:
+        raise HTTPException(
+            400,
+            f"block '{body.label}' value is {len(body.value)} characters, over its limit "
+            f"of {body.limit}",
+        )
+    return BlockSpec(
+        label=body.label,
+        value=body.value,
+        limit=body.limit,
+        description=body.description or DEFAULT_DESCRIPTIONS.get(body.label),
+        read_only=body.read_only,
+        metadata=body.metadata or {},
+        tags=body.tags or [],
+    )
+
+
+async def resolve_tools(
+    gw: Gateway, base: list[str], names: list[str], tool_ids: list[str]
+) -> tuple[list[str], list[UserTool]]:
+    """Built-in tool names and user tools, from tools given by name and by id (each once)."""
+    builtins = list(base)
+    user_ids: list[str] = []
+    for name in names:
+        if name in SCHEMAS:
+            builtins.append(name)
+            continue
+        row = await user_tool_by_name(gw, name)
+        if row is None:
+            raise HTTPException(400, f"unknown tool '{name}'")
+        user_ids.append(row["id"])
+    for tool_id in tool_ids:
+        checked_id(tool_id, "tool")
+        if tool_id in BUILTIN_IDS:
+            builtins.append(BUILTIN_IDS[tool_id])
+        else:
+            user_ids.append(tool_id)
+    found = await user_tools(gw, user_ids)
+    missing = set(user_ids) - {r["id"] for r in found}
+    if missing:
+        raise HTTPException(404, f"Tool {sorted(missing)[0]} not found")
+    unique_builtins = list(dict.fromkeys(builtins))
+    # `found` follows user_ids, repeats included: each tool once, where it first came.
+    unique = list({r["id"]: UserTool.from_row(r) for r in found}.values())
+    check_unique_names(unique_builtins, [t.name for t in unique])
+    return unique_builtins, unique
+
+
+def secrets_of(env: dict[str, str] | None, secrets: dict[str, str] | None) -> dict[str, str] | None:
+    """Both Letta spellings, encrypted; None when the body set neither."""
+    if env is None and secrets is None:
+        return None
+    try:
+        return encrypt_all({**(env or {}), **(secrets or {})})
+    except SecretsUnavailable as exc:
+        raise HTTPException(400, str(exc)) from exc

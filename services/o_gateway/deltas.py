@@ -1,0 +1,133 @@
+"""Token deltas of a streamed run, and what a recorded message adds beyond them.
+
+The executor publishes a run's token deltas on core NATS as the LLM streams
+them: best effort, so one may be lost, or come after the message it belongs to
+is recorded. A stream sends every delta as it comes, then, when the message's
+LLMResponded (or ToolReturned) is read from the log, only what the deltas did
+not carry: the pieces a client gets add up to the recorded message, none twice.
+The same rule serves a message's text and each tool call's arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from o_contracts.models import ChatMessage
+from o_gateway import render
+
+# The chunk types that carry an assistant message's text (what text deltas carry).
+TEXT_TYPES = ("assistant_message", "reasoning_message")
+
+
+class DeltaTracker:
+    """What deltas sent, per key (a message's id for text, a tool call's id for arguments)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._sent)
+
+    def add(self, key: str, piece: str) -> None:
+        self._sent[key] = self._sent.get(key, "") + piece
+
+    def rest(self, key: str, full: str) -> str | None:
+        """What `full` adds to what was sent under `key`: None if nothing was sent.
+
+        Sent text that is not a prefix of `full` (not expected) adds nothing more,
+        rather than repeating what the client has.
+        """
+        sent = self._sent.get(key)
+        if sent is None:
+            return None
+        return full[len(sent) :] if full.startswith(sent) else ""
+
+
+@dataclass(frozen=True)
+class ToolCallPiece:
+    """Part of a tool call: its name on the first piece only, then argument text."""
+
+    id: str
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """One message on a run's tokens subject (o_executor publishes them as MessagePack)."""
+
+    message_id: str
+    text: str = ""
+    tool_call: ToolCallPiece | None = None
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TokenDelta:
+        call = data.get("tool_call")
+        if call is None:
+            return cls(message_id=data["message_id"], text=data["text"])
+        piece = ToolCallPiece(id=call["id"], name=call.get("name"), arguments=call["arguments"])
+        return cls(message_id=data["message_id"], tool_call=piece)
+
+
+Chunk = dict[str, Any]  # one Letta streaming chunk, as render.py makes it
+
+
+@dataclass
+class RunDeltas:
+    """A streamed run's deltas: what each sends, and what a recorded message still adds."""
+
+    run_id: str
+    agent_type: str
+    texts: DeltaTracker = field(default_factory=DeltaTracker)  # by message id
+    arguments: DeltaTracker = field(default_factory=DeltaTracker)  # by tool call id
+    # Messages already recorded: a delta that comes after its message is dropped.
+    recorded: set[str] = field(default_factory=set)
+
+    def on_delta(self, delta: TokenDelta) -> Chunk | None:
+        """The chunk to send for a delta, None for none."""
+        if delta.message_id in self.recorded:
+            return None
+        call = delta.tool_call
+        if call is not None:
+            self.arguments.add(call.id, call.arguments)
+            piece = {"id": call.id, "name": call.name, "arguments": call.arguments}
+            return render.tool_call_chunk(delta.message_id, [piece], self.run_id)
+        if not delta.text:
+            return None
+        self.texts.add(delta.message_id, delta.text)
+        return render.text_chunk(delta.message_id, delta.text, self.run_id, self.agent_type)
+
+    def on_recorded(self, message: ChatMessage, chunks: list[Chunk]) -> list[Chunk]:
+        """Of a recorded message's chunks (render.letta_messages), what to send now.
+
+        Text streamed as deltas is completed by what it missed, tool calls by
+        their missed calls and argument text; the rest is sent as recorded.
+        """
+        self.recorded.add(message.id)
+        text = self.texts.rest(message.id, message.content or "")
+        out: list[Chunk] = []
+        for chunk in chunks:
+            kind = chunk["message_type"]
+            if text is not None and kind in TEXT_TYPES:
+                if text:
+                    out.append(render.text_chunk(message.id, text, self.run_id, self.agent_type))
+            elif kind == "tool_call_message" and self.arguments:
+                missed = self._unsent_calls(chunk["tool_calls"])
+                if missed:
+                    out.append(render.tool_call_chunk(message.id, missed, self.run_id))
+            else:
+                out.append(chunk)
+        return out
+
+    def _unsent_calls(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What of recorded tool calls their pieces did not carry (id, name, arguments)."""
+        missed = []
+        for call in calls:
+            call_id = call["tool_call_id"]
+            rest = self.arguments.rest(call_id, call["arguments"] or "")
+            if rest is None:
+                missed.append({"id": call_id, "name": call["name"], "arguments": call["arguments"]})
+            elif rest:
+                missed.append({"id": call_id, "name": None, "arguments": rest})
+        return missed

@@ -1,0 +1,179 @@
+"""A run as Letta's SSE stream: its recorded events and token deltas, as chunks.
+
+The route (routes/messages.py) decides whether a request streams; this module
+follows the run and frames what it sends. What deltas sent and what recorded
+messages still add is deltas.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgpack
+from fastapi.responses import StreamingResponse
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.commands import StartRun
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
+from o_gateway import render
+from o_gateway.deltas import RunDeltas, TokenDelta
+from o_gateway.state import Gateway
+from o_runtime.eventlog import SHORT_LIVED_CONSUMER
+from o_runtime.waiting import ProjectionLag
+
+log = logging.getLogger(__name__)
+
+# A run may take many LLM steps; past this the client gets 504 (or, streaming, a
+# timeout error chunk) but the run goes on and its messages appear in the history.
+RUN_REPLY_TIMEOUT = 600.0
+# While nothing else is sent, a ping this often keeps proxies from closing the stream.
+PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    """One server-sent event: a chunk as JSON (or text, as "[DONE]"), with its event name."""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def streamed(chunks: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(
+        chunks,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _error(run_id: str, error_type: str, message: str) -> bytes:
+    chunk = {
+        "message_type": "error_message",
+        "run_id": run_id,
+        "error_type": error_type,
+        "message": message,
+    }
+    return sse(chunk, event="error")
+
+
+async def _follow(
+    gw: Gateway, agent_id: str, start_seq: int | None, cb: Callable[[Any], Awaitable[None]]
+) -> Any:
+    """An ordered consumer of the agent's events: new ones, or from `start_seq`."""
+    if start_seq is None:
+        return await gw.eventlog.js.subscribe(
+            subjects.agent_subject(agent_id),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+            inactive_threshold=SHORT_LIVED_CONSUMER,
+            cb=cb,
+        )
+    return await gw.eventlog.js.subscribe(
+        subjects.agent_subject(agent_id),
+        stream=subjects.EVENTS_STREAM,
+        ordered_consumer=True,
+        config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start_seq,
+            inactive_threshold=SHORT_LIVED_CONSUMER,
+        ),
+        cb=cb,
+    )
+
+
+async def stream_run(
+    gw: Gateway,
+    agent_id: str,
+    agent_type: str,
+    run_id: str,
+    *,
+    command: Envelope[StartRun] | None = None,
+    start_seq: int | None = None,
+    include_pings: bool = True,
+) -> AsyncIterator[bytes]:
+    """Follow the run's events on the agent's subject and send them as Letta chunks.
+
+    The ordered consumer (and, with stream_tokens, the token subscription) is
+    created before `command` is sent, so nothing of the run can be missed; a
+    run that is already in the log (a retried request) is read from its first
+    event, `start_seq`. Token deltas arrive on core NATS: each chunk repeats
+    its message's id and carries only new text; the recorded LLMResponded
+    completes whatever a lost delta left out (deltas.py). A client that goes
+    away does not cancel the run.
+    """
+    inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    async def on_event(msg: Any) -> None:
+        await inbox.put(("event", msg))
+
+    async def on_tokens(msg: Any) -> None:
+        await inbox.put(("tokens", msg))
+
+    events = await _follow(gw, agent_id, start_seq, on_event)
+    tokens = (
+        await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
+        if command is not None and command.data.stream_tokens
+        else None
+    )
+    deltas = RunDeltas(run_id, agent_type)
+    hidden: set[str] = set()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RUN_REPLY_TIMEOUT
+    try:
+        if command is not None:
+            await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                kind, msg = await asyncio.wait_for(inbox.get(), min(PING_SECONDS, remaining))
+            except TimeoutError:
+                if loop.time() < deadline:
+                    if include_pings:
+                        yield sse({"message_type": "ping"})
+                    continue
+                yield _error(run_id, "timeout", "the run did not finish in time")
+                break
+            if kind == "tokens":
+                chunk = deltas.on_delta(TokenDelta.from_wire(msgpack.unpackb(msg.data, raw=False)))
+                if chunk is not None:
+                    yield sse(chunk)
+                continue
+            try:
+                env = decode(msg.data)
+            except MalformedMessage:
+                continue
+            event = env.data
+            if getattr(event, "run_id", None) != run_id:
+                continue
+            if isinstance(event, LLMResponded | ToolReturned):
+                message = event.message
+                chunks = render.letta_messages(
+                    message, env.time, run_id, event.step_id, agent_type, hidden
+                )
+                for chunk in deltas.on_recorded(message, chunks):
+                    yield sse(chunk)
+            elif isinstance(event, RunCompleted):
+                # Read your writes, as for a plain POST: once the stream ends, the
+                # run's messages and the agent's state are there to read.
+                try:
+                    await gw.visible(msg.metadata.sequence.stream, "runs")
+                except ProjectionLag as exc:  # the stream still ends; the reads catch up
+                    log.warning("run %s streamed before it was readable: %s", run_id, exc)
+                if event.error and event.stop_reason != "end_turn":
+                    yield _error(run_id, event.stop_reason, event.error)
+                yield sse(render.stop_reason(event.stop_reason))
+                yield sse(render.usage(event.usage, event.step_count, [run_id]))
+                break
+        yield sse("[DONE]")
+    finally:
+        for sub in (events, tokens):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
