@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from o_contracts.agent_types import speaks_plainly
 from o_contracts.models import ChatMessage
 from o_gateway import render
 
 # The chunk types that carry an assistant message's text (what text deltas carry).
-TEXT_TYPES = ("assistant_message", "reasoning_message")
 
 
 class DeltaTracker:
@@ -109,7 +109,7 @@ class RunDeltas:
         out: list[Chunk] = []
         for chunk in chunks:
             kind = chunk["message_type"]
-            if text is not None and kind in TEXT_TYPES:
+            if text is not None and self._from_content(chunk):
                 if text:
                     out.append(render.text_chunk(message.id, text, self.run_id, self.agent_type))
             elif kind == "tool_call_message" and self.arguments:
@@ -119,6 +119,16 @@ class RunDeltas:
             else:
                 out.append(chunk)
         return out
+
+    def _from_content(self, chunk: Chunk) -> bool:
+        """Whether the chunk is the one made from the message's text (what text deltas
+        carry): letta_v1 agents' assistant_message; other agents' inner thoughts, whose
+        reply (a send_message call, also an assistant_message) never streams as text."""
+        if speaks_plainly(self.agent_type):
+            return bool(chunk["message_type"] == "assistant_message")
+        return chunk["message_type"] == "reasoning_message" and (
+            chunk.get("source") == "non_reasoner_model"
+        )
 
     def _unsent_calls(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What of recorded tool calls their pieces did not carry (id, name, arguments)."""

@@ -157,3 +157,37 @@ def test_deltas_from_the_wire() -> None:
     assert TokenDelta.from_wire({"message_id": MESSAGE, "tool_call": piece}) == call_piece(
         "call-1", "{"
     )
+
+
+def test_a_memgpt_reply_is_sent_whole_after_its_streamed_thoughts() -> None:
+    # The thoughts streamed as text deltas; the reply (send_message) did not: it
+    # must come whole once recorded, never be taken for the thoughts' rest.
+    deltas = RunDeltas(RUN, "memgpt_v2_agent")
+    deltas.on_delta(text("Let me "))
+    deltas.on_delta(text("think."))
+    reply = ChatMessage(
+        id=MESSAGE,
+        role="assistant",
+        content="Let me think.",
+        tool_calls=[ToolCall(id="c1", name="send_message", arguments='{"message": "Hi Sam!"}')],
+    )
+    sent = recorded(deltas, reply)
+    assert [(c["message_type"], c.get("content")) for c in sent] == [
+        ("assistant_message", "Hi Sam!")
+    ]
+
+
+def test_a_memgpt_reply_follows_the_rest_of_partly_streamed_thoughts() -> None:
+    deltas = RunDeltas(RUN, "memgpt_v2_agent")
+    deltas.on_delta(text("Let me "))
+    reply = ChatMessage(
+        id=MESSAGE,
+        role="assistant",
+        content="Let me think.",
+        tool_calls=[ToolCall(id="c1", name="send_message", arguments='{"message": "Hi Sam!"}')],
+    )
+    sent = recorded(deltas, reply)
+    assert [(c["message_type"], c.get("reasoning") or c.get("content")) for c in sent] == [
+        ("reasoning_message", "think."),
+        ("assistant_message", "Hi Sam!"),
+    ]
