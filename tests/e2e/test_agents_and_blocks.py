@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import letta_client
@@ -170,3 +171,16 @@ async def test_list_pagination_walks_every_agent_once(system: System) -> None:
         )
     ).json()
     assert [a["id"] for a in before] == created[:0:-1]
+
+
+async def test_a_refused_agent_creation_leaves_no_block_behind(system: System) -> None:
+    label = f"orphan-{uuid.uuid4().hex[:8]}"
+    body = {
+        "model": "openai/gpt-4o-mini",
+        "memory_blocks": [{"label": label, "value": "v"}],
+        "tool_rules": [{"type": "no_such_rule", "tool_name": "send_message"}],
+    }
+    refused = await system.http.post("/v1/agents/", json=body)
+    assert refused.status_code == 422, refused.text
+    blocks = (await system.http.get("/v1/blocks/", params={"label": label})).json()
+    assert blocks == []

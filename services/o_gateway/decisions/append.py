@@ -25,7 +25,9 @@ from o_runtime.eventlog import ConcurrencyConflict
 
 async def create_agent(gw: Gateway, command: CreateAgent) -> int:
     """Create the agent (and its new blocks); the log position its reads wait for."""
-    # Blocks first: the agent's creation event only names blocks that exist.
+    # Decided first (from the request alone): a refused request creates nothing.
+    event = decide.create_agent(command)
+    # Then the blocks: the agent's creation event only names blocks that exist.
     # (With an Idempotency-Key, a retry names the same blocks and commands.)
     replies = await asyncio.gather(
         *(
@@ -38,7 +40,6 @@ async def create_agent(gw: Gateway, command: CreateAgent) -> int:
             for b in command.new_blocks
         )
     )
-    event = decide.create_agent(command)
     subject = subjects.agent_subject(command.agent_id)
     try:
         appended = await gw.eventlog.append(

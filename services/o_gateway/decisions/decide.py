@@ -42,8 +42,8 @@ from o_gateway.decisions.commands import (
 
 
 def create_agent(command: CreateAgent) -> AgentCreated:
-    """The new agent. Its rules and metadata are checked here, after its new blocks
-    were created: the order in which a request's errors have always been found."""
+    """The new agent (its rules and metadata checked), decided before its new blocks are
+    created, so that a refused request leaves no block behind."""
     rules = [ToolRule.model_validate(r) for r in checked_rules(command.tool_rules)]
     # Tools that ask for approval by default do so for this agent (Letta's rule).
     rules += [
