@@ -26,6 +26,7 @@ from o_contracts.commands import StartRun  # noqa: E402
 from o_contracts.envelope import Envelope  # noqa: E402
 from o_contracts.ids import new_id  # noqa: E402
 from o_contracts.models import ChatMessage  # noqa: E402
+from o_executor.run.agent import AgentConfig, UserTool  # noqa: E402
 from o_executor.sandbox_calls import run_user_tool  # noqa: E402
 from o_runtime.embedded import start_servers  # noqa: E402
 from o_runtime.eventlog import EventLog  # noqa: E402
@@ -71,24 +72,25 @@ async def bench(nats_url: str, calls: int, warmup: int) -> list[float]:
             f"sandbox isolation: {report['network']}; pid namespace {report['pid_namespace']}; "
             f"{report['user']}; {report['filesystem']}"
         )
-        agent = {"id": new_id("agent"), "encrypted_secrets": {}}
-        tool = {
-            "id": new_id("tool"),
-            "name": "add",
-            "source_code": TRIVIAL,
-            "return_char_limit": 1000,
-            "idempotent": True,
-        }
+        agent = AgentConfig(new_id("agent"), "bench", None, "letta_v1_agent", {})
+        tool = UserTool(
+            id=new_id("tool"),
+            name="add",
+            source_code=TRIVIAL,
+            json_schema={},
+            return_char_limit=1000,
+            idempotent=True,
+        )
         timings: list[float] = []
         for i in range(warmup + calls):
             run_id = new_id("run")
             cause = Envelope.wrap(
                 StartRun(
                     run_id=run_id,
-                    agent_id=agent["id"],
+                    agent_id=agent.id,
                     messages=[ChatMessage(id=new_id("message"), role="user", content="add")],
                 ),
-                aggregate_id=str(agent["id"]),
+                aggregate_id=agent.id,
                 producer="bench",
             )
             started = time.perf_counter()
@@ -101,6 +103,7 @@ async def bench(nats_url: str, calls: int, warmup: int) -> list[float]:
                 tool_call_id=f"call_{i}",
                 arguments={"a": i, "b": 1},
                 producer="bench",
+                timeout=30.0,
             )
             elapsed = (time.perf_counter() - started) * 1000
             if result["status"] != "success" or result["tool_return"] != str(i + 1):

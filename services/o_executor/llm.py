@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +18,6 @@ from o_executor.providers import Handle, anthropic_client, config_for, openai_cl
 
 log = logging.getLogger(__name__)
 
-# A 429, a 5xx or a dropped connection is tried again this many times, waiting
-# BACKOFF_BASE * 2^n seconds (or the provider's retry-after, if shorter is not asked).
-MAX_RETRIES = int(os.environ.get("O_LLM_MAX_RETRIES", "3"))
-BACKOFF_BASE = float(os.environ.get("O_LLM_BACKOFF", "0.5"))
 BACKOFF_MAX = 20.0
 DEFAULT_MAX_TOKENS = 4096
 
@@ -32,6 +27,16 @@ OnText = Callable[[str], Awaitable[None]]
 # Called with each new piece of a tool call while it streams: (call id, the tool's
 # name on the call's first piece else None, new argument text).
 OnToolCall = Callable[[str, str | None, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Retries:
+    """A 429, a 5xx or a dropped connection is tried again `max_retries` times, waiting
+    `backoff` * 2^n seconds (or the provider's retry-after) in between
+    (O_LLM_MAX_RETRIES, O_LLM_BACKOFF: o_executor/settings.py)."""
+
+    max_retries: int = 3
+    backoff: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ async def complete(
     force_tool: bool = False,
     on_text: OnText | None = None,
     on_tool_call: OnToolCall | None = None,
+    retries: Retries = Retries(),
 ) -> LLMResult:
     config = config_for(handle)
     attempt = 0
@@ -123,12 +129,12 @@ async def complete(
         except (openai.APIError, anthropic.APIError) as exc:
             # Text already streamed to the client cannot be taken back: a retry would
             # show it twice, so a stream that fails part-way is not retried.
-            if not _retryable(exc) or attempt >= MAX_RETRIES or emitted:
+            if not _retryable(exc) or attempt >= retries.max_retries or emitted:
                 suffix = f" (after {attempt + 1} attempts)" if attempt else ""
                 if emitted:
                     suffix += " (failed part-way through a streamed answer)"
                 raise LLMError(_describe(handle, exc) + suffix) from exc
-            delay = min(BACKOFF_BASE * 2**attempt, BACKOFF_MAX)
+            delay = min(retries.backoff * 2**attempt, BACKOFF_MAX)
             hinted = _retry_after(exc)
             if hinted is not None:
                 delay = min(hinted, BACKOFF_MAX)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,8 +19,6 @@ from o_contracts.ids import derived_id
 from o_executor.run.agent import AgentConfig, UserTool
 from o_runtime.eventlog import EventLog
 
-# Wall-clock limit per tool call; the sandbox may enforce a lower one.
-TOOL_TIMEOUT = float(os.environ.get("O_TOOL_TIMEOUT", "30"))
 # The sandbox's redelivery after a replica dies (its consumer's ack_wait) and
 # the one retry an idempotent tool may get: the executor waits for all of that
 # and then gives up, so a run never hangs on a sandbox.
@@ -42,9 +39,13 @@ async def run_user_tool(
     tool_call_id: str,
     arguments: dict[str, Any],
     producer: str,
+    timeout: float,
 ) -> dict[str, Any]:
-    """The outcome: status (success|error), tool_return, stdout, stderr."""
-    budget = wait_budget(TOOL_TIMEOUT)
+    """The outcome: status (success|error), tool_return, stdout, stderr.
+
+    `timeout`: the call's wall-clock limit (ExecutorSettings.tool_timeout).
+    """
+    budget = wait_budget(timeout)
     command = cause.caused(
         RunTool(
             agent_id=agent.id,
@@ -56,7 +57,7 @@ async def run_user_tool(
             arguments=arguments,
             # Ciphertext only: the executor holds no key and never sees a secret.
             encrypted_secrets=dict(agent.encrypted_secrets),
-            timeout=TOOL_TIMEOUT,
+            timeout=timeout,
             return_char_limit=tool.return_char_limit,
             idempotent=tool.idempotent,
             deadline=datetime.now(UTC) + timedelta(seconds=budget),

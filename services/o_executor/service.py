@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import asyncpg
@@ -17,7 +16,9 @@ from o_executor.live.execution import LiveRun
 from o_executor.projections import runs
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
+from o_executor.settings import ExecutorSettings
 from o_runtime.commands import CommandConsumer
+from o_runtime.env import Env
 from o_runtime.service import Service
 
 
@@ -26,6 +27,9 @@ class ExecutorService(Service):
 
     run_queue: RunQueue
     history: HistoryCache
+
+    def configure(self, env: Env) -> None:
+        self.config = ExecutorSettings.from_env(env)
 
     async def setup(self) -> None:
         self.run_queue = await RunQueue.open(self.eventlog)
@@ -37,13 +41,8 @@ class ExecutorService(Service):
                 "executor",
                 subjects.EXECUTOR_COMMANDS,
                 {StartRun: self.start_run},
-                # A run can take minutes; the consumer heartbeats every ack_wait/3
-                # while it works. A killed executor's run goes to another replica (or
-                # its restart) after ack_wait, and the agent's later runs wait for it:
-                # 30 s stalled every agent with a run on a killed executor (chaos
-                # suite). A delivery to a live but frozen executor is safe: the two
-                # meet on the log (RunTakenOver), and only one records each step.
-                ack_wait=float(os.environ.get("O_EXECUTOR_ACK_WAIT", "5")),
+                # (why this short: ExecutorSettings.ack_wait)
+                ack_wait=self.config.ack_wait,
                 concurrency=16,
             )
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import os
 import time
 
 from fastapi import FastAPI, Request
@@ -12,7 +11,6 @@ from opentelemetry import trace
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from o_contracts import limits
 from o_contracts.ids import InvalidId
 from o_gateway import openapi
 from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
@@ -28,8 +26,10 @@ from o_gateway.routes import (
     runs,
     tools,
 )
+from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
+from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
 from o_runtime.tracing import tracer
 from o_runtime.waiting import ProjectionLag
@@ -105,20 +105,9 @@ class Authenticated:
         await self.app(scope, receive, send)
 
 
-def max_body_bytes() -> int:
-    raw = os.environ.get("O_MAX_BODY_BYTES")
-    if not raw:
-        return limits.DEFAULT_MAX_BODY_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"O_MAX_BODY_BYTES must be a number of bytes, not {raw!r}") from None
-    if value < 1024:
-        raise ValueError(f"O_MAX_BODY_BYTES must be at least 1024, not {value}")
-    return value
-
-
-def create_app(gateway: Gateway) -> FastAPI:
+def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> FastAPI:
+    """The HTTP app; `settings` default to the environment's (read now, once)."""
+    settings = settings or GatewaySettings.from_env(Env())
     app = FastAPI(title="O", version=VERSION, description="Letta v1 API, event-sourced")
     app.state.gateway = gateway
     for module in (health, agents, blocks, messages, models, runs, tools, agent_tools, archival):
@@ -146,14 +135,11 @@ def create_app(gateway: Gateway) -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=504)
 
     install_error_handlers(app)
-    api_key = os.environ.get("O_API_KEY") or None
-    openapi.install(app, secured=api_key is not None)
+    openapi.install(app, secured=settings.api_key is not None)
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
     # The last added runs first: Instrumented, Authenticated, InputLimits.
-    app.add_middleware(InputLimits, max_body_bytes=max_body_bytes())
-    app.add_middleware(
-        Authenticated, api_key=api_key, open_docs=os.environ.get("O_OPEN_DOCS") == "1"
-    )
+    app.add_middleware(InputLimits, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(Authenticated, api_key=settings.api_key, open_docs=settings.open_docs)
     app.add_middleware(Instrumented)
     return app

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
 
 import uvicorn
@@ -13,8 +12,10 @@ import uvicorn
 from o_gateway.app import create_app
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.projections import agents
+from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
+from o_runtime.env import Env
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
@@ -31,16 +32,20 @@ class _Server(uvicorn.Server):
 class GatewayService(Service):
     name = "gateway"
 
+    def configure(self, env: Env) -> None:
+        self.config = GatewaySettings.from_env(env)
+
     async def setup(self) -> None:
         self.project(agents)
         self.project(tools)
 
     async def started(self) -> None:
-        app = create_app(Gateway(self.eventlog, self.pool, self.watcher))
+        gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)
+        app = create_app(gateway, self.config)
         config = uvicorn.Config(
             app,
-            host=os.environ.get("O_HTTP_HOST", "127.0.0.1"),
-            port=int(os.environ.get("O_HTTP_PORT", "8283")),
+            host=self.config.http_host,
+            port=self.config.http_port,
             log_level="warning",
             lifespan="off",
             # A request uvicorn cannot parse is a JSON 400 too.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import asyncpg
 from fastapi import Depends, HTTPException, Request
 
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
+from o_gateway.settings import GatewaySettings
 from o_runtime.eventlog import EventLog
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
@@ -22,6 +23,7 @@ class Gateway:
     eventlog: EventLog
     pool: asyncpg.Pool
     watcher: ProjectionWatcher
+    settings: GatewaySettings = field(default_factory=GatewaySettings)
 
     @property
     def reads(self) -> ProjectionReads:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -34,8 +33,6 @@ log = logging.getLogger(__name__)
 # A run may take many LLM steps; past this the client gets 504 (or, streaming, a
 # timeout error chunk) but the run goes on and its messages appear in the history.
 RUN_REPLY_TIMEOUT = 600.0
-# While nothing else is sent, a ping this often keeps proxies from closing the stream.
-PING_SECONDS = float(os.environ.get("O_STREAM_PING_SECONDS", "10"))
 
 
 def sse(data: Any, event: str | None = None) -> bytes:
@@ -132,7 +129,9 @@ async def stream_run(
         while True:
             remaining = deadline - loop.time()
             try:
-                kind, msg = await asyncio.wait_for(inbox.get(), min(PING_SECONDS, remaining))
+                kind, msg = await asyncio.wait_for(
+                    inbox.get(), min(gw.settings.stream_ping_seconds, remaining)
+                )
             except TimeoutError:
                 if loop.time() < deadline:
                     if include_pings:

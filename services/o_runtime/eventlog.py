@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -91,9 +90,9 @@ class Recorded:
     envelope: Envelope[Message]
 
 
-def stream_configs() -> list[StreamConfig]:
-    # 1 on a single server; 3 on the k8s NATS cluster (O_STREAM_REPLICAS=3).
-    replicas = int(os.environ.get("O_STREAM_REPLICAS", "1"))
+def stream_configs(replicas: int = 1) -> list[StreamConfig]:
+    """O's streams; `replicas`: 1 on a single server, 3 on the k8s NATS cluster
+    (Settings.stream_replicas, O_STREAM_REPLICAS)."""
     return [
         StreamConfig(
             name=subjects.EVENTS_STREAM,
@@ -131,9 +130,9 @@ def stream_configs() -> list[StreamConfig]:
     ]
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
     """Create the streams, or bring their settings up to date (idempotent)."""
-    for config in stream_configs():
+    for config in stream_configs(replicas):
         try:
             await js.add_stream(config)
         except BadRequestError:
@@ -167,7 +166,7 @@ class EventLog:
                 waiter.set_result(None)
 
     @classmethod
-    async def connect(cls, url: str, name: str) -> EventLog:
+    async def connect(cls, url: str, name: str, replicas: int = 1) -> EventLog:
         import time
 
         # Set once connected (the callbacks below may run before).
@@ -215,7 +214,7 @@ class EventLog:
         conn.append(nc)
         self = cls(nc)
         logs.append(self)
-        await ensure_streams(self.js)
+        await ensure_streams(self.js, replicas)
         return self
 
     async def close(self) -> None:

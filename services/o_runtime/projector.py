@@ -17,7 +17,7 @@ what they were told (waiting.py).
 
 Several replicas of a service may run the same projection; a Postgres
 advisory lock picks one to follow the log (the others stand by and take
-over within STANDBY_POLL seconds of its death, since Postgres drops a dead
+over within `standby_poll` seconds of its death, since Postgres drops a dead
 session's locks). Two leaders at once (a partition) would waste work, never
 apply an event twice: both go through the same checkpoint row.
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -43,6 +42,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
 from o_runtime.outages import is_outage
+from o_runtime.settings import ProjectionSettings
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
@@ -61,18 +61,13 @@ NOTIFY_CHANNEL = "o_projection"
 MAX_ATTEMPTS = 5
 # Events applied in one transaction at most (more wait for the next one).
 MAX_BATCH = 500
-# How often a standby replica tries to become the projection's follower.
-STANDBY_POLL = float(os.environ.get("O_PROJECTION_STANDBY_POLL", "1.0"))
-# First retry delay after a passing failure; doubles each attempt (at most 30 s).
-RETRY_DELAY = float(os.environ.get("O_PROJECTION_RETRY_DELAY", "0.05"))
 # How soon a follower tries again when Postgres was unreachable (a restarted
 # Postgres is back in ~0.1-0.3 s under make run's supervisor).
 RECONNECT_DELAY = 0.25
 # An idle follower checks this often that it still holds its lock.
 IDLE_CHECK = 5.0
-# How long the checkpoint may lag behind events a projection does not handle
-# while no one waits for them (a waiter says so: see _follow).
-SKIP_LAG = float(os.environ.get("O_PROJECTION_SKIP_LAG", "1.0"))
+# (How often a standby polls, how soon a failure is retried and how long a
+# checkpoint may lag: ProjectionSettings, o_runtime/settings.py.)
 
 # Postgres being unreachable is no fault of an event: the follower starts over
 # (from the checkpoint) instead of counting it towards dead-lettering.
@@ -251,8 +246,10 @@ class Projector:
         pool: asyncpg.Pool,
         eventlog: EventLog,
         on_committed: Callable[[str, int], None] | None = None,
+        settings: ProjectionSettings | None = None,
     ) -> None:
         self.projection = projection
+        self.settings = settings or ProjectionSettings()
         self.pool = pool
         self.eventlog = eventlog
         # Told (projection name, sequence) after each commit: waiters in this
@@ -303,7 +300,7 @@ class Projector:
                 await asyncio.sleep(RECONNECT_DELAY)
             except Exception:
                 log.exception("projection %s: following the log failed; starting over", self.name)
-                await asyncio.sleep(STANDBY_POLL)
+                await asyncio.sleep(self.settings.standby_poll)
 
     @contextlib.asynccontextmanager
     async def _leadership(self) -> AsyncIterator[asyncpg.Connection]:
@@ -317,7 +314,7 @@ class Projector:
                 await self.pool.release(conn)
                 raise
             await self.pool.release(conn)
-            await asyncio.sleep(STANDBY_POLL)
+            await asyncio.sleep(self.settings.standby_poll)
         log.info("projection %s: following the log", self.name)
         try:
             yield conn
@@ -379,7 +376,7 @@ class Projector:
         # events are some other projection's business, and every checkpoint
         # commit wakes every waiting process (NOTIFY), so that move is lazy: it
         # is folded into the next batch's transaction, or written after
-        # SKIP_LAG, or at once when a waiter asks for a sequence past the
+        # the settings' skip_lag, or at once when a waiter asks for a sequence past the
         # checkpoint (ProjectionWatcher.wait publishes on projection_wanted).
         skipped: int | None = None
         skipped_since = 0.0
@@ -388,7 +385,7 @@ class Projector:
             while True:
                 wait = IDLE_CHECK
                 if skipped is not None:
-                    wait = max(0.0, skipped_since + SKIP_LAG - loop.time())
+                    wait = max(0.0, skipped_since + self.settings.skip_lag - loop.time())
                 try:
                     # (wait_for costs a task: only when there is something to wait for)
                     first = (
@@ -430,7 +427,7 @@ class Projector:
                         skipped_since = loop.time()
                     skipped = events[-1].seq
                 if skipped is not None and (
-                    wanted > committed or loop.time() - skipped_since >= SKIP_LAG
+                    wanted > committed or loop.time() - skipped_since >= self.settings.skip_lag
                 ):
                     await self._advance(skipped)
                     committed, skipped = skipped, None
@@ -480,7 +477,7 @@ class Projector:
                 log.warning(
                     "projection %s: seq %d failed (%r); will retry", self.name, event.seq, exc
                 )
-                await asyncio.sleep(min(RETRY_DELAY * 2 ** (attempt - 1), 30.0))
+                await asyncio.sleep(min(self.settings.retry_delay * 2 ** (attempt - 1), 30.0))
             except Exception as exc:
                 if not its_fault(exc):
                     raise  # the follower starts over from its checkpoint

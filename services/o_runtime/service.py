@@ -13,6 +13,7 @@ from faststream.nats import NatsBroker
 
 from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
+from o_runtime.env import BadSetting, Env
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.logging_setup import setup_logging
@@ -35,8 +36,11 @@ class Service:
     # The tool sandbox is cut off from Postgres (it may reach only NATS).
     needs_database = True
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, env: Env | None = None) -> None:
         self.settings = settings
+        # The service's own settings are read here, at start, so a bad value
+        # stops it before it connects anything (configure()).
+        self.configure(env or Env())
         self.eventlog: EventLog
         self.pool: asyncpg.Pool
         self.broker: NatsBroker
@@ -46,6 +50,9 @@ class Service:
         self.projectors: list[Projector] = []
         self.consumers: list[CommandConsumer] = []
         self._stop = asyncio.Event()
+
+    def configure(self, env: Env) -> None:
+        """Read the service's own settings (typed, validated: o_runtime/env.py)."""
 
     async def setup(self) -> None:
         """`consume()` commands, `project()` the read models, add subscribers to `self.broker`."""
@@ -57,7 +64,13 @@ class Service:
     def project(self, projection: Projection) -> None:
         """Keep `projection` up to date while the service runs (setup() calls this)."""
         self.projectors.append(
-            Projector(projection, self.pool, self.eventlog, on_committed=self.watcher.applied)
+            Projector(
+                projection,
+                self.pool,
+                self.eventlog,
+                on_committed=self.watcher.applied,
+                settings=self.settings.projections,
+            )
         )
 
     async def started(self) -> None:
@@ -75,7 +88,9 @@ class Service:
         return self.eventlog.nc.is_connected
 
     async def start(self) -> None:
-        self.eventlog = await EventLog.connect(self.settings.nats_url, name=self.name)
+        self.eventlog = await EventLog.connect(
+            self.settings.nats_url, name=self.name, replicas=self.settings.stream_replicas
+        )
         if self.needs_database:
             self.pool = await connect_pool(self.settings.database_url)
             self.watcher = ProjectionWatcher(self.settings.database_url, self.eventlog.nc)
@@ -136,7 +151,12 @@ class Service:
 
 
 def main(service_cls: type[Service]) -> None:
-    settings = Settings.from_env(service_cls.name, service_cls.needs_database)
+    env = Env()
+    try:
+        settings = Settings.from_env(service_cls.name, service_cls.needs_database, env)
+        service = service_cls(settings, env)
+    except BadSetting as exc:
+        raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_logging(service_cls.name, settings.log_level)
-    setup_tracing(service_cls.name)
-    asyncio.run(service_cls(settings).run_forever())
+    setup_tracing(service_cls.name, settings.trace_console)
+    asyncio.run(service.run_forever())

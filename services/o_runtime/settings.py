@@ -1,9 +1,34 @@
-"""Process settings, read once from the environment."""
+"""What every service process is configured with, built once from the environment at start.
+
+Each service adds its own (o_executor/settings.py, o_gateway/settings.py,
+o_tool_sandbox/limits.py); all of them are frozen and validated: a bad value
+stops the service at start with the variable's name (o_runtime/env.py).
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from o_runtime.env import BadSetting, Env
+
+
+@dataclass(frozen=True)
+class ProjectionSettings:
+    # How often a standby replica tries to become a projection's follower.
+    standby_poll: float = 1.0
+    # First retry delay after a passing failure (a deadlock, a lock timeout); doubles.
+    retry_delay: float = 0.05
+    # How long a checkpoint may lag behind events a projection does not handle
+    # while no one waits for them.
+    skip_lag: float = 1.0
+
+    @classmethod
+    def from_env(cls, env: Env) -> ProjectionSettings:
+        return cls(
+            standby_poll=env.number("O_PROJECTION_STANDBY_POLL", 1.0, minimum=0.001),
+            retry_delay=env.number("O_PROJECTION_RETRY_DELAY", 0.05, minimum=0.0),
+            skip_lag=env.number("O_PROJECTION_SKIP_LAG", 1.0, minimum=0.0),
+        )
 
 
 @dataclass(frozen=True)
@@ -11,23 +36,33 @@ class Settings:
     nats_url: str
     database_url: str
     service_name: str
-    health_port: int | None
-    log_level: str
+    health_port: int | None = None
+    log_level: str = "INFO"
+    # JetStream replicas of O's streams: 1 on one server, 3 on a NATS cluster.
+    stream_replicas: int = 1
+    trace_console: bool = False
+    projections: ProjectionSettings = field(default_factory=ProjectionSettings)
 
     @classmethod
-    def from_env(cls, service_name: str, needs_database: bool = True) -> Settings:
-        nats_url = os.environ.get("NATS_URL")
-        database_url = os.environ.get("DATABASE_URL", "")
+    def from_env(cls, service_name: str, needs_database: bool, env: Env) -> Settings:
+        nats_url = env.optional("NATS_URL")
+        database_url = env.text("DATABASE_URL", "")
         if not nats_url or (needs_database and not database_url):
             raise SystemExit(
                 f"{service_name}: NATS_URL and DATABASE_URL must be set "
                 "(`make run` sets them for the embedded servers)"
             )
-        port = os.environ.get("O_HEALTH_PORT")
+        health = env.integer("O_HEALTH_PORT", 0, minimum=0)
+        level = env.text("O_LOG_LEVEL", "INFO").upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise BadSetting(f"O_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
         return cls(
             nats_url=nats_url,
             database_url=database_url,
             service_name=service_name,
-            health_port=int(port) if port else None,
-            log_level=os.environ.get("O_LOG_LEVEL", "INFO"),
+            health_port=health or None,
+            log_level=level,
+            stream_replicas=env.integer("O_STREAM_REPLICAS", 1, minimum=1),
+            trace_console=env.flag("O_TRACE_CONSOLE"),
+            projections=ProjectionSettings.from_env(env),
         )

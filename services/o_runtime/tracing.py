@@ -9,7 +9,6 @@ API's no-op tracer still passes a caller's trace context on from hop to hop.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -21,8 +20,9 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 tracer = trace.get_tracer("o")
 
 
-def setup_tracing(service: str) -> None:
-    if os.environ.get("O_TRACE_CONSOLE") != "1":
+def setup_tracing(service: str, console: bool) -> None:
+    """`console` (O_TRACE_CONSOLE=1): print spans; otherwise spans are not exported."""
+    if not console:
         return  # nothing would export the spans: keep the no-op tracer
     provider = TracerProvider(resource=Resource.create({"service.name": f"o-{service}"}))
     provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))

@@ -39,11 +39,14 @@ def _stdlib_paths(python: str) -> list[str]:
     return [p for p in out.stdout.splitlines() if p and os.path.exists(p)]
 
 
-def choose(unprivileged: bool) -> tuple[str, list[str]]:
-    """The interpreter and the paths workers may read (its stdlib and the system libraries)."""
+def choose(unprivileged: bool, python: str | None = None) -> tuple[str, list[str]]:
+    """The interpreter and the paths workers may read (its stdlib and the system libraries).
+
+    `python`: the one asked for (O_SANDBOX_PYTHON), tried first.
+    """
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     candidates = [
-        os.environ.get("O_SANDBOX_PYTHON"),
+        python,
         sys.executable,
         f"/usr/local/bin/{version}",
         f"/usr/bin/{version}",

@@ -1,13 +1,13 @@
-"""The sandbox's limits, from the environment (defaults fit a small tool)."""
+"""The sandbox's settings: the limits every tool run is held to, and the service's own
+(read once at start; o_runtime/env.py validates them). Defaults fit a small tool."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from o_runtime.env import Env
 
-def _int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+MB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -23,17 +23,18 @@ class Limits:
     pool_size: int  # warm workers kept ready
 
     @classmethod
-    def from_env(cls) -> Limits:
+    def from_env(cls, env: Env | None = None) -> Limits:
+        env = env or Env()
         return cls(
-            timeout=float(os.environ.get("O_SANDBOX_TIMEOUT", "60")),
-            cpu_seconds=_int("O_SANDBOX_CPU_SECONDS", 30),
-            memory_bytes=_int("O_SANDBOX_MEMORY_MB", 512) << 20,
-            file_bytes=_int("O_SANDBOX_FILE_MB", 16) << 20,
-            processes=_int("O_SANDBOX_PROCESSES", 32),
-            open_files=_int("O_SANDBOX_OPEN_FILES", 64),
-            output_keep=_int("O_SANDBOX_OUTPUT_KEEP", 64 * 1024),
-            output_max=_int("O_SANDBOX_OUTPUT_MAX_MB", 8) << 20,
-            pool_size=_int("O_SANDBOX_POOL", 4),
+            timeout=env.number("O_SANDBOX_TIMEOUT", 60.0, minimum=0.1),
+            cpu_seconds=env.integer("O_SANDBOX_CPU_SECONDS", 30, minimum=1),
+            memory_bytes=env.integer("O_SANDBOX_MEMORY_MB", 512, minimum=16) * MB,
+            file_bytes=env.integer("O_SANDBOX_FILE_MB", 16, minimum=1) * MB,
+            processes=env.integer("O_SANDBOX_PROCESSES", 32, minimum=1),
+            open_files=env.integer("O_SANDBOX_OPEN_FILES", 64, minimum=16),
+            output_keep=env.integer("O_SANDBOX_OUTPUT_KEEP", 64 * 1024, minimum=1024),
+            output_max=env.integer("O_SANDBOX_OUTPUT_MAX_MB", 8, minimum=1) * MB,
+            pool_size=env.integer("O_SANDBOX_POOL", 4, minimum=0),
         )
 
     def worker_config(self) -> dict[str, int]:
@@ -44,3 +45,27 @@ class Limits:
             "processes": self.processes,
             "open_files": self.open_files,
         }
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    limits: Limits
+    # Heartbeats keep a long tool's command with its replica; if the replica
+    # dies, the command is redelivered after this long.
+    ack_wait: float = 10.0
+    # Calls one replica runs at once.
+    concurrency: int = 8
+    # Tools run as uids from here on (root only): one per live worker.
+    uid_base: int = 61000
+    # The interpreter workers run (else this one, or the system's).
+    python: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Env) -> SandboxSettings:
+        return cls(
+            limits=Limits.from_env(env),
+            ack_wait=env.number("O_SANDBOX_ACK_WAIT", 10.0, minimum=0.5),
+            concurrency=env.integer("O_SANDBOX_CONCURRENCY", 8, minimum=1),
+            uid_base=env.integer("O_SANDBOX_UID_BASE", 61000, minimum=1000),
+            python=env.optional("O_SANDBOX_PYTHON"),
+        )

@@ -30,8 +30,7 @@ from o_tool_sandbox.limits import Limits
 log = logging.getLogger(__name__)
 
 ZYGOTE = str(Path(__file__).with_name("zygote.py"))
-# Tools run as uids from here on (root only): one per live worker.
-UID_BASE = int(os.environ.get("O_SANDBOX_UID_BASE", "61000"))
+# Tools run as uids from `uid_base` on (root only): one per live worker.
 UID_SLOTS = 1000
 # Replicas on one host take a random block of UID_SLOTS uids each, so two
 # replicas' tools (almost surely) never share a uid.
@@ -175,17 +174,17 @@ class Zygote:
 
 
 class WorkerPool:
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, uid_base: int = 61000, python: str | None = None) -> None:
         self.limits = limits
         self.root = os.geteuid() == 0
-        self.python, self.read_paths = interpreter.choose(unprivileged=self.root)
+        self.python, self.read_paths = interpreter.choose(unprivileged=self.root, python=python)
         _sweep_stale_scratch()
         self.base = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         # Traversable, not listable: a tool finds only its own scratch directory.
         self.base.chmod(0o711)
         self._ready: asyncio.Queue[Worker] = asyncio.Queue()
         self._uids: set[int] = set()
-        self._uid_base = UID_BASE + secrets.randbelow(UID_BLOCKS) * UID_SLOTS
+        self._uid_base = uid_base + secrets.randbelow(UID_BLOCKS) * UID_SLOTS
         self._filling: set[asyncio.Task[None]] = set()
         self._disposing: set[asyncio.Task[None]] = set()
         self.isolation: dict[str, Any] = {}

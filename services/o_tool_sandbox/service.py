@@ -7,21 +7,19 @@ outcome goes back as an event and a reply.
 
 from __future__ import annotations
 
-import os
-
 import msgpack
 
 from o_contracts import subjects
 from o_contracts.commands import RunTool
 from o_runtime.commands import CommandConsumer
+from o_runtime.env import Env
 from o_runtime.service import Service
 from o_tool_sandbox.executions import Executions, replica_name
-from o_tool_sandbox.limits import Limits
+from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.pool import WorkerPool
 
-# Heartbeats keep a long tool's command with its replica; if the replica dies,
-# the command is redelivered after this long, at most MAX_DELIVER times in all.
-ACK_WAIT = 10.0
+# A command whose replica died is delivered again (after SandboxSettings.ack_wait),
+# at most MAX_DELIVER times in all.
 MAX_DELIVER = 3
 MAX_IN_FLIGHT = 1024
 
@@ -30,9 +28,12 @@ class ToolSandboxService(Service):
     name = "tool_sandbox"
     needs_database = False
 
+    def configure(self, env: Env) -> None:
+        self.config = SandboxSettings.from_env(env)
+        self.limits = self.config.limits
+
     async def setup(self) -> None:
-        self.limits = Limits.from_env()
-        self.pool = WorkerPool(self.limits)
+        self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
         await self.pool.start()
         self.replica = replica_name()
         executions = Executions(self.eventlog, self.pool, self.replica)
@@ -42,10 +43,10 @@ class ToolSandboxService(Service):
                 "tool_sandbox",
                 subjects.SANDBOX_COMMANDS,
                 {RunTool: executions.run_tool},
-                ack_wait=float(os.environ.get("O_SANDBOX_ACK_WAIT", ACK_WAIT)),
+                ack_wait=self.config.ack_wait,
                 # Calls one replica runs at once; the durable consumer lets many
                 # replicas' calls be in flight together.
-                concurrency=int(os.environ.get("O_SANDBOX_CONCURRENCY", "8")),
+                concurrency=self.config.concurrency,
                 max_ack_pending=MAX_IN_FLIGHT,
                 max_deliver=MAX_DELIVER,
             )

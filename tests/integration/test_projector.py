@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, Protocol
 
 import asyncpg
 import msgpack
+import nats.js.errors
 import pytest
 
 from o_contracts import subjects
@@ -29,6 +30,7 @@ from o_runtime.db import migrate
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Outcome, Projection, Projector
 from o_runtime.reads import ProjectionReads
+from o_runtime.settings import ProjectionSettings
 from o_runtime.waiting import ProjectionWatcher
 
 
@@ -54,10 +56,14 @@ def with_handler(base: Projection, event_type: type[Any], handler: Any) -> Proje
 
 
 def started(
-    projection: Projection, pool: asyncpg.Pool, eventlog: EventLog, projectors: list[Projector]
+    projection: Projection,
+    pool: asyncpg.Pool,
+    eventlog: EventLog,
+    projectors: list[Projector],
+    settings: ProjectionSettings | None = None,
 ) -> Projector:
     """A projector following the log (stopped at the test's end by the fixture)."""
-    projector = Projector(projection, pool, eventlog)
+    projector = Projector(projection, pool, eventlog, settings=settings)
     projectors.append(projector)
     projector.start()
     return projector
@@ -135,7 +141,10 @@ async def projectors() -> AsyncIterator[list[Projector]]:
         await p.stop()
 
 
-Follow = Callable[[Projection, int], Awaitable[Projector]]
+class Follow(Protocol):
+    def __call__(
+        self, projection: Projection, until: int, settings: ProjectionSettings | None = None
+    ) -> Awaitable[Projector]: ...
 
 
 @pytest.fixture
@@ -144,8 +153,10 @@ def follow(
 ) -> Follow:
     """Start a projector on a projection and wait until it has applied sequence `until`."""
 
-    async def run(projection: Projection, until: int) -> Projector:
-        projector = started(projection, pool, eventlog, projectors)
+    async def run(
+        projection: Projection, until: int, settings: ProjectionSettings | None = None
+    ) -> Projector:
+        projector = started(projection, pool, eventlog, projectors, settings)
         await watcher.wait(until, projection.name, timeout=30)
         return projector
 
@@ -193,11 +204,11 @@ async def test_one_replica_follows_and_another_takes_over_when_it_stops(
     pool: asyncpg.Pool,
     watcher: ProjectionWatcher,
     projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(projector_module, "STANDBY_POLL", 0.05)
+    quick = ProjectionSettings(standby_poll=0.05)
     projection = fresh_memory_projection()
-    first, second = Projector(projection, pool, eventlog), Projector(projection, pool, eventlog)
+    first = Projector(projection, pool, eventlog, settings=quick)
+    second = Projector(projection, pool, eventlog, settings=quick)
     projectors += [first, second]
     first.start()
     block_id, seq = await create_block(eventlog, value="v1")
@@ -240,14 +251,12 @@ async def test_a_waiter_moves_the_checkpoint_past_events_the_projection_does_not
     pool: asyncpg.Pool,
     watcher: ProjectionWatcher,
     projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Left alone, the checkpoint would lag an hour behind skipped events: only
     # the waiter's word (ProjectionWatcher.wait publishes it) can move it sooner.
-    monkeypatch.setattr(projector_module, "SKIP_LAG", 3600.0)
     projection = fresh_memory_projection()
     assert RunCancellationRequested.type_name() not in projection.handlers
-    started(projection, pool, eventlog, projectors)
+    started(projection, pool, eventlog, projectors, ProjectionSettings(skip_lag=3600.0))
     last = await skipped_events(eventlog, 5)
     await watcher.wait(last, projection.name, timeout=30)
     assert await checkpoint_of(pool, projection) == last
@@ -258,11 +267,9 @@ async def test_unwatched_skipped_events_move_the_checkpoint_after_the_lag(
     eventlog: EventLog,
     pool: asyncpg.Pool,
     projectors: list[Projector],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(projector_module, "SKIP_LAG", 0.05)
     projection = fresh_memory_projection()
-    started(projection, pool, eventlog, projectors)
+    started(projection, pool, eventlog, projectors, ProjectionSettings(skip_lag=0.05))
     last = await skipped_events(eventlog, 5)
     silent = ProjectionWatcher(database_url)  # no NATS: it asks no one to hurry
     await silent.start()
@@ -281,6 +288,10 @@ async def dead_letters_of(eventlog: EventLog, projection: Projection) -> dict[in
     """
     subject = subjects.dead_letter_subject(f"projection-{projection.name}")
     found: dict[int, str] = {}
+    try:
+        await eventlog.js.get_last_msg(subjects.DEAD_LETTER_STREAM, subject)
+    except nats.js.errors.NotFoundError:
+        return found
     sub = await eventlog.js.subscribe(
         subject, stream=subjects.DEAD_LETTER_STREAM, ordered_consumer=True
     )
@@ -322,9 +333,8 @@ async def test_an_event_no_handler_can_apply_is_dead_lettered_at_once_and_the_re
 
 
 async def test_an_event_that_fails_for_a_passing_reason_is_tried_again(
-    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow, monkeypatch: pytest.MonkeyPatch
+    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow
 ) -> None:
-    monkeypatch.setattr(projector_module, "RETRY_DELAY", 0.01)
     base = fresh_memory_projection()
     block_id, unlucky, last = await three_versions(eventlog, "v2")
     attempts = []
@@ -337,7 +347,7 @@ async def test_an_event_that_fails_for_a_passing_reason_is_tried_again(
         await real(conn, rec)
 
     projection = with_handler(base, BlockUpdated, contended)
-    await follow(projection, last)
+    await follow(projection, last, ProjectionSettings(retry_delay=0.01))
     assert len(attempts) == 3
     assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2"), (3, "v3")]
 
@@ -363,12 +373,11 @@ async def test_a_rebuild_skips_what_the_live_projection_dead_lettered(
 
 
 async def test_losing_postgres_mid_event_is_not_the_events_fault(
-    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow, monkeypatch: pytest.MonkeyPatch
+    eventlog: EventLog, pool: asyncpg.Pool, follow: Follow
 ) -> None:
     # The handler's session is cut more often than an event may fail: the
     # follower starts over from the checkpoint each time, and nothing is
     # dead-lettered or applied twice.
-    monkeypatch.setattr(projector_module, "STANDBY_POLL", 0.01)
     base = fresh_memory_projection()
     block_id, cut, last = await three_versions(eventlog, "v2")
     cuts = []
@@ -381,12 +390,10 @@ async def test_losing_postgres_mid_event_is_not_the_events_fault(
             await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
     projection = with_handler(base, BlockUpdated, unlucky)
-    await follow(projection, last)
+    await follow(projection, last, ProjectionSettings(standby_poll=0.01))
     assert len(cuts) == projector_module.MAX_ATTEMPTS + 1
     assert await versions_of(pool, block_id) == [(1, "v1"), (2, "v2"), (3, "v3")]
-    dead = await eventlog.js.stream_info(subjects.DEAD_LETTER_STREAM)
-    subject = subjects.dead_letter_subject(f"projection-{projection.name}")
-    assert subject not in ((dead.state.subjects or {}) if dead.state else {})
+    assert cut not in await dead_letters_of(eventlog, projection)
 
 
 async def test_projection_transactions_commit_asynchronously(

@@ -87,6 +87,7 @@ class LiveDeps:
             max_tokens=request.max_tokens,
             on_text=request.on_text,
             on_tool_call=request.on_tool_call,
+            retries=self.s.config.llm,
         )
         if not cancellable:
             return await call

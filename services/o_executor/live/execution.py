@@ -220,7 +220,9 @@ class LiveRun:
         gone = agent is None
         if agent is None:
             agent = AgentConfig.deleted(self.cmd.agent_id)
-        tools = LiveTools(self.s.eventlog, self.s.pool, self.command, agent, memory_seq)
+        tools = LiveTools(
+            self.s.eventlog, self.s.pool, self.command, agent, self.s.config, memory_seq
+        )
         core, self._core = self._core, None
         deps = LiveDeps(
             self.s,

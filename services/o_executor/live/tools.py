@@ -23,6 +23,7 @@ from o_executor.run.deps import ToolOutcome
 from o_executor.run.policy import PURE_TOOLS
 from o_executor.run.tool_step import memory_command_id
 from o_executor.sandbox_calls import run_user_tool
+from o_executor.settings import ExecutorSettings
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
 
@@ -44,6 +45,7 @@ class LiveTools:
     pool: Any  # asyncpg.Pool
     command: Envelope[StartRun]
     agent: AgentConfig
+    settings: ExecutorSettings
     # The highest log position of a memory edit this run made: the next prompt
     # reads core memory as of there (o_executor/live/deps.py).
     memory_seq: int = 0
@@ -69,6 +71,7 @@ class LiveTools:
                 tool_call_id=call.id,
                 arguments=args,
                 producer=PRODUCER,
+                timeout=self.settings.tool_timeout,
             )
             return ToolOutcome(
                 result.get("status") == "success",

@@ -1,0 +1,36 @@
+"""The gateway's settings, read once at start (o_runtime/env.py validates them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from o_contracts import limits
+from o_runtime.env import Env
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    http_host: str = "127.0.0.1"
+    http_port: int = 8283
+    # With a key, every route but health needs `Authorization: Bearer <key>`.
+    api_key: str | None = None
+    # O_OPEN_DOCS=1: the docs and /openapi.json are open without the key.
+    open_docs: bool = False
+    # A request body larger than this is refused (413) without being read.
+    max_body_bytes: int = limits.DEFAULT_MAX_BODY_BYTES
+    # While a streamed run sends nothing, a ping this often keeps proxies from
+    # closing the stream.
+    stream_ping_seconds: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Env) -> GatewaySettings:
+        return cls(
+            http_host=env.text("O_HTTP_HOST", "127.0.0.1"),
+            http_port=env.integer("O_HTTP_PORT", 8283, minimum=0),
+            api_key=env.optional("O_API_KEY"),
+            open_docs=env.flag("O_OPEN_DOCS"),
+            max_body_bytes=env.integer(
+                "O_MAX_BODY_BYTES", limits.DEFAULT_MAX_BODY_BYTES, minimum=1024
+            ),
+            stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
+        )
