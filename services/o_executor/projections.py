@@ -16,11 +16,12 @@ from o_contracts.events import (
 )
 from o_contracts.models import ChatMessage
 from o_contracts.ordering import before, position
+from o_contracts.projection_names import RUNS
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
 runs = Projection(
-    name="runs",
+    name=RUNS,
     filter_subject=subjects.AGENT_EVENTS,
     tables=["messages", "runs", "steps", "pending_approvals"],
 )

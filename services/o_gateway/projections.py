@@ -12,10 +12,11 @@ from o_contracts.events import (
     ToolAttached,
     ToolDetached,
 )
+from o_contracts.projection_names import AGENTS
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection, assignments
 
-agents = Projection(name="agents", filter_subject=subjects.AGENT_EVENTS, tables=["agents"])
+agents = Projection(name=AGENTS, filter_subject=subjects.AGENT_EVENTS, tables=["agents"])
 
 # AgentUpdated.changes keys that are our columns; anything else in changes is
 # not ours (block_ids belong to the memory projection).

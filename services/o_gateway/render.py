@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from o_contracts.agent_types import speaks_plainly
 from o_contracts.models import ChatMessage, Usage
 
 VERSION = "0.16.8"
@@ -183,7 +184,7 @@ def letta_messages(
             }
         )
     if m.content:
-        if agent_type == "letta_v1_agent":
+        if speaks_plainly(agent_type):
             out.append(base | {"message_type": "assistant_message", "content": m.content})
         else:
             out.append(
@@ -211,7 +212,7 @@ def letta_messages(
         pending.clear()
 
     for tc in m.tool_calls:
-        if tc.name == "send_message" and agent_type != "letta_v1_agent" and not m.approval_request:
+        if tc.name == "send_message" and not speaks_plainly(agent_type) and not m.approval_request:
             flush()
             try:
                 text = json.loads(tc.arguments).get("message", "")
@@ -230,7 +231,7 @@ def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict
     """One streamed piece of an assistant message's text (the same id on every piece)."""
     now = datetime.now(UTC)
     base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
-    if agent_type == "letta_v1_agent":
+    if speaks_plainly(agent_type):
         return base | {"message_type": "assistant_message", "content": text}
     return base | {
         "message_type": "reasoning_message",

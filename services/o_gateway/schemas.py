@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from o_contracts.agent_types import DEFAULT_AGENT_TYPE, AgentType
 from o_contracts.limits import (
     INT32_MAX,
     MAX_CLIENT_TOOLS,
@@ -90,9 +91,6 @@ class UpdateBlockBody(Body):
     tags: Tags | None = None
 
 
-AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent"]
-
-
 class ToolRuleBody(Body):
     model_config = ConfigDict(extra="allow")
     type: str = Field(max_length=64)
@@ -154,7 +152,7 @@ Timezone = Annotated[str, StringConstraints(max_length=64)]
 class CreateAgentBody(Body):
     name: AgentName | None = None
     system: Text | None = None
-    agent_type: AgentType = "letta_v1_agent"
+    agent_type: AgentType = DEFAULT_AGENT_TYPE
     model: Name | None = None
     embedding: Name | None = None
     llm_config: Object | None = None

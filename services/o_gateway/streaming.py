@@ -22,6 +22,7 @@ from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
+from o_contracts.projection_names import RUNS
 from o_gateway import render
 from o_gateway.deltas import RunDeltas, TokenDelta
 from o_gateway.state import Gateway
@@ -162,7 +163,7 @@ async def stream_run(
                 # Read your writes, as for a plain POST: once the stream ends, the
                 # run's messages and the agent's state are there to read.
                 try:
-                    await gw.visible(msg.metadata.sequence.stream, "runs")
+                    await gw.visible(msg.metadata.sequence.stream, RUNS)
                 except ProjectionLag as exc:  # the stream still ends; the reads catch up
                     log.warning("run %s streamed before it was readable: %s", run_id, exc)
                 if event.error and event.stop_reason != "end_turn":

@@ -6,10 +6,11 @@ import asyncpg
 
 from o_contracts import subjects
 from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
+from o_contracts.projection_names import TOOLS
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection, assignments
 
-tools = Projection(name="tools", filter_subject=subjects.TOOL_EVENTS, tables=["tools"])
+tools = Projection(name=TOOLS, filter_subject=subjects.TOOL_EVENTS, tables=["tools"])
 
 # ToolUpdated.changes key -> column.
 COLUMNS = (

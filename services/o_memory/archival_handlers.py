@@ -18,6 +18,7 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import MemoriesReflected, PassageDeleted, PassageInserted, PassagesAccessed
 from o_contracts.events.archival import ArchivalPassage, ImportanceSource
 from o_contracts.ids import derived_id
+from o_contracts.projection_names import ARCHIVAL
 from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
@@ -86,7 +87,7 @@ class ArchivalCommands:
         record instead of being done twice.
         """
         last = await self.s.eventlog.last_seq(subjects.archival_subject(agent_id))
-        async with self.s.reads.at(last, "archival") as conn:
+        async with self.s.reads.at(last, ARCHIVAL) as conn:
             seq: int | None = await conn.fetchval(
                 "SELECT seq FROM archival_effects WHERE command_id = $1", command_id
             )
@@ -135,7 +136,7 @@ class ArchivalCommands:
             id=derived_id("evt", env.id),
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
-        await self.s.watcher.wait(appended.seq, "archival")
+        await self.s.watcher.wait(appended.seq, ARCHIVAL)
         await self._maybe_reflect(env, cmd.agent_id, settings)
         return await self._inserted(cmd.passage_id, appended.seq)
 
@@ -200,13 +201,13 @@ class ArchivalCommands:
             id=derived_id("evt", env.id),
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
-        await self.s.watcher.wait(appended.seq, "archival")
+        await self.s.watcher.wait(appended.seq, ARCHIVAL)
         return Reply(ok=True, seq=appended.seq, result={"insights": len(passages)})
 
     async def delete_passage(self, env: Envelope[Any]) -> Reply:
         cmd: DeletePassage = env.data
         last = await self.s.eventlog.last_seq(subjects.archival_subject(cmd.agent_id))
-        async with self.s.reads.at(last, "archival") as conn:
+        async with self.s.reads.at(last, ARCHIVAL) as conn:
             done = await conn.fetchval(
                 "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
             )
@@ -229,14 +230,14 @@ class ArchivalCommands:
             id=derived_id("evt", env.id),
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
-        await self.s.watcher.wait(appended.seq, "archival")
+        await self.s.watcher.wait(appended.seq, ARCHIVAL)
         return Reply(ok=True, seq=appended.seq)
 
     async def search(self, request: SearchArchival) -> list[dict[str, Any]]:
         """Ranked results; the returned passages' access is recorded as one event."""
         agent, settings = await self._agent(request.agent_id)
         if request.min_seq:
-            await self.s.watcher.wait(request.min_seq, "archival")
+            await self.s.watcher.wait(request.min_seq, ARCHIVAL)
         if request.ranking == "relevance":
             settings = StreamSettings(w_recency=0, w_importance=0, w_relevance=1)
         model, (vector,) = await self._vectors(agent, [request.query])

@@ -13,13 +13,14 @@ from o_contracts.events import (
     PassagesAccessed,
 )
 from o_contracts.events.archival import ArchivalPassage
+from o_contracts.projection_names import ARCHIVAL
 from o_contracts.vectors import unpack_vector
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
 # Reads every event: archival ones, and AgentDeleted (an agent's archive goes with it).
 archival = Projection(
-    name="archival",
+    name=ARCHIVAL,
     filter_subject=subjects.ALL_EVENTS,
     tables=["passages", "archival_effects", "archival_counts", "archival_tag_counts"],
 )

@@ -34,6 +34,7 @@ from o_contracts.events import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.blocks import ValueEdit
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec
+from o_contracts.projection_names import MEMORY
 from o_memory.blocks import BLOCK_COLUMNS
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
 from o_runtime.eventlog import AppendRejected, ConcurrencyConflict, Recorded
@@ -73,7 +74,7 @@ class MemoryCommands:
         self.s = service
 
     async def _applied(self, seq: int) -> None:
-        await self.s.watcher.wait(seq, "memory")
+        await self.s.watcher.wait(seq, MEMORY)
 
     @contextlib.asynccontextmanager
     async def _block_at(
@@ -81,7 +82,7 @@ class MemoryCommands:
     ) -> AsyncIterator[tuple[asyncpg.Connection, dict[str, Any] | None, int | None]]:
         """As of log position `last`: a connection, the block (None if it does not
         exist) and the sequence of the version `command_id` made, if it made one."""
-        async with self.s.reads.row_at(last, "memory", _BLOCK_AND_DONE, block_id, command_id) as (
+        async with self.s.reads.row_at(last, MEMORY, _BLOCK_AND_DONE, block_id, command_id) as (
             conn,
             row,
         ):
@@ -267,7 +268,7 @@ class MemoryCommands:
         # and detachments are events of the agent).
         agent_last = await self.s.eventlog.last_seq(subjects.agent_subject(cmd.agent_id))
         async with self.s.reads.row_at(
-            agent_last, "memory", _BLOCK_BY_LABEL, cmd.agent_id, label
+            agent_last, MEMORY, _BLOCK_BY_LABEL, cmd.agent_id, label
         ) as (_conn, found):
             pass
         if found is None:

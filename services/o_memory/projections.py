@@ -16,11 +16,12 @@ from o_contracts.events import (
     BlockUpdated,
 )
 from o_contracts.ordering import position
+from o_contracts.projection_names import MEMORY
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection, assignments
 
 memory = Projection(
-    name="memory",
+    name=MEMORY,
     filter_subject=subjects.ALL_EVENTS,
     tables=["blocks", "block_versions", "agent_blocks"],
 )

@@ -15,6 +15,7 @@ from o_contracts.commands import (
     RunMemoryTool,
     UpdateBlock,
 )
+from o_contracts.projection_names import MEMORY
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
@@ -66,7 +67,7 @@ class MemoryService(Service):
         """
         request = msgpack.unpackb(body, raw=False)
         if request.get("min_seq"):
-            await self.watcher.wait(int(request["min_seq"]), "memory")
+            await self.watcher.wait(int(request["min_seq"]), MEMORY)
         core = await read_core_memory(self.pool, str(request["agent_id"]))
         packed: bytes = msgpack.packb(core, use_bin_type=True)
         return packed

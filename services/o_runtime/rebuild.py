@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from o_contracts import projection_names as names
 from o_runtime.db import connect_pool
 from o_runtime.embedded import data_dir
 from o_runtime.eventlog import EventLog
@@ -21,11 +22,11 @@ from o_runtime.supervisor import read_endpoints
 
 # Every projection, by the service that owns it ("module:attribute").
 PROJECTIONS = {
-    "agents": "o_gateway.projections:agents",
-    "memory": "o_memory.projections:memory",
-    "archival": "o_memory.archival_projection:archival",
-    "runs": "o_executor.projections:runs",
-    "tools": "o_gateway.tools_projection:tools",
+    names.AGENTS: "o_gateway.projections:agents",
+    names.MEMORY: "o_memory.projections:memory",
+    names.ARCHIVAL: "o_memory.archival_projection:archival",
+    names.RUNS: "o_executor.projections:runs",
+    names.TOOLS: "o_gateway.tools_projection:tools",
 }
 
 

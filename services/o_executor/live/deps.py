@@ -12,6 +12,7 @@ from o_contracts import subjects
 from o_contracts.base import Event
 from o_contracts.events import RunStarted
 from o_contracts.models import ToolCall
+from o_contracts.projection_names import MEMORY
 from o_executor import llm
 from o_executor.live.recorder import Recorder
 from o_executor.live.tools import LiveTools
@@ -121,5 +122,5 @@ class LiveDeps:
 async def read_core(service: ExecutorService, agent_id: str, min_seq: int) -> CoreMemory:
     """The agent's blocks and archival summary, as of at least log position `min_seq`."""
     if min_seq:
-        await service.watcher.wait(min_seq, "memory")
+        await service.watcher.wait(min_seq, MEMORY)
     return await read_core_memory(service.pool, agent_id)

@@ -22,6 +22,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunCancellationRequested
 from o_contracts.models import ChatMessage
+from o_contracts.projection_names import RUNS
 from o_executor.live.deps import LiveDeps, read_core
 from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
 from o_executor.live.tools import LiveTools
@@ -149,7 +150,7 @@ class LiveRun:
     async def _projected(self, reply: Reply) -> None:
         # Like every O service: whoever waited for the reply reads its write.
         if reply.seq:
-            await self.s.watcher.wait(reply.seq, "runs", timeout=PROJECTION_TIMEOUT)
+            await self.s.watcher.wait(reply.seq, RUNS, timeout=PROJECTION_TIMEOUT)
 
     async def _execute(self, cursor: Cursor) -> Reply:
         # Every event appended to the agent's subject is also published on it:
@@ -259,7 +260,7 @@ class LiveRun:
         # was still going)? Later cancellations show up as conflicts on our
         # appends: see Recorder._read_news.
         checked = self.s.reads.row_at(
-            seq, "runs", _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
+            seq, RUNS, _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
         )
         async with checked as (conn, row):
             history = await self.s.load_history(

@@ -26,6 +26,7 @@ from o_contracts.events import (
     ToolReturned,
 )
 from o_contracts.ids import derived_id
+from o_contracts.projection_names import AGENTS
 from o_executor.live.tools import PRODUCER
 from o_executor.run.deps import AgentGone
 from o_runtime.eventlog import ConcurrencyConflict
@@ -124,6 +125,6 @@ class Recorder:
 
     async def agent_exists(self) -> bool:
         """Whether the agent exists as of the subject's last event we know of (checked)."""
-        async with self.s.reads.at(self.last, "agents", timeout=PROJECTION_TIMEOUT) as conn:
+        async with self.s.reads.at(self.last, AGENTS, timeout=PROJECTION_TIMEOUT) as conn:
             found = await conn.fetchval("SELECT 1 FROM agents WHERE id = $1", self.cmd.agent_id)
         return bool(found)

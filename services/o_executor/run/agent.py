@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from o_contracts.agent_types import uses_heartbeats
+from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
 from o_contracts.prompts import default_system
 
 DEFAULT_WINDOW = 128000
@@ -69,7 +69,7 @@ class AgentConfig:
     @classmethod
     def deleted(cls, agent_id: str) -> AgentConfig:
         """An agent that no longer exists: only its id is known (its runs end cancelled)."""
-        return cls(id=agent_id, name="", system=None, agent_type="letta_v1_agent", llm_config={})
+        return cls(id=agent_id, name="", system=None, agent_type=DEFAULT_AGENT_TYPE, llm_config={})
 
     @property
     def heartbeats(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from o_contracts import subjects
 from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
+from o_contracts.projection_names import AGENTS, MEMORY
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.decisions import decide
 from o_gateway.decisions.agent import read_agent
@@ -63,7 +64,7 @@ async def change_agent(gw: Gateway, command: AgentChange) -> int:
     """
 
     async def decided(last: int) -> Envelope[Any] | None:
-        async with gw.reads.at(last, "agents", "memory") as conn:
+        async with gw.reads.at(last, AGENTS, MEMORY) as conn:
             agent = await read_agent(conn, command)
         event = decide.change_agent(command, agent)
         if event is None:

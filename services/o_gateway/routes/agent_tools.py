@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
+from o_contracts.projection_names import AGENTS
 from o_gateway import render
 from o_gateway.agent_reads import agent_state
 from o_gateway.decisions import (
@@ -53,7 +54,7 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
         else UserTool.from_row(await user_tool_row(gw, tool_id))
     )
     seq = await change_agent(gw, AttachTool(agent_id, tool))
-    await gw.visible(seq, "agents")
+    await gw.visible(seq, AGENTS)
     return await agent_state(gw, agent_id)
 
 
@@ -64,7 +65,7 @@ async def detach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     builtin = BUILTIN_IDS.get(tool_id)
     command = DetachTool(agent_id, tool_id, BuiltinTool(builtin) if builtin is not None else None)
     seq = await change_agent(gw, command)
-    await gw.visible(seq, "agents")
+    await gw.visible(seq, AGENTS)
     return await agent_state(gw, agent_id)
 
 
@@ -79,5 +80,5 @@ async def set_tool_approval(
     """Whether calls of `tool_name` wait for a person: a requires_approval rule on the agent."""
     command = SetToolApproval(checked_id(agent_id, "agent"), tool_name, body.requires_approval)
     seq = await change_agent(gw, command)
-    await gw.visible(seq, "agents")
+    await gw.visible(seq, AGENTS)
     return await agent_state(gw, agent_id)

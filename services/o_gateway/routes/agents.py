@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY
 from o_gateway import agent_requests, decisions
 from o_gateway.agent_reads import agent_state, render_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key
@@ -27,7 +28,7 @@ async def create_agent(
 ) -> dict[str, Any]:
     command = await agent_requests.create_agent(gw, body, checked_key(idempotency_key))
     seq = await decisions.create_agent(gw, command)
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, AGENTS, MEMORY)
     return await agent_state(gw, command.agent_id)
 
 
@@ -69,12 +70,12 @@ async def get_agent(agent_id: str, gw: GW) -> dict[str, Any]:
 async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str, Any]:
     command = await agent_requests.update_agent(gw, checked_id(agent_id, "agent"), body)
     seq = await decisions.change_agent(gw, command)
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, AGENTS, MEMORY)
     return await agent_state(gw, agent_id)
 
 
 @route(router, "DELETE", "/v1/agents/{agent_id}")
 async def delete_agent(agent_id: str, gw: GW) -> dict[str, Any]:
     seq = await decisions.change_agent(gw, decisions.DeleteAgent(checked_id(agent_id, "agent")))
-    await gw.visible(seq, "agents", "memory", "archival")
+    await gw.visible(seq, AGENTS, MEMORY, ARCHIVAL)
     return {"message": f"Agent id={agent_id} successfully deleted"}

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from o_contracts import subjects
 from o_contracts.commands import DeletePassage, InsertPassage
+from o_contracts.projection_names import ARCHIVAL
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_gateway.commands import memory_command
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
@@ -93,7 +94,7 @@ async def insert(
         timeout=INSERT_TIMEOUT,
         command_id=resource_id("cmd", key, passage_id) if key else None,
     )
-    await gw.visible(reply.seq, "archival")
+    await gw.visible(reply.seq, ARCHIVAL)
     return [passage((reply.result or {})["passage"], agent["embedding_config"])]
 
 
@@ -177,4 +178,4 @@ async def delete(agent_id: str, memory_id: str, gw: GW) -> None:
     reply = await memory_command(
         gw, DeletePassage(agent_id=agent_id, passage_id=memory_id), agent_id
     )
-    await gw.visible(reply.seq, "archival")
+    await gw.visible(reply.seq, ARCHIVAL)

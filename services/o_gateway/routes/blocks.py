@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
+from o_contracts.projection_names import AGENTS, MEMORY
 from o_gateway import render
 from o_gateway.agent_reads import agent_state, blocks_of
 from o_gateway.agent_requests import block_spec
@@ -42,7 +43,7 @@ async def update(
             block_id,
             command_id=resource_id("cmd", key, block_id, "update") if key else None,
         )
-        await gw.visible(reply.seq, "memory")
+        await gw.visible(reply.seq, MEMORY)
     return render.block(await block_row(gw, block_id))
 
 
@@ -58,7 +59,7 @@ async def create_block(
         block_id,
         command_id=resource_id("cmd", key, block_id) if key else None,
     )
-    await gw.visible(reply.seq, "memory")
+    await gw.visible(reply.seq, MEMORY)
     return render.block(await block_row(gw, block_id))
 
 
@@ -94,7 +95,7 @@ async def update_block(
 async def delete_block(block_id: str, gw: GW) -> None:
     checked_id(block_id, "block")
     reply = await memory_command(gw, DeleteBlock(block_id=block_id), block_id)
-    await gw.visible(reply.seq, "memory")
+    await gw.visible(reply.seq, MEMORY)
 
 
 # Agent-scoped core memory.
@@ -136,7 +137,7 @@ async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     block = await block_row(gw, checked_id(block_id, "block"))
     seq = await change_agent(gw, AttachBlock(agent_id, block_id, label=block["label"]))
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, AGENTS, MEMORY)
     return await agent_state(gw, agent_id)
 
 
@@ -144,7 +145,7 @@ async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
 async def detach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     command = DetachBlock(checked_id(agent_id, "agent"), checked_id(block_id, "block"))
     seq = await change_agent(gw, command)
-    await gw.visible(seq, "agents", "memory")
+    await gw.visible(seq, AGENTS, MEMORY)
     return await agent_state(gw, agent_id)
 
 
@@ -184,5 +185,5 @@ async def restore_version(block_id: str, version: int, gw: GW) -> dict[str, Any]
     reply = await memory_command(
         gw, RestoreBlockVersion(block_id=block_id, version=version), block_id
     )
-    await gw.visible(reply.seq, "memory")
+    await gw.visible(reply.seq, MEMORY)
     return render.block(await block_row(gw, block_id))

@@ -15,6 +15,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunCancellationRequested, RunCompleted, RunQueued
 from o_contracts.ids import derived_id, new_id
 from o_contracts.models import ApprovalDecision, ChatMessage
+from o_contracts.projection_names import RUNS
 from o_gateway import render
 from o_gateway.commands import PRODUCER, answered
 from o_gateway.idempotency import (
@@ -76,7 +77,7 @@ _KNOWN_RUN = (
 async def known_run(gw: Gateway, agent_id: str, run_id: str) -> dict[str, Any] | None:
     """The run as the log has it now (checked: o_runtime/reads.py), None if it never started."""
     last = await gw.eventlog.last_seq(subjects.agent_subject(agent_id))
-    async with gw.reads.at(last, "runs") as conn:
+    async with gw.reads.at(last, RUNS) as conn:
         row = await conn.fetchrow(_KNOWN_RUN, run_id, agent_id)
     return dict(row) if row is not None else None
 
@@ -268,7 +269,7 @@ _RUN_AND_MESSAGES = (
 async def run_response(
     gw: Gateway, agent_type: str, run_id: str, seq: int | None
 ) -> dict[str, Any]:
-    await gw.visible(seq, "runs")
+    await gw.visible(seq, RUNS)
     # The run and its messages in one round trip: a row per message (one with
     # no message if it has none), the run's columns on each.
     rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id)
@@ -381,7 +382,7 @@ async def send_message_async(
     # The run exists (and can be listed or cancelled) before the executor sees it.
     appended = await gw.eventlog.append(subjects.agent_subject(agent_id), queued)
     await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
-    await gw.visible(appended.seq, "runs")
+    await gw.visible(appended.seq, RUNS)
     return run_json(await run_row(gw, run_id))
 
 
@@ -418,7 +419,7 @@ async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None)
         appended = await gw.eventlog.append(subjects.agent_subject(agent_id), event)
         last = max(last, appended.seq)
         results[run_id] = "cancelled"
-    await gw.visible(last, "runs")
+    await gw.visible(last, RUNS)
     return results
 
 
@@ -443,7 +444,7 @@ async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
     result = reply.result or {}
     if result.get("stop_reason") != "end_turn":
         raise HTTPException(502, f"summarizing failed: {result.get('stop_reason')}")
-    await gw.visible(reply.seq, "runs")
+    await gw.visible(reply.seq, RUNS)
     if "summary" not in result:
         count = await gw.pool.fetchval(
             "SELECT count(*) FROM messages WHERE agent_id = $1 AND in_context", agent_id

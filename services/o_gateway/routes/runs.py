@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
+from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_contracts.models import ChatMessage
 from o_gateway import render
 from o_gateway.pagination import Listing
@@ -135,7 +136,7 @@ async def list_run_messages(
 ) -> list[dict[str, Any]]:
     run = await run_row(gw, run_id)
     agent = await gw.pool.fetchrow("SELECT agent_type FROM agents WHERE id = $1", run["agent_id"])
-    agent_type = agent["agent_type"] if agent else "letta_v1_agent"
+    agent_type = agent["agent_type"] if agent else DEFAULT_AGENT_TYPE
     q = Listing("messages", key="seq", columns="body, created_at, step_id")
     q.filter("run_id = {}", run["id"])
     rows = await q.page(gw.pool, "message", before, after, order, limit)

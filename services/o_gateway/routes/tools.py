@@ -11,6 +11,7 @@ from o_contracts.base_tools import SCHEMAS
 from o_contracts.envelope import Envelope
 from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
+from o_contracts.projection_names import TOOLS
 from o_gateway.commands import PRODUCER
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
@@ -61,7 +62,7 @@ async def append_tool_event(gw: Gateway, tool_id: str, event: Any, expected: int
         )
     except ConcurrencyConflict as exc:
         raise HTTPException(409, f"tool {tool_id} was changed concurrently; try again") from exc
-    await gw.visible(appended.seq, "tools")
+    await gw.visible(appended.seq, TOOLS)
     return appended.seq
 
 

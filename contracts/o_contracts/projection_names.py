@@ -1,0 +1,14 @@
+"""The read models by name: what a write waits for before it answers (read your writes),
+what a decision checks it reads (o_runtime/reads.py), what `make rebuild` rebuilds."""
+
+from __future__ import annotations
+
+from typing import Final
+
+AGENTS: Final = "agents"  # the gateway's agent registry
+TOOLS: Final = "tools"  # the gateway's tool registry
+MEMORY: Final = "memory"  # the memory service's blocks and who has them
+ARCHIVAL: Final = "archival"  # the memory service's archival passages
+RUNS: Final = "runs"  # the executor's runs, steps and messages
+
+ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS)
