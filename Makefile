@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m o_runtime.supervisor
+	$(BIN)/python -m o_devtools.supervisor
 
 # One pytest run, so the embedded servers start once for all suites.
 test: lint
@@ -54,7 +54,7 @@ asyncapi: $(STAMP)
 	@echo "wrote contracts/asyncapi.yaml"
 
 rebuild: $(STAMP)
-	$(BIN)/python -m o_runtime.rebuild $(PROJECTIONS)
+	$(BIN)/python -m o_devtools.rebuild $(PROJECTIONS)
 
 # Timings, never tests: medians and p99 over many runs.
 BENCH_RUNS ?= 200

@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
-from o_runtime.embedded import start_servers  # noqa: E402
-from o_runtime.supervisor import ServiceSpec, Supervisor  # noqa: E402
+from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 AGENTS = 20
 

@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.agent_loop import free_port, percentile, server_ms  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
-from o_runtime.embedded import start_servers  # noqa: E402
-from o_runtime.supervisor import ServiceSpec, Supervisor  # noqa: E402
+from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 SUMMARY = "The user sent numbered messages about the weather and the agent acknowledged each."
 

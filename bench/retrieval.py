@@ -236,7 +236,7 @@ def main() -> None:
     if url:
         asyncio.run(run(url, seeds, configs, args.misses))
         return
-    from o_runtime.embedded import start_servers
+    from o_devtools.embedded import start_servers
 
     with tempfile.TemporaryDirectory() as tmp, start_servers(Path(tmp), need_nats=False) as servers:
         assert servers.postgres is not None

@@ -26,9 +26,9 @@ from o_contracts.commands import StartRun  # noqa: E402
 from o_contracts.envelope import Envelope  # noqa: E402
 from o_contracts.ids import new_id  # noqa: E402
 from o_contracts.models import ChatMessage  # noqa: E402
+from o_devtools.embedded import start_servers  # noqa: E402
 from o_executor.run.agent import AgentConfig, UserTool  # noqa: E402
 from o_executor.sandbox_calls import run_user_tool  # noqa: E402
-from o_runtime.embedded import start_servers  # noqa: E402
 from o_runtime.eventlog import EventLog  # noqa: E402
 
 TRIVIAL = '''

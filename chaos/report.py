@@ -95,7 +95,7 @@ def render(report: Report) -> str:
         f"chaos: seed {p.seed}, {p.duration:.0f}s of load, {p.agents} agents, {p.clients} clients,"
         f" a kill every ~{p.kill_interval:g}s of {', '.join(p.targets) or 'nothing'}",
         f"code: {report.code}",
-        f"system: `python -m o_runtime.supervisor` in {report.base}, up in"
+        f"system: `python -m o_devtools.supervisor` in {report.base}, up in"
         f" {report.startup_seconds:.1f}s"
         + (f"; env {' '.join(f'{k}={v}' for k, v in p.env.items())}" if p.env else ""),
         f"requests sent: {len(requests)}; acknowledged: {len(acked)}"

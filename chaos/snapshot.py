@@ -4,7 +4,7 @@ A snapshot holds, per agent: the agent (`GET /v1/agents/{id}`), each of its bloc
 version (`GET /v1/blocks/{id}/versions`), all its messages, all its runs and each run's steps.
 Lists of resources are keyed by id (versions by number) with their order kept separately, so a
 difference names the resource and field. Fields that legitimately differ between two reads are
-left out: see `DROPPED`. The rebuild is `python -m o_runtime.rebuild` (`make rebuild`) on every
+left out: see `DROPPED`. The rebuild is `python -m o_devtools.rebuild` (`make rebuild`) on every
 projection, while the system runs.
 """
 
@@ -170,13 +170,13 @@ class Rebuild:
 
 
 async def rebuild(base: Path, code: Path = ROOT, timeout: float = 600.0) -> Rebuild:
-    """`python -m o_runtime.rebuild` (from the code under test) on every projection, against
+    """`python -m o_devtools.rebuild` (from the code under test) on every projection, against
     the system in `base`."""
     start = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "o_runtime.rebuild",
+        "o_devtools.rebuild",
         *PROJECTIONS,
         cwd=str(code),
         env={**os.environ, "PYTHONPATH": python_path(code), "O_DATA_DIR": str(base)}

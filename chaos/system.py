@@ -1,11 +1,11 @@
-"""The system under test: `python -m o_runtime.supervisor` (what `make run` starts) in a data
+"""The system under test: `python -m o_devtools.supervisor` (what `make run` starts) in a data
 folder of its own, on free ports, pointed at the chaos LLM; and where its processes are.
 
 The supervisor writes its children's pids to `<data>/supervisor.json` (each child's service is
 in its environment, `O_SERVICE`), nats-server its pid to `<data>/nats/nats-server.pid` and
 Postgres its postmaster's to `<data>/postgres/postmaster.pid`; the endpoints are in
 `<data>/endpoints.json`. If nobody restarts a killed nats-server or Postgres, the harness can
-do it through the same embedded helpers the supervisor uses (`o_runtime.embedded`), on the same
+do it through the same embedded helpers the supervisor uses (`o_devtools.embedded`), on the same
 port and socket, so the services find them again.
 """
 
@@ -165,7 +165,7 @@ class System:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "o_runtime.supervisor",
+            "o_devtools.supervisor",
             env=self.env,
             cwd=str(self.code),
             stdin=asyncio.subprocess.DEVNULL,
@@ -291,7 +291,7 @@ class System:
 
     def restart_nats(self) -> None:
         """nats-server again on the same port and store (blocking; call in a thread)."""
-        from o_runtime.embedded import EmbeddedNats
+        from o_devtools.embedded import EmbeddedNats
 
         port = int(self.nats_url.rsplit(":", 1)[1])
         if self.nats_pid() is not None:
@@ -304,7 +304,7 @@ class System:
 
     def restart_postgres(self) -> None:
         """Postgres again on the same data folder and socket (blocking; call in a thread)."""
-        from o_runtime.embedded import EmbeddedPostgres
+        from o_devtools.embedded import EmbeddedPostgres
 
         if self.postmaster_pid() is not None:
             return

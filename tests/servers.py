@@ -53,7 +53,7 @@ def containers() -> Iterator[Servers]:
 
 @contextlib.contextmanager
 def embedded(base: Path) -> Iterator[Servers]:
-    from o_runtime.embedded import start_servers
+    from o_devtools.embedded import start_servers
 
     with start_servers(base) as servers:
         assert servers.nats is not None and servers.postgres is not None

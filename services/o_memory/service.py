@@ -19,10 +19,10 @@ from o_contracts.projection_names import MEMORY
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
+from o_memory.core_memory import read_core_memory
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
-from o_runtime.core_memory import read_core_memory
 from o_runtime.eventlog import AppendRejected
 from o_runtime.service import Service
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from o_runtime.supervisor import ServiceSpec, Supervisor
+from o_devtools.supervisor import ServiceSpec, Supervisor
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 

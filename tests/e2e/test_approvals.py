@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

@@ -12,69 +12,19 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import nats
 import pytest
-from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent
+from tests.e2e.support import agent_events, new_agent, until
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 30.0
-
-
-async def until(llm: FakeOpenAI, condition: Callable[[list[dict[str, Any]]], bool]) -> None:
-    """Wait until the fake LLM's requests satisfy `condition` (it notifies on each request)."""
-    assert await asyncio.to_thread(llm.wait_for_requests, condition, DEADLINE)
-
-
-class AgentEvents:
-    """The agent's subject, followed live from its start."""
-
-    def __init__(self, sub: Any) -> None:
-        self.sub = sub
-        self.seen: list[Envelope[Any]] = []
-        self.last_seq = 0
-
-    async def wait_for(self, type_name: str, count: int = 1) -> None:
-        async with asyncio.timeout(DEADLINE):
-            while sum(e.type == type_name for e in self.seen) < count:
-                self._add(await self.sub.next_msg(timeout=DEADLINE))
-
-    def _add(self, msg: Any) -> None:
-        self.seen.append(decode(msg.data))
-        self.last_seq = msg.metadata.sequence.stream
-
-    async def drain(self) -> list[Envelope[Any]]:
-        """Everything recorded so far (call once the run is over)."""
-        while True:
-            try:
-                msg = await self.sub.next_msg(timeout=0.5)
-            except TimeoutError:
-                return self.seen
-            self._add(msg)
-
-
-@asynccontextmanager
-async def agent_events(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
-    nc = await nats.connect(system.env["NATS_URL"])
-    try:
-        sub = await nc.jetstream().subscribe(
-            subjects.agent_subject(agent_id),
-            stream=subjects.EVENTS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        )
-        yield AgentEvents(sub)
-    finally:
-        await nc.close()
 
 
 async def kill_executors(system: System) -> None:

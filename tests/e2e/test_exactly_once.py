@@ -27,7 +27,7 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.registry import all_messages
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

@@ -10,34 +10,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
+from tests.e2e.support import merged, new_agent, parse_sse, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
-
-
-async def new_agent(system: System, **extra: Any) -> dict[str, Any]:
-    body = {
-        "model": "openai/gpt-4o-mini",
-        "memory_blocks": [
-            {"label": "human", "value": "Name: Sam"},
-            {"label": "persona", "value": "Helpful."},
-        ],
-        **extra,
-    }
-    response = await system.http.post("/v1/agents/", json=body)
-    assert response.status_code == 200, response.text
-    agent: dict[str, Any] = response.json()
-    return agent
-
-
-async def send(system: System, agent_id: str, text: str, **extra: Any) -> dict[str, Any]:
-    response = await system.http.post(
-        f"/v1/agents/{agent_id}/messages",
-        json={"messages": [{"role": "user", "content": text}], **extra},
-    )
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def system_prompt(request: dict[str, Any]) -> str:
@@ -142,55 +118,6 @@ async def test_a_failed_memory_edit_is_a_tool_error_and_changes_nothing(
     # The model was told why, in the tool messages of its next request.
     tool_msgs = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert len(tool_msgs) == 4
-
-
-def merged(events: list[tuple[str | None, Any]]) -> list[tuple[str | None, Any]]:
-    """Streamed pieces joined as a client would: consecutive chunks of one message (same id
-    and type) as one; text appended, tool-call arguments appended per tool call id."""
-    out: list[tuple[str | None, Any]] = []
-    for event, data in events:
-        prev = out[-1][1] if out else None
-        same = (
-            isinstance(data, dict)
-            and isinstance(prev, dict)
-            and bool(data.get("id"))
-            and (prev.get("id"), prev.get("message_type")) == (data["id"], data["message_type"])
-        )
-        if same and data["message_type"] in ("assistant_message", "reasoning_message"):
-            key = "content" if data["message_type"] == "assistant_message" else "reasoning"
-            out[-1] = (event, prev | {key: prev[key] + data[key]})
-        elif same and data["message_type"] == "tool_call_message":
-            calls = {c["tool_call_id"]: dict(c) for c in prev["tool_calls"]}
-            for c in data["tool_calls"]:
-                if c["tool_call_id"] in calls:
-                    calls[c["tool_call_id"]]["arguments"] += c["arguments"]
-                else:
-                    calls[c["tool_call_id"]] = dict(c)
-            joined = list(calls.values())
-            out[-1] = (event, prev | {"tool_calls": joined, "tool_call": joined[0]})
-        else:
-            out.append((event, data))
-    return out
-
-
-def parse_sse(raw: str, pings: bool = False) -> list[tuple[str | None, Any]]:
-    """SSE frames as (event, data); pings (sent while a run is idle) left out unless asked."""
-    events: list[tuple[str | None, Any]] = []
-    for frame in raw.split("\n\n"):
-        if not frame.strip():
-            continue
-        event = None
-        data = None
-        for line in frame.split("\n"):
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                data = line[6:]
-        assert data is not None, frame
-        parsed = data if data == "[DONE]" else json.loads(data)
-        if pings or not (isinstance(parsed, dict) and parsed.get("message_type") == "ping"):
-            events.append((event, parsed))
-    return events
 
 
 async def test_streaming_with_split_tool_call_arguments(system: System, llm: FakeOpenAI) -> None:

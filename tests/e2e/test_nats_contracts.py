@@ -16,7 +16,7 @@ from o_contracts.models import ChatMessage
 from o_runtime.commands import decode_reply
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent
+from tests.e2e.support import new_agent
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

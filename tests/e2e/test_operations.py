@@ -17,7 +17,7 @@ from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +91,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "o_runtime.rebuild",
+        "o_devtools.rebuild",
         env=system.env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -148,7 +148,7 @@ async def test_unknown_projection_is_refused(system: System) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "o_runtime.rebuild",
+        "o_devtools.rebuild",
         "nope",
         env=system.env,
         stdout=asyncio.subprocess.PIPE,

@@ -18,7 +18,7 @@ from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import merged, new_agent, parse_sse, send
+from tests.e2e.support import merged, new_agent, parse_sse, send
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 

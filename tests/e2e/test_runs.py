@@ -7,23 +7,11 @@ import threading
 
 import pytest
 
-from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.test_durable_runs import agent_events, until
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import agent_events, new_agent, projected, send, until
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
-
-
-async def projected(system: System, seq: int) -> None:
-    """Wait until the runs projection has applied event `seq` (it notifies through Postgres)."""
-    watcher = ProjectionWatcher(system.env["DATABASE_URL"])
-    await watcher.start()
-    try:
-        await watcher.wait(seq, "runs", timeout=30)
-    finally:
-        await watcher.stop()
 
 
 async def test_a_run_its_messages_steps_and_usage(system: System, llm: FakeOpenAI) -> None:

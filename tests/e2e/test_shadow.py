@@ -22,7 +22,7 @@ from o_executor.shadow.runner import replay
 from o_executor.shadow.snapshot import take_snapshot
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.test_messages import new_agent, send
+from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

@@ -9,9 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.test_durable_runs import agent_events
-from tests.e2e.test_messages import new_agent, parse_sse
-from tests.e2e.test_runs import projected
+from tests.e2e.support import agent_events, new_agent, parse_sse, projected
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,9 @@ from o_contracts.base import Reply
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import new_id
+from o_devtools.embedded import start_servers
 from o_executor.sandbox_calls import request_execution
 from o_runtime.commands import send_and_wait
-from o_runtime.embedded import start_servers
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.settings import Settings
 from o_tool_sandbox.service import ToolSandboxService

@@ -1,7 +1,7 @@
 """How long `make run` is unavailable after a kill -9 of nats-server, the postmaster or one
 Postgres backend: `.venv/bin/python -m tests.integration.supervision_outage [--rounds N]`.
 
-Runs the real supervisor (`python -m o_runtime.supervisor`: embedded NATS and Postgres, the
+Runs the real supervisor (`python -m o_devtools.supervisor`: embedded NATS and Postgres, the
 five services) against the local fake OpenAI server, keeps `--clients` clients sending agent
 messages (gateway -> executor -> LLM -> events -> projections -> reply) one after another,
 kills, and reports per kill:
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from o_runtime.embedded import pid_alive
+from o_devtools.embedded import pid_alive
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +142,7 @@ async def main() -> int:
     log_path = data / "supervisor.log"
     with log_path.open("ab") as out:
         sup = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "o_runtime.supervisor", env=env, stdout=out, stderr=out
+            sys.executable, "-m", "o_devtools.supervisor", env=env, stdout=out, stderr=out
         )
     print(f"supervisor pid {sup.pid}, data {data}, log {log_path}", flush=True)
     http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}")

@@ -14,8 +14,8 @@ import asyncpg
 import nats
 import pytest
 
-from o_runtime.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
-from o_runtime.supervisor import (
+from o_devtools.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
+from o_devtools.supervisor import (
     DataDirInUse,
     ServiceSpec,
     Supervisor,

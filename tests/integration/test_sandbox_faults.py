@@ -127,7 +127,7 @@ async def test_without_any_sandbox_the_caller_gets_an_error_in_bounded_time(
     sandbox_nats: str,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    from o_runtime.embedded import start_servers
+    from o_devtools.embedded import start_servers
 
     # A NATS with no sandbox at all.
     with start_servers(tmp_path_factory.mktemp("lonely"), need_pg=False) as servers:

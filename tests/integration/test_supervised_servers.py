@@ -19,9 +19,9 @@ import asyncpg
 import pytest
 
 from o_contracts import subjects
-from o_runtime.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
+from o_devtools.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
+from o_devtools.supervisor import ServerKeeper, _start_time
 from o_runtime.eventlog import EventLog
-from o_runtime.supervisor import ServerKeeper, _start_time
 
 DEADLINE = 20.0
 
@@ -165,7 +165,7 @@ class _Ready(asyncio.DatagramProtocol):
 
 
 class MakeRun:
-    """`python -m o_runtime.supervisor` on a data folder, and every pid it is seen to start."""
+    """`python -m o_devtools.supervisor` on a data folder, and every pid it is seen to start."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.data = tmp_path / "data"
@@ -197,7 +197,7 @@ class MakeRun:
         # A file, not a pipe: asyncio's wait() would also wait for children holding a pipe.
         with self.log.open("ab") as out:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "o_runtime.supervisor", env=env, stdout=out, stderr=out
+                sys.executable, "-m", "o_devtools.supervisor", env=env, stdout=out, stderr=out
             )
         try:
             if wait_ready:

@@ -17,7 +17,7 @@ from o_executor import llm
 from o_executor.live.recorder import Recorder
 from o_executor.live.tools import LiveTools
 from o_executor.run.deps import ModelRequest, RunCancelled, ToolOutcome
-from o_runtime.core_memory import CoreMemory, read_core_memory
+from o_memory.core_memory import CoreMemory, read_core_memory
 
 if TYPE_CHECKING:
     from o_executor.service import ExecutorService

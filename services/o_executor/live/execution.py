@@ -32,8 +32,8 @@ from o_executor.run.context import Run
 from o_executor.run.loop import agent_gone
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
+from o_memory.core_memory import CoreMemory
 from o_runtime.commands import current_delivery
-from o_runtime.core_memory import CoreMemory
 from o_runtime.outages import is_outage
 
 if TYPE_CHECKING:

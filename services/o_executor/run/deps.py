@@ -19,7 +19,7 @@ from o_contracts.events import RunStarted
 from o_contracts.models import ToolCall
 from o_executor.llm import LLMResult
 from o_executor.providers import Handle
-from o_runtime.core_memory import CoreMemory
+from o_memory.core_memory import CoreMemory
 
 OnText = Callable[[str], Awaitable[None]]
 OnToolCall = Callable[[str, str | None, str], Awaitable[None]]

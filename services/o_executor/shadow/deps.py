@@ -28,8 +28,8 @@ from o_contracts.models import ToolCall
 from o_executor.llm import LLMResult
 from o_executor.run.deps import ModelRequest, ToolOutcome
 from o_executor.shadow.snapshot import Snapshot
+from o_memory.core_memory import CoreMemory
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
-from o_runtime.core_memory import CoreMemory
 from o_runtime.eventlog import HEADERS_ROOM, EventTooLarge
 
 PRODUCER = "executor-shadow"

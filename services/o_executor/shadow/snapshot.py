@@ -40,7 +40,7 @@ from o_contracts.events import (
 from o_contracts.models import ChatMessage
 from o_contracts.ordering import before, position
 from o_executor.run.agent import AgentConfig, UserTool
-from o_runtime.core_memory import CoreMemory
+from o_memory.core_memory import CoreMemory
 from o_runtime.eventlog import EventLog
 
 # What the agents projection keeps of an agent (AgentUpdated may change these).

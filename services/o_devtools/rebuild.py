@@ -1,4 +1,4 @@
-"""`python -m o_runtime.rebuild [NAME ...]` (or `make rebuild`): drop projections and
+"""`python -m o_devtools.rebuild [NAME ...]` (or `make rebuild`): drop projections and
 replay them from the log, while the services keep running.
 
 Each rebuild is one transaction: readers see the old rows until it commits,
@@ -14,11 +14,11 @@ import os
 import sys
 
 from o_contracts import projection_names as names
+from o_devtools.embedded import data_dir
+from o_devtools.supervisor import read_endpoints
 from o_runtime.db import connect_pool
-from o_runtime.embedded import data_dir
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projection, Projector, Rebuilt
-from o_runtime.supervisor import read_endpoints
 
 # Every projection, by the service that owns it ("module:attribute").
 PROJECTIONS = {

@@ -1,4 +1,4 @@
-"""Run the five O services as supervised processes: `python -m o_runtime.supervisor`.
+"""Run the five O services as supervised processes: `python -m o_devtools.supervisor`.
 
 Without `NATS_URL` / `DATABASE_URL` it first starts embedded NATS and Postgres in `O_DATA_DIR`
 (default ./data) and keeps them running: a server that dies is started again at once on the same
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from o_runtime.embedded import (
+from o_devtools.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
     EmbeddedServer,
@@ -34,7 +34,7 @@ from o_runtime.embedded import (
     pid_alive,
 )
 
-log = logging.getLogger("o_runtime.supervisor")
+log = logging.getLogger("o_devtools.supervisor")
 
 DEFAULT_SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 

@@ -1,0 +1,153 @@
+"""What the end-to-end tests share: making agents, sending messages, reading streams and
+following an agent's events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import nats
+from nats.js.api import DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.envelope import Envelope, decode
+from o_contracts.projection_names import RUNS
+from o_runtime.waiting import ProjectionWatcher
+from tests.e2e.conftest import System
+from tests.fakes.openai_server import FakeOpenAI
+
+DEADLINE = 30.0
+
+
+async def projected(system: System, seq: int) -> None:
+    """Wait until the runs projection has applied event `seq` (it notifies through Postgres)."""
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"])
+    await watcher.start()
+    try:
+        await watcher.wait(seq, RUNS, timeout=30)
+    finally:
+        await watcher.stop()
+
+
+async def until(llm: FakeOpenAI, condition: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """Wait until the fake LLM's requests satisfy `condition` (it notifies on each request)."""
+    assert await asyncio.to_thread(llm.wait_for_requests, condition, DEADLINE)
+
+
+class AgentEvents:
+    """The agent's subject, followed live from its start."""
+
+    def __init__(self, sub: Any) -> None:
+        self.sub = sub
+        self.seen: list[Envelope[Any]] = []
+        self.last_seq = 0
+
+    async def wait_for(self, type_name: str, count: int = 1) -> None:
+        async with asyncio.timeout(DEADLINE):
+            while sum(e.type == type_name for e in self.seen) < count:
+                self._add(await self.sub.next_msg(timeout=DEADLINE))
+
+    def _add(self, msg: Any) -> None:
+        self.seen.append(decode(msg.data))
+        self.last_seq = msg.metadata.sequence.stream
+
+    async def drain(self) -> list[Envelope[Any]]:
+        """Everything recorded so far (call once the run is over)."""
+        while True:
+            try:
+                msg = await self.sub.next_msg(timeout=0.5)
+            except TimeoutError:
+                return self.seen
+            self._add(msg)
+
+
+@asynccontextmanager
+async def agent_events(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
+    nc = await nats.connect(system.env["NATS_URL"])
+    try:
+        sub = await nc.jetstream().subscribe(
+            subjects.agent_subject(agent_id),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        yield AgentEvents(sub)
+    finally:
+        await nc.close()
+
+
+async def new_agent(system: System, **extra: Any) -> dict[str, Any]:
+    body = {
+        "model": "openai/gpt-4o-mini",
+        "memory_blocks": [
+            {"label": "human", "value": "Name: Sam"},
+            {"label": "persona", "value": "Helpful."},
+        ],
+        **extra,
+    }
+    response = await system.http.post("/v1/agents/", json=body)
+    assert response.status_code == 200, response.text
+    agent: dict[str, Any] = response.json()
+    return agent
+
+
+async def send(system: System, agent_id: str, text: str, **extra: Any) -> dict[str, Any]:
+    response = await system.http.post(
+        f"/v1/agents/{agent_id}/messages",
+        json={"messages": [{"role": "user", "content": text}], **extra},
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def merged(events: list[tuple[str | None, Any]]) -> list[tuple[str | None, Any]]:
+    """Streamed pieces joined as a client would: consecutive chunks of one message (same id
+    and type) as one; text appended, tool-call arguments appended per tool call id."""
+    out: list[tuple[str | None, Any]] = []
+    for event, data in events:
+        prev = out[-1][1] if out else None
+        same = (
+            isinstance(data, dict)
+            and isinstance(prev, dict)
+            and bool(data.get("id"))
+            and (prev.get("id"), prev.get("message_type")) == (data["id"], data["message_type"])
+        )
+        if same and data["message_type"] in ("assistant_message", "reasoning_message"):
+            key = "content" if data["message_type"] == "assistant_message" else "reasoning"
+            out[-1] = (event, prev | {key: prev[key] + data[key]})
+        elif same and data["message_type"] == "tool_call_message":
+            calls = {c["tool_call_id"]: dict(c) for c in prev["tool_calls"]}
+            for c in data["tool_calls"]:
+                if c["tool_call_id"] in calls:
+                    calls[c["tool_call_id"]]["arguments"] += c["arguments"]
+                else:
+                    calls[c["tool_call_id"]] = dict(c)
+            joined = list(calls.values())
+            out[-1] = (event, prev | {"tool_calls": joined, "tool_call": joined[0]})
+        else:
+            out.append((event, data))
+    return out
+
+
+def parse_sse(raw: str, pings: bool = False) -> list[tuple[str | None, Any]]:
+    """SSE frames as (event, data); pings (sent while a run is idle) left out unless asked."""
+    events: list[tuple[str | None, Any]] = []
+    for frame in raw.split("\n\n"):
+        if not frame.strip():
+            continue
+        event = None
+        data = None
+        for line in frame.split("\n"):
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        assert data is not None, frame
+        parsed = data if data == "[DONE]" else json.loads(data)
+        if pings or not (isinstance(parsed, dict) and parsed.get("message_type") == "ping"):
+            events.append((event, parsed))
+    return events
