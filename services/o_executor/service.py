@@ -17,7 +17,7 @@ from o_executor.projections import runs
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
 from o_executor.settings import ExecutorSettings
-from o_runtime.commands import CommandConsumer
+from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
 from o_runtime.service import Service
 
@@ -47,12 +47,12 @@ class ExecutorService(Service):
             )
         )
 
-    async def start_run(self, envelope: Envelope[Any]) -> Reply:
+    async def start_run(self, envelope: Envelope[Any], delivery: Delivery) -> Reply:
         # One run per agent at a time across replicas, in arrival order; runs of
         # different agents proceed in parallel (run_queue.py explains how).
         # (It returns once the runs projection has applied the run: whoever
         # waited for the reply reads its write.)
-        return await LiveRun(self, envelope).execute()
+        return await LiveRun(self, envelope, delivery).execute()
 
     async def load_agent(self, agent_id: str) -> AgentConfig | None:
         # The agent registry and the tools are the gateway's projections; the

@@ -24,6 +24,7 @@ from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
 from o_memory.embeddings import EmbeddingError, embedder_for
 from o_memory.stream import InvalidStreamSettings, StreamSettings
+from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
 from o_runtime.service import Service
 
@@ -101,7 +102,7 @@ class ArchivalCommands:
             raise AppendRejected(f"passage {passage_id} was deleted meanwhile", 409)
         return Reply(ok=True, seq=seq, result={"passage": passage_json(dict(row))})
 
-    async def insert_passage(self, env: Envelope[Any]) -> Reply:
+    async def insert_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: InsertPassage = env.data
         text = cmd.text.strip()
         if not text:
@@ -156,7 +157,7 @@ class ArchivalCommands:
         )
         await self.s.eventlog.send_command(subjects.memory_command_subject(agent_id), command)
 
-    async def reflect(self, env: Envelope[Any]) -> Reply:
+    async def reflect(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: ReflectOnMemories = env.data
         done = await self._done(cmd.agent_id, env.id)
         if done is not None:
@@ -204,7 +205,7 @@ class ArchivalCommands:
         await self.s.watcher.wait(appended.seq, ARCHIVAL)
         return Reply(ok=True, seq=appended.seq, result={"insights": len(passages)})
 
-    async def delete_passage(self, env: Envelope[Any]) -> Reply:
+    async def delete_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: DeletePassage = env.data
         last = await self.s.eventlog.last_seq(subjects.archival_subject(cmd.agent_id))
         async with self.s.reads.at(last, ARCHIVAL) as conn:

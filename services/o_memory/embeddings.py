@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import openai
 
+from o_runtime import llm_providers
+
 LOCAL_MODEL = "local/all-MiniLM-L6-v2"
 LOCAL_DIM = 384
 
@@ -80,10 +82,12 @@ class OpenAIEmbedder:
 
 @cache
 def openai_client() -> openai.AsyncOpenAI:
-    """The memory service's one OpenAI-compatible client (embeddings and judgements)."""
+    """The memory service's one OpenAI-compatible client (embeddings and judgements):
+    the `openai` provider as configured for every service (o_runtime/llm_providers.py)."""
+    config = llm_providers.configured().get("openai")
     return openai.AsyncOpenAI(
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-set",
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        api_key=(config.api_key if config else None) or "not-set",
+        base_url=config.base_url if config else None,
         max_retries=2,
         timeout=60.0,
     )
@@ -95,7 +99,7 @@ def local_embedder() -> LocalEmbedder:
 
 
 def openai_configured() -> bool:
-    return bool(os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+    return "openai" in llm_providers.configured()
 
 
 def embedder_for(embedding_config: dict[str, Any] | None) -> Embedder:

@@ -37,6 +37,7 @@ from o_contracts.models import BlockSpec
 from o_contracts.projection_names import MEMORY
 from o_memory.blocks import BLOCK_COLUMNS
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
+from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected, ConcurrencyConflict, Recorded
 from o_runtime.service import Service
 
@@ -109,7 +110,7 @@ class MemoryCommands:
             return None
         return Recorded(int(msg.seq or 0), subject, envelope)
 
-    async def create_block(self, env: Envelope[Any]) -> Reply:
+    async def create_block(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: CreateBlock = env.data
         subject = subjects.block_subject(cmd.block_id)
         event = env.caused(
@@ -144,7 +145,7 @@ class MemoryCommands:
         if clash:
             raise AppendRejected(f"agent {clash} already has a block labelled '{label}'", 409)
 
-    async def update_block(self, env: Envelope[Any]) -> Reply:
+    async def update_block(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: UpdateBlock = env.data
         unknown = set(cmd.changes) - EDITABLE_FIELDS
         if unknown:
@@ -155,7 +156,7 @@ class MemoryCommands:
 
         return await self._change(env, cmd.block_id, changes_for, None)
 
-    async def restore_version(self, env: Envelope[Any]) -> Reply:
+    async def restore_version(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         """Bring back version n's fields as a new version; history is never rewritten."""
         cmd: RestoreBlockVersion = env.data
 
@@ -229,7 +230,7 @@ class MemoryCommands:
         await self._applied(seq)
         return Reply(ok=True, seq=seq, result={"block_id": block_id})
 
-    async def delete_block(self, env: Envelope[Any]) -> Reply:
+    async def delete_block(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: DeleteBlock = env.data
         subject = subjects.block_subject(cmd.block_id)
         decided = Decided()
@@ -256,7 +257,7 @@ class MemoryCommands:
         await self._applied(seq)
         return Reply(ok=True, seq=seq)
 
-    async def run_memory_tool(self, env: Envelope[Any]) -> Reply:
+    async def run_memory_tool(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RunMemoryTool = env.data
         if cmd.tool_name == "memory_finish_edits":
             return Reply(ok=True, result={"message": "Memory edits finished."})

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import itertools
 import logging
 import uuid
@@ -48,8 +47,6 @@ PULL_EXPIRES = 5.0
 OUTAGE_FIRST_RETRY = 0.5
 OUTAGE_RETRY_DELAY = 5.0
 
-CommandHandler = Callable[[Envelope[Any]], Awaitable[Reply]]
-
 
 @dataclass(frozen=True)
 class Delivery:
@@ -67,9 +64,7 @@ class Delivery:
         return self.num_delivered >= MAX_DELIVERIES
 
 
-# Set while a handler runs, so handlers that care (the executor orders runs by
-# stream sequence) can read it without changing every handler's signature.
-current_delivery: contextvars.ContextVar[Delivery] = contextvars.ContextVar("current_delivery")
+CommandHandler = Callable[[Envelope[Any], Delivery], Awaitable[Reply]]
 
 
 class Deferred(Exception):
@@ -201,7 +196,7 @@ class CommandConsumer:
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(raw))
-        current_delivery.set(Delivery(meta.sequence.stream, meta.num_delivered))
+        delivery = Delivery(meta.sequence.stream, meta.num_delivered)
         try:
             with continued(
                 f"{self.name} {envelope.type}",
@@ -209,7 +204,7 @@ class CommandConsumer:
                 aggregate_id=envelope.aggregate_id,
                 command_id=envelope.id,
             ):
-                reply = await handler(envelope)
+                reply = await handler(envelope, delivery)
         except AppendRejected as exc:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
         except Deferred as exc:

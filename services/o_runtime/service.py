@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 from faststream.nats import NatsBroker
 
+from o_runtime import llm_providers, tool_secrets
 from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
 from o_runtime.env import BadSetting, Env
@@ -29,6 +30,19 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT = 8.0
 
 
+def check_shared_settings(env: Env) -> None:
+    """What every service reads lazily, validated at start all the same: the model
+    providers (o_runtime/llm_providers.py) and the tool-secrets key (tool_secrets.py)."""
+    try:
+        llm_providers.configured(env.environ)
+    except llm_providers.ProviderNotConfigured as exc:
+        raise BadSetting(str(exc)) from None
+    try:
+        tool_secrets.check_key(env.environ)
+    except tool_secrets.SecretsUnavailable as exc:
+        raise BadSetting(str(exc)) from None
+
+
 class Service:
     """Subclasses register their projectors and consumers in `setup`."""
 
@@ -40,7 +54,9 @@ class Service:
         self.settings = settings
         # The service's own settings are read here, at start, so a bad value
         # stops it before it connects anything (configure()).
-        self.configure(env or Env())
+        env = env or Env()
+        self.configure(env)
+        check_shared_settings(env)
         self.eventlog: EventLog
         self.pool: asyncpg.Pool
         self.broker: NatsBroker

@@ -15,6 +15,7 @@ the sandbox says so).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from cryptography.fernet import Fernet, InvalidToken
 
@@ -26,8 +27,15 @@ class SecretsUnavailable(Exception):
     """No key is configured, or a value was encrypted under another key."""
 
 
-def _fernet() -> Fernet:
-    key = os.environ.get(KEY_ENV)
+def check_key(environ: Mapping[str, str]) -> None:
+    """Raises SecretsUnavailable if a key is set but is not a Fernet key (no key is
+    fine: agents without secrets need none)."""
+    if environ.get(KEY_ENV):
+        _fernet(environ)
+
+
+def _fernet(environ: Mapping[str, str] = os.environ) -> Fernet:
+    key = environ.get(KEY_ENV)
     if not key:
         raise SecretsUnavailable(
             f"{KEY_ENV} is not set: tool secrets need an encryption key "

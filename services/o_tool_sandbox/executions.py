@@ -32,6 +32,7 @@ from o_contracts.base import Event, Reply
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_runtime.commands import Delivery
 from o_runtime.eventlog import ConcurrencyConflict, EventLog
 from o_runtime.tool_secrets import SecretsUnavailable, decrypt_all
 from o_tool_sandbox.pool import Outcome, WorkerPool
@@ -64,7 +65,7 @@ class Executions:
         assert isinstance(data, Event)
         return int(msg.seq or 0), data
 
-    async def run_tool(self, envelope: Envelope[Any]) -> Reply:
+    async def run_tool(self, envelope: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RunTool = envelope.data
         subject = subjects.tool_execution_subject(envelope.id)
         while True:

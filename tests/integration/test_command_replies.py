@@ -20,6 +20,7 @@ from o_runtime.commands import (
     REPLY_HEADER,
     CommandConsumer,
     CommandTimeout,
+    Delivery,
     encode_reply,
     send_and_wait,
 )
@@ -81,7 +82,7 @@ async def test_a_command_that_meets_an_outage_is_retried_never_dead_lettered(
     monkeypatch.setattr(commands_module, "OUTAGE_RETRY_DELAY", 0.02)
     deliveries = 0
 
-    async def handler(envelope: Envelope[Any]) -> Reply:
+    async def handler(envelope: Envelope[Any], delivery: Delivery) -> Reply:
         nonlocal deliveries
         deliveries += 1
         if deliveries <= commands_module.MAX_DELIVERIES + 2:
@@ -112,7 +113,7 @@ async def test_a_command_whose_handler_died_is_sent_again_and_answered(
     # the consumer's ack_wait.
     seen: list[str] = []
 
-    async def handler(envelope: Envelope[Any]) -> Reply:
+    async def handler(envelope: Envelope[Any], delivery: Delivery) -> Reply:
         seen.append(envelope.id)
         if len(seen) == 1:
             await asyncio.Event().wait()  # stuck until the consumer stops

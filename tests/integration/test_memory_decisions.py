@@ -24,10 +24,14 @@ from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
+from o_runtime.commands import Delivery
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projector
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
+
+# The handlers are called here as the command consumer would on a first delivery.
+FIRST = Delivery(stream_seq=1, num_delivered=1)
 
 
 @dataclass
@@ -64,7 +68,8 @@ async def new_block(cmds: MemoryCommands, value: str) -> str:
     reply = await cmds.create_block(
         command(
             CreateBlock(block_id=block_id, spec=BlockSpec(label="notes", value=value)), block_id
-        )
+        ),
+        FIRST,
     )
     assert reply.ok, reply.error
     return block_id
@@ -84,13 +89,13 @@ async def test_a_command_whose_effect_is_recorded_changes_nothing(
         producer="memory",
     )
     appended = await service.eventlog.append(subjects.block_subject(block_id), effect)
-    reply = await cmds.update_block(update)
+    reply = await cmds.update_block(update, FIRST)
     assert reply.ok and reply.seq == appended.seq
     events = await block_events(service.eventlog, block_id)
     assert [e.type for e in events] == ["BlockCreated", "BlockUpdated"]
     # A new command is still decided and applied.
     again = command(UpdateBlock(block_id=block_id, changes={"value": "three"}), block_id)
-    assert (await cmds.update_block(again)).ok
+    assert (await cmds.update_block(again, FIRST)).ok
     events = await block_events(service.eventlog, block_id)
     assert len(events) == 3
     value = await service.pool.fetchval("SELECT value FROM blocks WHERE id = $1", block_id)
@@ -103,7 +108,7 @@ async def test_no_decision_on_a_projection_that_lost_its_last_commit(
     cmds = MemoryCommands(service)  # type: ignore[arg-type]
     block_id = await new_block(cmds, "a")
     first = command(UpdateBlock(block_id=block_id, changes={"value": "a b"}), block_id)
-    acknowledged = await cmds.update_block(first)
+    acknowledged = await cmds.update_block(first, FIRST)
     assert acknowledged.ok and acknowledged.seq is not None
     # Postgres crashes and loses that commit, checkpoint included; this process
     # was told it was applied (the projector said so) and still believes it.
@@ -130,7 +135,7 @@ async def test_no_decision_on_a_projection_that_lost_its_last_commit(
     sub = await service.eventlog.nc.subscribe(
         subjects.projection_wanted_subject("memory"), cb=on_wanted
     )
-    deciding = asyncio.create_task(cmds.update_block(second))
+    deciding = asyncio.create_task(cmds.update_block(second, FIRST))
     await asyncio.wait({deciding, wanted}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
     await sub.unsubscribe()
     service.projector.start()
@@ -153,7 +158,7 @@ async def test_value_changes_are_recorded_as_edits_so_the_log_grows_with_the_edi
         # Appends, an insertion in the middle, non-ASCII text: positions count characters.
         value = value[:6] + f" ü{i}→" + value[6:] if i % 10 == 9 else value + f"\nfact {i} ✓"
         reply = await cmds.update_block(
-            command(UpdateBlock(block_id=block_id, changes={"value": value}), block_id)
+            command(UpdateBlock(block_id=block_id, changes={"value": value}), block_id), FIRST
         )
         assert reply.ok, reply.error
     sizes = [

@@ -74,16 +74,36 @@ def test_a_bad_log_level_is_refused() -> None:
         Settings.from_env("gateway", True, env)
 
 
-def test_a_service_with_a_bad_setting_stops_at_start_saying_why() -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        (
+            "O_EXECUTOR_ACK_WAIT",
+            "soon",
+            "executor: O_EXECUTOR_ACK_WAIT must be a number, not 'soon'",
+        ),
+        # Read lazily by whoever needs them, but checked at every service's start.
+        ("O_SECRETS_KEY", "not-a-key", "executor: O_SECRETS_KEY is not a valid Fernet key"),
+        (
+            "O_PROVIDER_LAB_TYPE",
+            "gemini",
+            "executor: O_PROVIDER_LAB_TYPE must be openai or anthropic",
+        ),
+    ],
+)
+def test_a_service_with_a_bad_setting_stops_at_start_saying_why(
+    name: str, value: str, says: str
+) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
         "NATS_URL": "nats://127.0.0.1:1",  # never reached: the setting is read first
         "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
-        "O_EXECUTOR_ACK_WAIT": "soon",
+        "O_PROVIDER_LAB_BASE_URL": "http://127.0.0.1:1/v1",
+        name: value,
     }
     done = subprocess.run(
         [sys.executable, "-m", "o_executor"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode != 0
-    assert "executor: O_EXECUTOR_ACK_WAIT must be a number, not 'soon'" in done.stderr
+    assert says in done.stderr

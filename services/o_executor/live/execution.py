@@ -33,7 +33,7 @@ from o_executor.run.loop import agent_gone
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_memory.core_memory import CoreMemory
-from o_runtime.commands import current_delivery
+from o_runtime.commands import Delivery
 from o_runtime.outages import is_outage
 
 if TYPE_CHECKING:
@@ -70,9 +70,13 @@ _RUN_RECORD = (
 
 
 class LiveRun:
-    def __init__(self, service: ExecutorService, command: Envelope[StartRun]) -> None:
+    def __init__(
+        self, service: ExecutorService, command: Envelope[StartRun], delivery: Delivery
+    ) -> None:
         self.s = service
         self.command = command
+        # Where the command sits in the commands stream: runs of one agent go in that order.
+        self.delivery = delivery
         self.cmd: StartRun = command.data
         self.subject = subjects.agent_subject(self.cmd.agent_id)
         # The subject's last sequence as this run knows it (the recorder's, once it runs).
@@ -88,11 +92,7 @@ class LiveRun:
         self._cancel_requested = asyncio.Event()
 
     async def execute(self) -> Reply:
-        delivery = current_delivery.get(None)
-        if delivery is None:  # called outside a command consumer: no ordering to keep
-            reply = await self._execute(Cursor())
-            await self._projected(reply)
-            return reply
+        delivery = self.delivery
         queue = self.s.run_queue
         # Read the agent while we wait for our turn; if we had to wait (an
         # earlier run was going), it is read again once our turn comes.
