@@ -1,7 +1,7 @@
 """Running the agent loop in the shadow: on a snapshot from the log, writes kept in an
 overlay, nothing published. `replay` runs a recorded run again against the snapshot taken
 just before it started, with the model's recorded answers: the way to prove the shadow
-runs the same loop as the live system (tests/integration/test_shadow.py), and the basis
+runs the same loop as the live system (tests/e2e/test_shadow.py), and the basis
 of trying a changed agent on real traffic (self-evolution)."""
 
 from __future__ import annotations
