@@ -27,8 +27,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# This checkout's code, whichever checkout the virtualenv was installed from
+# (a git worktree sharing one .venv runs its own services).
+CODE := $(CURDIR)/contracts:$(CURDIR)/services:$(CURDIR)
+
 run: $(STAMP)
-	$(BIN)/python -m o_devtools.supervisor
+	PYTHONPATH=$(CODE) $(BIN)/python -m o_devtools.supervisor
 
 # One pytest run, so the embedded servers start once for all suites.
 test: lint
