@@ -54,16 +54,16 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e -q
 
 asyncapi: $(STAMP)
-	$(BIN)/python -m o_contracts.asyncapi > contracts/asyncapi.yaml
+	PYTHONPATH=$(CODE) $(BIN)/python -m o_contracts.asyncapi > contracts/asyncapi.yaml
 	@echo "wrote contracts/asyncapi.yaml"
 
 rebuild: $(STAMP)
-	$(BIN)/python -m o_devtools.rebuild $(PROJECTIONS)
+	PYTHONPATH=$(CODE) $(BIN)/python -m o_devtools.rebuild $(PROJECTIONS)
 
 # Timings, never tests: medians and p99 over many runs.
 BENCH_RUNS ?= 200
 bench: $(STAMP)
-	$(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
 	$(BIN)/python bench/sandbox_roundtrip.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
@@ -73,7 +73,7 @@ bench: $(STAMP)
 # runs in `make test` (tests/chaos). CHAOS_ARGS: `python -m chaos --help`.
 CHAOS_ARGS ?=
 chaos: $(STAMP)
-	$(BIN)/python -m chaos $(CHAOS_ARGS)
+	PYTHONPATH=$(CODE) $(BIN)/python -m chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -22,11 +22,18 @@ from o_contracts.registry import all_messages
 class Channel:
     key: str
     address: str
-    parameter: str | None
+    # The address's parameters ({name} in it), in order.
+    parameter: str | tuple[str, ...] | None
     description: str
     messages: tuple[type[Message], ...]
     # "send": O appends here and others subscribe; "receive": others may publish here.
     action: str
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        if self.parameter is None:
+            return ()
+        return (self.parameter,) if isinstance(self.parameter, str) else self.parameter
 
 
 CHANNELS = (
@@ -43,6 +50,30 @@ CHANNELS = (
             events.BlockDetached,
             events.ToolAttached,
             events.ToolDetached,
+            events.RunQueued,
+            events.RunStarted,
+            events.RunCancellationRequested,
+            events.LLMResponded,
+            events.ToolCallRequested,
+            events.ToolReturned,
+            events.ContextSummarized,
+            events.RunCompleted,
+            events.SystemPromptRecompiled,
+        ),
+        "send",
+    ),
+    Channel(
+        "conversationEvents",
+        f"{subjects.EVENTS_PREFIX}.agent.{{agent_id}}.conv.{{conversation_id}}",
+        ("agent_id", "conversation_id"),
+        "One named conversation of an agent: its creation and changes, then its runs "
+        "(the run events of agentEvents), in order; the agent's default conversation is "
+        f"agentEvents itself (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.ConversationCreated,
+            events.ConversationUpdated,
+            events.ConversationDeleted,
+            events.SystemPromptRecompiled,
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
@@ -192,7 +223,7 @@ def document() -> dict[str, Any]:
             "description": ch.description,
             "messages": refs,
         } | (
-            {"parameters": {ch.parameter: {"description": f"The {ch.parameter}."}}}
+            {"parameters": {p: {"description": f"The {p}."} for p in ch.parameters}}
             if ch.parameter
             else {}
         )

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from o_contracts.base import Command
-from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage
+from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
+from o_contracts.subjects import Lane
 
 
 class StartRun(Command):
@@ -21,6 +22,8 @@ class StartRun(Command):
 
     run_id: str
     agent_id: str
+    # The conversation the run belongs to; None: the agent's default one.
+    conversation_id: str | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
     # Answers to the agent's pending tool calls (approvals, client tool results).
     approvals: list[ApprovalDecision] = Field(default_factory=list)
@@ -33,6 +36,13 @@ class StartRun(Command):
     request_config: dict[str, Any] = Field(default_factory=dict)
     # Only summarize the agent's context now (POST .../summarize); no LLM step.
     summarize: bool = False
+    # This request's system prompt instead of the agent's, as given (Letta's override_system).
+    override_system: str | None = None
+    client_skills: list[ClientSkill] = Field(default_factory=list)
+
+    @property
+    def lane(self) -> Lane:
+        return Lane(self.agent_id, self.conversation_id)
 
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:

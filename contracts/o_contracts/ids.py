@@ -10,7 +10,9 @@ import re
 import uuid
 from typing import Literal
 
-IdPrefix = Literal["agent", "block", "tool", "message", "run", "step", "passage", "cmd", "evt"]
+IdPrefix = Literal[
+    "agent", "block", "tool", "message", "run", "step", "passage", "cmd", "evt", "conv"
+]
 
 _ID_RE = re.compile(
     r"^(?P<prefix>[a-z]+)-(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"

@@ -82,6 +82,14 @@ class ChatMessage(Value):
         )
 
 
+class ClientSkill(Value):
+    """A skill the client offers for one request only (Letta's client_skills)."""
+
+    name: str
+    description: str | None = None
+    location: str | None = None
+
+
 class ApprovalDecision(Value):
     """A person's answer to a pending tool call: approve or deny (with a reason), or,
     for a client tool, the result the client computed."""

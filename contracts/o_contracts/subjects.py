@@ -7,6 +7,7 @@ check for optimistic concurrency.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 EVENTS_STREAM: Final = "O_EVENTS"
@@ -20,6 +21,8 @@ RPC_PREFIX: Final = "o.rpc"
 
 ALL_EVENTS: Final = f"{EVENTS_PREFIX}.>"
 AGENT_EVENTS: Final = f"{EVENTS_PREFIX}.agent.*"
+# An agent's events and those of its conversations (o.evt.agent.<id>.conv.<conv_id>).
+AGENT_AND_CONVERSATION_EVENTS: Final = f"{EVENTS_PREFIX}.agent.>"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
 TOOL_EVENTS: Final = f"{EVENTS_PREFIX}.tool.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
@@ -54,6 +57,50 @@ MEMORY_SEARCH_ARCHIVAL: Final = f"{RPC_PREFIX}.memory.archival_search"
 
 def agent_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.agent.{agent_id}"
+
+
+def conversation_subject(agent_id: str, conversation_id: str) -> str:
+    """A named conversation's events: its creation and changes, and its runs.
+
+    Under the agent's subject, so one filter (`o.evt.agent.>`) reads an agent
+    and all its conversations; a subject of its own, so runs of two
+    conversations append (with the expected-last-sequence check) in parallel.
+    """
+    return f"{EVENTS_PREFIX}.agent.{agent_id}.conv.{conversation_id}"
+
+
+def conversation_of(subject: str) -> str | None:
+    """The conversation whose subject this is; None for an agent's own (the default)."""
+    parts = subject.split(".")
+    return parts[5] if len(parts) == 6 and parts[4] == "conv" else None
+
+
+@dataclass(frozen=True)
+class Lane:
+    """Where one conversation's runs go, one at a time in arrival order.
+
+    The default conversation (Letta's agent-level message routes, or
+    conversation "default") is the agent's own subject; a named one has its own
+    event subject and its own command subject (so its own run queue).
+    """
+
+    agent_id: str
+    conversation_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The run queue's key: the conversation's id, or the agent's for the default."""
+        return self.conversation_id or self.agent_id
+
+    @property
+    def events(self) -> str:
+        if self.conversation_id is None:
+            return agent_subject(self.agent_id)
+        return conversation_subject(self.agent_id, self.conversation_id)
+
+    @property
+    def commands(self) -> str:
+        return executor_command_subject(self.key)
 
 
 def block_subject(block_id: str) -> str:

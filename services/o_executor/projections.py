@@ -1,4 +1,9 @@
-"""The executor's read model: every message of every conversation, and runs."""
+"""The executor's read model: every message of every conversation, conversations, and runs.
+
+A conversation's events are on its own subject under the agent's
+(`o.evt.agent.<agent>.conv.<conversation>`); the subject says which
+conversation a run's messages belong to (None: the agent's default one).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,17 @@ import asyncpg
 
 from o_contracts import subjects
 from o_contracts.events import (
+    AgentCreated,
     ContextSummarized,
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationUpdated,
     LLMResponded,
     RunCancellationRequested,
     RunCompleted,
     RunQueued,
     RunStarted,
+    SystemPromptRecompiled,
     ToolReturned,
 )
 from o_contracts.models import ChatMessage
@@ -22,8 +32,15 @@ from o_runtime.projector import Projection
 
 runs = Projection(
     name=RUNS,
-    filter_subject=subjects.AGENT_EVENTS,
-    tables=["messages", "runs", "steps", "pending_approvals"],
+    filter_subject=subjects.AGENT_AND_CONVERSATION_EVENTS,
+    tables=[
+        "messages",
+        "runs",
+        "steps",
+        "pending_approvals",
+        "conversations",
+        "conversation_messages",
+    ],
 )
 
 # Letta's run status for each stop reason; anything else is a failure.
@@ -34,14 +51,18 @@ async def _insert_message(
     conn: asyncpg.Connection,
     rec: Recorded,
     agent_id: str,
-    run_id: str,
+    run_id: str | None,
     step_id: str | None,
     message: ChatMessage,
     offset: int = 0,
+    *,
+    seq: int | None = None,
+    compiled_system: bool = False,
 ) -> None:
     await conn.execute(
-        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
+        " conversation_id, compiled_system)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (id) DO NOTHING",
         message.id,
         agent_id,
         run_id,
@@ -49,28 +70,141 @@ async def _insert_message(
         message.role,
         message.model_dump(mode="json", exclude_none=True),
         # Several messages from one event keep their order within the event.
-        position(rec.seq, offset),
+        position(rec.seq, offset) if seq is None else seq,
         rec.envelope.time,
+        subjects.conversation_of(rec.subject),
+        compiled_system,
+    )
+
+
+@runs.on(AgentCreated)
+async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded) -> None:
+    # The default conversation opens with the compiled system prompt, then
+    # Letta's initial_message_sequence.
+    first = [] if e.system_message is None else [e.system_message]
+    for i, m in enumerate([*first, *e.initial_messages]):
+        system = e.system_message is not None and i == 0
+        await _insert_message(conn, rec, e.agent_id, None, None, m, i, compiled_system=system)
+
+
+@runs.on(ConversationCreated)
+async def conversation_created(
+    conn: asyncpg.Connection, e: ConversationCreated, rec: Recorded
+) -> None:
+    seq = position(rec.seq)
+    if e.forked_from is not None:
+        # The fork shares what was in the source's context as the log stood at
+        # this event (this projection applies events in log order, so the
+        # source's rows are exactly that now), after its own system message.
+        await conn.execute(
+            "INSERT INTO conversation_messages (conversation_id, message_id, seq)"
+            f" {_IN_CONTEXT_OF} ON CONFLICT DO NOTHING",
+            e.conversation_id,
+            e.agent_id,
+            e.forked_from or None,
+        )
+        first = await conn.fetchval(
+            "SELECT min(seq) FROM conversation_messages WHERE conversation_id = $1",
+            e.conversation_id,
+        )
+        if first is not None:
+            seq = before(first)
+    await conn.execute(
+        "INSERT INTO conversations (id, agent_id, summary, model, model_settings,"
+        " system_message_id, forked_from, created_at, updated_at, last_seq)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$8,$9) ON CONFLICT (id) DO NOTHING",
+        e.conversation_id,
+        e.agent_id,
+        e.summary,
+        e.model,
+        e.model_settings,
+        e.system_message.id,
+        e.forked_from,
+        rec.envelope.time,
+        rec.seq,
+    )
+    await _insert_message(
+        conn, rec, e.agent_id, None, None, e.system_message, seq=seq, compiled_system=True
+    )
+
+
+# A conversation's in-context messages other than its system prompt ($2: the
+# agent; $3: the conversation, NULL for the default one), as rows to copy into
+# the fork $1.
+_IN_CONTEXT_OF = (
+    "SELECT $1, id, seq FROM messages WHERE agent_id = $2 AND in_context AND NOT compiled_system"
+    " AND conversation_id IS NOT DISTINCT FROM $3"
+    " UNION ALL SELECT $1, message_id, seq FROM conversation_messages"
+    " WHERE conversation_id = $3 AND in_context"
+)
+
+
+@runs.on(ConversationUpdated)
+async def conversation_updated(
+    conn: asyncpg.Connection, e: ConversationUpdated, rec: Recorded
+) -> None:
+    changes = e.changes
+    await conn.execute(
+        "UPDATE conversations SET summary = CASE WHEN $2 THEN $3 ELSE summary END,"
+        " model = CASE WHEN $4 THEN $5 ELSE model END,"
+        " model_settings = CASE WHEN $6 THEN $7::jsonb ELSE model_settings END,"
+        " updated_at = $8, last_seq = $9 WHERE id = $1",
+        e.conversation_id,
+        "summary" in changes,
+        changes.get("summary"),
+        "model" in changes,
+        changes.get("model"),
+        "model_settings" in changes,
+        changes.get("model_settings"),
+        rec.envelope.time,
+        rec.seq,
+    )
+
+
+@runs.on(ConversationDeleted)
+async def conversation_deleted(
+    conn: asyncpg.Connection, e: ConversationDeleted, rec: Recorded
+) -> None:
+    await conn.execute(
+        "UPDATE conversations SET deleted = true, updated_at = $2, last_seq = $3 WHERE id = $1",
+        e.conversation_id,
+        rec.envelope.time,
+        rec.seq,
+    )
+
+
+@runs.on(SystemPromptRecompiled)
+async def system_prompt_recompiled(
+    conn: asyncpg.Connection, e: SystemPromptRecompiled, rec: Recorded
+) -> None:
+    # The one message whose body changes: it keeps its id and place (as Letta's does).
+    await conn.execute(
+        "UPDATE messages SET body = jsonb_set(body, '{content}', to_jsonb($2::text))"
+        " WHERE id = $1 AND compiled_system",
+        e.message_id,
+        e.content,
     )
 
 
 @runs.on(RunQueued)
 async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> None:
     await conn.execute(
-        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config)"
-        " VALUES ($1, $2, 'created', $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config,"
+        " conversation_id) VALUES ($1, $2, 'created', $3, $4, $5, $6, $7)"
+        " ON CONFLICT (id) DO NOTHING",
         e.run_id,
         e.agent_id,
         rec.envelope.time,
         rec.seq,
         e.background,
         e.request_config,
+        subjects.conversation_of(rec.subject),
     )
 
 
 _RUN_STARTED = (
     "INSERT INTO runs (id, agent_id, status, created_at, last_seq, started_seq, background,"
-    " request_config) VALUES ($1, $2, 'running', $3, $4, $4, $5, $6)"
+    " request_config, conversation_id) VALUES ($1, $2, 'running', $3, $4, $4, $5, $6, $7)"
     " ON CONFLICT (id) DO UPDATE SET status = 'running', last_seq = $4, started_seq = $4"
     " WHERE runs.status = 'created'"
 )
@@ -78,7 +212,22 @@ _RUN_STARTED = (
 
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) -> None:
-    args = (e.run_id, e.agent_id, rec.envelope.time, rec.seq, e.background, e.request_config)
+    conversation_id = subjects.conversation_of(rec.subject)
+    args = (
+        e.run_id,
+        e.agent_id,
+        rec.envelope.time,
+        rec.seq,
+        e.background,
+        e.request_config,
+        conversation_id,
+    )
+    if conversation_id is not None:
+        await conn.execute(
+            "UPDATE conversations SET last_message_at = $2 WHERE id = $1",
+            conversation_id,
+            rec.envelope.time,
+        )
     if len(e.messages) != 1:
         await conn.execute(_RUN_STARTED, *args)
         for i, m in enumerate(e.messages):
@@ -88,8 +237,9 @@ async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) ->
     message = e.messages[0]
     await conn.execute(
         f"WITH run AS ({_RUN_STARTED})"
-        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
-        " VALUES ($7, $2, $1, NULL, $8, $9, $10, $3) ON CONFLICT (id) DO NOTHING",
+        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
+        " conversation_id) VALUES ($8, $2, $1, NULL, $9, $10, $11, $3, $7)"
+        " ON CONFLICT (id) DO NOTHING",
         *args,
         message.id,
         message.role,
@@ -104,8 +254,8 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
     # in one statement (one round trip; the run's reply waits for this projection).
     await conn.execute(
         "WITH message AS ("
-        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO NOTHING),"
+        " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
+        " conversation_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$16) ON CONFLICT (id) DO NOTHING),"
         " run AS (UPDATE runs SET step_count = step_count + 1, last_seq = $9 WHERE id = $3)"
         " INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
         " completion_tokens, total_tokens, finish_reason, seq, created_at)"
@@ -125,19 +275,22 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.usage.completion_tokens,
         e.usage.total_tokens,
         e.finish_reason,
+        subjects.conversation_of(rec.subject),
     )
     if e.message.approval_request:
         # Only the calls that wait for an answer; the held ones run once they are answered.
         for call in filter(e.message.awaiting, e.message.tool_calls):
             await conn.execute(
                 "INSERT INTO pending_approvals (agent_id, tool_call_id, run_id, message_id,"
-                " tool_name, seq) VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING",
+                " tool_name, seq, conversation_id) VALUES ($1,$2,$3,$4,$5,$6,$7)"
+                " ON CONFLICT DO NOTHING",
                 e.agent_id,
                 call.id,
                 e.run_id,
                 e.message.id,
                 call.name,
                 rec.seq,
+                subjects.conversation_of(rec.subject),
             )
 
 
@@ -167,26 +320,27 @@ async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec
         )
     elif kept is not None:
         # Every message in context before the first kept one left (the run's own
-        # messages all come after it: a summary never cuts inside its run).
+        # messages all come after it: a summary never cuts inside its run), in
+        # this conversation only, all but its system prompt; in a fork, the
+        # inherited ones too.
+        conversation_id = subjects.conversation_of(rec.subject)
         await conn.execute(
-            "UPDATE messages SET in_context = false"
-            " WHERE agent_id = $1 AND in_context AND seq < $2",
+            "UPDATE messages SET in_context = false WHERE agent_id = $1 AND in_context"
+            " AND seq < $2 AND NOT compiled_system AND conversation_id IS NOT DISTINCT FROM $3",
             e.agent_id,
             kept,
+            conversation_id,
         )
+        if conversation_id is not None:
+            await conn.execute(
+                "UPDATE conversation_messages SET in_context = false"
+                " WHERE conversation_id = $1 AND in_context AND seq < $2",
+                conversation_id,
+                kept,
+            )
     # The summary sits right before the first message it did not replace.
     seq = before(kept if kept is not None else position(rec.seq))
-    await conn.execute(
-        "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at)"
-        " VALUES ($1,$2,$3,NULL,$4,$5,$6,$7) ON CONFLICT (id) DO NOTHING",
-        e.summary.id,
-        e.agent_id,
-        e.run_id,
-        e.summary.role,
-        e.summary.model_dump(mode="json", exclude_none=True),
-        seq,
-        rec.envelope.time,
-    )
+    await _insert_message(conn, rec, e.agent_id, e.run_id, None, e.summary, seq=seq)
 
 
 @runs.on(RunCompleted)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from o_contracts import subjects
 from o_contracts.envelope import MalformedMessage, decode
 from o_contracts.events import (
     ContextSummarized,
@@ -41,9 +40,10 @@ class RunLog:
         return self.started is None
 
     @classmethod
-    async def read(cls, eventlog: EventLog, agent_id: str, run_id: str, since: int) -> RunLog:
+    async def read(cls, eventlog: EventLog, subject: str, run_id: str, since: int) -> RunLog:
+        """The run's events on `subject` (its conversation's) after `since`."""
         found = cls()
-        async for raw in eventlog.replay(subjects.agent_subject(agent_id), start_seq=since + 1):
+        async for raw in eventlog.replay(subject, start_seq=since + 1):
             try:
                 event = decode(raw.data).data
             except MalformedMessage:

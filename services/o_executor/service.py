@@ -11,6 +11,7 @@ from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
+from o_contracts.subjects import Lane
 from o_executor.history import HistoryCache
 from o_executor.live.execution import LiveRun
 from o_executor.projections import runs
@@ -70,6 +71,6 @@ class ExecutorService(Service):
         return AgentConfig.from_row(row) if row is not None else None
 
     async def load_history(
-        self, agent_id: str, exclude_run: str, conn: asyncpg.Connection | None = None
+        self, lane: Lane, exclude_run: str, conn: asyncpg.Connection | None = None
     ) -> list[ChatMessage]:
-        return await self.history.load(agent_id, exclude_run, conn)
+        return await self.history.load(lane, exclude_run, conn)

@@ -20,8 +20,19 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     tools = await user_tools(gw, list(row.get("tool_ids") or []))
     state = render.agent(row, await blocks_of(gw, row["id"]), tools)
     state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
+    state["message_ids"] = await message_ids(gw, row["id"])
     state |= await last_run(gw, row["id"])
     return state
+
+
+async def message_ids(gw: Gateway, agent_id: str) -> list[str]:
+    """The default conversation's in-context messages, system prompt first (Letta's message_ids)."""
+    ids: list[str] = await gw.pool.fetchval(
+        "SELECT coalesce(array_agg(id ORDER BY seq), '{}') FROM messages"
+        " WHERE agent_id = $1 AND in_context AND conversation_id IS NULL",
+        agent_id,
+    )
+    return ids
 
 
 async def last_run(gw: Gateway, agent_id: str) -> dict[str, Any]:
@@ -50,7 +61,8 @@ async def pending_approval(gw: Gateway, agent_id: str, agent_type: str) -> dict[
     """The approval_request_message the agent waits on, if any (Letta's AgentState field)."""
     row = await gw.pool.fetchrow(
         "SELECT m.body, m.created_at, m.run_id, m.step_id FROM pending_approvals p"
-        " JOIN messages m ON m.id = p.message_id WHERE p.agent_id = $1 ORDER BY p.seq LIMIT 1",
+        " JOIN messages m ON m.id = p.message_id WHERE p.agent_id = $1"
+        " AND p.conversation_id IS NULL ORDER BY p.seq LIMIT 1",
         agent_id,
     )
     if row is None:

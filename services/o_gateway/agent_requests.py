@@ -9,12 +9,15 @@ is decided is for o_gateway/decisions/decide.py.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from fastapi import HTTPException
 
 from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
-from o_contracts.models import BlockSpec
+from o_contracts.ids import derived_id
+from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.prompts import default_system
+from o_contracts.system_prompt import compile_system
 from o_gateway.decisions import AgentChanges, CreateAgent, NewBlock, UpdateAgent, UserTool
 from o_gateway.decisions.checks import check_unique_names, checked_metadata, checked_rules
 from o_gateway.idempotency import resource_id
@@ -54,8 +57,13 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         raise HTTPException(400, "memory_blocks have duplicate labels")
     specs = [block_spec(b) for b in body.memory_blocks]
     block_ids = [checked_id(b, "block") for b in body.block_ids]
+    found: list[Any] = []
     if block_ids:
-        found = await gw.pool.fetch("SELECT id, label FROM blocks WHERE id = ANY($1)", block_ids)
+        found = await gw.pool.fetch(
+            'SELECT id, label, value, "limit", description, read_only FROM blocks'
+            " WHERE id = ANY($1)",
+            block_ids,
+        )
         missing = set(block_ids) - {r["id"] for r in found}
         if missing:
             raise HTTPException(404, f"Block {sorted(missing)[0]} not found")
@@ -63,6 +71,10 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         if clash:
             raise HTTPException(400, f"duplicate block label '{sorted(clash)[0]}'")
     agent_id = resource_id("agent", key)
+    system = body.system if body.system is not None else default_system(body.agent_type)
+    # The blocks in the order the agent will have them: the new ones, then the attached.
+    by_id = {r["id"]: dict(r) for r in found}
+    blocks = [s.model_dump() for s in specs] + [by_id[b] for b in block_ids]
     # With a key, a retry names the same blocks and commands as the first try.
     new_blocks = []
     for i, spec in enumerate(specs):
@@ -72,7 +84,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
     return CreateAgent(
         agent_id=agent_id,
         name=body.name or f"{random.choice(_ADJ)}-{random.choice(_NOUN)}",
-        system=body.system if body.system is not None else default_system(body.agent_type),
+        system=system,
         agent_type=body.agent_type,
         llm_config=llm_config,
         embedding_config=embedding_config,
@@ -87,6 +99,21 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         timezone=body.timezone or "UTC",
         encrypted_secrets=encrypted,
         idempotency_key=key,
+        system_message=ChatMessage(
+            id=derived_id("message", agent_id, "system"),
+            role="system",
+            content=compile_system(system, agent_id, blocks, 0),
+        ),
+        initial_messages=[
+            ChatMessage(
+                id=derived_id("message", agent_id, "initial", str(i)),
+                role=m.role,
+                content=m.text(),
+                name=m.name,
+                otid=m.otid,
+            )
+            for i, m in enumerate(body.initial_message_sequence or [])
+        ],
     )
 
 

@@ -20,12 +20,14 @@ from o_gateway.routes import (
     agents,
     archival,
     blocks,
+    conversations,
     health,
     messages,
     models,
     runs,
     tools,
 )
+from o_gateway.routes.messages import ConversationBusy
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
@@ -110,13 +112,28 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     settings = settings or GatewaySettings.from_env(Env())
     app = FastAPI(title="O", version=VERSION, description="Letta v1 API, event-sourced")
     app.state.gateway = gateway
-    for module in (health, agents, blocks, messages, models, runs, tools, agent_tools, archival):
+    for module in (
+        health,
+        agents,
+        blocks,
+        messages,
+        conversations,
+        models,
+        runs,
+        tools,
+        agent_tools,
+        archival,
+    ):
         app.include_router(module.router)
 
     @app.exception_handler(AppendRejected)
     async def rejected(_: Request, exc: AppendRejected) -> JSONResponse:
         retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
         return JSONResponse({"detail": exc.reason}, status_code=exc.status, headers=retry)
+
+    @app.exception_handler(ConversationBusy)
+    async def busy(_: Request, exc: ConversationBusy) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "run_id": exc.run_id}, status_code=409)
 
     @app.exception_handler(InvalidId)
     async def invalid_id(_: Request, exc: InvalidId) -> JSONResponse:

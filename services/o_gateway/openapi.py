@@ -122,6 +122,9 @@ def _operation(path: str, method: str, operation: dict[str, Any], *, secured: bo
             prefix = ID_PARAMETERS.get(param["name"])
             if prefix is not None:
                 param["schema"]["pattern"] = id_pattern(prefix)
+            elif param["name"] == "conversation_id":
+                # A conversation, or the agent's default one ("default" or the agent's id).
+                param["schema"]["pattern"] = f"^(?:default|(?:conv|agent)-{_UUID})$"
         elif param.get("in") == "query" and param["name"] in ("after", "before"):
             has_cursor = True
     public = path.startswith("/v1/health")

@@ -13,10 +13,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -171,6 +173,10 @@ class CreateAgentBody(Body):
     # Letta's two names for an agent's tool environment; both are accepted.
     tool_exec_environment_variables: Secrets | None = None
     secrets: Secrets | None = None
+    # Messages the default conversation starts with, after the system message.
+    initial_message_sequence: list[MessageCreateBody] | None = Field(
+        default=None, max_length=MAX_LIST_ITEMS
+    )
 
 
 class UpdateAgentBody(Body):
@@ -255,6 +261,12 @@ def _input_bytes(body: SendMessageBody) -> int:
     return total
 
 
+class ClientSkillBody(Body):
+    name: Name
+    description: Description | None = None
+    location: Name | None = None
+
+
 class SendMessageBody(Body):
     messages: (
         Annotated[
@@ -274,6 +286,11 @@ class SendMessageBody(Body):
     assistant_message_tool_name: Name = "send_message"
     assistant_message_tool_kwarg: Name = "message"
     background: bool = False
+    # This request's system prompt, sent to the model as given (Letta also reads `system`).
+    override_system: Text | None = Field(
+        default=None, validation_alias=AliasChoices("override_system", "system")
+    )
+    client_skills: Annotated[list[ClientSkillBody], Field(max_length=MAX_LIST_ITEMS)] | None = None
 
     @model_validator(mode="after")
     def _bounded_input(self) -> SendMessageBody:
@@ -296,3 +313,53 @@ class SendMessageBody(Body):
 
 class CancelRunsBody(Body):
     run_ids: Ids | None = None
+
+
+class ConversationMessageBody(SendMessageBody):
+    """A message to a conversation: streamed unless `streaming` is false (Letta's default)."""
+
+    agent_id: Name | None = None
+    streaming: bool = True
+
+
+def _checked_handle(model: str | None) -> str | None:
+    if not model:
+        return model
+    provider, _, name = model.partition("/")
+    if not provider or not name:
+        raise ValueError("The model handle should be in the format provider/model-name")
+    return model
+
+
+class CreateConversationBody(Body):
+    summary: Text | None = None
+    isolated_block_labels: Ids | None = None
+    model: Name | None = None
+    model_settings: Object | None = None
+
+    _model = field_validator("model")(_checked_handle)
+
+
+class UpdateConversationBody(Body):
+    summary: Text | None = None
+    model: Name | None = None
+    model_settings: Object | None = None
+
+    _model = field_validator("model")(_checked_handle)
+
+
+class AgentIdBody(Body):
+    """Names the agent for the default conversation (`/v1/conversations/default/...`)."""
+
+    agent_id: Name | None = None
+
+
+class RetrieveStreamBody(AgentIdBody):
+    run_id: Name | None = None
+    otid: Name | None = None
+    starting_after: int = 0
+    include_pings: bool = True
+
+
+class CompactBody(AgentIdBody):
+    compaction_settings: Object | None = None

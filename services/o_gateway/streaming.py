@@ -23,6 +23,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
 from o_contracts.projection_names import RUNS
+from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.deltas import RunDeltas, TokenDelta
 from o_gateway.state import Gateway
@@ -61,12 +62,12 @@ def _error(run_id: str, error_type: str, message: str) -> bytes:
 
 
 async def _follow(
-    gw: Gateway, agent_id: str, start_seq: int | None, cb: Callable[[Any], Awaitable[None]]
+    gw: Gateway, subject: str, start_seq: int | None, cb: Callable[[Any], Awaitable[None]]
 ) -> Any:
-    """An ordered consumer of the agent's events: new ones, or from `start_seq`."""
+    """An ordered consumer of a conversation's events: new ones, or from `start_seq`."""
     if start_seq is None:
         return await gw.eventlog.js.subscribe(
-            subjects.agent_subject(agent_id),
+            subject,
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
@@ -74,7 +75,7 @@ async def _follow(
             cb=cb,
         )
     return await gw.eventlog.js.subscribe(
-        subjects.agent_subject(agent_id),
+        subject,
         stream=subjects.EVENTS_STREAM,
         ordered_consumer=True,
         config=ConsumerConfig(
@@ -88,7 +89,7 @@ async def _follow(
 
 async def stream_run(
     gw: Gateway,
-    agent_id: str,
+    lane: Lane,
     agent_type: str,
     run_id: str,
     *,
@@ -96,7 +97,7 @@ async def stream_run(
     start_seq: int | None = None,
     include_pings: bool = True,
 ) -> AsyncIterator[bytes]:
-    """Follow the run's events on the agent's subject and send them as Letta chunks.
+    """Follow the run's events on its conversation's subject and send them as Letta chunks.
 
     The ordered consumer (and, with stream_tokens, the token subscription) is
     created before `command` is sent, so nothing of the run can be missed; a
@@ -114,7 +115,7 @@ async def stream_run(
     async def on_tokens(msg: Any) -> None:
         await inbox.put(("tokens", msg))
 
-    events = await _follow(gw, agent_id, start_seq, on_event)
+    events = await _follow(gw, lane.events, start_seq, on_event)
     tokens = (
         await gw.eventlog.nc.subscribe(subjects.run_tokens_subject(run_id), cb=on_tokens)
         if command is not None and command.data.stream_tokens
@@ -126,7 +127,7 @@ async def stream_run(
     deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
         if command is not None:
-            await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
+            await gw.eventlog.send_command(lane.commands, command)
         while True:
             remaining = deadline - loop.time()
             try:

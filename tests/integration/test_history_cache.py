@@ -8,6 +8,7 @@ import itertools
 import asyncpg
 
 from o_contracts.models import ChatMessage
+from o_contracts.subjects import Lane
 from o_executor.history import HistoryCache
 
 AGENT = "agent-history"
@@ -38,12 +39,12 @@ async def test_the_history_is_read_in_order_and_parsed_once(pool: asyncpg.Pool) 
     cache = HistoryCache(pool)
     await add(pool, "run-1", "user", "hi")
     await add(pool, "run-1", "assistant", "hello")
-    first = await cache.load(AGENT, exclude_run="run-2")
+    first = await cache.load(Lane(AGENT), exclude_run="run-2")
     assert texts(first) == ["hi", "hello"]
 
     await add(pool, "run-2", "user", "again")
     await add(pool, "run-2", "assistant", "yes")
-    second = await cache.load(AGENT, exclude_run="run-3")
+    second = await cache.load(Lane(AGENT), exclude_run="run-3")
     assert texts(second) == ["hi", "hello", "again", "yes"]
     # The first two come from this process's cache, not parsed again.
     assert second[0] is first[0] and second[1] is first[1]
@@ -57,8 +58,8 @@ async def test_evicted_messages_leave_and_a_resumed_runs_own_come_back(
     await add(pool, "run-2", "user", "resumed")  # projected before its run resumed
     await add(pool, "run-3", "user", "later")
     # Run 2, resumed, reads the history without its own messages.
-    assert texts(await cache.load(AGENT, exclude_run="run-2")) == ["old", "later"]
+    assert texts(await cache.load(Lane(AGENT), exclude_run="run-2")) == ["old", "later"]
     # Summarized: "old" is out of context now.
     await pool.execute("UPDATE messages SET in_context = false WHERE id = 'message-old'")
     # The next run sees run 2's message (below what the cache has seen, never parsed here).
-    assert texts(await cache.load(AGENT, exclude_run="run-4")) == ["resumed", "later"]
+    assert texts(await cache.load(Lane(AGENT), exclude_run="run-4")) == ["resumed", "later"]

@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from o_executor.context import compile_system, render_blocks, render_metadata
+from o_contracts.system_prompt import compile_system, render_blocks, render_metadata
 
 HUMAN: dict[str, Any] = {
     "label": "human",
@@ -119,11 +119,18 @@ def test_chars_current_counts_characters_not_bytes() -> None:
     assert "- chars_current=7\n" in text
 
 
+def test_render_metadata_names_the_conversation() -> None:
+    now = datetime(2025, 3, 4, 15, 6, 7, tzinfo=UTC)
+    text = render_metadata("agent-1", 0, now, conversation_id="conv-9")
+    assert "- CONVERSATION_ID: conv-9\n" in text
+
+
 def test_render_metadata() -> None:
     now = datetime(2025, 3, 4, 15, 6, 7, tzinfo=UTC)
     assert render_metadata("agent-1", 12, now) == (
         "<memory_metadata>\n"
         "- AGENT_ID: agent-1\n"
+        "- CONVERSATION_ID: default\n"
         "- System prompt last recompiled: 2025-03-04 03:06:07 PM UTC+0000\n"
         "- 12 previous messages between you and the user are stored in recall memory\n"
         "</memory_metadata>"
@@ -131,7 +138,7 @@ def test_render_metadata() -> None:
 
 
 META_RE = (
-    r"<memory_metadata>\n- AGENT_ID: agent-7\n"
+    r"<memory_metadata>\n- AGENT_ID: agent-7\n- CONVERSATION_ID: default\n"
     r"- System prompt last recompiled: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [AP]M UTC\+0000\n"
     r"- 3 previous messages between you and the user are stored in recall memory\n"
     r"</memory_metadata>"

@@ -16,6 +16,12 @@ from o_contracts.events.archival import (
     PassagesAccessed,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
+from o_contracts.events.conversations import (
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationUpdated,
+    SystemPromptRecompiled,
+)
 from o_contracts.events.runs import (
     ContextSummarized,
     LLMResponded,
@@ -39,6 +45,9 @@ __all__ = [
     "BlockDetached",
     "BlockUpdated",
     "ContextSummarized",
+    "ConversationCreated",
+    "ConversationDeleted",
+    "ConversationUpdated",
     "LLMResponded",
     "MemoriesReflected",
     "PassageDeleted",
@@ -48,6 +57,7 @@ __all__ = [
     "RunCompleted",
     "RunQueued",
     "RunStarted",
+    "SystemPromptRecompiled",
     "ToolAttached",
     "ToolCallRequested",
     "ToolCreated",

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from o_contracts.base import Event
-from o_contracts.models import ToolRule
+from o_contracts.models import ChatMessage, ToolRule
 
 
 class AgentCreated(Event):
@@ -30,6 +30,11 @@ class AgentCreated(Event):
     # the log never holds a secret in plaintext. AgentUpdated carries the same
     # shape under changes["encrypted_secrets"].
     encrypted_secrets: dict[str, str] = Field(default_factory=dict)
+    # The default conversation's first message: the system prompt compiled with
+    # the agent's memory at creation (absent from agents created before O had it).
+    system_message: ChatMessage | None = None
+    # Letta's initial_message_sequence: messages placed after it, in order.
+    initial_messages: list[ChatMessage] = Field(default_factory=list)
 
 
 class AgentUpdated(Event):

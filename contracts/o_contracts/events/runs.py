@@ -21,11 +21,14 @@ class RunQueued(Event):
     agent_id: str
     background: bool = False
     request_config: dict[str, Any] = Field(default_factory=dict)
+    # The conversation it belongs to (None: the agent's default one).
+    conversation_id: str | None = None
 
 
 class RunStarted(Event):
     run_id: str
     agent_id: str
+    conversation_id: str | None = None
     # The accepted input: user (or system) messages that open this run.
     messages: list[ChatMessage]
     max_steps: int

@@ -78,7 +78,7 @@ class LiveRun:
         # Where the command sits in the commands stream: runs of one agent go in that order.
         self.delivery = delivery
         self.cmd: StartRun = command.data
-        self.subject = subjects.agent_subject(self.cmd.agent_id)
+        self.subject = self.cmd.lane.events
         # The subject's last sequence as this run knows it (the recorder's, once it runs).
         self.last = 0
         self.recorder: Recorder | None = None
@@ -100,11 +100,11 @@ class LiveRun:
         # Likewise the history, if this process finished the agent's previous
         # run: usually the cursor still says so once the turn is checked (and
         # _run uses this only if it does).
-        written = queue.written(self.cmd.agent_id)
+        written = queue.written(self.cmd.lane.key)
         if written is not None and not delivery.redelivered:
             self._ahead = (written.event_seq, asyncio.create_task(self._last_and_state(written)))
         try:
-            cursor = await queue.wait_turn(self.cmd.agent_id, delivery.stream_seq)
+            cursor = await queue.wait_turn(self.cmd.lane.key, delivery.stream_seq)
         except BaseException:
             self._drop_reads_ahead()
             raise
@@ -118,12 +118,12 @@ class LiveRun:
             if delivery.last_attempt and not is_outage(exc):
                 # It will be dead-lettered: the agent's next run must not wait for it.
                 # (An outage never dead-letters a run: it is tried again.)
-                await queue.finish(self.cmd.agent_id, delivery.stream_seq, self._last())
+                await queue.finish(self.cmd.lane.key, delivery.stream_seq, self._last())
             raise
         # Hand the agent's turn on while the run's events are projected.
         await asyncio.gather(
             queue.finish(
-                self.cmd.agent_id, delivery.stream_seq, max(self._last(), reply.seq or 0), cursor
+                self.cmd.lane.key, delivery.stream_seq, max(self._last(), reply.seq or 0), cursor
             ),
             self._projected(reply),
         )
@@ -214,7 +214,7 @@ class LiveRun:
         if record is not None and record.status != "created":
             # (runs started before started_seq was projected: from the cursor)
             since = record.started_seq - 1 if record.started_seq else cursor.event_seq
-            recorded = await RunLog.read(self.s.eventlog, self.cmd.agent_id, self.cmd.run_id, since)
+            recorded = await RunLog.read(self.s.eventlog, self.subject, self.cmd.run_id, since)
             # Memory edits made before the crash must show in the next prompt.
             info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
             memory_seq = info.state.last_seq
@@ -264,7 +264,7 @@ class LiveRun:
         )
         async with checked as (conn, row):
             history = await self.s.load_history(
-                self.cmd.agent_id, exclude_run=self.cmd.run_id, conn=conn
+                self.cmd.lane, exclude_run=self.cmd.run_id, conn=conn
             )
         if row is None:
             return LogState(False, history, None)

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from o_contracts import subjects
 from o_contracts.base import Event
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
@@ -51,7 +50,7 @@ class Recorder:
         self.s = service
         self.command = command
         self.cmd = command.data
-        self.subject = subjects.agent_subject(self.cmd.agent_id)
+        self.subject = self.cmd.lane.events
         # The subject's last sequence as this run knows it.
         self.last = last
         # A RunCancellationRequested for this run was read among the news.

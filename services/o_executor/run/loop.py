@@ -48,6 +48,7 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
                 RunStarted(
                     run_id=cmd.run_id,
                     agent_id=cmd.agent_id,
+                    conversation_id=cmd.conversation_id,
                     messages=cmd.messages,
                     max_steps=cmd.max_steps,
                     approvals=cmd.approvals,

@@ -7,8 +7,8 @@ from typing import Any
 
 from o_contracts.events import LLMResponded
 from o_contracts.models import ChatMessage
+from o_contracts.system_prompt import compile_system, render_skills
 from o_executor import llm, tokens
-from o_executor.context import compile_system
 from o_executor.outputs import storable, storable_call
 from o_executor.providers import Handle
 from o_executor.run import policy
@@ -23,8 +23,11 @@ class ContextOverflow(Exception):
 
 
 async def system_prompt(run: Run, recall_count: int) -> str:
+    if run.cmd.override_system is not None:
+        # Letta: a request's own system prompt goes to the model exactly as given.
+        return run.cmd.override_system
     core = await run.deps.core_memory()
-    return (
+    compiled = (
         compile_system(
             run.agent.system_prompt,
             run.agent_id,
@@ -32,9 +35,12 @@ async def system_prompt(run: Run, recall_count: int) -> str:
             recall_count,
             archival_count=core["archival_count"],
             archival_tags=core["archival_tags"],
+            conversation_id=run.cmd.conversation_id,
         )
         + run.state.rules.prompt()
     )
+    skills = render_skills(run.cmd.client_skills)
+    return compiled + "\n\n" + skills if skills else compiled
 
 
 def text_publisher(run: Run, message_id: str) -> OnText:

@@ -9,10 +9,10 @@ attached? is the tool's name taken?) is for `decide.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from o_contracts.models import BlockSpec
+from o_contracts.models import BlockSpec, ChatMessage
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ class CreateAgent:
     # The request's checked Idempotency-Key: a retry whose first try created the
     # agent is answered as that one was.
     idempotency_key: str | None
+    # The default conversation's opening: the compiled system prompt, then
+    # Letta's initial_message_sequence.
+    system_message: ChatMessage | None = None
+    initial_messages: list[ChatMessage] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

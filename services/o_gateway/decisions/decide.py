@@ -67,6 +67,8 @@ def create_agent(command: CreateAgent) -> AgentCreated:
         timezone=command.timezone,
         tool_ids=[t.id for t in command.user_tools],
         encrypted_secrets=command.encrypted_secrets,
+        system_message=command.system_message,
+        initial_messages=command.initial_messages,
     )
 
 

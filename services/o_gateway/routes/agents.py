@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY
+from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY, RUNS
 from o_gateway import agent_requests, decisions
 from o_gateway.agent_reads import agent_state, render_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key
@@ -28,7 +28,8 @@ async def create_agent(
 ) -> dict[str, Any]:
     command = await agent_requests.create_agent(gw, body, checked_key(idempotency_key))
     seq = await decisions.create_agent(gw, command)
-    await gw.visible(seq, AGENTS, MEMORY)
+    # (RUNS: the agent's first messages, for message_ids)
+    await gw.visible(seq, AGENTS, MEMORY, RUNS)
     return await agent_state(gw, command.agent_id)
 
 

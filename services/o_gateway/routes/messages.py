@@ -9,15 +9,16 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
-from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunCancellationRequested, RunCompleted, RunQueued
 from o_contracts.ids import derived_id, new_id
-from o_contracts.models import ApprovalDecision, ChatMessage
+from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
+from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.commands import PRODUCER, answered
+from o_gateway.conversation_reads import in_context_ids, lane_messages, rendered_messages
 from o_gateway.idempotency import (
     IdempotencyKey,
     command_id_for,
@@ -25,7 +26,6 @@ from o_gateway.idempotency import (
     request_key,
     run_id_for,
 )
-from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
 from o_gateway.schemas import (
@@ -60,11 +60,11 @@ def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[Cha
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
-def idempotent_run_id(agent_id: str, body: SendMessageBody, header: str | None) -> str | None:
+def idempotent_run_id(lane: Lane, body: SendMessageBody, header: str | None) -> str | None:
     """The run a retried request names (idempotency.py), or None: every request is new."""
     otids = [m.otid for m in body.messages or [] if isinstance(m, MessageCreateBody)]
     key = request_key(header, otids)
-    return run_id_for(agent_id, key) if key else None
+    return run_id_for(lane.key, key) if key else None
 
 
 # Where a run stands in the log: what a retried request needs to answer.
@@ -74,15 +74,15 @@ _KNOWN_RUN = (
 )
 
 
-async def known_run(gw: Gateway, agent_id: str, run_id: str) -> dict[str, Any] | None:
+async def known_run(gw: Gateway, lane: Lane, run_id: str) -> dict[str, Any] | None:
     """The run as the log has it now (checked: o_runtime/reads.py), None if it never started."""
-    last = await gw.eventlog.last_seq(subjects.agent_subject(agent_id))
+    last = await gw.eventlog.last_seq(lane.events)
     async with gw.reads.at(last, RUNS) as conn:
-        row = await conn.fetchrow(_KNOWN_RUN, run_id, agent_id)
+        row = await conn.fetchrow(_KNOWN_RUN, run_id, lane.agent_id)
     return dict(row) if row is not None else None
 
 
-async def run_end(gw: Gateway, agent_id: str, run_id: str, timeout: float) -> int:
+async def run_end(gw: Gateway, lane: Lane, run_id: str, timeout: float) -> int:
     """The stream sequence of the run's RunCompleted, once it has one."""
     ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
@@ -96,11 +96,11 @@ async def run_end(gw: Gateway, agent_id: str, run_id: str, timeout: float) -> in
     # Listen first, then look: an end between the two is not missed. (Core NATS
     # may drop the notice across a reconnection: the log is looked at again
     # every RECHECK seconds whatever comes.)
-    sub = await gw.eventlog.nc.subscribe(subjects.agent_subject(agent_id), cb=on_event)
+    sub = await gw.eventlog.nc.subscribe(lane.events, cb=on_event)
     try:
         async with asyncio.timeout(timeout):
             while True:
-                run = await known_run(gw, agent_id, run_id)
+                run = await known_run(gw, lane, run_id)
                 if run is not None and run["stop_reason"] is not None:
                     seq: int = run["last_seq"]
                     return seq
@@ -165,15 +165,17 @@ def approval_answers(
 _AGENT_AND_PENDING = (
     "SELECT a.*, coalesce((SELECT jsonb_agg(jsonb_build_object('tool_call_id', p.tool_call_id,"
     " 'message_id', p.message_id, 'tool_name', p.tool_name) ORDER BY p.seq, p.tool_call_id)"
-    " FROM pending_approvals p WHERE p.agent_id = a.id), '[]') AS pending_approvals"
+    " FROM pending_approvals p WHERE p.agent_id = a.id"
+    " AND p.conversation_id IS NOT DISTINCT FROM $2), '[]') AS pending_approvals"
     " FROM agents a WHERE a.id = $1"
 )
 
 
 async def agent_and_pending(
-    gw: Gateway, agent_id: str
+    gw: Gateway, agent_id: str, conversation_id: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    row = await gw.pool.fetchrow(_AGENT_AND_PENDING, agent_id)
+    """The agent's row and the tool calls waiting in the conversation (default: the agent's own)."""
+    row = await gw.pool.fetchrow(_AGENT_AND_PENDING, agent_id, conversation_id)
     if row is None:
         raise HTTPException(404, f"Agent {agent_id} not found")
     agent = dict(row)
@@ -227,7 +229,7 @@ def request_config(body: SendMessageBody) -> dict[str, Any]:
 
 
 def start_run(
-    agent_id: str,
+    lane: Lane,
     body: SendMessageBody,
     background: bool = False,
     approvals: list[ApprovalDecision] | None = None,
@@ -239,9 +241,11 @@ def start_run(
     messages = input_messages(body, run_id if retryable else None)
     if not messages and not approvals:
         raise HTTPException(422, "send at least one message (`messages` or `input`)")
+    agent_id = lane.agent_id
     cmd = StartRun(
         run_id=run_id,
         agent_id=agent_id,
+        conversation_id=lane.conversation_id,
         messages=messages,
         approvals=approvals or [],
         client_tools=[t.model_dump(exclude_none=True) for t in body.client_tools or []],
@@ -249,6 +253,8 @@ def start_run(
         stream_tokens=body.stream_tokens,
         background=background or body.background,
         request_config=request_config(body),
+        override_system=body.override_system,
+        client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
     )
     return Envelope.wrap(
         cmd,
@@ -296,34 +302,47 @@ async def run_response(
 async def send(
     agent_id: str, body: SendMessageBody, gw: Gateway, streaming: bool, key: str | None
 ) -> Any:
+    """A message to the agent's default conversation (Letta's agent-level routes): queued
+    behind a run in progress."""
+    return await send_in(Lane(checked_id(agent_id, "agent")), body, gw, streaming, key)
+
+
+async def send_in(
+    lane: Lane,
+    body: SendMessageBody,
+    gw: Gateway,
+    streaming: bool,
+    key: str | None,
+    *,
+    busy_is_conflict: bool = False,
+) -> Any:
+    """Run the agent on `body` in the conversation `lane`, streamed or answered when done.
+
+    With `busy_is_conflict` (Letta's conversation routes) a request that finds
+    another run of the conversation in progress is refused with 409 instead of
+    waiting its turn; a retry of the request in progress (same otids) follows it.
+    """
     # An unknown agent is a 404 whatever the approvals say.
-    agent, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
-    run_id = idempotent_run_id(agent_id, body, key)
+    agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
+    run_id = idempotent_run_id(lane, body, key)
     if run_id is not None:
-        run = await known_run(gw, agent_id, run_id)
+        run = await known_run(gw, lane, run_id)
         if run is not None:
-            # A retry of a request the log has: answered from the run it started.
-            if streaming:
-                return streamed(
-                    stream_run(
-                        gw,
-                        agent_id,
-                        agent["agent_type"],
-                        run_id,
-                        start_seq=run["first_seq"],
-                        include_pings=True,
-                    )
-                )
-            seq = run["last_seq"]
-            if run["stop_reason"] is None:
-                seq = await run_end(gw, agent_id, run_id, RUN_REPLY_TIMEOUT)
-            return await run_response(gw, agent["agent_type"], run_id, seq)
-    command = start_run(agent_id, body, approvals=checked_answers(body, pending), run_id=run_id)
+            return await _answer_known(gw, lane, agent["agent_type"], run_id, run, streaming)
+    command = start_run(lane, body, approvals=checked_answers(body, pending), run_id=run_id)
+    if busy_is_conflict:
+        if await admitted(gw, command) is None:
+            # Admitted by this request's first try meanwhile: follow that.
+            run = await known_run(gw, lane, command.data.run_id)
+            assert run is not None
+            return await _answer_known(
+                gw, lane, agent["agent_type"], command.data.run_id, run, streaming
+            )
     if streaming:
         return streamed(
             stream_run(
                 gw,
-                agent_id,
+                lane,
                 agent["agent_type"],
                 command.data.run_id,
                 command=command,
@@ -332,12 +351,91 @@ async def send(
         )
     reply = await answered(
         gw,
-        subjects.executor_command_subject(agent_id),
+        lane.commands,
         command,
         RUN_REPLY_TIMEOUT,
         f"run {command.data.run_id} is still going",
     )
     return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
+
+
+async def _answer_known(
+    gw: Gateway, lane: Lane, agent_type: str, run_id: str, run: dict[str, Any], streaming: bool
+) -> Any:
+    """A retry of a request the log has: answered from the run it started."""
+    if streaming:
+        return streamed(
+            stream_run(gw, lane, agent_type, run_id, start_seq=run["first_seq"], include_pings=True)
+        )
+    seq = run["last_seq"]
+    if run["stop_reason"] is None:
+        seq = await run_end(gw, lane, run_id, RUN_REPLY_TIMEOUT)
+    return await run_response(gw, agent_type, run_id, seq)
+
+
+class ConversationBusy(Exception):
+    """409 with Letta's body: another run of the conversation is in progress."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"Cannot send a new message: Another request (run_id={run_id}) is currently"
+            " being processed for this conversation. Please wait for it to complete."
+        )
+        self.run_id = run_id
+
+
+# A conversation's run in progress, as of the checked position: one started, or
+# one accepted recently (a run accepted long ago and never started lost its
+# command with a gateway that died between the two; it no longer holds the
+# conversation, and still runs in order if its command comes).
+_ACTIVE_IN_LANE = (
+    "SELECT id FROM runs WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT FROM $2"
+    " AND (status = 'running' OR (status = 'created' AND created_at > now() - $3::interval))"
+    " ORDER BY created_at LIMIT 1"
+)
+ACCEPTED_HOLDS = "60 seconds"
+
+
+async def admitted(gw: Gateway, command: Envelope[StartRun]) -> int | None:
+    """Admit the run into its conversation if no other run is in progress there (else 409).
+
+    The check and the run's RunQueued are one decision on the conversation's
+    subject (appended with the expected last sequence), so of two requests
+    racing, one is admitted and the other sees its run. Returns RunQueued's
+    position; None if the run was admitted already (a retry).
+    """
+    cmd = command.data
+    lane = cmd.lane
+
+    async def decide(last: int) -> Envelope[Any] | None:
+        async with gw.reads.at(last, RUNS) as conn:
+            if await conn.fetchval("SELECT 1 FROM runs WHERE id = $1", cmd.run_id):
+                return None
+            active = await conn.fetchval(
+                _ACTIVE_IN_LANE, lane.agent_id, lane.conversation_id, ACCEPTED_HOLDS
+            )
+        if active is not None:
+            raise ConversationBusy(active)
+        return queued_event(command)
+
+    appended = await gw.eventlog.append_decided(lane.events, decide)
+    return appended.seq if appended is not None else None
+
+
+def queued_event(command: Envelope[StartRun]) -> Envelope[RunQueued]:
+    cmd = command.data
+    return command.caused(
+        RunQueued(
+            run_id=cmd.run_id,
+            agent_id=cmd.agent_id,
+            conversation_id=cmd.conversation_id,
+            background=cmd.background,
+            request_config=cmd.request_config,
+        ),
+        aggregate_id=cmd.agent_id,
+        producer=PRODUCER,
+        id=derived_id("evt", cmd.run_id, "queued"),
+    )
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages")
@@ -361,29 +459,18 @@ async def send_message_async(
     agent_id: str, body: SendMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> dict[str, Any]:
     """Accept the run and return it at once (status "created"); it runs in the background."""
-    _, pending = await agent_and_pending(gw, checked_id(agent_id, "agent"))
-    retry_of = idempotent_run_id(agent_id, body, idempotency_key)
-    if retry_of is not None and await known_run(gw, agent_id, retry_of) is not None:
+    lane = Lane(checked_id(agent_id, "agent"))
+    _, pending = await agent_and_pending(gw, agent_id)
+    retry_of = idempotent_run_id(lane, body, idempotency_key)
+    if retry_of is not None and await known_run(gw, lane, retry_of) is not None:
         return run_json(await run_row(gw, retry_of))
     approvals = checked_answers(body, pending)
-    command = start_run(agent_id, body, background=True, approvals=approvals, run_id=retry_of)
-    run_id = command.data.run_id
-    queued = command.caused(
-        RunQueued(
-            run_id=run_id,
-            agent_id=agent_id,
-            background=True,
-            request_config=command.data.request_config,
-        ),
-        aggregate_id=agent_id,
-        producer=PRODUCER,
-        id=derived_id("evt", run_id, "queued"),
-    )
+    command = start_run(lane, body, background=True, approvals=approvals, run_id=retry_of)
     # The run exists (and can be listed or cancelled) before the executor sees it.
-    appended = await gw.eventlog.append(subjects.agent_subject(agent_id), queued)
-    await gw.eventlog.send_command(subjects.executor_command_subject(agent_id), command)
+    appended = await gw.eventlog.append(lane.events, queued_event(command))
+    await gw.eventlog.send_command(lane.commands, command)
     await gw.visible(appended.seq, RUNS)
-    return run_json(await run_row(gw, run_id))
+    return run_json(await run_row(gw, command.data.run_id))
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages/cancel")
@@ -391,21 +478,35 @@ async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None)
     """Ask the agent's runs to stop: an LLM call in flight is abandoned, a tool call finishes."""
     await gw.agent_row(checked_id(agent_id, "agent"))
     run_ids = [checked_id(r, "run") for r in (body.run_ids or [])] if body else []
+    return await cancel_in(gw, Lane(agent_id), run_ids, every_conversation=True)
+
+
+async def cancel_in(
+    gw: Gateway, lane: Lane, run_ids: list[str], *, every_conversation: bool = False
+) -> dict[str, str]:
+    """Cancel `run_ids` (none: the active runs of the conversation, or with
+    `every_conversation` of the agent); 409 if there is none to cancel."""
+    agent_id = lane.agent_id
     if not run_ids:
         rows = await gw.pool.fetch(
             "SELECT id FROM runs WHERE agent_id = $1 AND status = ANY($2)"
+            " AND ($3 OR conversation_id IS NOT DISTINCT FROM $4)"
             " AND NOT cancel_requested ORDER BY created_at",
             agent_id,
             list(ACTIVE),
+            every_conversation,
+            lane.conversation_id,
         )
         run_ids = [r["id"] for r in rows]
         if not run_ids:
-            raise HTTPException(409, f"agent {agent_id} has no active runs to cancel")
+            raise HTTPException(409, f"No active runs found for {lane.key} to cancel")
     results: dict[str, str] = {}
     last = 0
     for run_id in run_ids:
         row = await gw.pool.fetchrow(
-            "SELECT status FROM runs WHERE id = $1 AND agent_id = $2", run_id, agent_id
+            "SELECT status, conversation_id FROM runs WHERE id = $1 AND agent_id = $2",
+            run_id,
+            agent_id,
         )
         if row is None or row["status"] not in ACTIVE:
             results[run_id] = "failed"
@@ -416,7 +517,9 @@ async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None)
             producer=PRODUCER,
             correlation_id=run_id,
         )
-        appended = await gw.eventlog.append(subjects.agent_subject(agent_id), event)
+        # On the run's own conversation's subject, where its executor hears it.
+        subject = Lane(agent_id, row["conversation_id"]).events
+        appended = await gw.eventlog.append(subject, event)
         last = max(last, appended.seq)
         results[run_id] = "cancelled"
     await gw.visible(last, RUNS)
@@ -427,28 +530,31 @@ async def cancel_runs(agent_id: str, gw: GW, body: CancelRunsBody | None = None)
 async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
     """Summarize the agent's older messages now (they stay in the history and searchable)."""
     await gw.agent_row(checked_id(agent_id, "agent"))
+    return await summarize_in(gw, Lane(agent_id))
+
+
+async def summarize_in(gw: Gateway, lane: Lane) -> dict[str, Any]:
     run_id = new_id("run")
     command = Envelope.wrap(
-        StartRun(run_id=run_id, agent_id=agent_id, summarize=True),
-        aggregate_id=agent_id,
+        StartRun(
+            run_id=run_id,
+            agent_id=lane.agent_id,
+            conversation_id=lane.conversation_id,
+            summarize=True,
+        ),
+        aggregate_id=lane.agent_id,
         producer=PRODUCER,
         correlation_id=run_id,
     )
     reply = await answered(
-        gw,
-        subjects.executor_command_subject(agent_id),
-        command,
-        RUN_REPLY_TIMEOUT,
-        "summarizing is still going",
+        gw, lane.commands, command, RUN_REPLY_TIMEOUT, "summarizing is still going"
     )
     result = reply.result or {}
     if result.get("stop_reason") != "end_turn":
         raise HTTPException(502, f"summarizing failed: {result.get('stop_reason')}")
     await gw.visible(reply.seq, RUNS)
     if "summary" not in result:
-        count = await gw.pool.fetchval(
-            "SELECT count(*) FROM messages WHERE agent_id = $1 AND in_context", agent_id
-        )
+        count = len(await in_context_ids(gw, lane))
         return {"num_messages_before": count, "num_messages_after": count, "summary": ""}
     return {
         "num_messages_before": result["num_messages_before"],
@@ -465,20 +571,15 @@ async def list_messages(
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     order: Literal["asc", "desc"] = "desc",
+    conversation_id: str | None = None,
 ) -> list[dict[str, Any]]:
+    """The default conversation's messages (or, with `conversation_id`, that one's)."""
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    q = Listing("messages", key="seq", columns="body, created_at, run_id, step_id")
-    q.filter("agent_id = {}", agent_id)
-    # Letta filters on the sequence, after = newer, whatever the order.
-    rows = await q.page(gw.pool, "message", before, after, order, limit, cursors_follow_order=False)
+    lane = Lane(agent_id)
+    if conversation_id is not None:
+        lane = Lane(agent_id, checked_id(conversation_id, "conv"))
+    rows = await lane_messages(gw, lane, before, after, limit, order)
     # Letta returns the chosen page in chronological order either way.
     if order == "desc":
         rows = list(reversed(rows))
-    hidden: set[str] = set()
-    out: list[dict[str, Any]] = []
-    for r in rows:
-        m = ChatMessage.model_validate(r["body"])
-        out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent["agent_type"], hidden
-        )
-    return out
+    return rendered_messages(rows, agent["agent_type"])

@@ -1,10 +1,20 @@
-"""Context compilation: the system prompt with rendered memory blocks, then the conversation."""
+"""The system prompt as a model sees it: the agent's instructions with its memory rendered.
+
+Compiled by the executor at every step (so the model always sees memory as it
+is), and by the gateway for the system message a conversation opens with
+(what Letta shows as the conversation's first message).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from o_contracts.models import ClientSkill
+
+# What the prompt calls the agent's default conversation (Letta's word).
+DEFAULT_CONVERSATION = "default"
 
 
 def render_blocks(blocks: list[dict[str, Any]]) -> str:
@@ -35,10 +45,12 @@ def render_metadata(
     now: datetime | None = None,
     archival_count: int = 0,
     archival_tags: Sequence[str] = (),
+    conversation_id: str | None = None,
 ) -> str:
     now = now or datetime.now(UTC)
     lines = [
         f"- AGENT_ID: {agent_id}",
+        f"- CONVERSATION_ID: {conversation_id or DEFAULT_CONVERSATION}",
         f"- System prompt last recompiled: {now.strftime('%Y-%m-%d %I:%M:%S %p %Z%z')}",
         f"- {recall_count} previous messages between you and the user are stored in recall memory",
     ]
@@ -60,11 +72,39 @@ def compile_system(
     recall_count: int,
     archival_count: int = 0,
     archival_tags: Sequence[str] = (),
+    conversation_id: str | None = None,
+    now: datetime | None = None,
 ) -> str:
     memory = render_blocks(blocks)
     full = (memory + "\n\n" if memory else "") + render_metadata(
-        agent_id, recall_count, archival_count=archival_count, archival_tags=archival_tags
+        agent_id,
+        recall_count,
+        now,
+        archival_count=archival_count,
+        archival_tags=archival_tags,
+        conversation_id=conversation_id,
     )
     if "{CORE_MEMORY}" in system:
         return system.replace("{CORE_MEMORY}", full)
     return f"{system}\n\n{full}"
+
+
+def render_skills(skills: Sequence[ClientSkill]) -> str:
+    """The client's skills for this request, in Letta's `<available_skills>` block.
+
+    Request-scoped: added to the prompt sent to the model, never to a stored
+    system message.
+    """
+    if not skills:
+        return ""
+    lines = ["<available_skills>"]
+    for skill in skills:
+        description = (skill.description or "").strip().split("\n")[0].strip()
+        location = (skill.location or "").strip()
+        lines.append(
+            f"<skill>\n<name>{skill.name}</name>\n<description>{description}</description>"
+            + (f"\n<location>{location}</location>" if location else "")
+            + "\n</skill>"
+        )
+    lines.append("</available_skills>")
+    return "\n".join(lines)

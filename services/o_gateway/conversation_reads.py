@@ -1,0 +1,149 @@
+"""Conversations as the API shows them, and the messages of one conversation.
+
+A conversation is a lane of the agent's messages (o_contracts.subjects.Lane):
+the default one is the agent's own messages (`conversation_id` NULL); a named
+one has its own, plus the messages a fork inherited (`conversation_messages`,
+at their original positions). Every conversation opens with its compiled
+system prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import asyncpg
+from fastapi import HTTPException
+
+from o_contracts.ids import is_id
+from o_contracts.models import ChatMessage
+from o_contracts.subjects import Lane
+from o_gateway import render
+from o_gateway.state import Gateway, checked_id
+
+Order = Literal["asc", "desc"]
+
+_COLUMNS = "id, seq, body, created_at, run_id, step_id, compiled_system"
+
+# The lane's messages as one relation ($1: the agent, $2: the conversation or NULL).
+_LANE = (
+    f"SELECT {_COLUMNS}, in_context FROM messages"
+    " WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT FROM $2"
+    " UNION ALL SELECT m.id, c.seq, m.body, m.created_at, m.run_id, m.step_id,"
+    " m.compiled_system, c.in_context FROM conversation_messages c"
+    " JOIN messages m ON m.id = c.message_id WHERE c.conversation_id = $2"
+)
+
+
+async def lane_messages(
+    db: Gateway | asyncpg.Pool,
+    lane: Lane,
+    before: str | None,
+    after: str | None,
+    limit: int,
+    order: Order,
+    *,
+    cursors_follow_order: bool = False,
+) -> list[asyncpg.Record]:
+    """A page of the conversation's messages, in `order`.
+
+    Cursors are message ids; one the conversation does not hold is ignored (as
+    Letta does). `after` means further along in `order` with
+    `cursors_follow_order` (Letta's conversation routes), else newer (its
+    agent-level route).
+    """
+    pool = db.pool if isinstance(db, Gateway) else db
+    bounds: dict[str, int | None] = {"after": None, "before": None}
+    for name, cursor in (("after", after), ("before", before)):
+        if cursor:
+            bounds[name] = await pool.fetchval(
+                f"SELECT seq FROM ({_LANE}) t WHERE id = $3",
+                lane.agent_id,
+                lane.conversation_id,
+                cursor,
+            )
+    newer, older = bounds["after"], bounds["before"]
+    if cursors_follow_order and order == "desc":
+        newer, older = older, newer
+    direction = "ASC" if order == "asc" else "DESC"
+    return list(
+        await pool.fetch(
+            f"SELECT * FROM ({_LANE}) t WHERE ($3::bigint IS NULL OR seq > $3)"
+            f" AND ($4::bigint IS NULL OR seq < $4) ORDER BY seq {direction} LIMIT $5",
+            lane.agent_id,
+            lane.conversation_id,
+            newer,
+            older,
+            limit,
+        )
+    )
+
+
+async def in_context_ids(gw: Gateway, lane: Lane) -> list[str]:
+    """The conversation's in-context messages, system prompt first."""
+    rows = await gw.pool.fetch(
+        f"SELECT id FROM ({_LANE}) t WHERE in_context ORDER BY seq",
+        lane.agent_id,
+        lane.conversation_id,
+    )
+    return [r["id"] for r in rows]
+
+
+def rendered_messages(rows: list[asyncpg.Record], agent_type: str) -> list[dict[str, Any]]:
+    hidden: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        m = ChatMessage.model_validate(r["body"])
+        out += render.letta_messages(
+            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden
+        )
+    return out
+
+
+async def conversation_row(gw: Gateway, conversation_id: str) -> dict[str, Any]:
+    """A conversation that exists (not deleted), or 404."""
+    row = await gw.pool.fetchrow(
+        "SELECT * FROM conversations WHERE id = $1 AND NOT deleted",
+        checked_id(conversation_id, "conv"),
+    )
+    if row is None:
+        raise HTTPException(404, f"Conversation {conversation_id} not found")
+    return dict(row)
+
+
+async def resolve(gw: Gateway, conversation_id: str, agent_id: str | None) -> Lane:
+    """The lane a `{conversation_id}` path names, as Letta reads it.
+
+    "default" with an agent id (query or body) is that agent's default
+    conversation; an agent id in its place too (Letta's older form);
+    otherwise a conversation id.
+    """
+    if conversation_id == "default":
+        if not agent_id:
+            raise HTTPException(
+                422, "agent_id is required to address the default conversation ('default')"
+            )
+        await gw.agent_row(checked_id(agent_id, "agent"))
+        return Lane(agent_id)
+    if is_id(conversation_id, "agent"):
+        await gw.agent_row(conversation_id)
+        return Lane(conversation_id)
+    row = await conversation_row(gw, conversation_id)
+    return Lane(row["agent_id"], row["id"])
+
+
+def conversation_json(row: dict[str, Any], in_context: list[str]) -> dict[str, Any]:
+    """Letta's Conversation."""
+    return {
+        "id": row["id"],
+        "agent_id": row["agent_id"],
+        "summary": row["summary"],
+        "in_context_message_ids": in_context,
+        "isolated_block_ids": [],
+        "model": row["model"],
+        "model_settings": row["model_settings"],
+        "last_message_at": render.iso(row["last_message_at"]),
+        "created_at": render.iso(row["created_at"]),
+        "updated_at": render.iso(row["updated_at"]),
+        "created_by_id": None,
+        "last_updated_by_id": None,
+    }

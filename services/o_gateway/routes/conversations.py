@@ -1,0 +1,344 @@
+"""Conversations (Letta's /v1/conversations): many per agent, each with its own messages
+and run order, all sharing the agent's memory.
+
+A conversation's events are on its own subject (`o.evt.agent.<agent>.conv.<id>`),
+decided here and projected by the runs projection. `{conversation_id}` may be
+"default" (with the agent's id) or an agent id: the agent's default
+conversation, whose messages are the agent-level routes' (conversation_reads.resolve).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+
+from o_contracts.envelope import Envelope
+from o_contracts.events import (
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationUpdated,
+    SystemPromptRecompiled,
+)
+from o_contracts.ids import new_id
+from o_contracts.models import ChatMessage
+from o_contracts.projection_names import RUNS
+from o_contracts.subjects import Lane
+from o_contracts.system_prompt import compile_system
+from o_gateway.commands import PRODUCER
+from o_gateway.conversation_reads import (
+    conversation_json,
+    conversation_row,
+    in_context_ids,
+    lane_messages,
+    rendered_messages,
+    resolve,
+)
+from o_gateway.idempotency import IdempotencyKey
+from o_gateway.routes.messages import cancel_in, send_in, summarize_in
+from o_gateway.routes.paths import route
+from o_gateway.routes.runs import ACTIVE
+from o_gateway.schemas import (
+    AgentIdBody,
+    CompactBody,
+    ConversationMessageBody,
+    CreateConversationBody,
+    RetrieveStreamBody,
+    UpdateConversationBody,
+)
+from o_gateway.state import GW, Gateway, checked_id
+from o_gateway.streaming import stream_run, streamed
+from o_memory.core_memory import read_core_memory
+
+router = APIRouter()
+
+
+async def compiled_prompt(gw: Gateway, lane: Lane, now: datetime) -> str:
+    """The agent's system prompt with its memory as it is now, for this conversation."""
+    agent = await gw.agent_row(lane.agent_id)
+    core = await read_core_memory(gw.pool, lane.agent_id)
+    recall: int = await gw.pool.fetchval(
+        "SELECT count(*) FROM messages WHERE agent_id = $1 AND NOT compiled_system",
+        lane.agent_id,
+    )
+    return compile_system(
+        agent["system"],
+        lane.agent_id,
+        core["blocks"],
+        recall,
+        archival_count=core["archival_count"],
+        archival_tags=core["archival_tags"],
+        conversation_id=lane.conversation_id,
+        now=now,
+    )
+
+
+async def show(gw: Gateway, conversation_id: str) -> dict[str, Any]:
+    row = await conversation_row(gw, conversation_id)
+    return conversation_json(row, await in_context_ids(gw, Lane(row["agent_id"], row["id"])))
+
+
+async def _open(
+    gw: Gateway,
+    agent_id: str,
+    body: CreateConversationBody,
+    forked_from: str | None = None,
+) -> dict[str, Any]:
+    """A new conversation (a fork of `forked_from`, "" for the default one), as shown."""
+    lane = Lane(agent_id, new_id("conv"))
+    now = datetime.now(UTC)
+    system = ChatMessage(
+        id=new_id("message"), role="system", content=await compiled_prompt(gw, lane, now)
+    )
+    event = ConversationCreated(
+        conversation_id=lane.key,
+        agent_id=agent_id,
+        system_message=system,
+        summary=body.summary,
+        model=body.model,
+        model_settings=body.model_settings,
+        forked_from=forked_from,
+    )
+    appended = await gw.eventlog.append(
+        lane.events,
+        Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER),
+        expected_last_seq=0,
+    )
+    await gw.visible(appended.seq, RUNS)
+    return await show(gw, lane.key)
+
+
+@route(router, "POST", "/v1/conversations/")
+async def create_conversation(
+    gw: GW, agent_id: str, body: CreateConversationBody | None = None
+) -> dict[str, Any]:
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    return await _open(gw, agent_id, body or CreateConversationBody())
+
+
+@route(router, "GET", "/v1/conversations/")
+async def list_conversations(
+    gw: GW,
+    agent_id: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    after: str | None = None,
+    summary_search: str | None = None,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at", "last_run_completion", "last_message_at"] = "created_at",
+) -> list[dict[str, Any]]:
+    """The conversations (of one agent, or all), newest first by default."""
+    where = ["NOT c.deleted"]
+    args: list[Any] = []
+    if agent_id is not None:
+        args.append(checked_id(agent_id, "agent"))
+        where.append(f"c.agent_id = ${len(args)}")
+    if summary_search:
+        args.append(f"%{summary_search}%")
+        where.append(f"c.summary ILIKE ${len(args)}")
+    key = {
+        "created_at": "c.created_at",
+        "last_message_at": "c.last_message_at",
+        "last_run_completion": "(SELECT max(r.completed_at) FROM runs r"
+        " WHERE r.conversation_id = c.id)",
+    }[order_by]
+    direction = "ASC" if order == "asc" else "DESC"
+    nulls = "NULLS FIRST" if order == "asc" else "NULLS LAST"
+    sort = f"{key} {direction} {nulls}, c.id {direction}"
+    rows = [
+        dict(r)
+        for r in await gw.pool.fetch(
+            f"SELECT c.*, {key} AS sort_key FROM conversations c WHERE {' AND '.join(where)}"
+            f" ORDER BY {sort}",
+            *args,
+        )
+    ]
+    if after:
+        # A cursor the list does not hold is ignored (as Letta does).
+        ids = [r["id"] for r in rows]
+        if after in ids:
+            rows = rows[ids.index(after) + 1 :]
+    rows = rows[:limit]
+    return [
+        conversation_json(r, await in_context_ids(gw, Lane(r["agent_id"], r["id"]))) for r in rows
+    ]
+
+
+@route(router, "GET", "/v1/conversations/{conversation_id}")
+async def get_conversation(conversation_id: str, gw: GW) -> dict[str, Any]:
+    return await show(gw, conversation_id)
+
+
+@route(router, "PATCH", "/v1/conversations/{conversation_id}")
+async def update_conversation(
+    conversation_id: str, body: UpdateConversationBody, gw: GW
+) -> dict[str, Any]:
+    row = await conversation_row(gw, conversation_id)
+    changes = body.model_dump(exclude_unset=True)
+    if changes:
+        lane = Lane(row["agent_id"], row["id"])
+        event = ConversationUpdated(
+            conversation_id=lane.key, agent_id=lane.agent_id, changes=changes
+        )
+        appended = await gw.eventlog.append(
+            lane.events, Envelope.wrap(event, aggregate_id=lane.agent_id, producer=PRODUCER)
+        )
+        await gw.visible(appended.seq, RUNS)
+    return await show(gw, conversation_id)
+
+
+@route(router, "DELETE", "/v1/conversations/{conversation_id}")
+async def delete_conversation(conversation_id: str, gw: GW) -> None:
+    """Soft delete: the conversation is gone from the API; its messages stay in the history."""
+    row = await conversation_row(gw, conversation_id)
+    lane = Lane(row["agent_id"], row["id"])
+    event = ConversationDeleted(conversation_id=lane.key, agent_id=lane.agent_id)
+    appended = await gw.eventlog.append(
+        lane.events, Envelope.wrap(event, aggregate_id=lane.agent_id, producer=PRODUCER)
+    )
+    await gw.visible(appended.seq, RUNS)
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/fork")
+async def fork_conversation(
+    conversation_id: str, gw: GW, agent_id: str | None = None
+) -> dict[str, Any]:
+    """A new conversation that starts with the source's in-context messages (shared)."""
+    lane = await resolve(gw, conversation_id, agent_id)
+    source = await gw.pool.fetchrow(
+        "SELECT summary, model, model_settings FROM conversations WHERE id = $1",
+        lane.conversation_id,
+    )
+    body = CreateConversationBody(**dict(source)) if source else CreateConversationBody()
+    return await _open(gw, lane.agent_id, body, forked_from=lane.conversation_id or "")
+
+
+@route(router, "GET", "/v1/conversations/{conversation_id}/messages")
+async def list_conversation_messages(
+    conversation_id: str,
+    gw: GW,
+    agent_id: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "desc",
+) -> list[dict[str, Any]]:
+    lane = await resolve(gw, conversation_id, agent_id)
+    agent = await gw.agent_row(lane.agent_id)
+    rows = await lane_messages(gw, lane, before, after, limit, order, cursors_follow_order=True)
+    return rendered_messages(rows, agent["agent_type"])
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/messages")
+async def send_conversation_message(
+    conversation_id: str,
+    body: ConversationMessageBody,
+    gw: GW,
+    idempotency_key: IdempotencyKey = None,
+) -> Any:
+    """Run the agent in this conversation; 409 while another of its runs is in progress."""
+    if not body.messages and not body.input:
+        raise HTTPException(422, "Messages must not be empty")
+    lane = await resolve(gw, conversation_id, body.agent_id)
+    return await send_in(lane, body, gw, body.streaming, idempotency_key, busy_is_conflict=True)
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/stream")
+async def retrieve_conversation_stream(
+    conversation_id: str, gw: GW, body: RetrieveStreamBody | None = None
+) -> Any:
+    """Follow a background run of the conversation again: named by run_id or by an otid of
+    its request, else its latest active one."""
+    body = body or RetrieveStreamBody()
+    lane = await resolve(gw, conversation_id, body.agent_id)
+    agent = await gw.agent_row(lane.agent_id)
+    query = (
+        "SELECT r.id, r.background, r.status, coalesce(r.started_seq, r.last_seq) AS first_seq"
+        " FROM runs r WHERE r.agent_id = $1 AND r.conversation_id IS NOT DISTINCT FROM $2"
+    )
+    args: list[Any] = [lane.agent_id, lane.conversation_id]
+    if body.run_id:
+        args.append(checked_id(body.run_id, "run"))
+        query += f" AND r.id = ${len(args)}"
+    elif body.otid:
+        args.append(body.otid)
+        query += (
+            " AND EXISTS (SELECT 1 FROM messages m WHERE m.run_id = r.id"
+            f" AND m.role = 'user' AND m.body->>'otid' = ${len(args)})"
+        )
+    else:
+        args.append(list(ACTIVE))
+        query += f" AND r.status = ANY(${len(args)})"
+    run = await gw.pool.fetchrow(query + " ORDER BY r.created_at DESC LIMIT 1", *args)
+    if run is None:
+        raise HTTPException(400, "No active runs found for this conversation.")
+    if not run["background"]:
+        raise HTTPException(
+            400, f"Run {run['id']} was not created in background mode, so it cannot be retrieved."
+        )
+    return streamed(
+        stream_run(
+            gw,
+            lane,
+            agent["agent_type"],
+            run["id"],
+            start_seq=run["first_seq"],
+            include_pings=body.include_pings,
+        )
+    )
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/cancel")
+async def cancel_conversation(
+    conversation_id: str, gw: GW, agent_id: str | None = None
+) -> dict[str, str]:
+    lane = await resolve(gw, conversation_id, agent_id)
+    return await cancel_in(gw, lane, [])
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/recompile")
+async def recompile_conversation(
+    conversation_id: str, gw: GW, dry_run: bool = False, body: AgentIdBody | None = None
+) -> str:
+    """The conversation's system prompt compiled with the agent's memory as it is now;
+    stored as its system message unless `dry_run`."""
+    lane = await resolve(gw, conversation_id, body.agent_id if body else None)
+    now = datetime.now(UTC)
+    prompt = await compiled_prompt(gw, lane, now)
+    if dry_run:
+        return prompt
+    message_id = await gw.pool.fetchval(
+        "SELECT id FROM messages WHERE agent_id = $1 AND compiled_system"
+        " AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq LIMIT 1",
+        lane.agent_id,
+        lane.conversation_id,
+    )
+    if message_id is None:
+        raise HTTPException(400, f"{lane.key} has no system message to recompile")
+    event = SystemPromptRecompiled(
+        agent_id=lane.agent_id,
+        conversation_id=lane.conversation_id,
+        message_id=message_id,
+        content=prompt,
+        recompiled_at=now.isoformat(),
+    )
+    appended = await gw.eventlog.append(
+        lane.events, Envelope.wrap(event, aggregate_id=lane.agent_id, producer=PRODUCER)
+    )
+    await gw.visible(appended.seq, RUNS)
+    return prompt
+
+
+@route(router, "POST", "/v1/conversations/{conversation_id}/compact")
+async def compact_conversation(
+    conversation_id: str, gw: GW, body: CompactBody | None = None
+) -> dict[str, Any]:
+    """Summarize the conversation's older messages now (they stay in its history)."""
+    lane = await resolve(gw, conversation_id, body.agent_id if body else None)
+    # Nothing but the system prompt in context: nothing to compact.
+    if len(await in_context_ids(gw, lane)) <= 1:
+        raise HTTPException(400, "No messages in context to compact")
+    result = await summarize_in(gw, lane)
+    if result["num_messages_after"] >= result["num_messages_before"]:
+        raise HTTPException(400, "Compaction did not reduce the number of messages in context")
+    return result
