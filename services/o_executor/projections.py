@@ -12,6 +12,7 @@ import asyncpg
 from o_contracts import subjects
 from o_contracts.events import (
     AgentCreated,
+    AgentDeleted,
     ContextSummarized,
     ConversationCreated,
     ConversationDeleted,
@@ -85,6 +86,18 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
     for i, m in enumerate([*first, *e.initial_messages]):
         system = e.system_message is not None and i == 0
         await _insert_message(conn, rec, e.agent_id, None, None, m, i, compiled_system=system)
+
+
+@runs.on(AgentDeleted)
+async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
+    # Its conversations go with it (their messages stay, as the agent's do).
+    await conn.execute(
+        "UPDATE conversations SET deleted = true, updated_at = $2, last_seq = $3"
+        " WHERE agent_id = $1 AND NOT deleted",
+        e.agent_id,
+        rec.envelope.time,
+        rec.seq,
+    )
 
 
 @runs.on(ConversationCreated)

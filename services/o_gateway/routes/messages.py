@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
@@ -393,7 +394,7 @@ _ACTIVE_IN_LANE = (
     " AND (status = 'running' OR (status = 'created' AND created_at > now() - $3::interval))"
     " ORDER BY created_at LIMIT 1"
 )
-ACCEPTED_HOLDS = "60 seconds"
+ACCEPTED_HOLDS = timedelta(seconds=60)
 
 
 async def admitted(gw: Gateway, command: Envelope[StartRun]) -> int | None:

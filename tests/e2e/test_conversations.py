@@ -1,0 +1,251 @@
+"""Conversations through the official SDK: many per agent, each with its own messages and
+run order, all sharing the agent's memory (Letta's /v1/conversations)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import letta_client
+import pytest
+
+from tests.e2e.conftest import System
+from tests.e2e.support import new_agent, until
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.e2e
+
+
+def said(chunks: list[Any]) -> list[str]:
+    return [c.content for c in chunks if getattr(c, "message_type", None) == "assistant_message"]
+
+
+def send(client: letta_client.Letta, conversation_id: str, text: str, **extra: Any) -> list[Any]:
+    """A message to the conversation, streamed (the route's default), read to the end."""
+    stream = client.conversations.messages.create(
+        conversation_id, messages=[{"role": "user", "content": text}], **extra
+    )
+    return list(stream)
+
+
+def prompt_of(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"])
+
+
+async def test_a_new_agent_and_a_new_conversation_open_with_a_system_message(
+    system: System,
+) -> None:
+    agent = await new_agent(
+        system,
+        initial_message_sequence=[
+            {"role": "assistant", "content": "Hello, how are you?"},
+            {"role": "user", "content": "I'm good, and you?"},
+        ],
+    )
+    client = system.client()
+    # The default conversation: system prompt, then the initial sequence.
+    history = client.agents.messages.list(agent["id"]).items
+    assert [m.message_type for m in history] == [
+        "system_message",
+        "assistant_message",
+        "user_message",
+    ]
+    assert agent["message_ids"] == [m.id for m in history]
+    assert "- CONVERSATION_ID: default" in history[0].content
+    assert "Name: Sam" in history[0].content
+    conversation = client.conversations.create(agent_id=agent["id"])
+    assert conversation.id.startswith("conv-") and conversation.agent_id == agent["id"]
+    assert len(conversation.in_context_message_ids) == 1
+    (first,) = client.conversations.messages.list(conversation.id, order="asc").items
+    assert first.message_type == "system_message"
+    assert f"- CONVERSATION_ID: {conversation.id}" in first.content
+
+
+async def test_conversations_are_isolated_but_share_memory(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    apple = client.conversations.create(agent_id=agent["id"])
+    banana = client.conversations.create(agent_id=agent["id"])
+    llm.push(Reply(content="noted apple"), Reply(content="noted banana"))
+    assert said(send(client, apple.id, "remember APPLE")) == ["noted apple"]
+    assert said(send(client, banana.id, "remember BANANA")) == ["noted banana"]
+    # Each conversation's next request carries only its own history.
+    llm.push(Reply(content="APPLE"))
+    send(client, apple.id, "which word?")
+    texts = [m.get("content") for m in llm.requests[-1]["messages"][1:]]
+    assert texts == ["remember APPLE", "noted apple", "which word?"]
+    assert f"- CONVERSATION_ID: {apple.id}" in prompt_of(llm.requests[-1])
+    # Memory is the agent's: a block edit shows in every conversation's next prompt.
+    client.agents.blocks.update("human", agent_id=agent["id"], value="Name: Sam Stone")
+    llm.push(Reply(content="ok"))
+    send(client, banana.id, "and now?")
+    assert "Name: Sam Stone" in prompt_of(llm.requests[-1])
+    # Listing: newest first by default; asc starts with the system message.
+    newest = client.conversations.messages.list(apple.id).items
+    assert newest[0].message_type == "assistant_message" and newest[0].content == "APPLE"
+    oldest = client.conversations.messages.list(apple.id, order="asc").items
+    assert [m.message_type for m in oldest][:2] == ["system_message", "user_message"]
+    # The agent's own (default) conversation saw none of it.
+    default = client.agents.messages.list(agent["id"]).items
+    assert [m.message_type for m in default] == ["system_message"]
+    listed = [c.id for c in client.conversations.list(agent_id=agent["id"])]
+    assert set(listed) == {apple.id, banana.id}
+
+
+async def test_pages_walk_a_conversation_once(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    conversation = client.conversations.create(agent_id=agent["id"])
+    for i in range(3):
+        llm.push(Reply(content=f"answer {i}"))
+        send(client, conversation.id, f"question {i}")
+    everything = [m.id for m in client.conversations.messages.list(conversation.id, order="asc")]
+    assert len(everything) == 7
+    for order in ("asc", "desc"):
+        page = client.conversations.messages.list(conversation.id, order=order, limit=2)
+        walked = [m.id for m in page]  # the SDK follows `after` page by page
+        assert walked == (everything if order == "asc" else everything[::-1])
+    # before/after follow the order; an unknown cursor is ignored (as Letta does).
+    before_last = client.conversations.messages.list(
+        conversation.id, order="asc", before=everything[-1]
+    ).items
+    assert [m.id for m in before_last] == everything[:-1]
+    unknown = "message-00000000-0000-4000-8000-000000000000"
+    assert len(client.conversations.messages.list(conversation.id, after=unknown).items) == 7
+
+
+async def test_fork_shares_the_source_messages(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    source = client.conversations.create(agent_id=agent["id"])
+    llm.push(Reply(content="red it is"))
+    send(client, source.id, "my favourite colour is red")
+    fork = client.conversations.fork(source.id)
+    assert fork.id != source.id
+    llm.push(Reply(content="red"))
+    send(client, fork.id, "what is my favourite colour?")
+    texts = [m.get("content") for m in llm.requests[-1]["messages"][1:]]
+    assert texts == ["my favourite colour is red", "red it is", "what is my favourite colour?"]
+    source_ids = [m.id for m in client.conversations.messages.list(source.id, order="asc")]
+    fork_ids = [m.id for m in client.conversations.messages.list(fork.id, order="asc")]
+    assert source_ids[0] != fork_ids[0]  # each its own system message
+    assert fork_ids[1:3] == source_ids[1:]  # then the same messages, shared
+    assert len(client.conversations.messages.list(source.id).items) == 3  # the source is as it was
+    # The default conversation forks too ("default" with the agent's id).
+    response = await system.http.post(
+        "/v1/conversations/default/fork", params={"agent_id": agent["id"]}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["id"].startswith("conv-")
+
+
+async def test_a_second_message_while_a_run_is_in_progress_is_refused(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    conversation = client.conversations.create(agent_id=agent["id"])
+    release = threading.Event()
+    llm.push(Reply(content="slow answer", release=release), Reply(content="next"))
+    first = asyncio.create_task(asyncio.to_thread(send, client, conversation.id, "first"))
+    await until(llm, lambda requests: any("first" in str(r["messages"]) for r in requests))
+    with pytest.raises(letta_client.ConflictError) as refused:
+        send(client, conversation.id, "second")
+    busy = refused.value.body
+    assert isinstance(busy, dict) and busy["run_id"].startswith("run-")
+    assert "currently being processed" in busy["detail"]
+    # Other conversations of the agent are not held up.
+    other = client.conversations.create(agent_id=agent["id"])
+    assert said(send(client, other.id, "elsewhere")) == ["next"]
+    release.set()
+    assert said(await first) == ["slow answer"]
+    # Once the run is done the conversation takes messages again; the refused one left nothing.
+    llm.push(Reply(content="third"))
+    assert said(send(client, conversation.id, "third")) == ["third"]
+    contents = [m.content for m in client.conversations.messages.list(conversation.id, order="asc")]
+    assert "second" not in contents
+
+
+async def test_a_retry_with_the_same_otid_follows_the_same_run(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    conversation = client.conversations.create(agent_id=agent["id"])
+    llm.push(Reply(content="once"))
+    message = {"role": "user", "content": "hello", "otid": "otid-retry-1"}
+    first = list(client.conversations.messages.create(conversation.id, messages=[message]))
+    again = list(client.conversations.messages.create(conversation.id, messages=[message]))
+    assert said(first) == said(again) == ["once"]
+    runs = {getattr(c, "run_id", None) for c in first + again} - {None}
+    assert len(runs) == 1
+    assert len(client.conversations.messages.list(conversation.id).items) == 3
+
+
+async def test_cancel_recompile_compact_delete(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    conversation = client.conversations.create(agent_id=agent["id"])
+    with pytest.raises(letta_client.ConflictError):
+        client.conversations.cancel(conversation.id)
+    for i in range(3):
+        llm.push(Reply(content=f"answer {i}"))
+        send(client, conversation.id, f"question {i}")
+    # Recompile: the system message shows memory as it is now (dry run: only returned).
+    client.agents.blocks.update("human", agent_id=agent["id"], value="Name: Ada")
+    dry = await system.http.post(
+        f"/v1/conversations/{conversation.id}/recompile", params={"dry_run": "true"}
+    )
+    assert dry.status_code == 200 and "Name: Ada" in dry.json()
+    first = client.conversations.messages.list(conversation.id, order="asc").items[0]
+    assert "Name: Ada" not in first.content
+    done = await system.http.post(f"/v1/conversations/{conversation.id}/recompile")
+    assert done.status_code == 200
+    again = client.conversations.messages.list(conversation.id, order="asc").items[0]
+    assert again.id == first.id and "Name: Ada" in again.content
+    # Compact: the summary replaces older messages in this conversation's context only.
+    before = len(client.conversations.retrieve(conversation.id).in_context_message_ids)
+    llm.push(Reply(content="They asked three questions."))
+    compacted = await system.http.post(f"/v1/conversations/{conversation.id}/compact", json={})
+    assert compacted.status_code == 200, compacted.text
+    result = compacted.json()
+    assert result["summary"] == "They asked three questions."
+    assert result["num_messages_before"] > result["num_messages_after"]
+    after = client.conversations.retrieve(conversation.id).in_context_message_ids
+    assert len(after) < before and after[0] == first.id
+    # Delete: gone from the API, 404 on a second delete or an update.
+    assert (await system.http.delete(f"/v1/conversations/{conversation.id}")).status_code == 200
+    assert (await system.http.get(f"/v1/conversations/{conversation.id}")).status_code == 404
+    assert (await system.http.delete(f"/v1/conversations/{conversation.id}")).status_code == 404
+    patched = await system.http.patch(
+        f"/v1/conversations/{conversation.id}", json={"summary": "x"}
+    )
+    assert patched.status_code == 404
+    assert conversation.id not in [c.id for c in client.conversations.list(agent_id=agent["id"])]
+
+
+async def test_bad_requests(system: System) -> None:
+    agent = await new_agent(system)
+    http = system.http
+    empty = await http.post(
+        "/v1/conversations/default/messages", json={"agent_id": agent["id"], "messages": []}
+    )
+    assert empty.status_code == 422 and "must not be empty" in empty.json()["detail"]
+    no_agent = await http.post(
+        "/v1/conversations/default/messages", json={"messages": [{"content": "hi"}]}
+    )
+    assert no_agent.status_code == 422 and "agent_id" in no_agent.json()["detail"]
+    missing = "conv-00000000-0000-4000-8000-000000000000"
+    assert (await http.get(f"/v1/conversations/{missing}")).status_code == 404
+    assert (await http.post(f"/v1/conversations/{missing}/fork")).status_code == 404
+    bad_model = await http.post(
+        "/v1/conversations/", params={"agent_id": agent["id"]}, json={"model": "nomodel"}
+    )
+    assert bad_model.status_code == 422
+    no_stream = await http.post(
+        "/v1/conversations/default/stream", json={"agent_id": agent["id"]}
+    )
+    assert no_stream.status_code == 400 and "No active runs" in no_stream.json()["detail"]
