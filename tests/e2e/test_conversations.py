@@ -212,7 +212,7 @@ async def test_cancel_recompile_compact_delete(system: System, llm: FakeOpenAI) 
     compacted = await system.http.post(f"/v1/conversations/{conversation.id}/compact", json={})
     assert compacted.status_code == 200, compacted.text
     result = compacted.json()
-    assert result["summary"] == "They asked three questions."
+    assert result["summary"].endswith("They asked three questions.")
     assert result["num_messages_before"] > result["num_messages_after"]
     after = client.conversations.retrieve(conversation.id).in_context_message_ids
     assert len(after) < before and after[0] == first.id
