@@ -77,6 +77,7 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
         for m in (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     ]
     assert history == [
+        "system_message",
         "user_message",
         "approval_request_message",
         "tool_return_message",

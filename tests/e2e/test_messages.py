@@ -37,7 +37,13 @@ async def test_plain_reply(system: System, llm: FakeOpenAI) -> None:
     assert llm.requests[-1]["messages"][-1] == {"role": "user", "content": "hi there"}
     assert llm.requests[-1]["model"] == "gpt-4o-mini"
     history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
-    assert [(m["message_type"], m["content"]) for m in history] == [
+    # The default conversation opens with the compiled system prompt (as in Letta).
+    assert history[0]["message_type"] == "system_message"
+    assert (
+        "Name: Sam" in history[0]["content"]
+        and "- CONVERSATION_ID: default" in history[0]["content"]
+    )
+    assert [(m["message_type"], m["content"]) for m in history[1:]] == [
         ("user_message", "hi there"),
         ("assistant_message", "Hello Sam!"),
     ]

@@ -122,7 +122,7 @@ async def test_async_runs_and_cancel(system: System, llm: FakeOpenAI) -> None:
     assert types == ["user_message"]
     assert (await system.http.get(f"/v1/runs/{first['id']}/steps")).json() == []
     nothing = await system.http.post(f"{url}/cancel")
-    assert nothing.status_code == 409 and "no active runs" in nothing.json()["detail"]
+    assert nothing.status_code == 409 and "no active runs" in nothing.json()["detail"].lower()
 
 
 async def test_runs_steps_and_messages_page_with_cursors(system: System, llm: FakeOpenAI) -> None:

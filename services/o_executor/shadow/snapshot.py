@@ -108,7 +108,12 @@ class ConversationFold:
             self.in_context[message.id] = True
 
     def apply(self, seq: int, event: Message) -> None:
-        if isinstance(event, RunStarted):
+        if isinstance(event, AgentCreated):
+            # Letta's initial_message_sequence (after the system message, offset 0,
+            # which a run never reads: it compiles its own prompt).
+            for i, m in enumerate(event.initial_messages, start=1):
+                self._add(position(seq, i), m, None)
+        elif isinstance(event, RunStarted):
             for i, m in enumerate(event.messages):
                 self._add(position(seq, i), m, event.run_id)
         elif isinstance(event, LLMResponded | ToolReturned):
