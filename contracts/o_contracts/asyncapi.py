@@ -59,6 +59,7 @@ CHANNELS = (
             events.ContextSummarized,
             events.RunCompleted,
             events.SystemPromptRecompiled,
+            events.MessagesReset,
         ),
         "send",
     ),

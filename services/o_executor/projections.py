@@ -18,6 +18,7 @@ from o_contracts.events import (
     ConversationDeleted,
     ConversationUpdated,
     LLMResponded,
+    MessagesReset,
     RunCancellationRequested,
     RunCompleted,
     RunQueued,
@@ -184,6 +185,22 @@ async def conversation_deleted(
         rec.envelope.time,
         rec.seq,
     )
+
+
+@runs.on(MessagesReset)
+async def messages_reset(conn: asyncpg.Connection, e: MessagesReset, rec: Recorded) -> None:
+    await conn.execute(
+        "UPDATE messages SET in_context = false WHERE agent_id = $1 AND in_context"
+        " AND conversation_id IS NULL AND NOT compiled_system",
+        e.agent_id,
+    )
+    if e.system_message_id is not None and e.system_prompt is not None:
+        await conn.execute(
+            "UPDATE messages SET body = jsonb_set(body, '{content}', to_jsonb($2::text))"
+            " WHERE id = $1 AND compiled_system",
+            e.system_message_id,
+            e.system_prompt,
+        )
 
 
 @runs.on(SystemPromptRecompiled)

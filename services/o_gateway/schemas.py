@@ -361,5 +361,9 @@ class RetrieveStreamBody(AgentIdBody):
     include_pings: bool = True
 
 
+class ResetMessagesBody(Body):
+    add_default_initial_messages: bool = False
+
+
 class CompactBody(AgentIdBody):
     compaction_settings: Object | None = None

@@ -243,3 +243,26 @@ async def test_bad_requests(system: System) -> None:
     assert bad_model.status_code == 422
     no_stream = await http.post("/v1/conversations/default/stream", json={"agent_id": agent["id"]})
     assert no_stream.status_code == 400 and "No active runs" in no_stream.json()["detail"]
+
+
+async def test_reset_messages_clears_the_default_context(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    llm.push(Reply(content="first answer"))
+    client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": "one"}])
+    client.agents.blocks.update("human", agent_id=agent["id"], value="Name: Reset")
+    response = await system.http.patch(f"/v1/agents/{agent['id']}/reset-messages", json={})
+    assert response.status_code == 200, response.text
+    (system_id,) = response.json()["message_ids"]
+    assert system_id == agent["message_ids"][0]
+    # The history keeps everything; the next run's context starts afresh.
+    history = client.agents.messages.list(agent["id"]).items
+    assert [m.message_type for m in history] == [
+        "system_message",
+        "user_message",
+        "assistant_message",
+    ]
+    assert "Name: Reset" in history[0].content
+    llm.push(Reply(content="fresh"))
+    client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": "two"}])
+    assert [m["content"] for m in llm.requests[-1]["messages"][1:]] == ["two"]

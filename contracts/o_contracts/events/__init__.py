@@ -20,6 +20,7 @@ from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
     ConversationUpdated,
+    MessagesReset,
     SystemPromptRecompiled,
 )
 from o_contracts.events.runs import (
@@ -50,6 +51,7 @@ __all__ = [
     "ConversationUpdated",
     "LLMResponded",
     "MemoriesReflected",
+    "MessagesReset",
     "PassageDeleted",
     "PassageInserted",
     "PassagesAccessed",

@@ -49,6 +49,16 @@ class ConversationDeleted(Event):
     agent_id: str
 
 
+class MessagesReset(Event):
+    """The default conversation's context was cleared (Letta's reset-messages): every
+    message but the system prompt left it (they stay in the history), and the
+    system message was recompiled with the agent's memory as it stood then."""
+
+    agent_id: str
+    system_message_id: str | None = None
+    system_prompt: str | None = None
+
+
 class SystemPromptRecompiled(Event):
     """A conversation's system message now shows the agent's current memory.
 

@@ -27,6 +27,7 @@ from o_contracts.events import (
     ContextSummarized,
     LLMResponded,
     MemoriesReflected,
+    MessagesReset,
     PassageDeleted,
     PassageInserted,
     RunStarted,
@@ -113,6 +114,9 @@ class ConversationFold:
             # which a run never reads: it compiles its own prompt).
             for i, m in enumerate(event.initial_messages, start=1):
                 self._add(position(seq, i), m, None)
+        elif isinstance(event, MessagesReset):
+            for message_id in self.in_context:
+                self.in_context[message_id] = False
         elif isinstance(event, RunStarted):
             for i, m in enumerate(event.messages):
                 self._add(position(seq, i), m, event.run_id)

@@ -19,6 +19,7 @@ from o_contracts.events import (
     ConversationCreated,
     ConversationDeleted,
     ConversationUpdated,
+    MessagesReset,
     SystemPromptRecompiled,
 )
 from o_contracts.ids import new_id
@@ -26,6 +27,7 @@ from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_contracts.system_prompt import compile_system
+from o_gateway.agent_reads import agent_state
 from o_gateway.commands import PRODUCER
 from o_gateway.conversation_reads import (
     conversation_json,
@@ -44,6 +46,7 @@ from o_gateway.schemas import (
     CompactBody,
     ConversationMessageBody,
     CreateConversationBody,
+    ResetMessagesBody,
     RetrieveStreamBody,
     UpdateConversationBody,
 )
@@ -327,6 +330,32 @@ async def recompile_conversation(
     )
     await gw.visible(appended.seq, RUNS)
     return prompt
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/reset-messages")
+async def reset_messages(
+    agent_id: str, gw: GW, body: ResetMessagesBody | None = None
+) -> dict[str, Any]:
+    """Clear the default conversation's context but for its system message, recompiled
+    with memory as it is now (the messages stay in the history). O has no default
+    initial messages: `add_default_initial_messages` adds none."""
+    lane = Lane(checked_id(agent_id, "agent"))
+    prompt = await compiled_prompt(gw, lane, datetime.now(UTC))
+    system_id = await gw.pool.fetchval(
+        "SELECT id FROM messages WHERE agent_id = $1 AND compiled_system"
+        " AND conversation_id IS NULL ORDER BY seq LIMIT 1",
+        agent_id,
+    )
+    event = MessagesReset(
+        agent_id=agent_id,
+        system_message_id=system_id,
+        system_prompt=prompt if system_id is not None else None,
+    )
+    appended = await gw.eventlog.append(
+        lane.events, Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER)
+    )
+    await gw.visible(appended.seq, RUNS)
+    return await agent_state(gw, agent_id)
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/compact")
