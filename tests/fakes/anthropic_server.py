@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import hashlib
+import itertools
 import json
 import threading
 import uuid
