@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -17,11 +17,19 @@ pytestmark = pytest.mark.e2e
 async def test_the_context_overview_describes_the_next_prompt(
     system: System, llm: FakeOpenAI
 ) -> None:
-    agent = await new_agent(
-        system,
-        system="You are a test agent.",
-        tool_rules=[{"type": "exit_loop", "tool_name": "memory_insert"}],
+    created = await system.http.post(
+        "/v1/agents/",
+        json={
+            "model": "openai/gpt-4o-mini",
+            "system": "You are a test agent.",
+            "memory_blocks": [
+                {"label": "human", "value": "Name: Sam"},
+                {"label": "persona", "value": "Helpful."},
+            ],
+            "tool_rules": [{"type": "exit_loop", "tool_name": "memory_insert"}],
+        },
     )
+    agent = created.json()
     llm.push(Reply(content="Hello Sam."))
     await send(system, agent["id"], "Hi there")
     overview = (await system.http.get(f"/v1/agents/{agent['id']}/context")).json()
