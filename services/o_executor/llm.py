@@ -216,6 +216,10 @@ async def _anthropic(
         kwargs["tool_choice"] = anthropic_tool_choice(settings, force_tool, "thinking" in kwargs)
     message: anthropic.types.Message
     if stream:
+        # The SDK's stream() no longer names temperature (newer Claude models fix
+        # it); the API still takes it for those that do not, so it goes as is.
+        if "temperature" in kwargs:
+            kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
         async with client.messages.stream(**kwargs) as events:
             tool_use_ids: dict[int, str] = {}  # content block index -> tool_use id
             async for event in events:
