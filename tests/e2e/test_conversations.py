@@ -62,9 +62,7 @@ async def test_a_new_agent_and_a_new_conversation_open_with_a_system_message(
     assert f"- CONVERSATION_ID: {conversation.id}" in first.content
 
 
-async def test_conversations_are_isolated_but_share_memory(
-    system: System, llm: FakeOpenAI
-) -> None:
+async def test_conversations_are_isolated_but_share_memory(system: System, llm: FakeOpenAI) -> None:
     agent = await new_agent(system)
     client = system.client()
     apple = client.conversations.create(agent_id=agent["id"])
@@ -220,9 +218,7 @@ async def test_cancel_recompile_compact_delete(system: System, llm: FakeOpenAI) 
     assert (await system.http.delete(f"/v1/conversations/{conversation.id}")).status_code == 200
     assert (await system.http.get(f"/v1/conversations/{conversation.id}")).status_code == 404
     assert (await system.http.delete(f"/v1/conversations/{conversation.id}")).status_code == 404
-    patched = await system.http.patch(
-        f"/v1/conversations/{conversation.id}", json={"summary": "x"}
-    )
+    patched = await system.http.patch(f"/v1/conversations/{conversation.id}", json={"summary": "x"})
     assert patched.status_code == 404
     assert conversation.id not in [c.id for c in client.conversations.list(agent_id=agent["id"])]
 
@@ -245,7 +241,5 @@ async def test_bad_requests(system: System) -> None:
         "/v1/conversations/", params={"agent_id": agent["id"]}, json={"model": "nomodel"}
     )
     assert bad_model.status_code == 422
-    no_stream = await http.post(
-        "/v1/conversations/default/stream", json={"agent_id": agent["id"]}
-    )
+    no_stream = await http.post("/v1/conversations/default/stream", json={"agent_id": agent["id"]})
     assert no_stream.status_code == 400 and "No active runs" in no_stream.json()["detail"]
