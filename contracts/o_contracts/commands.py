@@ -44,6 +44,10 @@ class StartRun(Command):
     def lane(self) -> Lane:
         return Lane(self.agent_id, self.conversation_id)
 
+    # A model handle (`provider/model`) to use for this run instead of the agent's, with
+    # that model's default settings (Letta's override_model); the agent is unchanged.
+    override_model: str | None = Field(default=None, max_length=256)
+
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:
         if not self.messages and not self.approvals and not self.summarize:

@@ -60,6 +60,9 @@ class ChatMessage(Value):
     role: Role
     content: str | None = None
     reasoning: str | None = None
+    # The provider's signature of `reasoning` (Anthropic's extended thinking), which
+    # must go back with it on the next request of a tool loop.
+    reasoning_signature: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from o_contracts.models import ChatMessage
+
 
 class SearchArchival(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -85,4 +87,99 @@ class ArchivalResults(BaseModel):
 
     @classmethod
     def decode(cls, data: bytes) -> ArchivalResults:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class Generate(BaseModel):
+    """`o.rpc.executor.generate`: one completion with an agent's model, outside any run
+    (POST /v1/agents/{id}/generate): no memory, no tools, nothing recorded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    handle: str
+    # The agent's llm_config (its model settings apply); empty with override_model.
+    llm_config: dict[str, Any] = Field(default_factory=dict)
+    prompt: str
+    system_prompt: str | None = None
+    # A JSON schema the answer must follow (asked for as a forced tool call, as Letta).
+    response_schema: dict[str, Any] | None = None
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+
+class Generated(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    status: int = 200
+    error: str | None = None
+    content: str = ""
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> Generated:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class ReadContext(BaseModel):
+    """`o.rpc.executor.context`: what the agent's next prompt holds (GET .../context)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str
+    # Read-your-writes: wait until the runs projection has applied this sequence.
+    min_seq: int = 0
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+
+class ContextOverview(BaseModel):
+    """Letta's ContextWindowOverview, token counts estimated offline; `messages` are the
+    in-context messages as stored (the gateway renders them)."""
+
+    context_window_size_max: int
+    context_window_size_current: int
+    num_messages: int
+    num_archival_memory: int
+    num_recall_memory: int
+    num_tokens_external_memory_summary: int
+    external_memory_summary: str
+    num_tokens_system: int
+    system_prompt: str
+    num_tokens_core_memory: int
+    core_memory: str
+    num_tokens_tool_usage_rules: int = 0
+    tool_usage_rules: str | None = None
+    num_tokens_summary_memory: int = 0
+    summary_memory: str | None = None
+    num_tokens_functions_definitions: int
+    functions_definitions: list[dict[str, Any]] = Field(default_factory=list)
+    num_tokens_messages: int
+    messages: list[ChatMessage] = Field(default_factory=list)
+
+
+class ContextRead(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    status: int = 200
+    error: str | None = None
+    overview: ContextOverview | None = None
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> ContextRead:
         return cls.model_validate(msgpack.unpackb(data, raw=False))

@@ -39,6 +39,11 @@ MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
 
 # Request/reply reads (core NATS, not persisted): nothing changes state here.
 MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
+# One completion with an agent's model, outside any run (POST /v1/agents/{id}/generate):
+# any executor replica answers; nothing is recorded.
+EXECUTOR_GENERATE: Final = f"{RPC_PREFIX}.executor.generate"
+# What an agent's next prompt holds, with token estimates (GET /v1/agents/{id}/context).
+EXECUTOR_READ_CONTEXT: Final = f"{RPC_PREFIX}.executor.context"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 

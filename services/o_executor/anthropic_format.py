@@ -9,6 +9,7 @@ alternate (consecutive same-role turns are merged).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts.models import ToolCall
@@ -53,6 +54,17 @@ def to_anthropic(
             )
         elif role == "assistant":
             blocks: list[dict[str, Any]] = []
+            thinking = m.get("thinking")
+            if thinking:
+                # With thinking on, Anthropic wants an assistant turn's thinking back, signed,
+                # before its tool calls.
+                blocks.append(
+                    {
+                        "type": "thinking",
+                        "thinking": thinking["text"],
+                        "signature": thinking["signature"],
+                    }
+                )
             if m.get("content"):
                 blocks.append({"type": "text", "text": m["content"]})
             for tc in m.get("tool_calls") or []:
@@ -79,13 +91,31 @@ def to_anthropic(
     return "\n\n".join(system), turns, anthropic_tools
 
 
-def from_anthropic(content: list[Any]) -> tuple[str | None, list[ToolCall]]:
-    """Text and tool calls of an Anthropic response's content blocks."""
+@dataclass(frozen=True)
+class AnthropicAnswer:
+    text: str | None
+    calls: list[ToolCall] = field(default_factory=list)
+    thinking: str | None = None
+    signature: str | None = None
+
+
+def from_anthropic(content: list[Any]) -> AnthropicAnswer:
+    """Text, tool calls and thinking of an Anthropic response's content blocks."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    thoughts: list[str] = []
+    signature: str | None = None
     for block in content:
         if block.type == "text":
             text.append(block.text)
         elif block.type == "tool_use":
             calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input)))
-    return ("".join(text) or None), calls
+        elif block.type == "thinking":
+            thoughts.append(block.thinking)
+            signature = block.signature
+    return AnthropicAnswer(
+        text="".join(text) or None,
+        calls=calls,
+        thinking="".join(thoughts) or None,
+        signature=signature,
+    )

@@ -14,12 +14,18 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor.anthropic_format import from_anthropic, to_anthropic
+from o_executor.model_settings import (
+    DEFAULTS,
+    ModelSettings,
+    anthropic_params,
+    anthropic_tool_choice,
+    openai_params,
+)
 from o_executor.providers import Handle, anthropic_client, config_for, openai_client
 
 log = logging.getLogger(__name__)
 
 BACKOFF_MAX = 20.0
-DEFAULT_MAX_TOKENS = 4096
 
 
 # Called with each new piece of the answer's text while it streams.
@@ -57,6 +63,9 @@ class LLMResult:
     tool_calls: list[ToolCall]
     usage: Usage
     finish_reason: str | None
+    # Extended thinking (Anthropic): its text and the signature it must be sent back with.
+    reasoning: str | None = None
+    reasoning_signature: str | None = None
 
 
 def family(handle: Handle) -> str:
@@ -97,8 +106,7 @@ async def complete(
     tools: list[dict[str, Any]],
     *,
     stream: bool = False,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
+    settings: ModelSettings = DEFAULTS,
     force_tool: bool = False,
     on_text: OnText | None = None,
     on_tool_call: OnToolCall | None = None,
@@ -123,9 +131,9 @@ async def complete(
         try:
             if config.protocol == "anthropic":
                 return await _anthropic(
-                    handle, messages, tools, stream, temperature, max_tokens, force_tool, streamed
+                    handle, messages, tools, stream, settings, force_tool, streamed
                 )
-            return await _openai(handle, messages, tools, stream, temperature, force_tool, streamed)
+            return await _openai(handle, messages, tools, stream, settings, force_tool, streamed)
         except (openai.APIError, anthropic.APIError) as exc:
             # Text already streamed to the client cannot be taken back: a retry would
             # show it twice, so a stream that fails part-way is not retried.
@@ -148,17 +156,18 @@ async def _openai(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     stream: bool,
-    temperature: float | None,
+    settings: ModelSettings,
     force_tool: bool,
     streamed: Streamed,
 ) -> LLMResult:
     client = openai_client(handle.provider)
-    kwargs: dict[str, Any] = {"model": handle.model, "messages": messages}
+    # Anthropic's signed thinking means nothing to an OpenAI-protocol server.
+    wire = [{k: v for k, v in m.items() if k != "thinking"} for m in messages]
+    kwargs: dict[str, Any] = {"model": handle.model, "messages": wire}
     if tools:
         kwargs["tools"] = tools
         kwargs["tool_choice"] = "required" if force_tool else "auto"
-    if temperature is not None:
-        kwargs["temperature"] = temperature
+    kwargs |= openai_params(settings, handle.model, bool(tools))
     if stream:
         return await _complete_streaming(client, kwargs, streamed)
     # The SDK's own HTTP client, error mapping and response types, but without
@@ -192,28 +201,25 @@ async def _anthropic(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     stream: bool,
-    temperature: float | None,
-    max_tokens: int | None,
+    settings: ModelSettings,
     force_tool: bool,
     streamed: Streamed,
 ) -> LLMResult:
     client = anthropic_client(handle.provider)
     system, turns, anthropic_tools = to_anthropic(messages, tools)
-    kwargs: dict[str, Any] = {
-        "model": handle.model,
-        "messages": turns,
-        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
-    }
+    kwargs: dict[str, Any] = {"model": handle.model, "messages": turns}
+    kwargs |= anthropic_params(settings, handle.model)
     if system:
         kwargs["system"] = system
     if anthropic_tools:
         kwargs["tools"] = anthropic_tools
-        if force_tool:
-            kwargs["tool_choice"] = {"type": "any"}
-    if temperature is not None:
-        kwargs["temperature"] = temperature
+        kwargs["tool_choice"] = anthropic_tool_choice(settings, force_tool, "thinking" in kwargs)
     message: anthropic.types.Message
     if stream:
+        # The SDK's stream() no longer names temperature (newer Claude models fix
+        # it); the API still takes it for those that do not, so it goes as is.
+        if "temperature" in kwargs:
+            kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
         async with client.messages.stream(**kwargs) as events:
             tool_use_ids: dict[int, str] = {}  # content block index -> tool_use id
             async for event in events:
@@ -238,16 +244,18 @@ async def _anthropic(
     else:
         # As for OpenAI: the SDK's client and types, without its request transform.
         message = await client.post("/v1/messages", body=kwargs, cast_to=anthropic.types.Message)
-    content, calls = from_anthropic(list(message.content))
+    answer = from_anthropic(list(message.content))
     prompt = message.usage.input_tokens
     completion = message.usage.output_tokens
     return LLMResult(
-        content=content,
-        tool_calls=calls,
+        content=answer.text,
+        tool_calls=answer.calls,
         usage=Usage(
             prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
         ),
         finish_reason=message.stop_reason,
+        reasoning=answer.thinking,
+        reasoning_signature=answer.signature,
     )
 
 
@@ -314,6 +322,8 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
         elif m.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.reasoning and m.reasoning_signature:
+                entry["thinking"] = {"text": m.reasoning, "signature": m.reasoning_signature}
             if m.tool_calls:
                 entry["tool_calls"] = [
                     {

@@ -5,14 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+import msgpack
 
 from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
+from o_contracts.projection_names import RUNS
+from o_contracts.requests import ContextRead, Generate, Generated, ReadContext, first_error
 from o_contracts.subjects import Lane
+from o_executor.context_overview import context_overview
+from o_executor.generate import generate
 from o_executor.history import HistoryCache
+from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
 from o_executor.projections import runs
 from o_executor.run.agent import AgentConfig
@@ -47,6 +53,41 @@ class ExecutorService(Service):
                 concurrency=16,
             )
         )
+        self.broker.subscriber(
+            subjects.EXECUTOR_GENERATE, queue="executor", title="one completion, outside runs"
+        )(self.generate)
+        self.broker.subscriber(
+            subjects.EXECUTOR_READ_CONTEXT, queue="executor", title="an agent's context window"
+        )(self.read_context)
+
+    async def read_context(self, body: bytes) -> bytes:
+        """Request: msgpack ReadContext; reply: msgpack ContextRead (errors included)."""
+        try:
+            request = ReadContext.model_validate(msgpack.unpackb(body, raw=False))
+        except Exception as exc:  # malformed msgpack or a ValidationError
+            return ContextRead(ok=False, status=422, error=first_error(exc)).encode()
+        if request.min_seq:
+            await self.watcher.wait(request.min_seq, RUNS)
+        agent = await self.load_agent(request.agent_id)
+        if agent is None:
+            return ContextRead(
+                ok=False, status=404, error=f"Agent {request.agent_id} not found"
+            ).encode()
+        history = await self.load_history(Lane(agent.id), exclude_run="")
+        core = await read_core(self, agent.id, 0)
+        recall = await self.pool.fetchval(
+            "SELECT count(*) FROM messages WHERE agent_id = $1", agent.id
+        )
+        overview = context_overview(agent, core, history, int(recall))
+        return ContextRead(ok=True, overview=overview).encode()
+
+    async def generate(self, body: bytes) -> bytes:
+        """Request: msgpack Generate; reply: msgpack Generated (errors included)."""
+        try:
+            request = Generate.model_validate(msgpack.unpackb(body, raw=False))
+        except Exception as exc:  # malformed msgpack or a ValidationError
+            return Generated(ok=False, status=422, error=first_error(exc)).encode()
+        return (await generate(request, self.config.llm)).encode()
 
     async def start_run(self, envelope: Envelope[Any], delivery: Delivery) -> Reply:
         # One run per agent at a time across replicas, in arrival order; runs of

@@ -21,6 +21,7 @@ from o_contracts.system_prompt import compile_system
 from o_gateway.decisions import AgentChanges, CreateAgent, NewBlock, UpdateAgent, UserTool
 from o_gateway.decisions.checks import check_unique_names, checked_metadata, checked_rules
 from o_gateway.idempotency import resource_id
+from o_gateway.model_settings import to_llm_config
 from o_gateway.models_config import embedding_config_for, llm_config_for, llm_config_from_body
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
 from o_gateway.state import Gateway, checked_id
@@ -46,6 +47,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         llm_config = llm_config_for(body.model, body.context_window_limit)
     else:
         raise HTTPException(400, "Must specify either model or llm_config")
+    llm_config |= llm_settings(body)
     embedding_config = (
         embedding_config_for(body.embedding) if body.embedding else body.embedding_config
     )
@@ -155,7 +157,25 @@ async def update_agent(gw: Gateway, agent_id: str, body: UpdateAgentBody) -> Upd
         tool_ids=tool_ids,
         encrypted_secrets=secrets_of(body.tool_exec_environment_variables, body.secrets),
     )
-    return UpdateAgent(agent_id=agent_id, changes=changes)
+    return UpdateAgent(agent_id=agent_id, changes=changes, llm_settings=llm_settings(body) or None)
+
+
+def llm_settings(body: CreateAgentBody | UpdateAgentBody) -> dict[str, Any]:
+    """The llm_config fields a request sets besides the model: Letta's older top-level
+    fields, then model_settings, then parallel_tool_calls (Letta's order of precedence)."""
+    out: dict[str, Any] = {}
+    if body.max_tokens is not None:
+        out["max_tokens"] = body.max_tokens
+    if isinstance(body, CreateAgentBody):
+        if body.max_reasoning_tokens is not None:
+            out["max_reasoning_tokens"] = body.max_reasoning_tokens
+        if body.enable_reasoner is not None:
+            out["enable_reasoner"] = body.enable_reasoner
+    if body.model_settings is not None:
+        out |= to_llm_config(body.model_settings)
+    if body.parallel_tool_calls is not None:
+        out["parallel_tool_calls"] = body.parallel_tool_calls
+    return out
 
 
 async def attachable_blocks(gw: Gateway, given: list[str]) -> list[str]:

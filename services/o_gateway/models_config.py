@@ -8,11 +8,8 @@ from typing import Any
 from fastapi import HTTPException
 
 from o_runtime import llm_providers
-from o_runtime.llm_providers import ProviderConfig
+from o_runtime.llm_providers import context_window
 
-# Context windows of well-known models; anything else gets Letta's default.
-_CONTEXT_WINDOWS = {"gpt-4o": 128000, "gpt-4o-mini": 128000, "gpt-4.1": 256000, "gpt-4": 8192}
-DEFAULT_CONTEXT_WINDOW = 128000
 _EMBEDDING_DIMS = {
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
@@ -25,16 +22,6 @@ def _split(handle: str, what: str) -> tuple[str, str]:
     if not sep or not provider or not model:
         raise HTTPException(400, f"{what} handle '{handle}' must be of the form provider/model")
     return provider, model
-
-
-def context_window(model: str, config: ProviderConfig) -> int:
-    if model in _CONTEXT_WINDOWS:
-        return _CONTEXT_WINDOWS[model]
-    if config.context_window:
-        return config.context_window
-    if config.protocol == "anthropic" or model.startswith("claude"):
-        return 200000
-    return DEFAULT_CONTEXT_WINDOW
 
 
 def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict[str, Any]:
@@ -67,6 +54,19 @@ def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict
         "response_format": None,
         "strict": False,
     }
+
+
+def override_handle(handle: str) -> str:
+    """A request's override_model, checked: a configured provider's `provider/model`
+    (else 404, as Letta answers a handle it does not know)."""
+    provider_name, sep, model = handle.partition("/")
+    try:
+        if not sep or not model:
+            raise llm_providers.ProviderNotConfigured(handle)
+        llm_providers.provider(provider_name)
+    except llm_providers.ProviderNotConfigured as exc:
+        raise HTTPException(404, f"Handle {handle} not found or not accessible") from exc
+    return handle
 
 
 def llm_config_from_body(config: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from o_contracts.agent_types import speaks_plainly
 from o_contracts.models import ChatMessage, Usage
+from o_gateway.model_settings import model_settings
 
 VERSION = "0.16.8"
 
@@ -75,6 +76,7 @@ def agent(
         "llm_config": llm,
         "embedding_config": emb,
         "model": llm.get("handle"),
+        "model_settings": model_settings(llm),
         "embedding": emb.get("handle") if emb else None,
         "memory": {
             "agent_type": row["agent_type"],
@@ -180,7 +182,7 @@ def letta_messages(
                 "message_type": "reasoning_message",
                 "reasoning": m.reasoning,
                 "source": "reasoner_model",
-                "signature": None,
+                "signature": m.reasoning_signature,
             }
         )
     if m.content:

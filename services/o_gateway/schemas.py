@@ -40,6 +40,7 @@ from o_contracts.limits import (
     check_storable,
     utf8_len,
 )
+from o_gateway.model_settings import ModelSettingsBody
 
 
 class Body(BaseModel):
@@ -177,6 +178,12 @@ class CreateAgentBody(Body):
     initial_message_sequence: list[MessageCreateBody] | None = Field(
         default=None, max_length=MAX_LIST_ITEMS
     )
+    model_settings: ModelSettingsBody | None = None
+    # Letta's older spellings of settings model_settings now holds.
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    max_reasoning_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
+    enable_reasoner: bool | None = None
 
 
 class UpdateAgentBody(Body):
@@ -196,6 +203,9 @@ class UpdateAgentBody(Body):
     tool_ids: Ids | None = None
     tool_exec_environment_variables: Secrets | None = None
     secrets: Secrets | None = None
+    model_settings: ModelSettingsBody | None = None
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
 class TextPart(Body):
@@ -291,6 +301,8 @@ class SendMessageBody(Body):
         default=None, validation_alias=AliasChoices("override_system", "system")
     )
     client_skills: Annotated[list[ClientSkillBody], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    # A model handle for this request only (the agent keeps its own).
+    override_model: Name | None = None
 
     @model_validator(mode="after")
     def _bounded_input(self) -> SendMessageBody:

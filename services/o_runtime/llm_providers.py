@@ -158,3 +158,21 @@ def provider(name: str, env: Mapping[str, str] | None = None) -> ProviderConfig:
             f"model provider '{name}' is not configured (configured: {known})"
         )
     return providers[name]
+
+
+# Context windows of well-known models; anything else gets the provider's or Letta's default.
+_CONTEXT_WINDOWS = {"gpt-4o": 128000, "gpt-4o-mini": 128000, "gpt-4.1": 256000, "gpt-4": 8192}
+DEFAULT_CONTEXT_WINDOW = 128000
+ANTHROPIC_CONTEXT_WINDOW = 200000
+
+
+def context_window(model: str, config: ProviderConfig) -> int:
+    """A model's context window (the gateway shows it in llm_config; a run with
+    override_model keeps within it)."""
+    if model in _CONTEXT_WINDOWS:
+        return _CONTEXT_WINDOWS[model]
+    if config.context_window:
+        return config.context_window
+    if config.protocol == "anthropic" or model.startswith("claude"):
+        return ANTHROPIC_CONTEXT_WINDOW
+    return DEFAULT_CONTEXT_WINDOW

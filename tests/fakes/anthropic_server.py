@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import itertools
 import json
 import threading
@@ -141,6 +142,9 @@ class FakeAnthropic:
 
     def _message(self, reply: Reply, body: JSONDict) -> JSONDict:
         content: list[JSONDict] = []
+        if reply.thinking:
+            signature = hashlib.sha256(reply.thinking.encode()).hexdigest()
+            content.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
         if reply.content:
             content.append({"type": "text", "text": reply.content})
         for name, arguments in reply.tool_calls:
@@ -172,6 +176,10 @@ class FakeAnthropic:
                     {"type": "text_delta", "text": block["text"][i : i + CHUNK]}
                     for i in range(0, len(block["text"]), CHUNK)
                 ]
+            elif block["type"] == "thinking":
+                opened = {"type": "thinking", "thinking": "", "signature": ""}
+                pieces = [{"type": "thinking_delta", "thinking": block["thinking"]}]
+                pieces.append({"type": "signature_delta", "signature": block["signature"]})
             else:
                 opened = {**block, "input": {}}
                 raw = reply.raw_arguments or json.dumps(block["input"])

@@ -90,6 +90,8 @@ class Reply:
     event (the SDK raises ``openai.APIError``), ``"disconnect"`` drops the
     connection without finishing the chunked body (``openai.APIConnectionError``).
 
+    ``thinking`` (FakeAnthropic only) puts a signed thinking block first.
+
     ``delay`` waits that many seconds before answering (timeouts, cancellation).
     ``release``, if set, holds the answer until the test sets the event (to kill
     a client exactly while its request is in flight).
@@ -107,6 +109,8 @@ class Reply:
     error_message: str | None = None
     delay: float = 0.0
     release: threading.Event | None = None
+    # FakeAnthropic only: a signed thinking block before the answer (extended thinking).
+    thinking: str | None = None
 
 
 # --------------------------------------------------------------------------- helpers

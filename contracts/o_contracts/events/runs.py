@@ -36,6 +36,8 @@ class RunStarted(Event):
     approvals: list[ApprovalDecision] = Field(default_factory=list)
     background: bool = False
     request_config: dict[str, Any] = Field(default_factory=dict)
+    # The model this run uses instead of the agent's (StartRun.override_model).
+    override_model: str | None = None
 
 
 class RunCancellationRequested(Event):

@@ -85,7 +85,7 @@ class LiveDeps:
             request.tools,
             stream=request.stream,
             force_tool=request.force_tool,
-            max_tokens=request.max_tokens,
+            settings=request.settings,
             on_text=request.on_text,
             on_tool_call=request.on_tool_call,
             retries=self.s.config.llm,

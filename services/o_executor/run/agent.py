@@ -8,6 +8,8 @@ from typing import Any
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
 from o_contracts.prompts import default_system
+from o_executor.model_settings import ModelSettings
+from o_runtime import llm_providers
 
 DEFAULT_WINDOW = 128000
 
@@ -33,6 +35,32 @@ class UserTool:
             return_char_limit=int(row["return_char_limit"]),
             idempotent=bool(row["idempotent"]),
         )
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a run asks: its handle, its window, what it is asked for."""
+
+    handle: str
+    window: int
+    settings: ModelSettings
+
+    @classmethod
+    def of(cls, llm_config: Mapping[str, Any]) -> ModelChoice:
+        return cls(
+            handle=str(llm_config.get("handle") or ""),
+            window=int(llm_config.get("context_window") or DEFAULT_WINDOW),
+            settings=ModelSettings.from_llm_config(llm_config),
+        )
+
+    @classmethod
+    def override(cls, handle: str) -> ModelChoice:
+        """override_model: that model with its defaults, for one request (as Letta, which
+        uses the handle's own llm_config, not the agent's settings). Raises
+        ProviderNotConfigured."""
+        provider, _, model = handle.partition("/")
+        config = llm_providers.provider(provider)
+        return cls(handle, llm_providers.context_window(model, config), ModelSettings())
 
 
 @dataclass(frozen=True)
@@ -76,17 +104,8 @@ class AgentConfig:
         return uses_heartbeats(self.agent_type)
 
     @property
-    def handle(self) -> str:
-        return str(self.llm_config.get("handle") or "")
-
-    @property
-    def window(self) -> int:
-        return int(self.llm_config.get("context_window") or DEFAULT_WINDOW)
-
-    @property
-    def max_tokens(self) -> int | None:
-        value = self.llm_config.get("max_tokens")
-        return int(value) if value is not None else None
+    def model(self) -> ModelChoice:
+        return ModelChoice.of(self.llm_config)
 
     @property
     def system_prompt(self) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from o_contracts.base import Event
 from o_contracts.commands import StartRun
 from o_contracts.ids import derived_id
-from o_executor.run.agent import AgentConfig
+from o_executor.run.agent import AgentConfig, ModelChoice
 from o_executor.run.deps import RunDeps
 from o_executor.run.state import RunInputs, RunState
 
@@ -33,6 +34,13 @@ class Run:
     @property
     def agent(self) -> AgentConfig:
         return self.inputs.agent
+
+    @cached_property
+    def model(self) -> ModelChoice:
+        """The agent's model, or the one this request overrides it with."""
+        if self.cmd.override_model:
+            return ModelChoice.override(self.cmd.override_model)
+        return self.agent.model
 
     # Ids derive from the run's, so a resumed run derives the same ones (and a
     # repeated append is the same fact).

@@ -18,6 +18,7 @@ from o_contracts.base import Event
 from o_contracts.events import RunStarted
 from o_contracts.models import ToolCall
 from o_executor.llm import LLMResult
+from o_executor.model_settings import DEFAULTS, ModelSettings
 from o_executor.providers import Handle
 from o_memory.core_memory import CoreMemory
 
@@ -33,7 +34,8 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     stream: bool = False
     force_tool: bool = False
-    max_tokens: int | None = None
+    # The agent's model settings; a summary asks with none (plain text, defaults).
+    settings: ModelSettings = DEFAULTS
     # Streamed pieces, for clients that follow the run token by token.
     on_text: OnText | None = None
     on_tool_call: OnToolCall | None = None

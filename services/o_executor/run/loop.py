@@ -17,6 +17,7 @@ from o_executor.run.steps import run_steps
 from o_executor.run.stop import Stopped, StopReason
 from o_executor.run.summarize import summarize
 from o_runtime.eventlog import EventTooLarge
+from o_runtime.llm_providers import ProviderNotConfigured
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
                     approvals=cmd.approvals,
                     background=cmd.background,
                     request_config=cmd.request_config,
+                    override_model=cmd.override_model,
                 )
             )
         messages = inputs.history + list(cmd.messages)
@@ -124,12 +126,13 @@ async def forced_summary(run: Run, messages: list[ChatMessage]) -> Stopped:
     done = run.inputs.recorded.summaries.get(-1)
     if done is None:
         try:
-            handle = Handle.parse(run.agent.handle)
+            model = run.model
+            handle = Handle.parse(model.handle)
             run.state.run_start = max(
                 (i for i, m in enumerate(messages) if m.role == "user"), default=0
             )
-            done = await summarize(run, handle, messages, -1, run.agent.window, force=True)
-        except (llm.LLMError, UnknownProvider) as exc:
+            done = await summarize(run, handle, messages, -1, model.window, force=True)
+        except (llm.LLMError, UnknownProvider, ProviderNotConfigured) as exc:
             return Stopped(StopReason.LLM_API_ERROR, str(exc))
     run.state.summary = done
     return Stopped(StopReason.END_TURN)

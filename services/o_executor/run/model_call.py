@@ -82,7 +82,7 @@ async def ask_model(
     llm.LLMError."""
     state = run.state
     system = await system_prompt(run, len(messages))
-    window = run.agent.window
+    window = run.model.window
     family = llm.family(handle)
     if state.tokens(tokens.estimate_text(system, family)) > window:
         raise ContextOverflow(
@@ -106,7 +106,7 @@ async def ask_model(
                 tools,
                 stream=streaming,
                 force_tool=force_tool,
-                max_tokens=run.agent.max_tokens,
+                settings=run.model.settings,
                 on_text=text_publisher(run, reply_id) if streaming else None,
                 on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
             )
@@ -122,6 +122,8 @@ async def ask_model(
         id=reply_id,
         role="assistant",
         content=content,
+        reasoning=storable(result.reasoning) if result.reasoning is not None else None,
+        reasoning_signature=result.reasoning_signature,
         tool_calls=calls,
         approval_request=True if waiting else None,
         approval_tool_call_ids=waiting or None,

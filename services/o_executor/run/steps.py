@@ -21,6 +21,7 @@ from o_executor.run.model_call import ContextOverflow, ask_model
 from o_executor.run.stop import Stopped, StopReason
 from o_executor.run.summarize import apply_summary
 from o_executor.run.tool_step import refuse, tool_step
+from o_runtime.llm_providers import ProviderNotConfigured
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,8 @@ async def run_steps(run: Run, messages: list[ChatMessage]) -> Stopped:
     """Take steps until the turn ends; `messages` grows with the run's messages."""
     state, agent, cmd = run.state, run.agent, run.cmd
     try:
-        handle = Handle.parse(agent.handle)
-    except UnknownProvider as exc:
+        handle = Handle.parse(run.model.handle)
+    except (UnknownProvider, ProviderNotConfigured) as exc:
         return Stopped(StopReason.ERROR, str(exc))
     state.rules = ToolRuleSolver([dict(r) for r in agent.tool_rules])
     state.client_tools = policy.client_tool_specs(cmd.client_tools)

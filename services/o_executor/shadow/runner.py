@@ -133,6 +133,7 @@ async def read_run(eventlog: EventLog, agent_id: str, run_id: str) -> RecordedRu
             approvals=start.approvals,
             background=start.background,
             request_config=start.request_config,
+            override_model=start.override_model,
         ),
         aggregate_id=agent_id,
         producer="shadow",

@@ -8,7 +8,7 @@ these rows are at least as new as the log position the decision appends after.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -44,6 +44,7 @@ class AgentView:
     blocks: tuple[AttachedBlock, ...] = ()
     # The names of the agent's user tools that still exist, in tool_ids order.
     user_tool_names: tuple[str, ...] = ()
+    llm_config: dict[str, Any] = field(default_factory=dict)
 
 
 def reads_blocks(command: AgentChange) -> bool:
@@ -57,7 +58,7 @@ def reads_tool_names(command: AgentChange) -> bool:
     return isinstance(command, SetToolApproval)
 
 
-_AGENT = "SELECT tools, tool_ids, tool_rules FROM agents WHERE id = $1"
+_AGENT = "SELECT tools, tool_ids, tool_rules, llm_config FROM agents WHERE id = $1"
 _BLOCKS = (
     "SELECT b.id, b.label FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
     " WHERE ab.agent_id = $1"
@@ -87,4 +88,5 @@ async def read_agent(conn: asyncpg.Connection, command: AgentChange) -> AgentVie
         tool_rules=tuple(row["tool_rules"]),
         blocks=blocks,
         user_tool_names=names,
+        llm_config=dict(row["llm_config"] or {}),
     )

@@ -109,6 +109,9 @@ class AgentChanges:
 class UpdateAgent:
     agent_id: str
     changes: AgentChanges
+    # Model settings to set on the agent's llm_config (the new one, if `changes` has
+    # one, else the agent's own, as the decision reads it).
+    llm_settings: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

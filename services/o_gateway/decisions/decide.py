@@ -78,7 +78,7 @@ def change_agent(command: AgentChange, agent: AgentView | None) -> Event | None:
         raise Refused(f"Agent {command.agent_id} not found", 404)
     match command:
         case UpdateAgent():
-            return update_agent(command)
+            return update_agent(command, agent)
         case DeleteAgent():
             return AgentDeleted(agent_id=command.agent_id)
         case AttachBlock():
@@ -95,8 +95,12 @@ def change_agent(command: AgentChange, agent: AgentView | None) -> Event | None:
             assert_never(command)
 
 
-def update_agent(command: UpdateAgent) -> AgentUpdated | None:
+def update_agent(command: UpdateAgent, agent: AgentView) -> AgentUpdated | None:
     changes = command.changes.as_event_changes()
+    if command.llm_settings:
+        changes["llm_config"] = (
+            changes.get("llm_config") or agent.llm_config
+        ) | command.llm_settings
     return AgentUpdated(agent_id=command.agent_id, changes=changes) if changes else None
 
 

@@ -27,6 +27,7 @@ from o_gateway.idempotency import (
     request_key,
     run_id_for,
 )
+from o_gateway.models_config import override_handle
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
 from o_gateway.schemas import (
@@ -256,6 +257,7 @@ def start_run(
         request_config=request_config(body),
         override_system=body.override_system,
         client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
+        override_model=override_handle(body.override_model) if body.override_model else None,
     )
     return Envelope.wrap(
         cmd,

@@ -1,0 +1,70 @@
+"""POST /v1/agents/{agent_id}/generate: one completion with the agent's model, kept nowhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from pydantic import Field, field_validator
+
+from o_contracts import subjects
+from o_contracts.models import Usage
+from o_contracts.requests import Generate, Generated
+from o_gateway import render
+from o_gateway.models_config import override_handle
+from o_gateway.routes.paths import route
+from o_gateway.schemas import Body, Name, Object, Text
+from o_gateway.state import GW, checked_id
+
+router = APIRouter()
+
+# The executor answers once the provider has (its own retries included).
+GENERATE_TIMEOUT = 600.0
+
+
+class GenerateBody(Body):
+    prompt: Text = Field(min_length=1)
+    system_prompt: Text | None = None
+    override_model: Name | None = None
+    response_schema: Object | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("prompt cannot be empty or whitespace-only")
+        return v
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/generate")
+async def generate(agent_id: str, body: GenerateBody, gw: GW) -> dict[str, Any]:
+    agent = await gw.agent_row(checked_id(agent_id, "agent"))
+    if body.override_model:
+        # As Letta: the other model with its own defaults, not the agent's settings.
+        request = Generate(handle=override_handle(body.override_model), prompt=body.prompt)
+    else:
+        llm_config = dict(agent["llm_config"])
+        request = Generate(
+            handle=str(llm_config.get("handle") or ""), llm_config=llm_config, prompt=body.prompt
+        )
+    request.system_prompt = body.system_prompt
+    request.response_schema = body.response_schema
+    try:
+        reply = await gw.eventlog.nc.request(
+            subjects.EXECUTOR_GENERATE, request.encode(), timeout=GENERATE_TIMEOUT
+        )
+    except NoRespondersError as exc:
+        raise HTTPException(503, "no executor is running to generate") from exc
+    except NatsTimeout as exc:
+        raise HTTPException(504, "the model did not answer in time") from exc
+    answer = Generated.decode(reply.data)
+    if not answer.ok:
+        raise HTTPException(answer.status, answer.error)
+    used = Usage(
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        total_tokens=answer.prompt_tokens + answer.completion_tokens,
+    )
+    return {"content": answer.content, "model": answer.model, "usage": render.usage(used, 1, [])}
