@@ -243,6 +243,13 @@ async def send_conversation_message(
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
+    if lane.conversation_id is not None and body.override_model is None:
+        # The conversation's model, if it has one, below the request's own override.
+        model = await gw.pool.fetchval(
+            "SELECT model FROM conversations WHERE id = $1", lane.conversation_id
+        )
+        if model:
+            body = body.model_copy(update={"override_model": model})
     return await send_in(lane, body, gw, body.streaming, idempotency_key, busy_is_conflict=True)
 
 
