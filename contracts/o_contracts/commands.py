@@ -8,7 +8,7 @@ retried send is deduplicated) and, when the sender waits for the outcome, an
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -36,6 +36,9 @@ class StartRun(Command):
     request_config: dict[str, Any] = Field(default_factory=dict)
     # Only summarize the agent's context now (POST .../summarize); no LLM step.
     summarize: bool = False
+    # With summarize: Letta's compaction_settings.mode. "all" summarizes every
+    # message in context; otherwise the last turn stays.
+    compaction_mode: Literal["all", "sliding_window"] = "sliding_window"
     # This request's system prompt instead of the agent's, as given (Letta's override_system).
     override_system: str | None = None
     client_skills: list[ClientSkill] = Field(default_factory=list)

@@ -343,12 +343,19 @@ async def tool_returned(conn: asyncpg.Connection, e: ToolReturned, rec: Recorded
 
 @runs.on(ContextSummarized)
 async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec: Recorded) -> None:
-    kept = await conn.fetchval("SELECT seq FROM messages WHERE id = $1", e.first_kept_message_id)
+    kept: int | None = None
+    if e.first_kept_message_id is not None:
+        kept = await conn.fetchval(
+            "SELECT seq FROM messages WHERE id = $1", e.first_kept_message_id
+        )
+    everything = e.first_kept_message_id is None
     if e.evicted_message_ids:  # (a version 1 event names them)
         await conn.execute(
             "UPDATE messages SET in_context = false WHERE id = ANY($1)", e.evicted_message_ids
         )
-    elif kept is not None:
+    elif kept is not None or everything:
+        # (Everything: every message before this event's position.)
+        kept = kept if kept is not None else position(rec.seq)
         # Every message in context before the first kept one left (the run's own
         # messages all come after it: a summary never cuts inside its run), in
         # this conversation only, all but its system prompt; in a fork, the
@@ -368,8 +375,11 @@ async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec
                 conversation_id,
                 kept,
             )
-    # The summary sits right before the first message it did not replace.
-    seq = before(kept if kept is not None else position(rec.seq))
+    # The summary sits right before the first message it did not replace (or,
+    # when everything left, at this event's place).
+    seq = (
+        position(rec.seq) if everything else before(kept if kept is not None else position(rec.seq))
+    )
     await _insert_message(conn, rec, e.agent_id, e.run_id, None, e.summary, seq=seq)
 
 

@@ -266,3 +266,27 @@ async def test_reset_messages_clears_the_default_context(system: System, llm: Fa
     llm.push(Reply(content="fresh"))
     client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": "two"}])
     assert [m["content"] for m in llm.requests[-1]["messages"][1:]] == ["two"]
+
+
+async def test_compaction_mode_all_leaves_the_system_message_and_the_summary(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    for i in range(2):
+        llm.push(Reply(content=f"answer {i}"))
+        client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": f"q{i}"}])
+    llm.push(Reply(content="Two questions, two answers."))
+    result = client.agents.messages.compact(agent["id"], compaction_settings={"mode": "all"})
+    assert result.summary.endswith("Two questions, two answers.")
+    ids = client.agents.retrieve(agent["id"]).message_ids
+    assert len(ids) == 2 and ids[0] == agent["message_ids"][0]
+    # The next run's context is the summary alone, then the new message.
+    llm.push(Reply(content="fine"))
+    client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": "next"}])
+    sent = llm.requests[-1]["messages"][1:]
+    assert len(sent) == 2 and "Two questions" in sent[0]["content"] and sent[1]["content"] == "next"
+    bad = await system.http.post(
+        f"/v1/agents/{agent['id']}/summarize", json={"compaction_settings": {"mode": "most"}}
+    )
+    assert bad.status_code == 422

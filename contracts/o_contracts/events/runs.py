@@ -102,8 +102,9 @@ class ContextSummarized(Event):
     step_number: int
     summary: ChatMessage
     # The summary is placed right before this message in the context; every
-    # message in context before it left.
-    first_kept_message_id: str
+    # message in context before it left. None: every message left (Letta's
+    # compaction mode "all"); the summary follows them.
+    first_kept_message_id: str | None
     messages_before: int
     messages_after: int
     evicted_count: int | None = None

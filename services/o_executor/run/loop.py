@@ -128,10 +128,21 @@ async def forced_summary(run: Run, messages: list[ChatMessage]) -> Stopped:
         try:
             model = run.model
             handle = Handle.parse(model.handle)
-            run.state.run_start = max(
-                (i for i, m in enumerate(messages) if m.role == "user"), default=0
+            if run.cmd.compaction_mode == "all":
+                run.state.run_start = len(messages)
+            else:
+                run.state.run_start = max(
+                    (i for i, m in enumerate(messages) if m.role == "user"), default=0
+                )
+            done = await summarize(
+                run,
+                handle,
+                messages,
+                -1,
+                model.window,
+                force=True,
+                everything=run.cmd.compaction_mode == "all",
             )
-            done = await summarize(run, handle, messages, -1, model.window, force=True)
         except (llm.LLMError, UnknownProvider, ProviderNotConfigured) as exc:
             return Stopped(StopReason.LLM_API_ERROR, str(exc))
     run.state.summary = done

@@ -35,6 +35,8 @@ def apply_summary(state: RunState, messages: list[ChatMessage], event: ContextSu
         gone = set(event.evicted_message_ids)
         kept = [m for m in messages if m.id not in gone]
         evicted = len(messages) - len(kept)
+    elif event.first_kept_message_id is None:
+        evicted = len(messages)  # all of them
     else:
         # Every message before the first kept one left.
         evicted = next(
@@ -52,6 +54,7 @@ async def summarize(
     step: int,
     window: int,
     force: bool = False,
+    everything: bool = False,
 ) -> ContextSummarized | None:
     """Summarize older turns into one message, recorded before it is used.
 
@@ -61,15 +64,19 @@ async def summarize(
     """
     state = run.state
     family = llm.family(handle)
-    cuts = [
-        i
-        for i in range(1, min(state.run_start, len(messages) - 1) + 1)
-        if messages[i].role == "user" and messages[i].id is not None
-    ]
+    if everything:
+        # (A forced summarize of the whole context: nothing of this run is in it.)
+        cuts = [len(messages)] if messages else []
+    else:
+        cuts = [
+            i
+            for i in range(1, min(state.run_start, len(messages) - 1) + 1)
+            if messages[i].role == "user" and messages[i].id is not None
+        ]
     if not cuts:
         return None
     cut = cuts[-1]
-    if not force:
+    if not force and not everything:
         budget = KEEP_AFTER_SUMMARY * window
         for i in cuts:
             rest = tokens.estimate_request("", llm.to_openai_messages(messages[i:]), [], family)
@@ -105,7 +112,7 @@ async def summarize(
         step_number=step,
         summary=summary,
         evicted_count=len(evicted),
-        first_kept_message_id=messages[cut].id,
+        first_kept_message_id=messages[cut].id if cut < len(messages) else None,
         messages_before=len(messages),
         messages_after=len(messages) - cut + 1,
     )

@@ -123,7 +123,8 @@ class ConversationFold:
         elif isinstance(event, LLMResponded | ToolReturned):
             self._add(position(seq), event.message, event.run_id)
         elif isinstance(event, ContextSummarized):
-            kept = self.messages.get(event.first_kept_message_id)
+            everything = event.first_kept_message_id is None
+            kept = None if everything else self.messages.get(event.first_kept_message_id or "")
             kept_at = kept[0] if kept is not None else position(seq)
             if event.evicted_message_ids:
                 for message_id in event.evicted_message_ids:
@@ -133,7 +134,7 @@ class ConversationFold:
                 for message_id, (at, _, _) in self.messages.items():
                     if at < kept_at:
                         self.in_context[message_id] = False
-            self._add(before(kept_at), event.summary, event.run_id)
+            self._add(position(seq) if everything else before(kept_at), event.summary, event.run_id)
 
     def history(self, exclude_run: str | None = None) -> list[ChatMessage]:
         """The in-context messages in order (without run `exclude_run`'s)."""

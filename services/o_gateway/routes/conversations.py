@@ -38,7 +38,7 @@ from o_gateway.conversation_reads import (
     resolve,
 )
 from o_gateway.idempotency import IdempotencyKey
-from o_gateway.routes.messages import cancel_in, send_in, summarize_in
+from o_gateway.routes.messages import cancel_in, compaction_mode, send_in, summarize_in
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE
 from o_gateway.schemas import (
@@ -374,7 +374,7 @@ async def compact_conversation(
     # Nothing but the system prompt in context: nothing to compact.
     if len(await in_context_ids(gw, lane)) <= 1:
         raise HTTPException(400, "No messages in context to compact")
-    result = await summarize_in(gw, lane)
+    result = await summarize_in(gw, lane, compaction_mode(body))
     if result["num_messages_after"] >= result["num_messages_before"]:
         raise HTTPException(400, "Compaction did not reduce the number of messages in context")
     return result

@@ -33,6 +33,7 @@ from o_gateway.routes.runs import ACTIVE, run_json, run_row
 from o_gateway.schemas import (
     ApprovalCreateBody,
     CancelRunsBody,
+    CompactBody,
     MessageCreateBody,
     SendMessageBody,
 )
@@ -530,13 +531,26 @@ async def cancel_in(
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/summarize")
-async def summarize(agent_id: str, gw: GW) -> dict[str, Any]:
-    """Summarize the agent's older messages now (they stay in the history and searchable)."""
+async def summarize(agent_id: str, gw: GW, body: CompactBody | None = None) -> dict[str, Any]:
+    """Summarize the agent's older messages now (they stay in the history and searchable);
+    with compaction_settings.mode "all", every message in context."""
     await gw.agent_row(checked_id(agent_id, "agent"))
-    return await summarize_in(gw, Lane(agent_id))
+    return await summarize_in(gw, Lane(agent_id), compaction_mode(body))
 
 
-async def summarize_in(gw: Gateway, lane: Lane) -> dict[str, Any]:
+def compaction_mode(body: CompactBody | None) -> Literal["all", "sliding_window"]:
+    """Letta's compaction_settings.mode: "all" (or "self_compact_all"), else the sliding window."""
+    settings = (body.compaction_settings if body else None) or {}
+    mode = settings.get("mode", "sliding_window")
+    known = ("all", "sliding_window", "self_compact_all", "self_compact_sliding_window")
+    if mode not in known:
+        raise HTTPException(422, f"compaction_settings.mode must be one of {', '.join(known)}")
+    return "all" if mode in ("all", "self_compact_all") else "sliding_window"
+
+
+async def summarize_in(
+    gw: Gateway, lane: Lane, mode: Literal["all", "sliding_window"] = "sliding_window"
+) -> dict[str, Any]:
     run_id = new_id("run")
     command = Envelope.wrap(
         StartRun(
@@ -544,6 +558,7 @@ async def summarize_in(gw: Gateway, lane: Lane) -> dict[str, Any]:
             agent_id=lane.agent_id,
             conversation_id=lane.conversation_id,
             summarize=True,
+            compaction_mode=mode,
         ),
         aggregate_id=lane.agent_id,
         producer=PRODUCER,
