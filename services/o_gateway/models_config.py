@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from fastapi import HTTPException
@@ -22,6 +23,14 @@ def _split(handle: str, what: str) -> tuple[str, str]:
     if not sep or not provider or not model:
         raise HTTPException(400, f"{what} handle '{handle}' must be of the form provider/model")
     return provider, model
+
+
+def default_max_tokens(endpoint_type: str, model: str) -> int | None:
+    """Letta's OpenAI provider gives every model a max output: 16384 (128000 for gpt-5.2
+    and later, but their -chat variants); other providers leave it to the model."""
+    if endpoint_type != "openai":
+        return None
+    return 128000 if re.match(r"^gpt-5\.[234]", model) and "-chat" not in model else 16384
 
 
 def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict[str, Any]:
@@ -45,12 +54,13 @@ def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict
         "put_inner_thoughts_in_kwargs": False,
         "handle": handle,
         "temperature": 1.0,
-        "max_tokens": None,
+        "max_tokens": default_max_tokens(config.endpoint_type, model),
         "enable_reasoner": False,
         "reasoning_effort": None,
         "max_reasoning_tokens": 0,
         "frequency_penalty": None,
-        "parallel_tool_calls": False,
+        # OpenAI's own default (and what Letta shows an OpenAI agent's model_settings with).
+        "parallel_tool_calls": config.endpoint_type == "openai",
         "response_format": None,
         "strict": False,
     }

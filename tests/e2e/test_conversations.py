@@ -279,6 +279,7 @@ async def test_compaction_mode_all_leaves_the_system_message_and_the_summary(
     llm.push(Reply(content="Two questions, two answers."))
     result = client.agents.messages.compact(agent["id"], compaction_settings={"mode": "all"})
     assert result.summary.endswith("Two questions, two answers.")
+    assert (result.num_messages_before, result.num_messages_after) == (5, 2)
     ids = client.agents.retrieve(agent["id"]).message_ids
     assert len(ids) == 2 and ids[0] == agent["message_ids"][0]
     # The next run's context is the summary alone, then the new message.

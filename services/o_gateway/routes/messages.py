@@ -574,9 +574,17 @@ async def summarize_in(
     if "summary" not in result:
         count = len(await in_context_ids(gw, lane))
         return {"num_messages_before": count, "num_messages_after": count, "summary": ""}
+    # Letta counts the system message among those in context; the run's count is of
+    # the history it reads, which leaves the system message out.
+    system = await gw.pool.fetchval(
+        "SELECT count(*) FROM messages WHERE agent_id = $1 AND compiled_system"
+        " AND conversation_id IS NOT DISTINCT FROM $2",
+        lane.agent_id,
+        lane.conversation_id,
+    )
     return {
-        "num_messages_before": result["num_messages_before"],
-        "num_messages_after": result["num_messages_after"],
+        "num_messages_before": result["num_messages_before"] + system,
+        "num_messages_after": result["num_messages_after"] + system,
         "summary": result["summary"],
     }
 
