@@ -202,6 +202,14 @@ def _letta_messages(
     if m.role == "tool":
         if hidden_tool_calls and m.tool_call_id in hidden_tool_calls:
             return []
+        if (
+            view.use_assistant_message
+            and m.name == view.tool_name
+            and not speaks_plainly(agent_type)
+        ):
+            # The reply tool's return, also on a page without its call (a client's next
+            # page starts after the call).
+            return []
         ret = {
             "tool_return": m.content or "",
             "status": m.status or "success",

@@ -74,6 +74,9 @@ def test_without_assistant_message_the_reply_tool_shows_as_a_call_and_its_return
     shown = letta_messages(reply, DATE, RUN, None, "memgpt_v2_agent", hidden)
     assert [(m["message_type"], m["content"]) for m in shown] == [("assistant_message", "Hi")]
     assert letta_messages(result, DATE, RUN, None, "memgpt_v2_agent", hidden) == []
+    # Also on a page of its own (a client's next page starts after the call).
+    result = result.model_copy(update={"name": "send_message"})
+    assert letta_messages(result, DATE, RUN, None, "memgpt_v2_agent", set()) == []
 
     plain = AssistantView(use_assistant_message=False)
     assert rendered(reply, "memgpt_v2_agent", plain) == [
