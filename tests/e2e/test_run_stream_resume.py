@@ -125,7 +125,7 @@ async def test_only_a_background_run_streams_again(system: System, llm: FakeOpen
     agent = await new_agent(system)
     await asyncio.to_thread(refused, system.client(), agent["id"], llm)
     bad = await system.http.post(
-        "/v1/runs/run-00000000-0000-4000-8000-000000000000/stream", json={"starting_after": -1}
+        "/v1/runs/run-00000000-0000-4000-8000-000000000000/stream", json={"starting_after": "soon"}
     )
     assert bad.status_code == 422 and "detail" in bad.json()
 
