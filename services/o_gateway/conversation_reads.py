@@ -88,13 +88,17 @@ async def in_context_ids(gw: Gateway, lane: Lane) -> list[str]:
     return [r["id"] for r in rows]
 
 
-def rendered_messages(rows: list[asyncpg.Record], agent_type: str) -> list[dict[str, Any]]:
+def rendered_messages(
+    rows: list[asyncpg.Record],
+    agent_type: str,
+    view: render.AssistantView = render.DEFAULT_VIEW,
+) -> list[dict[str, Any]]:
     hidden: set[str] = set()
     out: list[dict[str, Any]] = []
     for r in rows:
         m = ChatMessage.model_validate(r["body"])
         out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden
+            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, view
         )
     return out
 

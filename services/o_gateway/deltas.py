@@ -16,6 +16,7 @@ from typing import Any
 from o_contracts.agent_types import speaks_plainly
 from o_contracts.models import ChatMessage
 from o_gateway import render
+from o_gateway.otids import derived_otid
 
 # The chunk types that carry an assistant message's text (what text deltas carry).
 
@@ -28,6 +29,9 @@ class DeltaTracker:
 
     def __bool__(self) -> bool:
         return bool(self._sent)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._sent
 
     def add(self, key: str, piece: str) -> None:
         self._sent[key] = self._sent.get(key, "") + piece
@@ -92,11 +96,16 @@ class RunDeltas:
         if call is not None:
             self.arguments.add(call.id, call.arguments)
             piece = {"id": call.id, "name": call.name, "arguments": call.arguments}
-            return render.tool_call_chunk(delta.message_id, [piece], self.run_id)
+            # The tool calls render after the message's text, if it has any (render.py):
+            # their position, and so their otid, follows from whether text streamed.
+            position = 1 if delta.message_id in self.texts else 0
+            otid = derived_otid(delta.message_id, position)
+            return render.tool_call_chunk(delta.message_id, [piece], self.run_id, otid)
         if not delta.text:
             return None
         self.texts.add(delta.message_id, delta.text)
-        return render.text_chunk(delta.message_id, delta.text, self.run_id, self.agent_type)
+        otid = derived_otid(delta.message_id, 0)  # a reply's text renders first
+        return render.text_chunk(delta.message_id, delta.text, self.run_id, self.agent_type, otid)
 
     def on_recorded(self, message: ChatMessage, chunks: list[Chunk]) -> list[Chunk]:
         """Of a recorded message's chunks (render.letta_messages), what to send now.
@@ -111,14 +120,38 @@ class RunDeltas:
             kind = chunk["message_type"]
             if text is not None and self._from_content(chunk):
                 if text:
-                    out.append(render.text_chunk(message.id, text, self.run_id, self.agent_type))
+                    out.append(
+                        render.text_chunk(
+                            message.id, text, self.run_id, self.agent_type, chunk["otid"]
+                        )
+                    )
             elif kind == "tool_call_message" and self.arguments:
                 missed = self._unsent_calls(chunk["tool_calls"])
                 if missed:
-                    out.append(render.tool_call_chunk(message.id, missed, self.run_id))
+                    out.append(
+                        render.tool_call_chunk(message.id, missed, self.run_id, chunk["otid"])
+                    )
             else:
                 out.append(chunk)
         return out
+
+    @staticmethod
+    def nothing_new(chunk: Chunk) -> Chunk:
+        """A recorded chunk with nothing its deltas did not carry: the same message with
+        empty text (or empty argument pieces), so a numbered stream still gives its seq_id
+        and a client joining pieces adds nothing."""
+        kind = chunk["message_type"]
+        if kind == "assistant_message":
+            return chunk | {"content": ""}
+        if kind == "reasoning_message":
+            return chunk | {"reasoning": ""}
+        if kind == "tool_call_message":
+            pieces = [
+                {"name": None, "arguments": "", "tool_call_id": c["tool_call_id"]}
+                for c in chunk["tool_calls"]
+            ]
+            return chunk | {"tool_call": pieces[0], "tool_calls": pieces}
+        return chunk
 
     def _from_content(self, chunk: Chunk) -> bool:
         """Whether the chunk is the one made from the message's text (what text deltas

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from o_contracts.agent_types import speaks_plainly
 from o_contracts.models import ChatMessage, Usage
 from o_gateway.model_settings import model_settings
+from o_gateway.otids import otid_of
 
 VERSION = "0.16.8"
 
@@ -134,6 +137,29 @@ def _common(
     }
 
 
+@dataclass(frozen=True)
+class AssistantView:
+    """How a memgpt agent's reply tool shows: as an assistant_message (Letta's default), or,
+    with use_assistant_message false, as the tool call and tool return it is."""
+
+    use_assistant_message: bool = True
+    tool_name: str = "send_message"
+    tool_kwarg: str = "message"
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any] | None) -> AssistantView:
+        """The view a request (or a run's recorded request_config) asks for."""
+        config = config or {}
+        return cls(
+            use_assistant_message=config.get("use_assistant_message", True) is not False,
+            tool_name=config.get("assistant_message_tool_name") or "send_message",
+            tool_kwarg=config.get("assistant_message_tool_kwarg") or "message",
+        )
+
+
+DEFAULT_VIEW = AssistantView()
+
+
 def _tool_call(tc: Any) -> dict[str, str]:
     return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
 
@@ -145,12 +171,29 @@ def letta_messages(
     step_id: str | None,
     agent_type: str,
     hidden_tool_calls: set[str] | None = None,
+    view: AssistantView = DEFAULT_VIEW,
 ) -> list[dict[str, Any]]:
-    """One stored message as Letta's API messages (one message may give several).
+    """One stored message as Letta's API messages (one message may give several), each with
+    its otid (otids.py: the n-th of them gets position n).
 
     `hidden_tool_calls` collects ids of `send_message` calls, whose tool
     returns Letta leaves out of the listing.
     """
+    out = _letta_messages(m, date, run_id, step_id, agent_type, hidden_tool_calls, view)
+    for position, message in enumerate(out):
+        message["otid"] = otid_of(m, position)
+    return out
+
+
+def _letta_messages(
+    m: ChatMessage,
+    date: datetime,
+    run_id: str | None,
+    step_id: str | None,
+    agent_type: str,
+    hidden_tool_calls: set[str] | None,
+    view: AssistantView,
+) -> list[dict[str, Any]]:
     base = _common(m, date, run_id, step_id)
     if m.role == "user":
         return [base | {"message_type": "user_message", "content": m.content or ""}]
@@ -158,6 +201,14 @@ def letta_messages(
         return [base | {"message_type": "system_message", "content": m.content or ""}]
     if m.role == "tool":
         if hidden_tool_calls and m.tool_call_id in hidden_tool_calls:
+            return []
+        if (
+            view.use_assistant_message
+            and m.name == view.tool_name
+            and not speaks_plainly(agent_type)
+        ):
+            # The reply tool's return, also on a page without its call (a client's next
+            # page starts after the call).
             return []
         ret = {
             "tool_return": m.content or "",
@@ -214,10 +265,15 @@ def letta_messages(
         pending.clear()
 
     for tc in m.tool_calls:
-        if tc.name == "send_message" and not speaks_plainly(agent_type) and not m.approval_request:
+        if (
+            view.use_assistant_message
+            and tc.name == view.tool_name
+            and not speaks_plainly(agent_type)
+            and not m.approval_request
+        ):
             flush()
             try:
-                text = json.loads(tc.arguments).get("message", "")
+                text = json.loads(tc.arguments).get(view.tool_kwarg, "")
             except (ValueError, AttributeError):
                 text = tc.arguments
             out.append(base | {"message_type": "assistant_message", "content": text})
@@ -229,10 +285,13 @@ def letta_messages(
     return out
 
 
-def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict[str, Any]:
-    """One streamed piece of an assistant message's text (the same id on every piece)."""
+def text_chunk(
+    message_id: str, text: str, run_id: str, agent_type: str, otid: str
+) -> dict[str, Any]:
+    """One streamed piece of an assistant message's text (the same id and otid on every
+    piece)."""
     now = datetime.now(UTC)
-    base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
+    base = _common(ChatMessage(id=message_id, role="assistant", otid=otid), now, run_id, None)
     if speaks_plainly(agent_type):
         return base | {"message_type": "assistant_message", "content": text}
     return base | {
@@ -244,12 +303,16 @@ def text_chunk(message_id: str, text: str, run_id: str, agent_type: str) -> dict
 
 
 def tool_call_chunk(
-    message_id: str, calls: list[dict[str, Any]], run_id: str, kind: str = "tool_call_message"
+    message_id: str,
+    calls: list[dict[str, Any]],
+    run_id: str,
+    otid: str,
+    kind: str = "tool_call_message",
 ) -> dict[str, Any]:
     """Streamed pieces of tool calls: each with its call id, the name on a call's first
     piece (else None) and only the new argument text (Letta's tool-call deltas)."""
     now = datetime.now(UTC)
-    base = _common(ChatMessage(id=message_id, role="assistant"), now, run_id, None)
+    base = _common(ChatMessage(id=message_id, role="assistant", otid=otid), now, run_id, None)
     deltas = [
         {"name": c.get("name"), "arguments": c.get("arguments") or "", "tool_call_id": c["id"]}
         for c in calls

@@ -367,10 +367,16 @@ class AgentIdBody(Body):
 
 
 class RetrieveStreamBody(AgentIdBody):
+    """Resume a background run's stream (POST /v1/runs/{id}/stream, or a conversation's):
+    the chunks after seq_id `starting_after` (streaming.Numbering)."""
+
     run_id: Name | None = None
     otid: Name | None = None
     starting_after: int = 0
     include_pings: bool = True
+    # Letta polls Redis with these; O follows the log as it grows (accepted, unused).
+    poll_interval: float | None = None
+    batch_size: int | None = None
 
 
 class ResetMessagesBody(Body):

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -22,6 +23,7 @@ from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
+from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_gateway import render
@@ -51,14 +53,35 @@ def streamed(chunks: AsyncIterator[bytes]) -> StreamingResponse:
     )
 
 
-def _error(run_id: str, error_type: str, message: str) -> bytes:
-    chunk = {
+def _error(run_id: str, error_type: str, message: str) -> dict[str, Any]:
+    return {
         "message_type": "error_message",
         "run_id": run_id,
         "error_type": error_type,
         "message": message,
     }
-    return sse(chunk, event="error")
+
+
+@dataclass
+class Numbering:
+    """The seq_ids of a background run's chunks, and where a resumed stream starts.
+
+    Letta numbers every chunk of a background run 1, 2, 3... and a client that reconnects
+    (POST /v1/runs/{id}/stream) asks for those after the last it saw (`starting_after`).
+    O numbers what the log holds of the run, in log order: each API message rendered from
+    a recorded message, then the error (if any), stop reason and usage. Any gateway that
+    reads the run's events numbers them alike, so a client may reconnect to another one.
+    Token deltas are not in the log: they carry no seq_id; the recorded message they
+    preview does (deltas.py sends what they left out, or an empty piece, under it).
+    """
+
+    starting_after: int = 0
+    last: int = 0
+
+    def next(self) -> int | None:
+        """The next chunk's seq_id, None if the client already has it."""
+        self.last += 1
+        return self.last if self.last > self.starting_after else None
 
 
 async def _follow(
@@ -96,6 +119,8 @@ async def stream_run(
     command: Envelope[StartRun] | None = None,
     start_seq: int | None = None,
     include_pings: bool = True,
+    view: render.AssistantView = render.DEFAULT_VIEW,
+    numbering: Numbering | None = None,
 ) -> AsyncIterator[bytes]:
     """Follow the run's events on its conversation's subject and send them as Letta chunks.
 
@@ -105,7 +130,8 @@ async def stream_run(
     event, `start_seq`. Token deltas arrive on core NATS: each chunk repeats
     its message's id and carries only new text; the recorded LLMResponded
     completes whatever a lost delta left out (deltas.py). A client that goes
-    away does not cancel the run.
+    away does not cancel the run. With `numbering` (a background run) the chunks
+    carry seq_ids, and those the client already has are left out.
     """
     inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -123,6 +149,25 @@ async def stream_run(
     )
     deltas = RunDeltas(run_id, agent_type)
     hidden: set[str] = set()
+
+    def recorded(
+        chunks: list[dict[str, Any]], message: ChatMessage | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """What to send of chunks the log holds: those of a recorded `message` less what
+        its deltas sent; numbered, those the client has left out."""
+        if numbering is None:
+            yield from deltas.on_recorded(message, chunks) if message is not None else chunks
+            return
+        for chunk in chunks:
+            seq_id = numbering.next()
+            if seq_id is None:
+                continue
+            if message is not None:
+                sent = deltas.on_recorded(message, [chunk])
+                # An empty piece still carries the seq_id: the client has it all.
+                chunk = sent[0] if sent else deltas.nothing_new(chunk)
+            yield chunk | {"seq_id": seq_id}
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
@@ -139,7 +184,7 @@ async def stream_run(
                     if include_pings:
                         yield sse({"message_type": "ping"})
                     continue
-                yield _error(run_id, "timeout", "the run did not finish in time")
+                yield sse(_error(run_id, "timeout", "the run did not finish in time"), "error")
                 break
             if kind == "tokens":
                 chunk = deltas.on_delta(TokenDelta.from_wire(msgpack.unpackb(msg.data, raw=False)))
@@ -156,9 +201,9 @@ async def stream_run(
             if isinstance(event, LLMResponded | ToolReturned):
                 message = event.message
                 chunks = render.letta_messages(
-                    message, env.time, run_id, event.step_id, agent_type, hidden
+                    message, env.time, run_id, event.step_id, agent_type, hidden, view
                 )
-                for chunk in deltas.on_recorded(message, chunks):
+                for chunk in recorded(chunks, message):
                     yield sse(chunk)
             elif isinstance(event, RunCompleted):
                 # Read your writes, as for a plain POST: once the stream ends, the
@@ -167,10 +212,15 @@ async def stream_run(
                     await gw.visible(msg.metadata.sequence.stream, RUNS)
                 except ProjectionLag as exc:  # the stream still ends; the reads catch up
                     log.warning("run %s streamed before it was readable: %s", run_id, exc)
+                ending = [
+                    render.stop_reason(event.stop_reason),
+                    render.usage(event.usage, event.step_count, [run_id]),
+                ]
                 if event.error and event.stop_reason != "end_turn":
-                    yield _error(run_id, event.stop_reason, event.error)
-                yield sse(render.stop_reason(event.stop_reason))
-                yield sse(render.usage(event.usage, event.step_count, [run_id]))
+                    ending.insert(0, _error(run_id, event.stop_reason, event.error))
+                for chunk in recorded(ending):
+                    is_error = chunk["message_type"] == "error_message"
+                    yield sse(chunk, event="error" if is_error else None)
                 break
         yield sse("[DONE]")
     finally:

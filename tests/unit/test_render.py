@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
+from o_gateway.otids import otid_of
 from o_gateway.render import letta_messages, stop_reason, usage
 
 DATE = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
@@ -29,7 +30,13 @@ COMMON = {
 def render(
     m: ChatMessage, agent_type: str = "letta_v1_agent", hidden: set[str] | None = None
 ) -> list[dict[str, Any]]:
-    return letta_messages(m, DATE, "run-1", "step-1", agent_type, hidden)
+    out = letta_messages(m, DATE, "run-1", "step-1", agent_type, hidden)
+    # Every message has its otid (test_otids.py); shown here only where it is the client's.
+    for position, item in enumerate(out):
+        assert item["otid"] == otid_of(m, position)
+        if item["otid"] != m.otid:
+            item["otid"] = None
+    return out
 
 
 def _check_common(out: list[dict[str, Any]], msg_id: str) -> None:

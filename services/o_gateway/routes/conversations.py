@@ -27,6 +27,7 @@ from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_contracts.system_prompt import compile_system
+from o_gateway import render
 from o_gateway.agent_reads import agent_state
 from o_gateway.commands import PRODUCER
 from o_gateway.conversation_reads import (
@@ -51,7 +52,7 @@ from o_gateway.schemas import (
     UpdateConversationBody,
 )
 from o_gateway.state import GW, Gateway, checked_id
-from o_gateway.streaming import stream_run, streamed
+from o_gateway.streaming import Numbering, stream_run, streamed
 from o_memory.core_memory import read_core_memory
 
 router = APIRouter()
@@ -263,8 +264,9 @@ async def retrieve_conversation_stream(
     lane = await resolve(gw, conversation_id, body.agent_id)
     agent = await gw.agent_row(lane.agent_id)
     query = (
-        "SELECT r.id, r.background, r.status, coalesce(r.started_seq, r.last_seq) AS first_seq"
-        " FROM runs r WHERE r.agent_id = $1 AND r.conversation_id IS NOT DISTINCT FROM $2"
+        "SELECT r.id, r.background, r.status, r.request_config,"
+        " coalesce(r.started_seq, r.last_seq) AS first_seq FROM runs r"
+        " WHERE r.agent_id = $1 AND r.conversation_id IS NOT DISTINCT FROM $2"
     )
     args: list[Any] = [lane.agent_id, lane.conversation_id]
     if body.run_id:
@@ -294,6 +296,8 @@ async def retrieve_conversation_stream(
             run["id"],
             start_seq=run["first_seq"],
             include_pings=body.include_pings,
+            view=render.AssistantView.of(run["request_config"]),
+            numbering=Numbering(starting_after=body.starting_after),
         )
     )
 

@@ -14,6 +14,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunCancellationRequested, RunCompleted, RunQueued
 from o_contracts.ids import derived_id, new_id
+from o_contracts.limits import MAX_NAME_CHARS
 from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
@@ -38,7 +39,7 @@ from o_gateway.schemas import (
     SendMessageBody,
 )
 from o_gateway.state import GW, Gateway, checked_id
-from o_gateway.streaming import RUN_REPLY_TIMEOUT, stream_run, streamed
+from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
 
 router = APIRouter()
 
@@ -277,7 +278,11 @@ _RUN_AND_MESSAGES = (
 
 
 async def run_response(
-    gw: Gateway, agent_type: str, run_id: str, seq: int | None
+    gw: Gateway,
+    agent_type: str,
+    run_id: str,
+    seq: int | None,
+    view: render.AssistantView = render.DEFAULT_VIEW,
 ) -> dict[str, Any]:
     await gw.visible(seq, RUNS)
     # The run and its messages in one round trip: a row per message (one with
@@ -292,7 +297,7 @@ async def run_response(
         if r["body"] is not None:
             m = ChatMessage.model_validate_json(r["body"])
             messages += render.letta_messages(
-                m, r["created_at"], run_id, r["step_id"], agent_type, hidden
+                m, r["created_at"], run_id, r["step_id"], agent_type, hidden, view
             )
     return {
         "messages": messages,
@@ -329,10 +334,15 @@ async def send_in(
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
     run_id = idempotent_run_id(lane, body, key)
+    view = render.AssistantView.of(request_config(body))
+    # A background run's chunks are numbered, so that its stream can be resumed.
+    numbering = Numbering() if streaming and body.background else None
     if run_id is not None:
         run = await known_run(gw, lane, run_id)
         if run is not None:
-            return await _answer_known(gw, lane, agent["agent_type"], run_id, run, streaming)
+            return await _answer_known(
+                gw, lane, agent["agent_type"], run_id, run, streaming, view, numbering
+            )
     command = start_run(lane, body, approvals=checked_answers(body, pending), run_id=run_id)
     if busy_is_conflict:
         if await admitted(gw, command) is None:
@@ -340,7 +350,14 @@ async def send_in(
             run = await known_run(gw, lane, command.data.run_id)
             assert run is not None
             return await _answer_known(
-                gw, lane, agent["agent_type"], command.data.run_id, run, streaming
+                gw,
+                lane,
+                agent["agent_type"],
+                command.data.run_id,
+                run,
+                streaming,
+                view,
+                numbering,
             )
     if streaming:
         return streamed(
@@ -351,6 +368,8 @@ async def send_in(
                 command.data.run_id,
                 command=command,
                 include_pings=body.include_pings,
+                view=view,
+                numbering=numbering,
             )
         )
     reply = await answered(
@@ -360,21 +379,37 @@ async def send_in(
         RUN_REPLY_TIMEOUT,
         f"run {command.data.run_id} is still going",
     )
-    return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq)
+    return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq, view)
 
 
 async def _answer_known(
-    gw: Gateway, lane: Lane, agent_type: str, run_id: str, run: dict[str, Any], streaming: bool
+    gw: Gateway,
+    lane: Lane,
+    agent_type: str,
+    run_id: str,
+    run: dict[str, Any],
+    streaming: bool,
+    view: render.AssistantView = render.DEFAULT_VIEW,
+    numbering: Numbering | None = None,
 ) -> Any:
     """A retry of a request the log has: answered from the run it started."""
     if streaming:
         return streamed(
-            stream_run(gw, lane, agent_type, run_id, start_seq=run["first_seq"], include_pings=True)
+            stream_run(
+                gw,
+                lane,
+                agent_type,
+                run_id,
+                start_seq=run["first_seq"],
+                include_pings=True,
+                view=view,
+                numbering=numbering,
+            )
         )
     seq = run["last_seq"]
     if run["stop_reason"] is None:
         seq = await run_end(gw, lane, run_id, RUN_REPLY_TIMEOUT)
-    return await run_response(gw, agent_type, run_id, seq)
+    return await run_response(gw, agent_type, run_id, seq, view)
 
 
 class ConversationBusy(Exception):
@@ -598,6 +633,9 @@ async def list_messages(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     order: Literal["asc", "desc"] = "desc",
     conversation_id: str | None = None,
+    use_assistant_message: bool = True,
+    assistant_message_tool_name: Annotated[str, Query(max_length=MAX_NAME_CHARS)] = "send_message",
+    assistant_message_tool_kwarg: Annotated[str, Query(max_length=MAX_NAME_CHARS)] = "message",
 ) -> list[dict[str, Any]]:
     """The default conversation's messages (or, with `conversation_id`, that one's)."""
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
@@ -608,4 +646,7 @@ async def list_messages(
     # Letta returns the chosen page in chronological order either way.
     if order == "desc":
         rows = list(reversed(rows))
-    return rendered_messages(rows, agent["agent_type"])
+    view = render.AssistantView(
+        use_assistant_message, assistant_message_tool_name, assistant_message_tool_kwarg
+    )
+    return rendered_messages(rows, agent["agent_type"], view)

@@ -8,10 +8,13 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_contracts.models import ChatMessage
+from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
+from o_gateway.schemas import RetrieveStreamBody
 from o_gateway.state import GW, Gateway, checked_id
+from o_gateway.streaming import Numbering, stream_run, streamed
 
 router = APIRouter()
 
@@ -135,8 +138,8 @@ async def list_run_messages(
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
     run = await run_row(gw, run_id)
-    agent = await gw.pool.fetchrow("SELECT agent_type FROM agents WHERE id = $1", run["agent_id"])
-    agent_type = agent["agent_type"] if agent else DEFAULT_AGENT_TYPE
+    agent_type = await agent_type_of(gw, run["agent_id"])
+    view = render.AssistantView.of(run["request_config"])
     q = Listing("messages", key="seq", columns="body, created_at, step_id")
     q.filter("run_id = {}", run["id"])
     rows = await q.page(gw.pool, "message", before, after, order, limit)
@@ -145,9 +148,40 @@ async def list_run_messages(
     for r in rows:
         m = ChatMessage.model_validate(r["body"])
         out += render.letta_messages(
-            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden
+            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden, view
         )
     return out
+
+
+async def agent_type_of(gw: Gateway, agent_id: str) -> str:
+    agent = await gw.pool.fetchrow("SELECT agent_type FROM agents WHERE id = $1", agent_id)
+    return str(agent["agent_type"]) if agent else DEFAULT_AGENT_TYPE
+
+
+@route(router, "POST", "/v1/runs/{run_id}/stream")
+async def retrieve_run_stream(run_id: str, gw: GW, body: RetrieveStreamBody | None = None) -> Any:
+    """A background run's stream again, from the chunk after `starting_after`: what the
+    client missed, then the live rest, read from the log (any gateway can serve it)."""
+    body = body or RetrieveStreamBody()
+    run = await run_row(gw, run_id)
+    if not run["background"]:
+        raise HTTPException(
+            400, "Run was not created in background mode, so it cannot be retrieved."
+        )
+    # The run's first event: its RunStarted, or (queued, not started yet) its RunQueued.
+    start = run["started_seq"] or run["last_seq"]
+    return streamed(
+        stream_run(
+            gw,
+            Lane(run["agent_id"], run["conversation_id"]),
+            await agent_type_of(gw, run["agent_id"]),
+            run["id"],
+            start_seq=start,
+            include_pings=body.include_pings,
+            view=render.AssistantView.of(run["request_config"]),
+            numbering=Numbering(starting_after=body.starting_after),
+        )
+    )
 
 
 @route(router, "GET", "/v1/runs/{run_id}/usage")
