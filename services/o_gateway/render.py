@@ -134,6 +134,12 @@ def _common(
     }
 
 
+def _output(lines: list[str] | None) -> list[str] | None:
+    """A tool's stdout or stderr as Letta shows it: the whole text as one item (the
+    log keeps its lines)."""
+    return ["\n".join(lines)] if lines else lines
+
+
 def _tool_call(tc: Any) -> dict[str, str]:
     return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
 
@@ -163,8 +169,8 @@ def letta_messages(
             "tool_return": m.content or "",
             "status": m.status or "success",
             "tool_call_id": m.tool_call_id or "",
-            "stdout": m.stdout,
-            "stderr": m.stderr,
+            "stdout": _output(m.stdout),
+            "stderr": _output(m.stderr),
         }
         return [
             base
