@@ -144,9 +144,9 @@ async def test_a_cursor_naming_nothing_is_ignored(system: System) -> None:
             paged = await http.get(path, params={**params, cursor: gone["id"]})
             assert paged.status_code == 200, (path, paged.text)
             assert paged.json() == plain.json(), path
-    # Letta's message lists answer 404 for a message that is not there.
+    # Letta's list of all messages answers 404 for a message that is not there.
     missing = f"message-{uuid.uuid4()}"
-    listed = await http.get(f"/v1/agents/{kept['id']}/messages", params={"after": missing})
+    listed = await http.get("/v1/messages/", params={"after": missing})
     assert listed.status_code == 404 and missing in listed.json()["detail"]
 
 
