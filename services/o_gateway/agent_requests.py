@@ -194,8 +194,9 @@ async def attachable_blocks(gw: Gateway, given: list[str]) -> list[str]:
 
 def block_spec(body: CreateBlockBody) -> BlockSpec:
     if len(body.value) > body.limit:
+        # Letta answers a value over its block's limit as a validation error.
         raise HTTPException(
-            400,
+            422,
             f"block '{body.label}' value is {len(body.value)} characters, over its limit "
             f"of {body.limit}",
         )

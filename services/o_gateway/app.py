@@ -18,6 +18,7 @@ from o_gateway.render import VERSION
 from o_gateway.routes import (
     agent_tools,
     agents,
+    all_messages,
     archival,
     blocks,
     context,
@@ -27,6 +28,8 @@ from o_gateway.routes import (
     messages,
     models,
     runs,
+    steps,
+    tags,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -128,6 +131,8 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         agent_tools,
         archival,
     ):
+        app.include_router(module.router)
+    for module in (all_messages, steps, tags):
         app.include_router(module.router)
 
     @app.exception_handler(AppendRejected)

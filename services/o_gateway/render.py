@@ -160,6 +160,12 @@ class AssistantView:
 DEFAULT_VIEW = AssistantView()
 
 
+def _output(lines: list[str] | None) -> list[str] | None:
+    """A tool's stdout or stderr as Letta shows it: the whole text as one item (the
+    log keeps its lines)."""
+    return ["\n".join(lines)] if lines else lines
+
+
 def _tool_call(tc: Any) -> dict[str, str]:
     return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
 
@@ -214,8 +220,8 @@ def _letta_messages(
             "tool_return": m.content or "",
             "status": m.status or "success",
             "tool_call_id": m.tool_call_id or "",
-            "stdout": m.stdout,
-            "stderr": m.stderr,
+            "stdout": _output(m.stdout),
+            "stderr": _output(m.stderr),
         }
         return [
             base

@@ -306,6 +306,8 @@ class SendMessageBody(Body):
 
     @model_validator(mode="after")
     def _bounded_input(self) -> SendMessageBody:
+        if self.input is not None and self.messages is not None:
+            raise ValueError("Cannot specify both 'input' and 'messages'. Use one or the other.")
         size = _input_bytes(self)
         if size > MAX_INPUT_TEXT_BYTES:
             raise ValueError(

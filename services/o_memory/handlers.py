@@ -204,7 +204,7 @@ class MemoryCommands:
                     raise AppendRejected(
                         f"value is {len(spec.value)} characters, over the block's limit of "
                         f"{spec.limit}",
-                        400,
+                        422,
                     )
                 if "label" in changes and changes["label"] != block["label"]:
                     await self._label_free(conn, block_id, spec.label)

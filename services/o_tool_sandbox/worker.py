@@ -128,6 +128,13 @@ def _run(job: dict[str, Any]) -> dict[str, object]:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<tool>"]
         where = "".join(f"  line {f.lineno}, in {f.name}\n" for f in frames)
         error = "".join(traceback.format_exception_only(exc)).strip()
+        # The traceback goes to stderr too, as an uncaught exception's would (and as
+        # Letta's tool returns show it).
+        sys.stderr.write(
+            "Traceback (most recent call last):\n"
+            + "".join(traceback.format_list(frames))
+            + f"{error}\n"
+        )
         return {"ok": False, "failure": "exception", "error": f"{where}{error}"}
 
 

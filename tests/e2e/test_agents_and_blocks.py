@@ -82,7 +82,7 @@ async def test_block_crud_and_limits(system: System) -> None:
     block = created.json()
     assert (block["label"], block["value"], block["limit"]) == ("notes", "a", 5)
     too_long = await http.patch(f"/v1/blocks/{block['id']}", json={"value": "abcdefgh"})
-    assert too_long.status_code == 400
+    assert too_long.status_code == 422
     assert "limit" in too_long.json()["detail"]
     assert (await http.get(f"/v1/blocks/{block['id']}")).json()["value"] == "a"
     ok = await http.patch(f"/v1/blocks/{block['id']}", json={"value": "abc"})
@@ -115,7 +115,7 @@ async def test_bad_input_is_a_clear_error_and_changes_nothing(system: System) ->
                     "memory_blocks": [{"label": "h", "value": "xx", "limit": 1}],
                 },
             ),
-            400,
+            422,
         ),
         (await http.get("/v1/agents/not-an-id"), 422),
         (await http.get("/v1/agents/agent-00000000-0000-4000-8000-000000000000"), 404),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from letta_client import BadRequestError
 
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
@@ -53,9 +55,12 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
     assert detail["code"] == "PENDING_APPROVAL"
     assert detail["pending_request_id"] == request["id"]
     assert detail["pending_tool_call_ids"] == [call_id]
+    # Letta's words, which its clients match on.
+    assert "Please approve or deny the pending request before continuing" in detail["message"]
     # ...and so is an answer to a call that is not waiting.
     wrong = await answer(system, agent["id"], tool_call_id="call_nope", approve=True)
     assert wrong.status_code == 400 and call_id in wrong.json()["detail"]
+    assert wrong.json()["detail"].startswith("Invalid tool call IDs")
 
     done = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
     assert done.status_code == 200, done.text
@@ -198,5 +203,23 @@ async def test_every_waiting_call_needs_an_answer(system: System, llm: FakeOpenA
     first_id, second_id = (c["tool_call_id"] for c in request["tool_calls"])
     partial = await answer(system, agent["id"], tool_call_id=first_id, approve=True)
     assert partial.status_code == 400
-    assert second_id in partial.json()["detail"] and "unanswered" in partial.json()["detail"]
+    assert second_id in partial.json()["detail"]
+    assert partial.json()["detail"].startswith("Invalid tool call IDs")
     assert await human(system, agent["id"]) == "Name: Sam"  # the refusal changed nothing
+
+
+async def test_an_answer_with_nothing_waiting_is_refused_in_lettas_words(system: System) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    before = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    approval = {"type": "approval", "approve": True, "tool_call_id": "call_nothing"}
+
+    def send_answer() -> None:
+        client.agents.messages.create(
+            agent["id"], messages=[{"type": "approval", "approvals": [approval]}]
+        )
+
+    with pytest.raises(BadRequestError, match="No tool call is currently awaiting approval"):
+        await asyncio.to_thread(send_answer)
+    after = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert after == before  # nothing was recorded

@@ -151,6 +151,11 @@ async def test_the_model_calls_a_user_tool_that_runs_in_the_sandbox(
     result = await send(system, agent["id"], "try it")
     ret = result["messages"][1]
     assert ret["status"] == "error" and "RuntimeError: kaboom" in ret["tool_return"]
+    # Its traceback is its stderr, one text as Letta gives it: the tool's frames only.
+    (stderr,) = ret["stderr"]
+    assert stderr.startswith("Traceback (most recent call last):")
+    assert stderr.endswith("RuntimeError: kaboom") and "in explode" in stderr
+    assert "worker" not in stderr
     assert result["stop_reason"]["stop_reason"] == "end_turn"
 
     listed = (await system.http.get(f"/v1/agents/{agent['id']}/tools")).json()

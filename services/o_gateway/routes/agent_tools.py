@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from o_gateway.decisions import (
     UserTool,
     change_agent,
 )
+from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
@@ -29,18 +30,19 @@ router = APIRouter()
 async def list_agent_tools(
     agent_id: str,
     gw: GW,
+    before: str | None = None,
     after: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
     row = await gw.agent_row(checked_id(agent_id, "agent"))
+    # Oldest first: built-in tools (which exist before any agent), then user tools in
+    # the order they were attached.
     tools = [render.tool(n) for n in row["tools"]] + [
         render_user_tool(t) for t in await user_tools(gw, list(row["tool_ids"]))
     ]
-    if after:
-        # The official client pages with after=<last id> until a page is empty.
-        ids = [t["id"] for t in tools]
-        tools = tools[ids.index(after) + 1 :] if after in ids else []
-    return tools[:limit]
+    return page_of(tools, lambda t: str(t["id"]), before, after, order, limit)
 
 
 @route(router, "PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}")

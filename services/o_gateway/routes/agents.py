@@ -33,6 +33,23 @@ async def create_agent(
     return await agent_state(gw, command.agent_id)
 
 
+def filtered(
+    q: Listing,
+    name: str | None,
+    tags: list[str] | None,
+    match_all_tags: bool,
+    query_text: str | None,
+) -> Listing:
+    """Letta's agent filters, shared by the list and the count."""
+    if name is not None:
+        q.filter("name = {}", name)
+    if query_text:
+        q.filter("name ILIKE {}", f"%{query_text}%")
+    if tags:
+        q.filter(f"tags {'@>' if match_all_tags else '&&'} {{}}", tags)
+    return q
+
+
 @route(router, "GET", "/v1/agents/")
 async def list_agents(
     gw: GW,
@@ -44,22 +61,25 @@ async def list_agents(
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at", "updated_at", "last_run_completion"] = "created_at",
 ) -> list[dict[str, Any]]:
-    q = Listing("agents")
-    if name is not None:
-        q.filter("name = {}", name)
-    if query_text:
-        q.filter("name ILIKE {}", f"%{query_text}%")
-    if tags:
-        q.filter(f"tags {'@>' if match_all_tags else '&&'} {{}}", tags)
+    # last_run_completion lives in the runs projection, not the agents row: such
+    # a listing is by creation time.
+    q = Listing("agents", key="updated_at, id" if order_by == "updated_at" else "created_at, id")
+    filtered(q, name, tags, match_all_tags, query_text)
     rows = await q.page(gw.pool, "agent", before, after, order, limit)
     return [await render_agent(gw, dict(r)) for r in rows]
 
 
 @route(router, "GET", "/v1/agents/count")
-async def count_agents(gw: GW) -> int:
-    count: int = await gw.pool.fetchval("SELECT count(*) FROM agents")
-    return count
+async def count_agents(
+    gw: GW,
+    name: str | None = None,
+    tags: Annotated[list[str] | None, Query()] = None,
+    match_all_tags: bool = False,
+    query_text: str | None = None,
+) -> int:
+    return await filtered(Listing("agents"), name, tags, match_all_tags, query_text).count(gw.pool)
 
 
 @route(router, "GET", "/v1/agents/{agent_id}")

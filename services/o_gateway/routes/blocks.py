@@ -9,12 +9,12 @@ from fastapi import APIRouter, HTTPException, Query
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.projection_names import AGENTS, MEMORY
 from o_gateway import render
-from o_gateway.agent_reads import agent_state, blocks_of
+from o_gateway.agent_reads import agent_state, blocks_of, render_agent
 from o_gateway.agent_requests import block_spec
 from o_gateway.commands import memory_command
 from o_gateway.decisions import AttachBlock, DetachBlock, change_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
-from o_gateway.pagination import Listing
+from o_gateway.pagination import Listing, page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
 from o_gateway.state import GW, Gateway, checked_id
@@ -63,20 +63,66 @@ async def create_block(
     return render.block(await block_row(gw, block_id))
 
 
+def block_filters(
+    q: Listing,
+    label: str | None = None,
+    tags: list[str] | None = None,
+    match_all_tags: bool = False,
+    label_search: str | None = None,
+    description_search: str | None = None,
+    value_search: str | None = None,
+) -> Listing:
+    """Letta's block filters, shared by the list and the count."""
+    if label is not None:
+        q.filter("label = {}", label)
+    if tags:
+        q.filter(f"tags {'@>' if match_all_tags else '&&'} {{}}", tags)
+    for column, text in (
+        ("label", label_search),
+        ("description", description_search),
+        ("value", value_search),
+    ):
+        if text:
+            q.filter(f"{column} ILIKE {{}}", f"%{text}%")
+    return q
+
+
 @route(router, "GET", "/v1/blocks/")
 async def list_blocks(
     gw: GW,
     label: str | None = None,
+    tags: Annotated[list[str] | None, Query()] = None,
+    match_all_tags: bool = False,
+    label_search: str | None = None,
+    description_search: str | None = None,
+    value_search: str | None = None,
     before: str | None = None,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "asc",
+    order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
-    q = Listing("blocks")
-    if label is not None:
-        q.filter("label = {}", label)
+    q = block_filters(
+        Listing("blocks"),
+        label,
+        tags,
+        match_all_tags,
+        label_search,
+        description_search,
+        value_search,
+    )
     rows = await q.page(gw.pool, "block", before, after, order, limit)
     return [render.block(dict(r)) for r in rows]
+
+
+@route(router, "GET", "/v1/blocks/count")
+async def count_blocks(
+    gw: GW,
+    label: str | None = None,
+    tags: Annotated[list[str] | None, Query()] = None,
+    match_all_tags: bool = False,
+) -> int:
+    return await block_filters(Listing("blocks"), label, tags, match_all_tags).count(gw.pool)
 
 
 @route(router, "GET", "/v1/blocks/{block_id}")
@@ -102,9 +148,39 @@ async def delete_block(block_id: str, gw: GW) -> None:
 
 
 @route(router, "GET", "/v1/agents/{agent_id}/core-memory/blocks")
-async def list_agent_blocks(agent_id: str, gw: GW) -> list[dict[str, Any]]:
+async def list_agent_blocks(
+    agent_id: str,
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
+) -> list[dict[str, Any]]:
     await gw.agent_row(checked_id(agent_id, "agent"))
-    return [render.block(b) for b in await blocks_of(gw, agent_id)]
+    # Letta orders an agent's blocks by id here (whatever order_by says); so does O,
+    # so a cursor means the same on both.
+    blocks = sorted(await blocks_of(gw, agent_id), key=lambda b: str(b["id"]))
+    page = page_of(blocks, lambda b: str(b["id"]), before, after, order, limit)
+    return [render.block(b) for b in page]
+
+
+@route(router, "GET", "/v1/blocks/{block_id}/agents")
+async def list_block_agents(
+    block_id: str,
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
+) -> list[dict[str, Any]]:
+    """The agents this block is attached to (a 404 for an unknown block)."""
+    await block_row(gw, checked_id(block_id, "block"))
+    q = Listing("agents")
+    q.filter("id IN (SELECT agent_id FROM agent_blocks WHERE block_id = {})", block_id)
+    rows = await q.page(gw.pool, "agent", before, after, order, limit)
+    return [await render_agent(gw, dict(r)) for r in rows]
 
 
 async def agent_block(gw: Gateway, agent_id: str, label: str) -> dict[str, Any]:

@@ -196,29 +196,28 @@ def checked_answers(body: SendMessageBody, pending: list[dict[str, Any]]) -> lis
                 409,
                 {
                     "code": "PENDING_APPROVAL",
-                    "message": "the agent is waiting for approval of a tool call; answer it"
-                    " with an approval message first",
+                    "message": "Cannot send a new message: The agent is waiting for approval"
+                    " on a tool call. Please approve or deny the pending request before"
+                    " continuing.",
                     "pending_request_id": pending[0]["message_id"],
                     "pending_tool_call_ids": [p["tool_call_id"] for p in pending],
                 },
             )
         return []
-    known = {p["tool_call_id"] for p in pending}
-    waiting = ", ".join(sorted(known)) or "none"
-    for a in answers:
-        if a.tool_call_id not in known:
-            raise HTTPException(
-                400,
-                f"tool call {a.tool_call_id} is not waiting for approval (waiting: {waiting})",
-            )
-    # As in Letta: one answer for every waiting call (the calls held with them
-    # run once all are answered).
-    unanswered = known - {a.tool_call_id for a in answers}
-    if unanswered:
+    # Letta's words for these refusals: clients match on them.
+    if not pending:
         raise HTTPException(
             400,
-            f"answer every tool call waiting for approval: {', '.join(sorted(unanswered))}"
-            f" unanswered (waiting: {waiting})",
+            "Cannot process approval response: No tool call is currently awaiting approval."
+            " Please send a regular message to interact with the agent.",
+        )
+    # As in Letta: one answer for every waiting call, no more (the calls held with
+    # them run once all are answered).
+    expected = [p["tool_call_id"] for p in pending]
+    received = [a.tool_call_id for a in answers]
+    if set(expected) != set(received):
+        raise HTTPException(
+            400, f"Invalid tool call IDs. Expected '{expected}', but received '{received}'."
         )
     return answers
 

@@ -101,10 +101,13 @@ async def list_runs(
     active: bool = False,
     after: str | None = None,
     before: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
     ascending: bool | None = None,
 ) -> list[dict[str, Any]]:
+    # Unlike Letta's, `after` here is further along in `order` (Letta's runs list
+    # reads it backwards, so paging it repeats its first page forever).
     q = Listing("runs")
     ids = [*(agent_ids or []), *([agent_id] if agent_id else [])]
     if ids:
@@ -142,7 +145,7 @@ async def list_run_messages(
     view = render.AssistantView.of(run["request_config"])
     q = Listing("messages", key="seq", columns="body, created_at, step_id")
     q.filter("run_id = {}", run["id"])
-    rows = await q.page(gw.pool, "message", before, after, order, limit)
+    rows = await q.page(gw.pool, "message", before, after, order, limit, unknown_cursor="not_found")
     hidden: set[str] = set()
     out: list[dict[str, Any]] = []
     for r in rows:
@@ -222,7 +225,7 @@ async def list_run_steps(
     run = await run_row(gw, run_id)
     q = Listing("steps", key="seq")
     q.filter("run_id = {}", run["id"])
-    rows = await q.page(gw.pool, "step", before, after, order, limit)
+    rows = await q.page(gw.pool, "step", before, after, order, limit, unknown_cursor="not_found")
     return [step_json(dict(r), run) for r in rows]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
@@ -13,6 +13,7 @@ from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
 from o_contracts.projection_names import TOOLS
 from o_gateway.commands import PRODUCER
+from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
 from o_gateway.state import GW, Gateway, checked_id
@@ -145,19 +146,29 @@ async def upsert_tool(body: CreateToolBody, gw: GW) -> dict[str, Any]:
 async def list_tools(
     gw: GW,
     name: str | None = None,
+    names: Annotated[list[str] | None, Query()] = None,
+    tool_ids: Annotated[list[str] | None, Query()] = None,
+    search: str | None = None,
+    before: str | None = None,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
-    # Built-in tools first, then user tools in creation order; few enough to page in memory.
+    # Oldest first: built-in tools, then user tools in creation order; few enough to
+    # page in memory.
     rows = await gw.pool.fetch("SELECT * FROM tools ORDER BY created_at, id")
     everything = [tool_state(n) for n in SCHEMAS] + [render_user_tool(dict(r)) for r in rows]
-    if name is not None:
-        everything = [t for t in everything if t["name"] == name]
-    if after:
-        checked_id(after, "tool")
-        ids = [t["id"] for t in everything]
-        everything = everything[ids.index(after) + 1 :] if after in ids else []
-    return everything[:limit]
+    wanted = {*(names or []), *([name] if name is not None else [])}
+    if wanted:
+        everything = [t for t in everything if t["name"] in wanted]
+    if tool_ids:
+        # Letta takes repeated parameters or comma-separated values.
+        ids = {i.strip() for item in tool_ids for i in item.split(",") if i.strip()}
+        everything = [t for t in everything if t["id"] in ids]
+    if search:
+        everything = [t for t in everything if search.lower() in t["name"].lower()]
+    return page_of(everything, lambda t: str(t["id"]), before, after, order, limit)
 
 
 @route(router, "GET", "/v1/tools/{tool_id}")

@@ -1,0 +1,72 @@
+"""`/v1/messages/`: messages across all agents, and one message by its id."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+
+from o_contracts.agent_types import DEFAULT_AGENT_TYPE
+from o_contracts.models import ChatMessage
+from o_gateway import render
+from o_gateway.pagination import Listing
+from o_gateway.routes.paths import route
+from o_gateway.state import GW, checked_id
+
+router = APIRouter()
+
+# Each message is rendered as its agent's type renders it (a deleted agent's as the
+# default type): a letta_v1_agent's plain text is its reply.
+COLUMNS = (
+    "body, created_at, run_id, step_id,"
+    " (SELECT agent_type FROM agents a WHERE a.id = messages.agent_id) AS agent_type"
+)
+
+
+def _letta_messages(rows: list[Any], hidden: set[str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        m = ChatMessage.model_validate(r["body"])
+        agent_type = r["agent_type"] or DEFAULT_AGENT_TYPE
+        out += render.letta_messages(
+            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden
+        )
+    return out
+
+
+@route(router, "GET", "/v1/messages/")
+async def list_all_messages(
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "desc",
+) -> list[dict[str, Any]]:
+    """As an agent's message list, over every agent: after is always newer, and the
+    chosen page comes back oldest first."""
+    q = Listing("messages", key="seq", columns=COLUMNS)
+    rows = await q.page(
+        gw.pool,
+        "message",
+        before,
+        after,
+        order,
+        limit,
+        cursors_follow_order=False,
+        unknown_cursor="not_found",
+    )
+    if order == "desc":
+        rows = list(reversed(rows))
+    return _letta_messages(rows, set())
+
+
+@route(router, "GET", "/v1/messages/{message_id}")
+async def retrieve_message(message_id: str, gw: GW) -> list[dict[str, Any]]:
+    """One stored message as Letta's API messages (one may give several: reasoning,
+    a tool call), as Letta answers it."""
+    row = await gw.pool.fetchrow(
+        f"SELECT {COLUMNS} FROM messages WHERE id = $1", checked_id(message_id, "message")
+    )
+    if row is None:
+        raise HTTPException(404, f"Message with id {message_id} not found.")
+    return _letta_messages([row], None)
