@@ -36,7 +36,7 @@ def apply_summary(state: RunState, messages: list[ChatMessage], event: ContextSu
         kept = [m for m in messages if m.id not in gone]
         evicted = len(messages) - len(kept)
     elif event.first_kept_message_id is None:
-        evicted = len(messages)  # all of them
+        evicted, kept = len(messages), []  # all of them
     else:
         # Every message before the first kept one left.
         evicted = next(
