@@ -65,10 +65,10 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 # An image's data as a client sends it: base64, or a `data:` URL (a short header more).
 MAX_IMAGE_DATA_CHARS = 4 * ((MAX_IMAGE_BYTES + 2) // 3) + 256
-# Where a message request carries image data (a user message's content parts, a client
-# tool's result parts): the strings there may be longer than MAX_TEXT_BYTES.
+# Where a message request carries image data (a user message's content parts, also as
+# `input`; a client tool's result parts): the strings there may be longer than MAX_TEXT_BYTES.
 IMAGE_DATA_PATHS = re.compile(
-    r"body\.messages\[\d+\]\.(?:content|approvals\[\d+\]\.tool_return)\[\d+\]"
+    r"body\.(?:input|messages\[\d+\]\.(?:content|approvals\[\d+\]\.tool_return))\[\d+\]"
     r"\.source\.(?:data|url)"
 )
 

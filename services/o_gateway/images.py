@@ -23,8 +23,11 @@ from o_runtime.images import ImageMissing
 
 
 def image_parts(body: SendMessageBody) -> list[ImagePartBody]:
-    """Every image part of the request: its messages' content, its client tools' results."""
+    """Every image part of the request: its input's or messages' content, its client
+    tools' results."""
     found: list[ImagePartBody] = []
+    if body.input and not isinstance(body.input, str):
+        found += [p for p in body.input if isinstance(p, ImagePartBody)]
     for m in body.messages or ():
         if isinstance(m, MessageCreateBody):
             if not isinstance(m.content, str):

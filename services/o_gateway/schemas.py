@@ -219,28 +219,38 @@ class TextPart(Body):
     text: Text
 
 
+# A message's content: text, or parts (text and images).
+Content = Text | Annotated[list[TextPart | ImagePartBody], Field(max_length=MAX_LIST_ITEMS)]
+
+
+def content_text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def content_parts(content: Content) -> list[ContentPart] | None:
+    """The content as parts when it holds images (stored first: o_gateway/images.py)."""
+    if isinstance(content, str) or not any(isinstance(p, ImagePartBody) for p in content):
+        return None
+    return [
+        p.stored() if isinstance(p, ImagePartBody) else ContractTextPart(text=p.text)
+        for p in content
+    ]
+
+
 class MessageCreateBody(Body):
     type: Literal["message"] | None = None
     role: Literal["user", "system", "assistant"] = "user"
-    content: Text | Annotated[list[TextPart | ImagePartBody], Field(max_length=MAX_LIST_ITEMS)]
+    content: Content
     name: Name | None = None
     otid: Name | None = None
 
     def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+        return content_text(self.content)
 
     def parts(self) -> list[ContentPart] | None:
-        """The content as parts when it holds images (stored first: o_gateway/images.py)."""
-        if isinstance(self.content, str) or not any(
-            isinstance(p, ImagePartBody) for p in self.content
-        ):
-            return None
-        return [
-            p.stored() if isinstance(p, ImagePartBody) else ContractTextPart(text=p.text)
-            for p in self.content
-        ]
+        return content_parts(self.content)
 
 
 class ApprovalItemBody(Body):
@@ -309,7 +319,7 @@ class ClientToolBody(Body):
 
 def _input_bytes(body: SendMessageBody) -> int:
     """The text a request brings into a run (one StartRun command, one RunStarted event)."""
-    total = utf8_len(body.input) if body.input else 0
+    total = utf8_len(content_text(body.input)) if body.input else 0
     for m in body.messages or ():
         if isinstance(m, MessageCreateBody):
             # (Images are not text: their bytes go to the object store, not in the command.)
@@ -338,7 +348,8 @@ class SendMessageBody(Body):
         | None
     ) = None
     client_tools: Annotated[list[ClientToolBody], Field(max_length=MAX_CLIENT_TOOLS)] | None = None
-    input: Text | None = None
+    # One user message's content (Letta's shorthand for `messages`).
+    input: Content | None = None
     max_steps: int = Field(default=50, ge=1, le=1000)
     streaming: bool = False
     stream_tokens: bool = False

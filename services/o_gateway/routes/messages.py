@@ -37,6 +37,8 @@ from o_gateway.schemas import (
     CompactBody,
     MessageCreateBody,
     SendMessageBody,
+    content_parts,
+    content_text,
 )
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
@@ -67,7 +69,14 @@ def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[Cha
             for i, m in enumerate(created)
         ]
     if body.input:
-        return [ChatMessage(id=message_id(0), role="user", content=body.input)]
+        return [
+            ChatMessage(
+                id=message_id(0),
+                role="user",
+                content=content_text(body.input),
+                parts=content_parts(body.input),
+            )
+        ]
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
