@@ -11,7 +11,7 @@ import uuid
 from typing import Literal
 
 IdPrefix = Literal[
-    "agent", "block", "tool", "message", "run", "step", "passage", "cmd", "evt", "conv"
+    "agent", "block", "tool", "message", "run", "step", "passage", "cmd", "evt", "conv", "file"
 ]
 
 _ID_RE = re.compile(

@@ -59,6 +59,18 @@ MAX_MEMORY_BLOCKS = 64
 MAX_CLIENT_TOOLS = 64
 # A request body as the gateway reads it (`O_MAX_BODY_BYTES` overrides).
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# One image in a message, decoded (Anthropic's limit per image; OpenAI's is higher). Its
+# bytes travel in no NATS message (they go to the object store: o_runtime/images.py),
+# so only this and the body limit above hold them.
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+# An image's data as a client sends it: base64, or a `data:` URL (a short header more).
+MAX_IMAGE_DATA_CHARS = 4 * ((MAX_IMAGE_BYTES + 2) // 3) + 256
+# Where a message request carries image data (a user message's content parts, also as
+# `input`; a client tool's result parts): the strings there may be longer than MAX_TEXT_BYTES.
+IMAGE_DATA_PATHS = re.compile(
+    r"body\.(?:input|messages\[\d+\]\.(?:content|approvals\[\d+\]\.tool_return))\[\d+\]"
+    r"\.source\.(?:data|url)"
+)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -101,24 +113,40 @@ def check_storable(
     max_depth: int = MAX_DEPTH,
     max_text_bytes: int | None = MAX_TEXT_BYTES,
     max_bytes: int | None = None,
+    long_texts: re.Pattern[str] | None = None,
 ) -> int:
     """Raise `Unstorable` unless `value` can be recorded; return its size as JSON (about).
 
     A storable value is None, a bool, an int within int64, a finite float, a
     string (keys included) with no NUL and no lone surrogate and at most
-    `max_text_bytes` of UTF-8, or a list or dict of storable values nested at
-    most `max_depth` deep; with `max_bytes`, its size as JSON is at most that.
+    `max_text_bytes` of UTF-8 (`MAX_IMAGE_DATA_CHARS` at paths `long_texts` matches),
+    or a list or dict of storable values nested at most `max_depth` deep; with
+    `max_bytes`, its size as JSON is at most that.
     """
-    size = _walk(value, path, 0, max_depth, max_text_bytes)
+    size = _walk(value, path, 0, max_depth, max_text_bytes, long_texts)
     if max_bytes is not None and size > max_bytes:
         raise Unstorable(path, f"is about {size} bytes as JSON, over the limit of {max_bytes}")
     return size
 
 
-def _walk(value: Any, path: str, depth: int, max_depth: int, max_text: int | None) -> int:
+def _walk(
+    value: Any,
+    path: str,
+    depth: int,
+    max_depth: int,
+    max_text: int | None,
+    long_texts: re.Pattern[str] | None = None,
+) -> int:
     # Type checks by identity first: exact builtins are what decoders produce.
     kind = type(value)
     if kind is str:
+        if (
+            long_texts is not None
+            and max_text is not None
+            and len(value) > max_text
+            and long_texts.fullmatch(path)
+        ):
+            return check_text(value, path, MAX_IMAGE_DATA_CHARS) + 2
         return check_text(value, path, max_text) + 2
     if kind is dict or isinstance(value, dict):
         if depth >= max_depth:
@@ -131,7 +159,7 @@ def _walk(value: Any, path: str, depth: int, max_depth: int, max_text: int | Non
             size += (
                 check_text(key, where, max_text)
                 + 4
-                + _walk(item, where, depth + 1, max_depth, max_text)
+                + _walk(item, where, depth + 1, max_depth, max_text, long_texts)
             )
         return size
     if kind is list or isinstance(value, list | tuple):
@@ -139,7 +167,7 @@ def _walk(value: Any, path: str, depth: int, max_depth: int, max_text: int | Non
             raise Unstorable(path, f"is nested more than {max_depth} levels deep")
         size = 2
         for i, item in enumerate(value):
-            size += 1 + _walk(item, f"{path}[{i}]", depth + 1, max_depth, max_text)
+            size += 1 + _walk(item, f"{path}[{i}]", depth + 1, max_depth, max_text, long_texts)
         return size
     if kind is bool or value is None:
         return 5

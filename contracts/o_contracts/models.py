@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -49,6 +49,43 @@ class ToolCall(Value):
             return False
 
 
+class TextPart(Value):
+    type: Literal["text"] = "text"
+    text: str
+
+
+# Images the providers O speaks to (OpenAI, Anthropic) take.
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+class ImagePart(Value):
+    """An image in a message: bytes held in the object store, or a URL.
+
+    An image sent as data is put in the `O_IMAGES` object store under the SHA-256 of its
+    bytes (hex) before the command that names it is sent, so events stay small (an image
+    is up to `limits.MAX_IMAGE_BYTES`, over NATS' payload); the executor reads the bytes
+    back for the provider. An image sent as a URL goes to the provider as that URL: O
+    never fetches it.
+    """
+
+    type: Literal["image"] = "image"
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    size: int | None = Field(default=None, ge=0)
+    url: str | None = None
+    media_type: str | None = None
+    # Letta's `detail` (low, high, auto), passed on to the provider.
+    detail: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImagePart:
+        if (self.sha256 is None) == (self.url is None):
+            raise ValueError("an image is either stored (sha256) or a url, not both or neither")
+        return self
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ChatMessage(Value):
     """One message of an agent's conversation, provider-neutral.
 
@@ -59,6 +96,10 @@ class ChatMessage(Value):
     id: str
     role: Role
     content: str | None = None
+    # Set when the message is more than text (a user's images, a client tool's image
+    # result): every part in order. `content` then holds the text parts joined, for
+    # what reads text only (search, token estimates, summaries).
+    parts: list[ContentPart] | None = None
     reasoning: str | None = None
     # The provider's signature of `reasoning` (Anthropic's extended thinking), which
     # must go back with it on the next request of a tool loop.
@@ -102,6 +143,8 @@ class ApprovalDecision(Value):
     reason: str | None = None
     # Set when the client ran the tool itself.
     tool_return: str | None = None
+    # A client tool's result given as content parts with images (tool_return: its text).
+    tool_return_parts: list[ContentPart] | None = None
     status: Literal["success", "error"] = "success"
 
 

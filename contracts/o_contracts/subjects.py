@@ -13,6 +13,9 @@ from typing import Final
 EVENTS_STREAM: Final = "O_EVENTS"
 COMMANDS_STREAM: Final = "O_COMMANDS"
 DEAD_LETTER_STREAM: Final = "O_DEAD_LETTERS"
+# The JetStream object store holding images of messages, each named by the SHA-256 of its
+# bytes (hex): events carry the name, never the bytes (o_runtime/images.py).
+IMAGES_BUCKET: Final = "O_IMAGES"
 
 EVENTS_PREFIX: Final = "o.evt"
 COMMANDS_PREFIX: Final = "o.cmd"

@@ -24,6 +24,30 @@ def _arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
+def _image(image_url: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI `image_url` as an Anthropic image block: a data URL as base64, else a URL."""
+    url: str = image_url["url"]
+    if url.startswith("data:"):
+        header, _, data = url.partition(",")
+        media_type = header[len("data:") :].split(";")[0]
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _blocks(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI content parts (text, image_url) as Anthropic content blocks."""
+    return [
+        _image(p["image_url"])
+        if p.get("type") == "image_url"
+        else {"type": "text", "text": p["text"]}
+        for p in parts
+        if p.get("type") == "image_url" or p.get("text")
+    ]
+
+
 def to_anthropic(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -42,13 +66,15 @@ def to_anthropic(
         if role == "system":
             system.append(m.get("content") or "")
         elif role == "tool":
+            content = m.get("content") or ""
             add(
                 "user",
                 [
                     {
                         "type": "tool_result",
                         "tool_use_id": m["tool_call_id"],
-                        "content": m.get("content") or "",
+                        # A client's result with images: Anthropic shows them to the model.
+                        "content": _blocks(content) if isinstance(content, list) else content,
                     }
                 ],
             )
@@ -79,7 +105,11 @@ def to_anthropic(
             if blocks:
                 add("assistant", blocks)
         else:
-            add("user", [{"type": "text", "text": m.get("content") or ""}])
+            content = m.get("content") or ""
+            if isinstance(content, list):
+                add("user", _blocks(content))
+            else:
+                add("user", [{"type": "text", "text": content}])
     anthropic_tools = [
         {
             "name": t["function"]["name"],

@@ -13,6 +13,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
+from o_executor import images
 from o_executor.anthropic_format import from_anthropic, to_anthropic
 from o_executor.model_settings import (
     DEFAULTS,
@@ -161,8 +162,9 @@ async def _openai(
     streamed: Streamed,
 ) -> LLMResult:
     client = openai_client(handle.provider)
-    # Anthropic's signed thinking means nothing to an OpenAI-protocol server.
-    wire = [{k: v for k, v in m.items() if k != "thinking"} for m in messages]
+    # Anthropic's signed thinking means nothing to an OpenAI-protocol server, and Chat
+    # Completions takes only text in a tool message: its images become placeholders.
+    wire = [_for_chat_completions(m) for m in messages]
     kwargs: dict[str, Any] = {"model": handle.model, "messages": wire}
     if tools:
         kwargs["tools"] = tools
@@ -194,6 +196,13 @@ async def _openai(
         ),
         finish_reason=choice.finish_reason,
     )
+
+
+def _for_chat_completions(m: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in m.items() if k != "thinking"}
+    if m["role"] == "tool" and isinstance(m.get("content"), list):
+        out["content"] = images.text_of(m["content"])
+    return out
 
 
 async def _anthropic(
@@ -319,7 +328,10 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
+            content: str | list[dict[str, Any]] = (
+                images.wire_parts(m.parts) if m.parts else m.content or ""
+            )
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": content})
         elif m.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": m.content}
             if m.reasoning and m.reasoning_signature:
@@ -334,6 +346,8 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
                     for tc in m.tool_calls
                 ]
             out.append(entry)
+        elif m.parts:
+            out.append({"role": m.role, "content": images.wire_parts(m.parts)})
         else:
             out.append({"role": m.role, "content": m.content or ""})
     return out

@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+from o_executor.images import IMAGE_TOKENS, image_count
+
 # Per-message framing the chat templates add (role markers, separators).
 MESSAGE_OVERHEAD = 4
 
@@ -30,7 +32,13 @@ def estimate_request(
 ) -> int:
     total = estimate_text(system, family) + MESSAGE_OVERHEAD
     for m in messages:
-        total += MESSAGE_OVERHEAD + estimate_text(m.get("content") or "", family)
+        content = m.get("content") or ""
+        if isinstance(content, list):  # text and images (o_executor/images.py)
+            total += MESSAGE_OVERHEAD + IMAGE_TOKENS * image_count(content)
+            text = [p["text"] for p in content if p.get("type") == "text"]
+            total += estimate_text("".join(text), family)
+        else:
+            total += MESSAGE_OVERHEAD + estimate_text(content, family)
         for tc in m.get("tool_calls") or []:
             total += estimate_text(json.dumps(tc), family)
     if tools:

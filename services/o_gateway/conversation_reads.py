@@ -18,6 +18,7 @@ from o_contracts.ids import is_id
 from o_contracts.models import ChatMessage
 from o_contracts.subjects import Lane
 from o_gateway import render
+from o_gateway.images import image_data
 from o_gateway.state import Gateway, checked_id
 
 Order = Literal["asc", "desc"]
@@ -88,17 +89,19 @@ async def in_context_ids(gw: Gateway, lane: Lane) -> list[str]:
     return [r["id"] for r in rows]
 
 
-def rendered_messages(
+async def rendered_messages(
+    gw: Gateway,
     rows: list[asyncpg.Record],
     agent_type: str,
     view: render.AssistantView = render.DEFAULT_VIEW,
 ) -> list[dict[str, Any]]:
     hidden: set[str] = set()
     out: list[dict[str, Any]] = []
-    for r in rows:
-        m = ChatMessage.model_validate(r["body"])
+    messages = [ChatMessage.model_validate(r["body"]) for r in rows]
+    images = await image_data(gw, messages)
+    for m, r in zip(messages, rows, strict=True):
         out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, view
+            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, view, images
         )
     return out
 

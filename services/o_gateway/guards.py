@@ -188,7 +188,8 @@ def decode_body(body: bytes) -> Any:
             422, f"body: is nested more than {limits.MAX_DEPTH} levels deep"
         ) from exc
     try:
-        limits.check_storable(value, "body")
+        # Image data (base64) may be longer than a text: o_gateway/images.py bounds it.
+        limits.check_storable(value, "body", long_texts=limits.IMAGE_DATA_PATHS)
     except limits.Unstorable as exc:
         raise HTTPException(422, str(exc)) from exc
     return value

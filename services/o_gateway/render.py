@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from o_contracts.agent_types import speaks_plainly
-from o_contracts.models import ChatMessage, Usage
+from o_contracts.ids import derived_id
+from o_contracts.models import ChatMessage, ContentPart, TextPart, Usage
 from o_gateway.model_settings import model_settings
 from o_gateway.otids import otid_of
 
@@ -170,6 +171,27 @@ def _tool_call(tc: Any) -> dict[str, str]:
     return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
 
 
+def content_parts(parts: list[ContentPart], images: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Content parts as Letta shows them: a stored image as source type `letta` (a file
+    id, and its base64 data when `images` has it), a URL image as its URL."""
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text, "signature": None})
+        elif p.sha256 is not None:
+            source = {
+                "type": "letta",
+                "file_id": derived_id("file", p.sha256),
+                "media_type": p.media_type,
+                "data": images.get(p.sha256),
+                "detail": p.detail,
+            }
+            out.append({"type": "image", "source": source})
+        else:
+            out.append({"type": "image", "source": {"type": "url", "url": p.url}})
+    return out
+
+
 def letta_messages(
     m: ChatMessage,
     date: datetime,
@@ -178,14 +200,18 @@ def letta_messages(
     agent_type: str,
     hidden_tool_calls: set[str] | None = None,
     view: AssistantView = DEFAULT_VIEW,
+    images: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """One stored message as Letta's API messages (one message may give several), each with
     its otid (otids.py: the n-th of them gets position n).
 
     `hidden_tool_calls` collects ids of `send_message` calls, whose tool
-    returns Letta leaves out of the listing.
+    returns Letta leaves out of the listing. `images`: the base64 data of stored
+    images by SHA-256 (o_gateway/images.image_data), for messages that show images.
     """
-    out = _letta_messages(m, date, run_id, step_id, agent_type, hidden_tool_calls, view)
+    out = _letta_messages(
+        m, date, run_id, step_id, agent_type, hidden_tool_calls, view, images or {}
+    )
     for position, message in enumerate(out):
         message["otid"] = otid_of(m, position)
     return out
@@ -199,10 +225,12 @@ def _letta_messages(
     agent_type: str,
     hidden_tool_calls: set[str] | None,
     view: AssistantView,
+    images: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     base = _common(m, date, run_id, step_id)
     if m.role == "user":
-        return [base | {"message_type": "user_message", "content": m.content or ""}]
+        content = content_parts(m.parts, images) if m.parts else m.content or ""
+        return [base | {"message_type": "user_message", "content": content}]
     if m.role == "system":
         return [base | {"message_type": "system_message", "content": m.content or ""}]
     if m.role == "tool":
@@ -223,12 +251,16 @@ def _letta_messages(
             "stdout": _output(m.stdout),
             "stderr": _output(m.stderr),
         }
+        # A multi-modal result shows its parts in tool_returns (tool_return stays text).
+        parts = content_parts(m.parts, images) if m.parts else None
         return [
             base
             | {
                 "message_type": "tool_return_message",
                 **ret,
-                "tool_returns": [{"type": "tool", **ret}],
+                "tool_returns": [
+                    {"type": "tool", **ret} | ({"tool_return": parts} if parts else {})
+                ],
             }
         ]
     out: list[dict[str, Any]] = []

@@ -9,6 +9,7 @@ all (NUL, lone surrogates, integers beyond int64, nesting; o_gateway.guards).
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -17,7 +18,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
+    TypeAdapter,
     field_validator,
     model_validator,
 )
@@ -40,6 +43,9 @@ from o_contracts.limits import (
     check_storable,
     utf8_len,
 )
+from o_contracts.models import ContentPart
+from o_contracts.models import TextPart as ContractTextPart
+from o_gateway.image_parts import ImagePartBody, without_image_data
 from o_gateway.model_settings import ModelSettingsBody
 
 
@@ -213,17 +219,38 @@ class TextPart(Body):
     text: Text
 
 
+# A message's content: text, or parts (text and images).
+Content = Text | Annotated[list[TextPart | ImagePartBody], Field(max_length=MAX_LIST_ITEMS)]
+
+
+def content_text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def content_parts(content: Content) -> list[ContentPart] | None:
+    """The content as parts when it holds images (stored first: o_gateway/images.py)."""
+    if isinstance(content, str) or not any(isinstance(p, ImagePartBody) for p in content):
+        return None
+    return [
+        p.stored() if isinstance(p, ImagePartBody) else ContractTextPart(text=p.text)
+        for p in content
+    ]
+
+
 class MessageCreateBody(Body):
     type: Literal["message"] | None = None
     role: Literal["user", "system", "assistant"] = "user"
-    content: Text | Annotated[list[TextPart], Field(max_length=MAX_LIST_ITEMS)]
+    content: Content
     name: Name | None = None
     otid: Name | None = None
 
     def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content)
+        return content_text(self.content)
+
+    def parts(self) -> list[ContentPart] | None:
+        return content_parts(self.content)
 
 
 class ApprovalItemBody(Body):
@@ -233,9 +260,46 @@ class ApprovalItemBody(Body):
     tool_call_id: Name
     approve: bool | None = None
     reason: Text | None = None
-    # A client tool's result: text, or JSON sent on as text.
+    # A client tool's result: text, content parts (text and images), or JSON sent on as text.
     tool_return: Any = None
     status: Literal["success", "error"] = "success"
+    _parts: list[TextPart | ImagePartBody] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _image_parts(self) -> ApprovalItemBody:
+        # Letta's multi-modal tool returns: a list of text and image parts.
+        value = self.tool_return
+        if isinstance(value, list) and any(
+            isinstance(v, dict) and v.get("type") == "image" for v in value
+        ):
+            self._parts = _RETURN_PARTS.validate_python(value)
+        return self
+
+    def return_parts(self) -> list[TextPart | ImagePartBody] | None:
+        """The result as parts when it holds images, else None."""
+        return self._parts
+
+    def parts(self) -> list[ContentPart] | None:
+        """The result's parts for the run (its images stored first: o_gateway/images.py)."""
+        if self._parts is None:
+            return None
+        return [
+            p.stored() if isinstance(p, ImagePartBody) else ContractTextPart(text=p.text)
+            for p in self._parts
+        ]
+
+    def text(self) -> str:
+        """The result as text: the text of its parts, or JSON for other values."""
+        if isinstance(self.tool_return, str):
+            return self.tool_return
+        if self._parts is not None:
+            return "".join(p.text for p in self._parts if isinstance(p, TextPart))
+        return json.dumps(self.tool_return)
+
+
+_RETURN_PARTS = TypeAdapter(
+    Annotated[list[TextPart | ImagePartBody], Field(max_length=MAX_LIST_ITEMS)]
+)
 
 
 class ApprovalCreateBody(Body):
@@ -255,19 +319,17 @@ class ClientToolBody(Body):
 
 def _input_bytes(body: SendMessageBody) -> int:
     """The text a request brings into a run (one StartRun command, one RunStarted event)."""
-    total = utf8_len(body.input) if body.input else 0
+    total = utf8_len(content_text(body.input)) if body.input else 0
     for m in body.messages or ():
         if isinstance(m, MessageCreateBody):
-            if isinstance(m.content, str):
-                total += utf8_len(m.content)
-            else:
-                total += sum(utf8_len(p.text) for p in m.content)
+            # (Images are not text: their bytes go to the object store, not in the command.)
+            total += utf8_len(m.text())
         else:
             total += utf8_len(m.reason or "")
             for a in m.approvals or ():
                 total += utf8_len(a.reason or "")
                 if a.tool_return is not None:
-                    total += check_storable(a.tool_return)
+                    total += check_storable(without_image_data(a.tool_return))
     return total
 
 
@@ -286,7 +348,8 @@ class SendMessageBody(Body):
         | None
     ) = None
     client_tools: Annotated[list[ClientToolBody], Field(max_length=MAX_CLIENT_TOOLS)] | None = None
-    input: Text | None = None
+    # One user message's content (Letta's shorthand for `messages`).
+    input: Content | None = None
     max_steps: int = Field(default=50, ge=1, le=1000)
     streaming: bool = False
     stream_tokens: bool = False

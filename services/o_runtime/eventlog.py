@@ -29,6 +29,7 @@ from nats.js.errors import BadRequestError, NotFoundError
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import Envelope, decode
+from o_runtime.images import Images
 from o_runtime.tracing import inject
 
 log = logging.getLogger(__name__)
@@ -141,10 +142,18 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
 
 
 class EventLog:
-    def __init__(self, nc: NatsClient) -> None:
+    def __init__(self, nc: NatsClient, replicas: int = 1) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self.replicas = replicas
         self._reconnect_waiters: set[asyncio.Future[None]] = set()
+        self._images: Images | None = None
+
+    async def images(self) -> Images:
+        """The images object store (o_runtime/images.py), opened at first use."""
+        if self._images is None:
+            self._images = await Images.open(self.js, self.replicas)
+        return self._images
 
     async def until_reconnected(self) -> None:
         """Return at this connection's next reconnection to NATS.
@@ -212,7 +221,7 @@ class EventLog:
             reconnected_cb=on_reconnected,
         )
         conn.append(nc)
-        self = cls(nc)
+        self = cls(nc, replicas)
         logs.append(self)
         await ensure_streams(self.js, replicas)
         return self

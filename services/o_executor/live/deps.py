@@ -13,7 +13,7 @@ from o_contracts.base import Event
 from o_contracts.events import RunStarted
 from o_contracts.models import ToolCall
 from o_contracts.projection_names import MEMORY
-from o_executor import llm
+from o_executor import images, llm
 from o_executor.live.recorder import Recorder
 from o_executor.live.tools import LiveTools
 from o_executor.run.deps import ModelRequest, RunCancelled, ToolOutcome
@@ -79,9 +79,12 @@ class LiveDeps:
     # -- the model ----------------------------------------------------------------
 
     async def complete(self, request: ModelRequest, *, cancellable: bool = True) -> llm.LLMResult:
+        messages = request.messages
+        if images.has_stored_images(messages):
+            messages = await images.inline_images(await self.s.eventlog.images(), messages)
         call = llm.complete(
             request.handle,
-            request.messages,
+            messages,
             request.tools,
             stream=request.stream,
             force_tool=request.force_tool,

@@ -34,14 +34,16 @@ async def answer_approvals(run: Run, history: list[ChatMessage]) -> list[ChatMes
             run.state.rules.record(call.name)
         else:
             status: Literal["success", "error"] = "error"
+            parts = None
             if decision is None:
                 text = "Error: no decision was given for this tool call."
             elif decision.tool_return is not None:
                 text, status = decision.tool_return, decision.status
+                parts = decision.tool_return_parts
             else:
                 text = "Error: request to call tool denied."
                 if decision.reason:
                     text += f" User reason: {decision.reason}"
-            tool_msg = await record_return(run, call, -1, step_id, text, status)
+            tool_msg = await record_return(run, call, -1, step_id, text, status, parts)
         out.append(tool_msg)
     return out

@@ -10,7 +10,7 @@ from o_contracts.base_tools import MEMORY_TOOLS
 from o_contracts.events import ToolCallRequested, ToolReturned
 from o_contracts.ids import derived_id
 from o_contracts.limits import check_storable
-from o_contracts.models import ChatMessage, ToolCall
+from o_contracts.models import ChatMessage, ContentPart, ToolCall
 from o_executor.outputs import MAX_TOOL_RETURN_CHARS, bounded, tool_output
 from o_executor.run import policy
 from o_executor.run.context import Run
@@ -86,12 +86,14 @@ async def record_return(
     step_id: str,
     text: str,
     status: Literal["success", "error"],
+    parts: list[ContentPart] | None = None,
 ) -> ChatMessage:
-    """A tool result that did not come from running the tool here (a refusal, an answer)."""
+    """A tool result that did not come from running the tool here (a refusal, an answer;
+    `parts`: a client's result with images)."""
     returned = run.inputs.recorded.returned.get(call.id)
     if returned is not None:
         return returned.message
-    return await append_return(run, call, step, step_id, text, status)
+    return await append_return(run, call, step, step_id, text, status, parts=parts)
 
 
 async def refuse(
@@ -110,6 +112,7 @@ async def append_return(
     status: Literal["success", "error"],
     stdout: list[str] | None = None,
     stderr: list[str] | None = None,
+    parts: list[ContentPart] | None = None,
 ) -> ChatMessage:
     """Record a tool call's result (ToolReturned) and give it as the tool message.
 
@@ -122,6 +125,8 @@ async def append_return(
         name=call.name,
         tool_call_id=call.id,
         content=bounded(text, MAX_TOOL_RETURN_CHARS),
+        # (Parts come from a client's request, already held to the request's limits.)
+        parts=parts,
         status=status,
         stdout=tool_output(stdout),
         stderr=tool_output(stderr),

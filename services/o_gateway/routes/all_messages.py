@@ -9,9 +9,10 @@ from fastapi import APIRouter, HTTPException, Query
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_contracts.models import ChatMessage
 from o_gateway import render
+from o_gateway.images import image_data
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.state import GW, checked_id
+from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
 
@@ -23,13 +24,16 @@ COLUMNS = (
 )
 
 
-def _letta_messages(rows: list[Any], hidden: set[str] | None) -> list[dict[str, Any]]:
+async def _letta_messages(
+    gw: Gateway, rows: list[Any], hidden: set[str] | None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for r in rows:
-        m = ChatMessage.model_validate(r["body"])
+    messages = [ChatMessage.model_validate(r["body"]) for r in rows]
+    images = await image_data(gw, messages)
+    for m, r in zip(messages, rows, strict=True):
         agent_type = r["agent_type"] or DEFAULT_AGENT_TYPE
         out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden
+            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, images=images
         )
     return out
 
@@ -57,7 +61,7 @@ async def list_all_messages(
     )
     if order == "desc":
         rows = list(reversed(rows))
-    return _letta_messages(rows, set())
+    return await _letta_messages(gw, rows, set())
 
 
 @route(router, "GET", "/v1/messages/{message_id}")
@@ -69,4 +73,4 @@ async def retrieve_message(message_id: str, gw: GW) -> list[dict[str, Any]]:
     )
     if row is None:
         raise HTTPException(404, f"Message with id {message_id} not found.")
-    return _letta_messages([row], None)
+    return await _letta_messages(gw, [row], None)

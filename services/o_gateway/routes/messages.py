@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -28,6 +27,7 @@ from o_gateway.idempotency import (
     request_key,
     run_id_for,
 )
+from o_gateway.images import store_images
 from o_gateway.models_config import override_handle
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
@@ -37,6 +37,8 @@ from o_gateway.schemas import (
     CompactBody,
     MessageCreateBody,
     SendMessageBody,
+    content_parts,
+    content_text,
 )
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
@@ -56,11 +58,25 @@ def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[Cha
     if body.messages:
         created = [m for m in body.messages if isinstance(m, MessageCreateBody)]
         return [
-            ChatMessage(id=message_id(i), role=m.role, content=m.text(), name=m.name, otid=m.otid)
+            ChatMessage(
+                id=message_id(i),
+                role=m.role,
+                content=m.text(),
+                parts=m.parts(),
+                name=m.name,
+                otid=m.otid,
+            )
             for i, m in enumerate(created)
         ]
     if body.input:
-        return [ChatMessage(id=message_id(0), role="user", content=body.input)]
+        return [
+            ChatMessage(
+                id=message_id(0),
+                role="user",
+                content=content_text(body.input),
+                parts=content_parts(body.input),
+            )
+        ]
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
@@ -130,14 +146,12 @@ def approval_answers(
         if m.approvals:
             for a in m.approvals:
                 if a.type == "tool":
-                    text = (
-                        a.tool_return
-                        if isinstance(a.tool_return, str)
-                        else json.dumps(a.tool_return)
-                    )
                     out.append(
                         ApprovalDecision(
-                            tool_call_id=a.tool_call_id, tool_return=text, status=a.status
+                            tool_call_id=a.tool_call_id,
+                            tool_return=a.text(),
+                            tool_return_parts=a.parts(),
+                            status=a.status,
                         )
                     )
                 else:
@@ -342,6 +356,8 @@ async def send_in(
             return await _answer_known(
                 gw, lane, agent["agent_type"], run_id, run, streaming, view, numbering
             )
+    # Images first: a client tool's image result is part of its answer.
+    await store_images(gw, body)
     command = start_run(lane, body, approvals=checked_answers(body, pending), run_id=run_id)
     if busy_is_conflict:
         if await admitted(gw, command) is None:
@@ -502,6 +518,7 @@ async def send_message_async(
     retry_of = idempotent_run_id(lane, body, idempotency_key)
     if retry_of is not None and await known_run(gw, lane, retry_of) is not None:
         return run_json(await run_row(gw, retry_of))
+    await store_images(gw, body)
     approvals = checked_answers(body, pending)
     command = start_run(lane, body, background=True, approvals=approvals, run_id=retry_of)
     # The run exists (and can be listed or cancelled) before the executor sees it.
@@ -648,4 +665,4 @@ async def list_messages(
     view = render.AssistantView(
         use_assistant_message, assistant_message_tool_name, assistant_message_tool_kwarg
     )
-    return rendered_messages(rows, agent["agent_type"], view)
+    return await rendered_messages(gw, rows, agent["agent_type"], view)

@@ -10,6 +10,7 @@ from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_contracts.models import ChatMessage
 from o_contracts.subjects import Lane
 from o_gateway import render
+from o_gateway.images import image_data
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import RetrieveStreamBody
@@ -148,10 +149,11 @@ async def list_run_messages(
     rows = await q.page(gw.pool, "message", before, after, order, limit, unknown_cursor="not_found")
     hidden: set[str] = set()
     out: list[dict[str, Any]] = []
-    for r in rows:
-        m = ChatMessage.model_validate(r["body"])
+    messages = [ChatMessage.model_validate(r["body"]) for r in rows]
+    images = await image_data(gw, messages)
+    for m, r in zip(messages, rows, strict=True):
         out += render.letta_messages(
-            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden, view
+            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden, view, images
         )
     return out
 
