@@ -162,7 +162,8 @@ async def test_a_snapshot_from_the_log_matches_what_the_projections_show(
     assert history[0]["message_type"] == "system_message"
     shown = list(dict.fromkeys(m["id"] for m in history[1:]))
     assert [m.id for m in snapshot.history()] == shown
-    blocks = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks")).json()
+    # In the prompt's order: the agent's (the blocks list route pages by id, as Letta's).
+    blocks = (await system.http.get(f"/v1/agents/{agent['id']}")).json()["memory"]["blocks"]
     assert [(b["label"], b["value"], b["limit"]) for b in snapshot.blocks] == [
         (b["label"], b["value"], b["limit"]) for b in blocks
     ]

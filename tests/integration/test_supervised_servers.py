@@ -23,6 +23,8 @@ from o_devtools.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
 from o_devtools.supervisor import ServerKeeper, _start_time
 from o_runtime.eventlog import EventLog
 
+ROOT = Path(__file__).resolve().parents[2]
+
 DEADLINE = 20.0
 
 
@@ -193,6 +195,8 @@ class MakeRun:
             "O_SERVICES": "gateway",
             "O_HTTP_PORT": "0",
             "NOTIFY_SOCKET": str(self.notify_socket),
+            # This checkout's code, whatever checkout the venv was installed from.
+            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
         }
         # A file, not a pipe: asyncio's wait() would also wait for children holding a pipe.
         with self.log.open("ab") as out:
