@@ -118,6 +118,9 @@ class ChatMessage(Value):
     status: Literal["success", "error"] | None = None
     stdout: list[str] | None = None
     stderr: list[str] | None = None
+    # The answers a run opened with (Letta's approval message), shown where they were
+    # given; a run never reads this message back: its RunStarted holds them.
+    approvals: list[ApprovalDecision] | None = None
 
     def awaiting(self, call: ToolCall) -> bool:
         """Whether `call` (one of this approval request's) waits for an answer."""
@@ -168,3 +171,6 @@ class ToolRule(Value):
 
     type: str
     tool_name: str
+
+
+ChatMessage.model_rebuild()  # (approvals names a class defined after it)

@@ -77,6 +77,8 @@ class HistoryCache:
             else ChatMessage.model_validate_json(bodies[r["id"]])
             for r in rows
         ]
+        # Approval answers are shown, not read: the run they opened has them.
+        history = [m for m in history if m.approvals is None]
         # Only what is in context now is kept: evicted messages are not read again.
         self._agents[lane.key] = _Known(
             upto=max([known.upto, *(r["seq"] for r in rows)]),

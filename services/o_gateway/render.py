@@ -10,7 +10,7 @@ from typing import Any
 
 from o_contracts.agent_types import speaks_plainly
 from o_contracts.ids import derived_id
-from o_contracts.models import ChatMessage, ContentPart, TextPart, Usage
+from o_contracts.models import ApprovalDecision, ChatMessage, ContentPart, TextPart, Usage
 from o_gateway.model_settings import model_settings
 from o_gateway.otids import otid_of
 
@@ -167,6 +167,41 @@ def _output(lines: list[str] | None) -> list[str] | None:
     return ["\n".join(lines)] if lines else lines
 
 
+def approval_response(answers: list[ApprovalDecision]) -> dict[str, Any]:
+    """Letta's approval_response_message: each answer (an approval, or a client tool's
+    result), and the first one's in the older single-answer fields."""
+    shown: list[dict[str, Any]] = []
+    for a in answers:
+        if a.tool_return is not None:
+            shown.append(
+                {
+                    "type": "tool",
+                    "tool_call_id": a.tool_call_id,
+                    "tool_return": a.tool_return,
+                    "status": a.status,
+                    "stdout": None,
+                    "stderr": None,
+                }
+            )
+        else:
+            shown.append(
+                {
+                    "type": "approval",
+                    "tool_call_id": a.tool_call_id,
+                    "approve": a.approve,
+                    "reason": a.reason,
+                }
+            )
+    first = answers[0] if answers else None
+    return {
+        "message_type": "approval_response_message",
+        "approvals": shown,
+        "approve": first.approve if first else None,
+        "approval_request_id": first.tool_call_id if first else None,
+        "reason": first.reason if first else None,
+    }
+
+
 def _tool_call(tc: Any) -> dict[str, str]:
     return {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
 
@@ -228,6 +263,8 @@ def _letta_messages(
     images: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     base = _common(m, date, run_id, step_id)
+    if m.approvals is not None:
+        return [base | approval_response(m.approvals)]
     if m.role == "user":
         content = content_parts(m.parts, images) if m.parts else m.content or ""
         return [base | {"message_type": "user_message", "content": content}]

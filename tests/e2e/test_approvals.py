@@ -77,16 +77,20 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
     # The run that asked is completed (Letta: requires_approval counts as completed).
     run = (await system.http.get(f"/v1/runs/{asked['usage']['run_ids'][0]}")).json()
     assert run["status"] == "completed" and run["stop_reason"] == "requires_approval"
-    history = [
-        m["message_type"]
-        for m in (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
-    ]
-    assert history == [
+    listed = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert [m["message_type"] for m in listed] == [
         "system_message",
         "user_message",
         "approval_request_message",
+        "approval_response_message",
         "tool_return_message",
         "assistant_message",
+    ]
+    # The answer shows where it was given, as Letta's approval message.
+    given = listed[3]
+    assert given["approve"] is True and given["approval_request_id"] == call_id
+    assert given["approvals"] == [
+        {"type": "approval", "tool_call_id": call_id, "approve": True, "reason": None}
     ]
 
 
