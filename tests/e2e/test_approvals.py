@@ -227,3 +227,27 @@ async def test_an_answer_with_nothing_waiting_is_refused_in_lettas_words(system:
         await asyncio.to_thread(send_answer)
     after = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert after == before  # nothing was recorded
+
+
+async def test_an_answer_given_again_goes_on_with_a_keep_alive(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."), Reply(content="Still here."))
+    asked = await send(system, agent["id"], "I like chess")
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    first = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
+    assert first.status_code == 200
+    # A client that lost the reply sends the same answer again (Letta's retry): the
+    # tool does not run twice; the agent goes on after a keep-alive message.
+    again = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
+    assert again.status_code == 200, again.text
+    assert [m["content"] for m in again.json()["messages"]] == ["Still here."]
+    assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"
+    sent = llm.requests[-1]["messages"][-1]
+    assert sent["role"] == "user" and "keep-alive" in sent["content"]
+    # An answer to a call the agent never made is still refused.
+    stranger = await answer(system, agent["id"], tool_call_id="call_stranger", approve=True)
+    assert stranger.status_code == 400

@@ -236,6 +236,39 @@ def checked_answers(body: SendMessageBody, pending: list[dict[str, Any]]) -> lis
     return answers
 
 
+KEEP_ALIVE = (
+    "<system-alert>Automated keep-alive ping. Ignore this message and continue from where"
+    " you stopped.</system-alert>"
+)
+
+
+async def answered_before(
+    gw: Gateway, lane: Lane, body: SendMessageBody, pending: list[dict[str, Any]]
+) -> SendMessageBody:
+    """A repeat of answers the agent already has (a client retrying after a cancelled or
+    lost turn) goes on as Letta does: with the request's other messages, or with a
+    keep-alive message, instead of being refused. Anything else is left as it came.
+
+    "Already has": every answered call's result is among the conversation's last ten
+    messages (in context or, after a compaction, just summarized away).
+    """
+    answered = [a.tool_call_id for a in approval_answers(body, pending)] if not pending else []
+    if not answered:
+        return body
+    rows = await gw.pool.fetch(
+        "SELECT body->>'tool_call_id' AS call FROM messages WHERE agent_id = $1"
+        " AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq DESC LIMIT 10",
+        lane.agent_id,
+        lane.conversation_id,
+    )
+    if not set(answered) <= {r["call"] for r in rows}:
+        return body
+    follow_up = [m for m in body.messages or [] if isinstance(m, MessageCreateBody)]
+    return body.model_copy(
+        update={"messages": follow_up or [MessageCreateBody(role="user", content=KEEP_ALIVE)]}
+    )
+
+
 def request_config(body: SendMessageBody) -> dict[str, Any]:
     return {
         "use_assistant_message": body.use_assistant_message,
@@ -358,6 +391,7 @@ async def send_in(
             )
     # Images first: a client tool's image result is part of its answer.
     await store_images(gw, body)
+    body = await answered_before(gw, lane, body, pending)
     command = start_run(lane, body, approvals=checked_answers(body, pending), run_id=run_id)
     if busy_is_conflict:
         if await admitted(gw, command) is None:
@@ -519,6 +553,7 @@ async def send_message_async(
     if retry_of is not None and await known_run(gw, lane, retry_of) is not None:
         return run_json(await run_row(gw, retry_of))
     await store_images(gw, body)
+    body = await answered_before(gw, lane, body, pending)
     approvals = checked_answers(body, pending)
     command = start_run(lane, body, background=True, approvals=approvals, run_id=retry_of)
     # The run exists (and can be listed or cancelled) before the executor sees it.
