@@ -78,6 +78,8 @@ async def test_generate_with_another_model_and_a_schema(
         ({"prompt": ""}, 422, None),
         ({"prompt": "  \n\t "}, 422, None),
         ({"prompt": "hi", "override_model": "invalid/model-x"}, 404, "not found"),
+        ({"prompt": "hi", "response_schema": {"n": {}}}, 422, None),
+        ({"prompt": "hi", "response_schema": {"type": "string"}}, 422, None),
     ],
 )
 async def test_generate_refuses_bad_input(

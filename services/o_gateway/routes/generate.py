@@ -37,6 +37,17 @@ class GenerateBody(Body):
             raise ValueError("prompt cannot be empty or whitespace-only")
         return v
 
+    @field_validator("response_schema")
+    @classmethod
+    def _object_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # It is asked for as a tool call's arguments, which every provider wants as an
+        # object schema: anything else would only fail at the provider.
+        if v is not None and (
+            v.get("type") != "object" or not isinstance(v.get("properties", {}), dict)
+        ):
+            raise ValueError('response_schema must be a JSON Schema with "type": "object"')
+        return v
+
 
 @route(router, "POST", "/v1/agents/{agent_id}/generate")
 async def generate(agent_id: str, body: GenerateBody, gw: GW) -> dict[str, Any]:
