@@ -65,11 +65,14 @@ class AgentEvents:
 
 
 @asynccontextmanager
-async def agent_events(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
+async def agent_events(
+    system: System, agent_id: str, conversation_id: str | None = None
+) -> AsyncIterator[AgentEvents]:
+    """The agent's events (or, with `conversation_id`, that conversation's), from the start."""
     nc = await nats.connect(system.env["NATS_URL"])
     try:
         sub = await nc.jetstream().subscribe(
-            subjects.agent_subject(agent_id),
+            subjects.Lane(agent_id, conversation_id).events,
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,

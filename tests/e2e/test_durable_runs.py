@@ -304,3 +304,78 @@ async def test_runs_waiting_their_turn_leave_no_consumers_behind(
     finally:
         await nc.close()
     assert info.state.consumer_count == 0
+
+
+async def test_a_conversation_run_killed_after_the_llm_answered_finishes_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """The same guarantee in a named conversation (its own subject and run queue)."""
+    agent = await new_agent(system)
+    created = await system.http.post("/v1/conversations/", params={"agent_id": agent["id"]})
+    conversation = created.json()["id"]
+    answered = threading.Event()
+    llm.push(
+        Reply(
+            tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})],
+            release=answered,
+        ),
+        Reply(content="Noted."),
+        Reply(content="And again."),
+    )
+    memory = system.supervisor.pids("memory")
+    url = f"/v1/conversations/{conversation}/messages"
+    try:
+        async with agent_events(system, agent["id"], conversation) as events:
+            task = asyncio.create_task(
+                system.http.post(
+                    url,
+                    json={
+                        "messages": [{"role": "user", "content": "I like tea"}],
+                        "streaming": False,
+                    },
+                )
+            )
+            await until(llm, lambda reqs: len(reqs) == 1)
+            for pid in memory:
+                os.kill(pid, signal.SIGSTOP)
+            answered.set()
+            await events.wait_for("ToolCallRequested")
+            await kill_executors(system)
+            for pid in memory:
+                os.kill(pid, signal.SIGCONT)
+            result = await finished(task)
+            recorded = await events.drain()
+    finally:
+        answered.set()
+        for pid in memory:
+            os.kill(pid, signal.SIGCONT)
+    assert [m["message_type"] for m in result["messages"]] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    assert await human_block(system, agent["id"]) == "Name: Sam\nLikes: tea"
+    counts = step_counts(recorded)
+    assert (counts["RunQueued"], counts["RunStarted"], counts["RunCompleted"]) == (1, 1, 1)
+    assert (counts["LLMResponded"], counts["ToolCallRequested"], counts["ToolReturned"]) == (
+        2,
+        1,
+        1,
+    )
+    # The conversation takes its next message (its turn was handed on once).
+    again = await system.http.post(
+        url, json={"messages": [{"role": "user", "content": "more"}], "streaming": False}
+    )
+    assert again.status_code == 200, again.text
+    listed = (await system.http.get(url, params={"order": "asc"})).json()
+    assert [m["message_type"] for m in listed] == [
+        "system_message",
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "user_message",
+        "assistant_message",
+    ]
+    # None of it is in the agent's default conversation.
+    assert await history(system, agent["id"]) == []
