@@ -41,6 +41,8 @@ class StartRun(Command):
     compaction_mode: Literal["all", "sliding_window"] = "sliding_window"
     # This request's system prompt instead of the agent's, as given (Letta's override_system).
     override_system: str | None = None
+    # The conversation's own blocks (events/conversations.py: ConversationCreated).
+    isolated_block_ids: list[str] = Field(default_factory=list)
     client_skills: list[ClientSkill] = Field(default_factory=list)
 
     @property
@@ -88,6 +90,8 @@ class RunMemoryTool(Command):
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
+    # Blocks a label names first (the conversation's own), before the agent's.
+    isolated_block_ids: list[str] = Field(default_factory=list)
 
 
 class RunTool(Command):

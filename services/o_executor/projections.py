@@ -126,8 +126,8 @@ async def conversation_created(
             seq = before(first)
     await conn.execute(
         "INSERT INTO conversations (id, agent_id, summary, model, model_settings,"
-        " system_message_id, forked_from, created_at, updated_at, last_seq)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$8,$9) ON CONFLICT (id) DO NOTHING",
+        " system_message_id, forked_from, created_at, updated_at, last_seq, isolated_block_ids)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$8,$9,$10) ON CONFLICT (id) DO NOTHING",
         e.conversation_id,
         e.agent_id,
         e.summary,
@@ -137,6 +137,7 @@ async def conversation_created(
         e.forked_from,
         rec.envelope.time,
         rec.seq,
+        e.isolated_block_ids,
     )
     await _insert_message(
         conn, rec, e.agent_id, None, None, e.system_message, seq=seq, compiled_system=True

@@ -145,7 +145,7 @@ def conversation_json(row: dict[str, Any], in_context: list[str]) -> dict[str, A
         "agent_id": row["agent_id"],
         "summary": row["summary"],
         "in_context_message_ids": in_context,
-        "isolated_block_ids": [],
+        "isolated_block_ids": list(row.get("isolated_block_ids") or []),
         "model": row["model"],
         "model_settings": row["model_settings"],
         "last_message_at": render.iso(row["last_message_at"]),

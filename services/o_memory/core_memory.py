@@ -10,6 +10,7 @@ service's core-memory RPC answers other systems with the same read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 import asyncpg
@@ -50,10 +51,26 @@ class CoreMemory(TypedDict):
     archival_tags: list[str]
 
 
-async def read_core_memory(pool: asyncpg.Pool | asyncpg.Connection, agent_id: str) -> CoreMemory:
+_ISOLATED = (
+    "SELECT " + ", ".join(f'"{f}"' for f in BLOCK_FIELDS) + " FROM blocks WHERE id = ANY($1)"
+)
+
+
+async def read_core_memory(
+    pool: asyncpg.Pool | asyncpg.Connection, agent_id: str, isolated: Sequence[str] = ()
+) -> CoreMemory:
+    """The agent's core memory; with `isolated` (a conversation's own blocks), those take
+    the place of the agent's blocks with the same labels."""
     rows = await pool.fetch(_CORE_MEMORY, agent_id)
+    blocks = [{f: r[f] for f in BLOCK_FIELDS} for r in rows if r["id"] is not None]
+    if isolated:
+        own = {
+            r["label"]: {f: r[f] for f in BLOCK_FIELDS}
+            for r in await pool.fetch(_ISOLATED, list(isolated))
+        }
+        blocks = [own.get(b["label"], b) for b in blocks]
     return {
-        "blocks": [{f: r[f] for f in BLOCK_FIELDS} for r in rows if r["id"] is not None],
+        "blocks": blocks,
         "archival_count": int(rows[0]["archival_count"]),
         "archival_tags": list(rows[0]["archival_tags"]),
     }

@@ -53,9 +53,11 @@ _BLOCK_AND_DONE = (
 )
 
 # Which block an agent's label names (labels are unique per agent).
+# A conversation's own block with the label first ($3), else the agent's.
 _BLOCK_BY_LABEL = (
-    "SELECT b.id FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
-    " WHERE ab.agent_id = $1 AND b.label = $2 LIMIT 1"
+    "SELECT id FROM (SELECT b.id, 0 AS pref FROM blocks b WHERE b.id = ANY($3) AND b.label = $2"
+    " UNION ALL SELECT b.id, 1 FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
+    " WHERE ab.agent_id = $1 AND b.label = $2) found ORDER BY pref LIMIT 1"
 )
 
 # What a change to a block's fields is, given the block as it stands (read on `conn`).
@@ -269,7 +271,7 @@ class MemoryCommands:
         # and detachments are events of the agent).
         agent_last = await self.s.eventlog.last_seq(subjects.agent_subject(cmd.agent_id))
         async with self.s.reads.row_at(
-            agent_last, MEMORY, _BLOCK_BY_LABEL, cmd.agent_id, label
+            agent_last, MEMORY, _BLOCK_BY_LABEL, cmd.agent_id, label, cmd.isolated_block_ids
         ) as (_conn, found):
             pass
         if found is None:

@@ -291,3 +291,49 @@ async def test_compaction_mode_all_leaves_the_system_message_and_the_summary(
         f"/v1/agents/{agent['id']}/summarize", json={"compaction_settings": {"mode": "most"}}
     )
     assert bad.status_code == 422
+
+
+async def test_a_conversation_with_its_own_block(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    http = system.http
+    created = await http.post(
+        "/v1/conversations/",
+        params={"agent_id": agent["id"]},
+        json={"isolated_block_labels": ["human"]},
+    )
+    assert created.status_code == 200, created.text
+    private = created.json()
+    (own,) = private["isolated_block_ids"]
+    assert own not in [b["id"] for b in agent["memory"]["blocks"]]
+    # Its memory tool edits its own copy; the agent's block and other conversations
+    # keep theirs.
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Secret: owl"})]),
+        Reply(content="kept"),
+    )
+    send(client, private["id"], "remember owl, just here")
+    assert "Secret: owl" in prompt_of(llm.requests[-1])
+    assert (await http.get(f"/v1/blocks/{own}")).json()["value"] == "Name: Sam\nSecret: owl"
+    human = await http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
+    assert human.json()["value"] == "Name: Sam"
+    other = client.conversations.create(agent_id=agent["id"])
+    llm.push(Reply(content="no owl here"))
+    send(client, other.id, "anything secret?")
+    assert "Secret: owl" not in prompt_of(llm.requests[-1])
+    # Its system message is compiled with its own block; a fork gets a copy of it.
+    first = client.conversations.messages.list(private["id"], order="asc").items[0]
+    forked = (await http.post(f"/v1/conversations/{private['id']}/fork")).json()
+    (copy,) = forked["isolated_block_ids"]
+    assert copy != own
+    assert (await http.get(f"/v1/blocks/{copy}")).json()["value"] == "Name: Sam\nSecret: owl"
+    assert "Name: Sam\n" in first.content
+    # Deleting the conversation deletes its own block.
+    assert (await http.delete(f"/v1/conversations/{private['id']}")).status_code == 200
+    assert (await http.get(f"/v1/blocks/{own}")).status_code == 404
+    missing = await http.post(
+        "/v1/conversations/",
+        params={"agent_id": agent["id"]},
+        json={"isolated_block_labels": ["nothing"]},
+    )
+    assert missing.status_code == 404

@@ -32,6 +32,11 @@ class ConversationCreated(Event):
     # same messages, shared, after its own system message) as the log stood at
     # this event.
     forked_from: str | None = None
+    # Blocks of this conversation's own (Letta's isolated_block_labels): copies of the
+    # agent's blocks with those labels, made before this event. In this conversation
+    # they take the place of the agent's blocks with the same labels, in its prompts
+    # and for its memory tools; other conversations do not see them.
+    isolated_block_ids: list[str] = Field(default_factory=list)
 
 
 class ConversationUpdated(Event):

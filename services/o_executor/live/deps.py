@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -69,7 +70,12 @@ class LiveDeps:
         # Memory changed since (a memory tool ran): read it again.
         if prefetched is not None:
             prefetched[1].cancel()
-        return await read_core(self.s, self.tools.agent.id, self.tools.memory_seq)
+        return await read_core(
+            self.s,
+            self.tools.agent.id,
+            self.tools.memory_seq,
+            self.recorder.cmd.isolated_block_ids,
+        )
 
     def drop_reads_ahead(self) -> None:
         if self._core is not None:  # read ahead but never used (the run ended early)
@@ -122,8 +128,11 @@ class LiveDeps:
         return await self.tools.resolve_in_doubt(call, requested_seq)
 
 
-async def read_core(service: ExecutorService, agent_id: str, min_seq: int) -> CoreMemory:
-    """The agent's blocks and archival summary, as of at least log position `min_seq`."""
+async def read_core(
+    service: ExecutorService, agent_id: str, min_seq: int, isolated: Sequence[str] = ()
+) -> CoreMemory:
+    """The agent's blocks (a conversation's own in place of theirs) and archival summary,
+    as of at least log position `min_seq`."""
     if min_seq:
         await service.watcher.wait(min_seq, MEMORY)
-    return await read_core_memory(service.pool, agent_id)
+    return await read_core_memory(service.pool, agent_id, isolated)

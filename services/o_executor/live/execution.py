@@ -178,7 +178,12 @@ class LiveRun:
 
     async def _run(self, cursor: Cursor) -> Reply:
         # The first prompt's core memory, read while the run gets ready.
-        self._core = (0, asyncio.create_task(read_core(self.s, self.cmd.agent_id, 0)))
+        self._core = (
+            0,
+            asyncio.create_task(
+                read_core(self.s, self.cmd.agent_id, 0, self.cmd.isolated_block_ids)
+            ),
+        )
         loading, self._agent = self._agent, None
         # The history is what the log held before this run began. Usually the
         # agent's subject is where its previous run left it (the run queue's

@@ -94,6 +94,7 @@ class LiveTools:
                 tool_name=call.name,
                 # request_heartbeat is the loop's argument, not the tool's.
                 arguments={k: v for k, v in args.items() if k != "request_heartbeat"},
+                isolated_block_ids=self.cmd.isolated_block_ids,
             ),
             aggregate_id=self.cmd.agent_id,
             producer=PRODUCER,

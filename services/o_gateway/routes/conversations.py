@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
+from o_contracts.commands import CreateBlock, DeleteBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     ConversationCreated,
@@ -23,13 +24,13 @@ from o_contracts.events import (
     SystemPromptRecompiled,
 )
 from o_contracts.ids import new_id
-from o_contracts.models import ChatMessage
-from o_contracts.projection_names import RUNS
+from o_contracts.models import BlockSpec, ChatMessage
+from o_contracts.projection_names import MEMORY, RUNS
 from o_contracts.subjects import Lane
 from o_contracts.system_prompt import compile_system
 from o_gateway import render
 from o_gateway.agent_reads import agent_state
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.conversation_reads import (
     conversation_json,
     conversation_row,
@@ -58,10 +59,21 @@ from o_memory.core_memory import read_core_memory
 router = APIRouter()
 
 
-async def compiled_prompt(gw: Gateway, lane: Lane, now: datetime) -> str:
-    """The agent's system prompt with its memory as it is now, for this conversation."""
+async def compiled_prompt(
+    gw: Gateway, lane: Lane, now: datetime, isolated: list[str] | None = None
+) -> str:
+    """The agent's system prompt with its memory as it is now, for this conversation
+    (its own blocks in place of the agent's: `isolated`, else as recorded)."""
     agent = await gw.agent_row(lane.agent_id)
-    core = await read_core_memory(gw.pool, lane.agent_id)
+    if isolated is None and lane.conversation_id is not None:
+        isolated = list(
+            await gw.pool.fetchval(
+                "SELECT isolated_block_ids FROM conversations WHERE id = $1",
+                lane.conversation_id,
+            )
+            or []
+        )
+    core = await read_core_memory(gw.pool, lane.agent_id, isolated or [])
     recall: int = await gw.pool.fetchval(
         "SELECT count(*) FROM messages WHERE agent_id = $1 AND NOT compiled_system",
         lane.agent_id,
@@ -83,17 +95,63 @@ async def show(gw: Gateway, conversation_id: str) -> dict[str, Any]:
     return conversation_json(row, await in_context_ids(gw, Lane(row["agent_id"], row["id"])))
 
 
+_BLOCK_COLUMNS = 'id, label, value, "limit", description, read_only, metadata, tags'
+
+
+async def own_blocks(gw: Gateway, agent_id: str, labels: list[str]) -> list[dict[str, Any]]:
+    """The agent's blocks with these labels (to copy as a new conversation's own); 404 for
+    a label it has none of."""
+    rows = await gw.pool.fetch(
+        f"SELECT {_BLOCK_COLUMNS} FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
+        " WHERE ab.agent_id = $1 AND b.label = ANY($2)",
+        agent_id,
+        labels,
+    )
+    found = {r["label"]: dict(r) for r in rows}
+    missing = [label for label in labels if label not in found]
+    if missing:
+        raise HTTPException(404, f"Agent {agent_id} has no block labelled '{missing[0]}'")
+    return [found[label] for label in dict.fromkeys(labels)]
+
+
+async def copies(gw: Gateway, blocks: list[dict[str, Any]]) -> list[str]:
+    """New blocks with these blocks' contents (created by the memory service, visible)."""
+    ids: list[str] = []
+    last = 0
+    for b in blocks:
+        block_id = new_id("block")
+        spec = BlockSpec(
+            label=b["label"],
+            value=b["value"],
+            limit=b["limit"],
+            description=b["description"],
+            read_only=b["read_only"],
+            metadata=b["metadata"] or {},
+            tags=list(b["tags"] or []),
+        )
+        reply = await memory_command(gw, CreateBlock(block_id=block_id, spec=spec), block_id)
+        last = max(last, reply.seq or 0)
+        ids.append(block_id)
+    await gw.visible(last, MEMORY)
+    return ids
+
+
 async def _open(
     gw: Gateway,
     agent_id: str,
     body: CreateConversationBody,
     forked_from: str | None = None,
+    own: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A new conversation (a fork of `forked_from`, "" for the default one), as shown."""
+    """A new conversation (a fork of `forked_from`, "" for the default one), with copies
+    of `own` (blocks) as its own, as shown."""
     lane = Lane(agent_id, new_id("conv"))
     now = datetime.now(UTC)
+    isolated = await copies(gw, own or [])
     system = ChatMessage(
-        id=new_id("message"), role="system", content=await compiled_prompt(gw, lane, now)
+        id=new_id("message"),
+        role="system",
+        content=await compiled_prompt(gw, lane, now, isolated),
     )
     event = ConversationCreated(
         conversation_id=lane.key,
@@ -103,6 +161,7 @@ async def _open(
         model=body.model,
         model_settings=body.model_settings,
         forked_from=forked_from,
+        isolated_block_ids=isolated,
     )
     appended = await gw.eventlog.append(
         lane.events,
@@ -118,7 +177,9 @@ async def create_conversation(
     gw: GW, agent_id: str, body: CreateConversationBody | None = None
 ) -> dict[str, Any]:
     await gw.agent_row(checked_id(agent_id, "agent"))
-    return await _open(gw, agent_id, body or CreateConversationBody())
+    body = body or CreateConversationBody()
+    own = await own_blocks(gw, agent_id, list(body.isolated_block_labels or []))
+    return await _open(gw, agent_id, body, own=own)
 
 
 @route(router, "GET", "/v1/conversations/")
@@ -201,6 +262,10 @@ async def delete_conversation(conversation_id: str, gw: GW) -> None:
         lane.events, Envelope.wrap(event, aggregate_id=lane.agent_id, producer=PRODUCER)
     )
     await gw.visible(appended.seq, RUNS)
+    # Its own blocks go with it (as Letta's do). A retried delete is 404 above: a
+    # block left by a gateway that died here stays, attached to nothing.
+    for block_id in row["isolated_block_ids"]:
+        await memory_command(gw, DeleteBlock(block_id=block_id), block_id)
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/fork")
@@ -210,11 +275,25 @@ async def fork_conversation(
     """A new conversation that starts with the source's in-context messages (shared)."""
     lane = await resolve(gw, conversation_id, agent_id)
     source = await gw.pool.fetchrow(
-        "SELECT summary, model, model_settings FROM conversations WHERE id = $1",
+        "SELECT summary, model, model_settings, isolated_block_ids FROM conversations"
+        " WHERE id = $1",
         lane.conversation_id,
     )
-    body = CreateConversationBody(**dict(source)) if source else CreateConversationBody()
-    return await _open(gw, lane.agent_id, body, forked_from=lane.conversation_id or "")
+    body = CreateConversationBody()
+    own: list[dict[str, Any]] = []
+    if source is not None:
+        body = CreateConversationBody(
+            summary=source["summary"],
+            model=source["model"],
+            model_settings=source["model_settings"],
+        )
+        # The fork gets its own copies of the source's own blocks, as they are now.
+        rows = await gw.pool.fetch(
+            f"SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id = ANY($1)",
+            list(source["isolated_block_ids"]),
+        )
+        own = [dict(r) for r in rows]
+    return await _open(gw, lane.agent_id, body, forked_from=lane.conversation_id or "", own=own)
 
 
 @route(router, "GET", "/v1/conversations/{conversation_id}/messages")
@@ -244,14 +323,25 @@ async def send_conversation_message(
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
-    if lane.conversation_id is not None and body.override_model is None:
-        # The conversation's model, if it has one, below the request's own override.
-        model = await gw.pool.fetchval(
-            "SELECT model FROM conversations WHERE id = $1", lane.conversation_id
+    isolated: list[str] = []
+    if lane.conversation_id is not None:
+        row = await gw.pool.fetchrow(
+            "SELECT model, isolated_block_ids FROM conversations WHERE id = $1",
+            lane.conversation_id,
         )
-        if model:
-            body = body.model_copy(update={"override_model": model})
-    return await send_in(lane, body, gw, body.streaming, idempotency_key, busy_is_conflict=True)
+        isolated = list(row["isolated_block_ids"]) if row else []
+        # The conversation's model, if it has one, below the request's own override.
+        if row is not None and row["model"] and body.override_model is None:
+            body = body.model_copy(update={"override_model": row["model"]})
+    return await send_in(
+        lane,
+        body,
+        gw,
+        body.streaming,
+        idempotency_key,
+        busy_is_conflict=True,
+        isolated_block_ids=isolated,
+    )
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/stream")

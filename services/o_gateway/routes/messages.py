@@ -284,6 +284,7 @@ def start_run(
     background: bool = False,
     approvals: list[ApprovalDecision] | None = None,
     run_id: str | None = None,
+    isolated_block_ids: list[str] | None = None,
 ) -> Envelope[StartRun]:
     """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
     retryable = run_id is not None
@@ -304,6 +305,7 @@ def start_run(
         background=background or body.background,
         request_config=request_config(body),
         override_system=body.override_system,
+        isolated_block_ids=isolated_block_ids or [],
         client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
         override_model=override_handle(body.override_model) if body.override_model else None,
     )
@@ -370,6 +372,7 @@ async def send_in(
     key: str | None,
     *,
     busy_is_conflict: bool = False,
+    isolated_block_ids: list[str] | None = None,
 ) -> Any:
     """Run the agent on `body` in the conversation `lane`, streamed or answered when done.
 
@@ -392,7 +395,13 @@ async def send_in(
     # Images first: a client tool's image result is part of its answer.
     await store_images(gw, body)
     body = await answered_before(gw, lane, body, pending)
-    command = start_run(lane, body, approvals=checked_answers(body, pending), run_id=run_id)
+    command = start_run(
+        lane,
+        body,
+        approvals=checked_answers(body, pending),
+        run_id=run_id,
+        isolated_block_ids=isolated_block_ids,
+    )
     if busy_is_conflict:
         if await admitted(gw, command) is None:
             # Admitted by this request's first try meanwhile: follow that.

@@ -42,3 +42,6 @@ CREATE INDEX IF NOT EXISTS conversation_messages_seq ON conversation_messages (c
 
 -- A tool call waits for its answer in the conversation that asked it.
 ALTER TABLE pending_approvals ADD COLUMN IF NOT EXISTS conversation_id text;
+
+-- A conversation's own blocks (copies of the agent's, by label).
+ALTER TABLE conversations ADD COLUMN IF NOT EXISTS isolated_block_ids text[] NOT NULL DEFAULT '{}';
