@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from o_contracts.ids import derived_id
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -174,3 +176,10 @@ class ToolRule(Value):
 
 
 ChatMessage.model_rebuild()  # (approvals names a class defined after it)
+
+
+def answers_message(run_id: str, approvals: list[ApprovalDecision]) -> ChatMessage:
+    """The message that shows the answers a run opened with (its id derives from the run's)."""
+    return ChatMessage(
+        id=derived_id("message", run_id, "approvals"), role="user", approvals=approvals
+    )

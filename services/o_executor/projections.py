@@ -26,8 +26,7 @@ from o_contracts.events import (
     SystemPromptRecompiled,
     ToolReturned,
 )
-from o_contracts.ids import derived_id
-from o_contracts.models import ChatMessage
+from o_contracts.models import ChatMessage, answers_message
 from o_contracts.ordering import before, position
 from o_contracts.projection_names import RUNS
 from o_runtime.eventlog import Recorded
@@ -266,9 +265,7 @@ async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) ->
             await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
         if e.approvals:
             # The answers, shown as Letta's approval_response_message before what they caused.
-            answers = ChatMessage(
-                id=derived_id("message", e.run_id, "approvals"), role="user", approvals=e.approvals
-            )
+            answers = answers_message(e.run_id, e.approvals)
             await _insert_message(conn, rec, e.agent_id, e.run_id, None, answers, len(e.messages))
         return
     # The usual run: one input message, with the run in one statement (one round trip).

@@ -22,8 +22,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
-from o_contracts.events import LLMResponded, RunCompleted, ToolReturned
-from o_contracts.models import ChatMessage
+from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.models import ChatMessage, answers_message
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_gateway import render
@@ -198,7 +198,20 @@ async def stream_run(
             event = env.data
             if getattr(event, "run_id", None) != run_id:
                 continue
-            if isinstance(event, LLMResponded | ToolReturned):
+            if (
+                isinstance(event, RunStarted)
+                and event.approvals
+                and not event.request_config.get("stream_tokens")
+            ):
+                # The answers the run opened with, first, as Letta's step stream has them
+                # (its token stream leaves them out).
+                answers = answers_message(run_id, event.approvals)
+                chunks = render.letta_messages(
+                    answers, env.time, run_id, None, agent_type, hidden, view
+                )
+                for chunk in recorded(chunks):
+                    yield sse(chunk)
+            elif isinstance(event, LLMResponded | ToolReturned):
                 message = event.message
                 chunks = render.letta_messages(
                     message, env.time, run_id, event.step_id, agent_type, hidden, view

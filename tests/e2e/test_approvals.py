@@ -9,7 +9,7 @@ import pytest
 from letta_client import BadRequestError
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, parse_sse, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -251,3 +251,53 @@ async def test_an_answer_given_again_goes_on_with_a_keep_alive(
     # An answer to a call the agent never made is still refused.
     stranger = await answer(system, agent["id"], tool_call_id="call_stranger", approve=True)
     assert stranger.status_code == 400
+
+
+async def test_a_streamed_answer_comes_back_first(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."))
+    asked = await send(system, agent["id"], "I like chess")
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    streamed = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages/stream",
+        json={
+            "messages": [
+                {
+                    "type": "approval",
+                    "approvals": [{"type": "approval", "tool_call_id": call_id, "approve": True}],
+                }
+            ]
+        },
+    )
+    chunks = [data for _, data in parse_sse(streamed.text) if isinstance(data, dict)]
+    types = [c["message_type"] for c in chunks]
+    assert types == [
+        "approval_response_message",
+        "tool_return_message",
+        "assistant_message",
+        "stop_reason",
+        "usage_statistics",
+    ]
+    # The same message (id) the history shows.
+    listed = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    shown = next(m for m in listed if m["message_type"] == "approval_response_message")
+    assert chunks[0]["id"] == shown["id"] and chunks[0]["approval_request_id"] == call_id
+
+
+async def test_a_token_streamed_answer_is_not_echoed(system: System, llm: FakeOpenAI) -> None:
+    """Letta's token stream leaves the answer out: the tool's result comes first."""
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."))
+    asked = await send(system, agent["id"], "I like chess")
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    approvals = [{"type": "approval", "tool_call_id": call_id, "approve": True}]
+    streamed = await system.http.post(
+        f"/v1/agents/{agent['id']}/messages/stream",
+        json={"messages": [{"type": "approval", "approvals": approvals}], "stream_tokens": True},
+    )
+    chunks = [data for _, data in parse_sse(streamed.text) if isinstance(data, dict)]
+    assert chunks[0]["message_type"] == "tool_return_message"

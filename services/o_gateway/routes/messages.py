@@ -275,6 +275,8 @@ def request_config(body: SendMessageBody) -> dict[str, Any]:
         "assistant_message_tool_name": body.assistant_message_tool_name,
         "assistant_message_tool_kwarg": body.assistant_message_tool_kwarg,
         "include_return_message_types": body.include_return_message_types,
+        # (How the run's stream shows it, also when it is followed again.)
+        "stream_tokens": body.stream_tokens,
     }
 
 
