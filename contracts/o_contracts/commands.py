@@ -52,6 +52,8 @@ class StartRun(Command):
     # A model handle (`provider/model`) to use for this run instead of the agent's, with
     # that model's default settings (Letta's override_model); the agent is unchanged.
     override_model: str | None = Field(default=None, max_length=256)
+    # llm_config fields this run uses over its model's (a conversation's model_settings).
+    override_settings: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:

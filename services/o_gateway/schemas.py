@@ -412,7 +412,7 @@ class CreateConversationBody(Body):
     summary: Text | None = None
     isolated_block_labels: Ids | None = None
     model: Name | None = None
-    model_settings: Object | None = None
+    model_settings: ModelSettingsBody | None = None
 
     _model = field_validator("model")(_checked_handle)
 
@@ -420,7 +420,7 @@ class CreateConversationBody(Body):
 class UpdateConversationBody(Body):
     summary: Text | None = None
     model: Name | None = None
-    model_settings: Object | None = None
+    model_settings: ModelSettingsBody | None = None
 
     _model = field_validator("model")(_checked_handle)
 

@@ -337,3 +337,34 @@ async def test_a_conversation_with_its_own_block(system: System, llm: FakeOpenAI
         json={"isolated_block_labels": ["nothing"]},
     )
     assert missing.status_code == 404
+
+
+async def test_a_conversation_runs_with_its_model_settings(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    created = await system.http.post(
+        "/v1/conversations/",
+        params={"agent_id": agent["id"]},
+        json={
+            "model_settings": {
+                "provider_type": "openai",
+                "temperature": 0.3,
+                "max_output_tokens": 300,
+            }
+        },
+    )
+    assert created.status_code == 200, created.text
+    tuned = created.json()
+    assert tuned["model_settings"]["temperature"] == 0.3
+    llm.push(Reply(content="tuned"), Reply(content="plain"))
+    send(client, tuned["id"], "hello")
+    request = llm.requests[-1]
+    assert (request["temperature"], request["max_completion_tokens"]) == (0.3, 300)
+    client.agents.messages.create(agent["id"], messages=[{"role": "user", "content": "hi"}])
+    assert llm.requests[-1].get("temperature") != 0.3
+    bad = await system.http.post(
+        "/v1/conversations/",
+        params={"agent_id": agent["id"]},
+        json={"model_settings": {"temperature": 9}},
+    )
+    assert bad.status_code == 422

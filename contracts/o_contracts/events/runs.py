@@ -38,6 +38,8 @@ class RunStarted(Event):
     request_config: dict[str, Any] = Field(default_factory=dict)
     # The model this run uses instead of the agent's (StartRun.override_model).
     override_model: str | None = None
+    # (StartRun.override_settings)
+    override_settings: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunCancellationRequested(Event):

@@ -54,13 +54,14 @@ class ModelChoice:
         )
 
     @classmethod
-    def override(cls, handle: str) -> ModelChoice:
-        """override_model: that model with its defaults, for one request (as Letta, which
-        uses the handle's own llm_config, not the agent's settings). Raises
-        ProviderNotConfigured."""
+    def override(cls, handle: str, settings: Mapping[str, Any] | None = None) -> ModelChoice:
+        """override_model: that model with its defaults (and `settings` over them), for one
+        request (as Letta, which uses the handle's own llm_config, not the agent's
+        settings). Raises ProviderNotConfigured."""
         provider, _, model = handle.partition("/")
         config = llm_providers.provider(provider)
-        return cls(handle, llm_providers.context_window(model, config), ModelSettings())
+        chosen = ModelSettings.from_llm_config(settings) if settings else ModelSettings()
+        return cls(handle, llm_providers.context_window(model, config), chosen)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,12 @@ class Run:
 
     @cached_property
     def model(self) -> ModelChoice:
-        """The agent's model, or the one this request overrides it with."""
+        """The agent's model, or the one this request overrides it with (and its settings
+        with the request's, a conversation's model_settings, over them)."""
         if self.cmd.override_model:
-            return ModelChoice.override(self.cmd.override_model)
+            return ModelChoice.override(self.cmd.override_model, self.cmd.override_settings)
+        if self.cmd.override_settings:
+            return ModelChoice.of({**self.agent.llm_config, **self.cmd.override_settings})
         return self.agent.model
 
     # Ids derive from the run's, so a resumed run derives the same ones (and a

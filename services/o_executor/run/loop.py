@@ -56,6 +56,7 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
                     background=cmd.background,
                     request_config=cmd.request_config,
                     override_model=cmd.override_model,
+                    override_settings=cmd.override_settings,
                 )
             )
         messages = inputs.history + list(cmd.messages)

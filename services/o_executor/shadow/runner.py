@@ -134,6 +134,7 @@ async def read_run(eventlog: EventLog, agent_id: str, run_id: str) -> RecordedRu
             background=start.background,
             request_config=start.request_config,
             override_model=start.override_model,
+            override_settings=start.override_settings,
         ),
         aggregate_id=agent_id,
         producer="shadow",

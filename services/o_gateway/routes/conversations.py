@@ -40,6 +40,7 @@ from o_gateway.conversation_reads import (
     resolve,
 )
 from o_gateway.idempotency import IdempotencyKey
+from o_gateway.model_settings import ModelSettingsBody, to_llm_config
 from o_gateway.routes.messages import cancel_in, compaction_mode, send_in, summarize_in
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE
@@ -159,7 +160,10 @@ async def _open(
         system_message=system,
         summary=body.summary,
         model=body.model,
-        model_settings=body.model_settings,
+        # (What the client set: the rest stays the model's own.)
+        model_settings=(
+            body.model_settings.model_dump(exclude_unset=True) if body.model_settings else None
+        ),
         forked_from=forked_from,
         isolated_block_ids=isolated,
     )
@@ -324,15 +328,19 @@ async def send_conversation_message(
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
     isolated: list[str] = []
+    settings: dict[str, Any] = {}
     if lane.conversation_id is not None:
         row = await gw.pool.fetchrow(
-            "SELECT model, isolated_block_ids FROM conversations WHERE id = $1",
+            "SELECT model, model_settings, isolated_block_ids FROM conversations WHERE id = $1",
             lane.conversation_id,
         )
         isolated = list(row["isolated_block_ids"]) if row else []
-        # The conversation's model, if it has one, below the request's own override.
-        if row is not None and row["model"] and body.override_model is None:
-            body = body.model_copy(update={"override_model": row["model"]})
+        # The conversation's model and settings, below the request's own override.
+        if row is not None and body.override_model is None:
+            if row["model"]:
+                body = body.model_copy(update={"override_model": row["model"]})
+            if row["model_settings"]:
+                settings = to_llm_config(ModelSettingsBody.model_validate(row["model_settings"]))
     return await send_in(
         lane,
         body,
@@ -341,6 +349,7 @@ async def send_conversation_message(
         idempotency_key,
         busy_is_conflict=True,
         isolated_block_ids=isolated,
+        override_settings=settings,
     )
 
 

@@ -287,6 +287,7 @@ def start_run(
     approvals: list[ApprovalDecision] | None = None,
     run_id: str | None = None,
     isolated_block_ids: list[str] | None = None,
+    override_settings: dict[str, Any] | None = None,
 ) -> Envelope[StartRun]:
     """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
     retryable = run_id is not None
@@ -308,6 +309,7 @@ def start_run(
         request_config=request_config(body),
         override_system=body.override_system,
         isolated_block_ids=isolated_block_ids or [],
+        override_settings=override_settings or {},
         client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
         override_model=override_handle(body.override_model) if body.override_model else None,
     )
@@ -375,6 +377,7 @@ async def send_in(
     *,
     busy_is_conflict: bool = False,
     isolated_block_ids: list[str] | None = None,
+    override_settings: dict[str, Any] | None = None,
 ) -> Any:
     """Run the agent on `body` in the conversation `lane`, streamed or answered when done.
 
@@ -403,6 +406,7 @@ async def send_in(
         approvals=checked_answers(body, pending),
         run_id=run_id,
         isolated_block_ids=isolated_block_ids,
+        override_settings=override_settings,
     )
     if busy_is_conflict:
         if await admitted(gw, command) is None:
