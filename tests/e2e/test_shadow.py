@@ -170,3 +170,51 @@ async def test_a_snapshot_from_the_log_matches_what_the_projections_show(
     core = snapshot.core_memory()
     assert (core["archival_count"], core["archival_tags"]) == (1, ["pets"])
     assert snapshot.agent.tools == tuple(t["name"] for t in agent["tools"])
+
+
+async def test_a_run_in_a_forked_conversation_with_its_own_block_replays_exactly(
+    system: System, llm: FakeOpenAI, eventlog: EventLog
+) -> None:
+    agent = await new_agent(system)
+    http = system.http
+    source = (
+        await http.post(
+            "/v1/conversations/",
+            params={"agent_id": agent["id"]},
+            json={"isolated_block_labels": ["human"]},
+        )
+    ).json()
+    llm.push(Reply(content="Tea noted."))
+    said = await http.post(
+        f"/v1/conversations/{source['id']}/messages",
+        json={"messages": [{"role": "user", "content": "I like tea"}], "streaming": False},
+    )
+    assert said.status_code == 200, said.text
+    fork = (await http.post(f"/v1/conversations/{source['id']}/fork")).json()
+    (own,) = fork["isolated_block_ids"]
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})]),
+        Reply(content="Remembered."),
+    )
+    done = await http.post(
+        f"/v1/conversations/{fork['id']}/messages",
+        json={"messages": [{"role": "user", "content": "remember it"}], "streaming": False},
+    )
+    assert done.status_code == 200, done.text
+    run_id = done.json()["usage"]["run_ids"][0]
+    # The model saw the fork's inherited history, and the shadow's replay sees the same.
+    sent = [m.get("content") for m in llm.requests[-2]["messages"][1:]]
+    assert sent == ["I like tea", "Tea noted.", "remember it"]
+    before = await world(eventlog, system)
+
+    recorded, shadow = await replay(eventlog, agent["id"], run_id, fork["id"])
+
+    assert await world(eventlog, system) == before
+    assert isinstance(shadow.outcome, Completed)
+    assert shadow.messages == recorded.messages
+    assert [e.data for e in shadow.overlay.events] == recorded.events
+    # The fork's own copy of the block, not the agent's, is what the run edited.
+    human = next(b for b in shadow.blocks if b["label"] == "human")
+    assert human["value"] == (await http.get(f"/v1/blocks/{own}")).json()["value"]
+    assert human["value"] == "Name: Sam\nLikes: tea"
+    assert await block_value(system, agent["id"], "human") == "Name: Sam"

@@ -107,11 +107,14 @@ class RecordedRun:
         return run_messages(self.events)
 
 
-async def read_run(eventlog: EventLog, agent_id: str, run_id: str) -> RecordedRun:
-    """A run as the log holds it: its StartRun (rebuilt from RunStarted) and its events."""
+async def read_run(
+    eventlog: EventLog, agent_id: str, run_id: str, conversation_id: str | None = None
+) -> RecordedRun:
+    """A run as the log holds it (on its conversation's subject): its StartRun (rebuilt
+    from RunStarted) and its events."""
     events: list[Any] = []
     started: tuple[int, Envelope[Any]] | None = None
-    async for raw in eventlog.replay(subjects.agent_subject(agent_id)):
+    async for raw in eventlog.replay(subjects.Lane(agent_id, conversation_id).events):
         envelope = decode(raw.data)
         if getattr(envelope.data, "run_id", None) != run_id:
             continue
@@ -128,6 +131,7 @@ async def read_run(eventlog: EventLog, agent_id: str, run_id: str) -> RecordedRu
         StartRun(
             run_id=run_id,
             agent_id=agent_id,
+            conversation_id=conversation_id,
             messages=start.messages,
             max_steps=start.max_steps,
             approvals=start.approvals,
@@ -145,12 +149,12 @@ async def read_run(eventlog: EventLog, agent_id: str, run_id: str) -> RecordedRu
 
 
 async def replay(
-    eventlog: EventLog, agent_id: str, run_id: str
+    eventlog: EventLog, agent_id: str, run_id: str, conversation_id: str | None = None
 ) -> tuple[RecordedRun, ShadowResult]:
-    """Run a recorded run again in the shadow, on the agent as it was just before it
-    started, with the model's and the effectful tools' recorded answers."""
-    recorded = await read_run(eventlog, agent_id, run_id)
-    snapshot = await take_snapshot(eventlog, agent_id, recorded.started_seq - 1)
+    """Run a recorded run again in the shadow, on the agent (in its conversation) as it
+    was just before it started, with the model's and the effectful tools' recorded answers."""
+    recorded = await read_run(eventlog, agent_id, run_id, conversation_id)
+    snapshot = await take_snapshot(eventlog, agent_id, recorded.started_seq - 1, conversation_id)
     model = RecordedModel(
         [e for e in recorded.events if isinstance(e, LLMResponded)],
         [e for e in recorded.events if isinstance(e, ContextSummarized)],

@@ -25,6 +25,7 @@ from o_contracts.events import (
     BlockDetached,
     BlockUpdated,
     ContextSummarized,
+    ConversationCreated,
     LLMResponded,
     MemoriesReflected,
     MessagesReset,
@@ -102,6 +103,14 @@ class ConversationFold:
 
     messages: dict[str, tuple[int, ChatMessage, str | None]] = field(default_factory=dict)
     in_context: dict[str, bool] = field(default_factory=dict)
+    # A named conversation's own blocks (ConversationCreated.isolated_block_ids).
+    isolated_block_ids: list[str] = field(default_factory=list)
+
+    def inherit(self, source: ConversationFold) -> None:
+        """A fork starts with what was in its source's context, at the same positions."""
+        for message_id, (at, message, run_id) in source.messages.items():
+            if source.in_context[message_id]:
+                self._add(at, message, run_id)
 
     def _add(self, at: int, message: ChatMessage, run_id: str | None) -> None:
         if message.id not in self.messages:
@@ -252,23 +261,55 @@ async def _events(eventlog: EventLog, subject: str, seq: int) -> list[tuple[int,
     return found
 
 
-async def take_snapshot(eventlog: EventLog, agent_id: str, seq: int) -> Snapshot:
+async def _conversation(
+    eventlog: EventLog, agent_id: str, conversation_id: str | None, seq: int
+) -> ConversationFold:
+    """One conversation's messages as of `seq`: its subject's events, after what a fork
+    inherited from its source (folded as of the fork)."""
+    fold = ConversationFold()
+    lane = subjects.Lane(agent_id, conversation_id)
+    for at, event in await _events(eventlog, lane.events, seq):
+        if isinstance(event, ConversationCreated):
+            fold.isolated_block_ids = list(event.isolated_block_ids)
+            if event.forked_from is not None:
+                fold.inherit(await _conversation(eventlog, agent_id, event.forked_from or None, at))
+        fold.apply(at, event)
+    return fold
+
+
+async def _block(eventlog: EventLog, block_id: str, seq: int) -> dict[str, Any] | None:
+    fold = BlockFold()
+    for at, event in await _events(eventlog, subjects.block_subject(block_id), seq):
+        fold.apply(at, event)
+    return fold.state
+
+
+async def take_snapshot(
+    eventlog: EventLog, agent_id: str, seq: int, conversation_id: str | None = None
+) -> Snapshot:
     """The agent as the log had it at position `seq` (its own and its blocks', tools' and
-    archive's subjects, read up to there)."""
+    archive's subjects, read up to there), in one of its conversations (None: its default
+    one; a named one's own blocks in place of the agent's)."""
     agent = AgentFold()
     conversation = ConversationFold()
     for at, event in await _events(eventlog, subjects.agent_subject(agent_id), seq):
         agent.apply(at, event)
-        conversation.apply(at, event)
+        if conversation_id is None:
+            conversation.apply(at, event)
     if not agent.fields or agent.deleted:
         raise AgentNotFound(f"agent {agent_id} did not exist at log position {seq}")
+    if conversation_id is not None:
+        conversation = await _conversation(eventlog, agent_id, conversation_id, seq)
+    own = {}
+    for block_id in conversation.isolated_block_ids:
+        state = await _block(eventlog, block_id, seq)
+        if state is not None:
+            own[state["label"]] = state
     blocks = []
     for block_id in agent.block_ids():
-        fold = BlockFold()
-        for at, event in await _events(eventlog, subjects.block_subject(block_id), seq):
-            fold.apply(at, event)
-        if fold.state is not None:
-            blocks.append(fold.state)
+        state = await _block(eventlog, block_id, seq)
+        if state is not None:
+            blocks.append(own.get(state["label"], state))
     tools: dict[str, UserTool] = {}
     for tool_id in agent.fields["tool_ids"]:
         tool = ToolFold()
