@@ -103,6 +103,20 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "mcpServerEvents",
+        f"{subjects.EVENTS_PREFIX}.mcp_server.{{mcp_server_id}}",
+        "mcp_server_id",
+        f"The MCP server registry: one server's settings (secrets as ciphertext) and the "
+        f"tools it offered at its last sync (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.McpServerCreated,
+            events.McpServerUpdated,
+            events.McpServerDeleted,
+            events.McpServerToolsSynced,
+        ),
+        "send",
+    ),
+    Channel(
         "toolExecutionEvents",
         f"{subjects.EVENTS_PREFIX}.sandbox.{{execution_id}}",
         "execution_id",

@@ -11,11 +11,22 @@ import uuid
 from typing import Literal
 
 IdPrefix = Literal[
-    "agent", "block", "tool", "message", "run", "step", "passage", "cmd", "evt", "conv", "file"
+    "agent",
+    "block",
+    "tool",
+    "message",
+    "run",
+    "step",
+    "passage",
+    "cmd",
+    "evt",
+    "conv",
+    "file",
+    "mcp_server",
 ]
 
 _ID_RE = re.compile(
-    r"^(?P<prefix>[a-z]+)-(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+    r"^(?P<prefix>[a-z_]+)-(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
 )
 
 # A fixed namespace so that ids derived from other ids (a retried command's

@@ -10,5 +10,6 @@ TOOLS: Final = "tools"  # the gateway's tool registry
 MEMORY: Final = "memory"  # the memory service's blocks and who has them
 ARCHIVAL: Final = "archival"  # the memory service's archival passages
 RUNS: Final = "runs"  # the executor's runs, steps and messages
+MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 
-ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS)
+ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS)

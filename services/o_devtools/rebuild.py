@@ -27,6 +27,7 @@ PROJECTIONS = {
     names.ARCHIVAL: "o_memory.archival_projection:archival",
     names.RUNS: "o_executor.projections:runs",
     names.TOOLS: "o_gateway.tools_projection:tools",
+    names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
 }
 
 

@@ -25,6 +25,7 @@ from o_gateway.routes import (
     conversations,
     generate,
     health,
+    mcp_servers,
     messages,
     models,
     runs,
@@ -130,6 +131,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         tools,
         agent_tools,
         archival,
+        mcp_servers,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

@@ -31,6 +31,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "message_id": "message",
     "memory_id": "passage",
     "passage_id": "passage",
+    "mcp_server_id": "mcp_server",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

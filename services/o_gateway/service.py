@@ -11,6 +11,7 @@ import uvicorn
 
 from o_gateway.app import create_app
 from o_gateway.guards import JsonHttpToolsProtocol
+from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
@@ -38,6 +39,7 @@ class GatewayService(Service):
     async def setup(self) -> None:
         self.project(agents)
         self.project(tools)
+        self.project(mcp_servers)
 
     async def started(self) -> None:
         gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)

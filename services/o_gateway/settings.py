@@ -21,6 +21,10 @@ class GatewaySettings:
     # While a streamed run sends nothing, a ping this often keeps proxies from
     # closing the stream.
     stream_ping_seconds: float = 10.0
+    # MCP servers at loopback, private or link-local addresses are refused (as Letta
+    # refuses them: the gateway would otherwise reach into the operator's network on a
+    # client's word); an operator whose MCP servers live there allows them.
+    mcp_allow_private_urls: bool = False
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -33,4 +37,5 @@ class GatewaySettings:
                 "O_MAX_BODY_BYTES", limits.DEFAULT_MAX_BODY_BYTES, minimum=1024
             ),
             stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
+            mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
         )

@@ -110,6 +110,8 @@ async def system(
         "O_LOG_LEVEL": "WARNING",
         # Tool secrets are encrypted under this key (gateway) and decrypted in the sandbox.
         "O_SECRETS_KEY": SECRETS_KEY,
+        # The tests' MCP servers listen on 127.0.0.1, which O refuses unless allowed.
+        "O_MCP_ALLOW_PRIVATE_URLS": "1",
         # A killed executor's run is taken over this soon (tests kill them on purpose).
         "O_EXECUTOR_ACK_WAIT": "3",
     }

@@ -23,6 +23,12 @@ from o_contracts.events.conversations import (
     MessagesReset,
     SystemPromptRecompiled,
 )
+from o_contracts.events.mcp_servers import (
+    McpServerCreated,
+    McpServerDeleted,
+    McpServerToolsSynced,
+    McpServerUpdated,
+)
 from o_contracts.events.runs import (
     ContextSummarized,
     LLMResponded,
@@ -50,6 +56,10 @@ __all__ = [
     "ConversationDeleted",
     "ConversationUpdated",
     "LLMResponded",
+    "McpServerCreated",
+    "McpServerDeleted",
+    "McpServerToolsSynced",
+    "McpServerUpdated",
     "MemoriesReflected",
     "MessagesReset",
     "PassageDeleted",

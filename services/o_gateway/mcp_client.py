@@ -1,0 +1,119 @@
+"""Talking to an MCP server through the official `mcp` SDK: list its tools, call one.
+
+Each call opens a session, does one thing and closes it: the gateway keeps no
+connection to anything a client registered, so any replica can answer and a server
+that went away costs one failed call, not a broken pool. Every failure (refused,
+timed out, garbage on the wire, the `mcp` package missing) is an `McpUnavailable`
+with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from o_gateway.mcp_registry import McpServer
+
+# A stdio server is a program a user brings: it must start confined like user tools
+# (docs/mcp.md), and that is not built yet, so O does not start it at all.
+STDIO_NOT_RUN = (
+    "stdio MCP servers are not started by O yet: they are programs users bring and "
+    "must run confined like user tools (see docs/mcp.md); use an sse or "
+    "streamable_http server"
+)
+
+
+T = TypeVar("T")
+
+
+class McpUnavailable(Exception):
+    """The server could not be asked (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class OfferedTool:
+    name: str
+    description: str | None
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    text: str
+    ok: bool
+
+
+def _reason(exc: BaseException) -> str:
+    # anyio task groups wrap the transport's error: the innermost one says what happened.
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if str(exc) else text
+
+
+@asynccontextmanager
+async def _session(server: McpServer, timeout: float) -> AsyncIterator[Any]:
+    if server.server_type == "stdio":
+        raise McpUnavailable(STDIO_NOT_RUN)
+    if not server.secrets_readable:
+        raise McpUnavailable(
+            "this server's token or headers do not decrypt with the current O_SECRETS_KEY "
+            "(was the key rotated?): set them again"
+        )
+    try:
+        import httpx2
+        from mcp import ClientSession
+        from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+    except ImportError as exc:
+        raise McpUnavailable(f"the mcp package is not installed: {exc}") from exc
+    url = server.server_url or ""
+    headers = server.http_headers()
+    if server.server_type == "sse":
+        transport = sse_client(url, headers=headers, timeout=timeout, sse_read_timeout=timeout)
+    else:
+        client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(timeout))
+        transport = streamable_http_client(url, http_client=client)
+    async with transport as streams, ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        yield session
+
+
+async def list_tools(server: McpServer, timeout: float) -> list[OfferedTool]:
+    async def ask() -> list[OfferedTool]:
+        async with _session(server, timeout) as session:
+            listed = await session.list_tools()
+            return [
+                OfferedTool(t.name, t.description, dict(t.input_schema or {})) for t in listed.tools
+            ]
+
+    return await _bounded(ask(), timeout)
+
+
+async def call_tool(
+    server: McpServer, name: str, args: dict[str, Any], timeout: float
+) -> ToolOutcome:
+    async def ask() -> ToolOutcome:
+        async with _session(server, timeout) as session:
+            result = await session.call_tool(name, args)
+            parts = [getattr(c, "text", None) for c in getattr(result, "content", None) or []]
+            text = "\n".join(p for p in parts if isinstance(p, str))
+            return ToolOutcome(text=text, ok=not getattr(result, "is_error", False))
+
+    return await _bounded(ask(), timeout)
+
+
+async def _bounded(work: Coroutine[Any, Any, T], timeout: float) -> T:
+    try:
+        async with asyncio.timeout(timeout):
+            return await work
+    except McpUnavailable:
+        raise
+    except TimeoutError as exc:
+        raise McpUnavailable(f"no answer within {timeout:g} s") from exc
+    except Exception as exc:  # any failure of a server we do not control
+        raise McpUnavailable(_reason(exc)) from exc

@@ -1,0 +1,143 @@
+"""MCP servers as the gateway reads them: typed, secrets decrypted, rendered as Letta does."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from fastapi import HTTPException
+
+from o_gateway.state import Gateway
+from o_runtime import tool_secrets
+from o_runtime.tool_secrets import REDACTED, SecretsUnavailable
+
+# Names that always mean "inside": refused like private addresses.
+_INTERNAL_NAMES = ("localhost", "metadata.google.internal")
+_INTERNAL_SUFFIXES = (".local", ".localdomain", ".home.arpa", ".svc", ".internal")
+
+
+def check_url(url: str, allow_private: bool) -> None:
+    """An http(s) URL with a host; not an internal one unless the operator allows it.
+
+    Like Letta, a hostname is not resolved here (a name may resolve differently at call
+    time); only names and literal addresses that are internal by themselves are refused.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise HTTPException(422, f"server_url must be an http:// or https:// URL, got '{url}'")
+    if allow_private:
+        return
+    host = parsed.hostname.rstrip(".").lower()
+    if host in _INTERNAL_NAMES or host.endswith(_INTERNAL_SUFFIXES):
+        raise HTTPException(422, f"server_url points inside this network: {host}")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    if not address.is_global:
+        raise HTTPException(422, f"server_url is not a public address: {host}")
+
+
+def encrypt(values: dict[str, str] | None) -> dict[str, str] | None:
+    if values is None:
+        return None
+    try:
+        return tool_secrets.encrypt_all(values)
+    except SecretsUnavailable as exc:
+        raise HTTPException(400, str(exc)) from exc
+
+
+def encrypt_one(value: str | None) -> str | None:
+    if value is None:
+        return None
+    return (encrypt({"v": value}) or {})["v"]
+
+
+def _decrypt(values: dict[str, str] | None) -> tuple[dict[str, str] | None, bool]:
+    # A value that no longer decrypts (the key was rotated) shows as redacted; calling
+    # the server then fails with the reason (McpServer.secrets_readable).
+    if values is None:
+        return None, True
+    try:
+        return tool_secrets.decrypt_all(values), True
+    except SecretsUnavailable:
+        return dict.fromkeys(values, REDACTED), False
+
+
+@dataclass(frozen=True)
+class McpServer:
+    id: str
+    server_name: str
+    server_type: str
+    command: str | None
+    args: list[str]
+    server_url: str | None
+    auth_header: str | None
+    auth_token: str | None
+    custom_headers: dict[str, str] | None
+    env: dict[str, str] | None
+    last_seq: int
+    secrets_readable: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> McpServer:
+        token, token_ok = _decrypt(
+            {"t": row["encrypted_auth_token"]} if row["encrypted_auth_token"] else None
+        )
+        headers, headers_ok = _decrypt(row["encrypted_custom_headers"])
+        env, env_ok = _decrypt(row["encrypted_env"])
+        return cls(
+            id=row["id"],
+            server_name=row["server_name"],
+            server_type=row["server_type"],
+            command=row["command"],
+            args=list(row["args"] or []),
+            server_url=row["server_url"],
+            auth_header=row["auth_header"],
+            auth_token=token["t"] if token else None,
+            custom_headers=headers,
+            env=env,
+            last_seq=row["last_seq"],
+            secrets_readable=token_ok and headers_ok and env_ok,
+        )
+
+    def http_headers(self) -> dict[str, str]:
+        """What goes with every request to an sse or streamable_http server."""
+        headers = dict(self.custom_headers or {})
+        if self.auth_token:
+            headers[self.auth_header or "Authorization"] = self.auth_token
+        return headers
+
+    def render(self) -> dict[str, Any]:
+        # Letta answers with the secrets in plaintext: the client that set them reads
+        # them back to edit them. The log and the projection hold only ciphertext.
+        base: dict[str, Any] = {
+            "id": self.id,
+            "server_name": self.server_name,
+            "mcp_server_type": self.server_type,
+        }
+        if self.server_type == "stdio":
+            return {**base, "command": self.command, "args": self.args, "env": self.env}
+        return {
+            **base,
+            "server_url": self.server_url,
+            "auth_header": self.auth_header,
+            "auth_token": self.auth_token,
+            "custom_headers": self.custom_headers,
+        }
+
+
+async def server_by_id(gw: Gateway, mcp_server_id: str) -> McpServer:
+    row = await gw.pool.fetchrow("SELECT * FROM mcp_servers WHERE id = $1", mcp_server_id)
+    if row is None:
+        raise HTTPException(404, f"MCP server {mcp_server_id} not found")
+    return McpServer.from_row(dict(row))
+
+
+async def server_id_by_name(gw: Gateway, name: str) -> str | None:
+    found: str | None = await gw.pool.fetchval(
+        "SELECT id FROM mcp_servers WHERE server_name = $1 LIMIT 1", name
+    )
+    return found
