@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from o_devtools.dev_secrets import with_key
 from o_devtools.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -533,7 +534,7 @@ async def run(env: Mapping[str, str]) -> int:
     state_file = base / "supervisor.json"
     # Before the embedded servers: a second supervisor on this folder must not touch them.
     await claim_state_file(state_file)
-    child_env = dict(env)
+    child_env = with_key(dict(env), base)
     # The children are not the ones systemd (or a test) waits for.
     notify_socket = child_env.pop("NOTIFY_SOCKET", None)
     keepers: list[ServerKeeper] = []
