@@ -106,6 +106,15 @@ class ExecutorService(Service):
             "'id', t.id, 'name', t.name, 'source_code', t.source_code,"
             " 'json_schema', t.json_schema, 'return_char_limit', t.return_char_limit,"
             " 'idempotent', t.idempotent)) FROM tools t WHERE t.id = ANY(a.tool_ids)), '[]')"
+            # MCP servers' tools, with where to call them (secrets as ciphertext).
+            " || coalesce((SELECT jsonb_agg(jsonb_build_object('id', m.id, 'name', m.name,"
+            " 'source_code', '', 'json_schema', m.json_schema, 'return_char_limit', 50000,"
+            " 'idempotent', false, 'mcp', jsonb_build_object('server_type', s.server_type,"
+            " 'url', s.server_url, 'auth_header', s.auth_header,"
+            " 'encrypted_auth_token', s.encrypted_auth_token,"
+            " 'encrypted_custom_headers', s.encrypted_custom_headers)))"
+            " FROM mcp_tools m JOIN mcp_servers s ON s.id = m.mcp_server_id"
+            " WHERE m.id = ANY(a.tool_ids)), '[]')"
             " AS user_tools FROM agents a WHERE a.id = $1",
             agent_id,
         )

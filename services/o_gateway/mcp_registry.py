@@ -11,6 +11,7 @@ from fastapi import HTTPException
 
 from o_gateway.state import Gateway
 from o_runtime import tool_secrets
+from o_runtime.mcp_client import McpEndpoint, http_headers
 from o_runtime.tool_secrets import REDACTED, SecretsUnavailable
 
 # Names that always mean "inside": refused like private addresses.
@@ -103,12 +104,13 @@ class McpServer:
             secrets_readable=token_ok and headers_ok and env_ok,
         )
 
-    def http_headers(self) -> dict[str, str]:
-        """What goes with every request to an sse or streamable_http server."""
-        headers = dict(self.custom_headers or {})
-        if self.auth_token:
-            headers[self.auth_header or "Authorization"] = self.auth_token
-        return headers
+    def endpoint(self) -> McpEndpoint:
+        return McpEndpoint(
+            self.server_type,
+            self.server_url,
+            http_headers(self.auth_header, self.auth_token, self.custom_headers),
+            self.secrets_readable,
+        )
 
     def render(self) -> dict[str, Any]:
         # Letta answers with the secrets in plaintext: the client that set them reads

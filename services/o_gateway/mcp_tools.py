@@ -8,9 +8,9 @@ from fastapi import HTTPException
 
 from o_contracts.events.mcp_servers import McpToolOffered
 from o_contracts.ids import derived_id
-from o_gateway.mcp_client import OfferedTool
 from o_gateway.mcp_registry import McpServer
 from o_gateway.state import Gateway
+from o_runtime.mcp_client import OfferedTool
 
 # Letta tags an MCP tool `mcp:<server name>` and keeps its origin under metadata_["mcp"].
 TAG_PREFIX = "mcp"
@@ -69,3 +69,14 @@ async def tool_of(gw: Gateway, server: McpServer, tool_id: str) -> dict[str, Any
     if row is None:
         raise HTTPException(404, f"Tool {tool_id} not found on MCP server {server.id}")
     return dict(row)
+
+
+async def attachable_rows(gw: Gateway, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """MCP tools among `tool_ids`, by id, as rows agents attach (tool_registry.user_tools)."""
+    rows = await gw.pool.fetch(
+        "SELECT t.*, s.server_name, 'external_mcp' AS tool_type,"
+        " false AS default_requires_approval FROM mcp_tools t"
+        " JOIN mcp_servers s ON s.id = t.mcp_server_id WHERE t.id = ANY($1)",
+        tool_ids,
+    )
+    return {r["id"]: dict(r) for r in rows}

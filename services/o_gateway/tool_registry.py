@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from o_contracts.base_tools import SCHEMAS
+from o_gateway.mcp_tools import attachable_rows, render_mcp_tool
 from o_gateway.state import Gateway
 from o_gateway.tools_catalog import tool_state
 
@@ -19,6 +20,8 @@ BUILTIN_IDS = {tool_state(name)["id"]: name for name in SCHEMAS}
 
 
 def render_user_tool(row: dict[str, Any]) -> dict[str, Any]:
+    if row.get("tool_type") == "external_mcp":
+        return render_mcp_tool(row, row["server_name"])
     return {
         "id": row["id"],
         "name": row["name"],
@@ -58,11 +61,21 @@ async def user_tool_by_name(gw: Gateway, name: str) -> dict[str, Any] | None:
 
 
 async def user_tools(gw: Gateway, tool_ids: list[str]) -> list[dict[str, Any]]:
-    """The rows of these tools, in the given order; ids of deleted tools are skipped."""
+    """The rows of these tools (users' and MCP servers'), in the given order; ids of
+    deleted tools are skipped."""
     if not tool_ids:
         return []
     rows = {
         r["id"]: dict(r)
         for r in await gw.pool.fetch("SELECT * FROM tools WHERE id = ANY($1)", tool_ids)
     }
+    rows |= await attachable_rows(gw, [i for i in tool_ids if i not in rows])
     return [rows[i] for i in tool_ids if i in rows]
+
+
+async def attachable_row(gw: Gateway, tool_id: str) -> dict[str, Any]:
+    """A user's tool or an MCP server's, to attach to an agent."""
+    found = await user_tools(gw, [tool_id])
+    if not found:
+        raise HTTPException(404, f"Tool {tool_id} not found")
+    return found[0]

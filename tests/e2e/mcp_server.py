@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -33,16 +34,35 @@ def fail(reason: str) -> str:
     raise ToolError(reason)
 
 
-def build() -> MCPServer:
+@dataclass
+class Gate:
+    """Holds calls of the `hold` tool until the test lets them go."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    calls: int = 0
+
+
+def build(gate: Gate) -> MCPServer:
     server = MCPServer("o-test-tools", log_level="ERROR")
     for tool in (echo, add, fail):
         server.add_tool(tool)
+
+    async def hold(tag: str) -> str:
+        """Wait until the test lets go."""
+        gate.calls += 1
+        gate.entered.set()
+        await anyio.to_thread.run_sync(gate.release.wait)
+        return f"held {tag}"
+
+    server.add_tool(hold)
     return server
 
 
 @dataclass
 class Served:
     mcp: MCPServer
+    gate: Gate
     http_url: str
     sse_url: str
     headers: list[dict[str, str]] = field(default_factory=list)
@@ -78,11 +98,17 @@ def _serve(app: Any, port: int) -> Iterator[None]:
 
 @contextmanager
 def served() -> Iterator[Served]:
-    mcp = build()
+    gate = Gate()
+    mcp = build(gate)
     http_port, sse_port = free_port(), free_port()
-    result = Served(mcp, f"http://127.0.0.1:{http_port}/mcp", f"http://127.0.0.1:{sse_port}/sse")
+    result = Served(
+        mcp, gate, f"http://127.0.0.1:{http_port}/mcp", f"http://127.0.0.1:{sse_port}/sse"
+    )
     with (
         _serve(_Recording(mcp.streamable_http_app(), result.headers), http_port),
         _serve(_Recording(mcp.sse_app(), result.headers), sse_port),
     ):
-        yield result
+        try:
+            yield result
+        finally:
+            gate.release.set()  # no held call keeps a server from stopping

@@ -4,6 +4,7 @@ refreshed when the server changes; a server that is down gives a tool error."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -11,6 +12,9 @@ import pytest
 from letta_client import NotFoundError
 
 from tests.e2e.conftest import System
+from tests.e2e.support import agent_events, new_agent, send
+from tests.e2e.test_durable_runs import DEADLINE, finished, kill_executors, send_later
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
@@ -47,7 +51,7 @@ async def test_a_servers_tools_are_listed_read_and_run(
         },
     )
     tools = client.mcp_servers.tools.list(server.id)
-    assert [t.name for t in tools] == ["echo", "add", "fail"]
+    assert [t.name for t in tools][:3] == ["echo", "add", "fail"]
     add = tools[1]
     assert add.id is not None and add.id.startswith("tool-")
     assert add.tool_type == "external_mcp" and add.tags == [f"mcp:{server.server_name}"]
@@ -117,7 +121,7 @@ async def test_refresh_follows_the_server_and_keeps_tool_ids(
         mcp_server.mcp.remove_tool("shout")
         mcp_server.mcp.add_tool(fail)
     after = {t.name: t.id for t in client.mcp_servers.tools.list(server.id)}
-    assert set(after) == {"echo", "add", "shout"}
+    assert set(after) == {"echo", "add", "hold", "shout"}
     assert after["echo"] == before["echo"] and after["add"] == before["add"]
     client.mcp_servers.delete(server.id)
 
@@ -130,7 +134,7 @@ async def test_a_server_that_is_down_gives_a_tool_error_and_refresh_says_why(
         server_name=unique("down"),
         config={"mcp_server_type": "streamable_http", "server_url": mcp_server.http_url},
     )
-    echo = client.mcp_servers.tools.list(server.id)[0]
+    (echo,) = [t for t in client.mcp_servers.tools.list(server.id) if t.name == "echo"]
     client.mcp_servers.update(
         server.id,
         config={"mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"},
@@ -141,5 +145,100 @@ async def test_a_server_that_is_down_gives_a_tool_error_and_refresh_says_why(
     assert response.status_code == 404
     assert response.json()["detail"]["code"] == "MCPServerUnavailable"
     # What was recorded stays until the server answers again.
-    assert [t.name for t in client.mcp_servers.tools.list(server.id)] == ["echo", "add", "fail"]
+    assert {t.name for t in client.mcp_servers.tools.list(server.id)} == {
+        "echo",
+        "add",
+        "fail",
+        "hold",
+    }
+    client.mcp_servers.delete(server.id)
+
+
+async def test_an_agent_calls_an_mcp_tool_in_its_loop(
+    system: System, mcp_server: Served, llm: FakeOpenAI
+) -> None:
+    client = system.client()
+    token = f"tok-{uuid.uuid4().hex}"
+    server = client.mcp_servers.create(
+        server_name=unique("agent"),
+        config={
+            "mcp_server_type": "streamable_http",
+            "server_url": mcp_server.http_url,
+            "auth_token": token,
+        },
+    )
+    by_name = {t.name: t for t in client.mcp_servers.tools.list(server.id)}
+    agent = await new_agent(system, tool_ids=[by_name["add"].id])
+    listed = {t["name"]: t for t in agent["tools"]}
+    assert listed["add"]["tool_type"] == "external_mcp"
+    attached = await system.http.patch(
+        f"/v1/agents/{agent['id']}/tools/attach/{by_name['fail'].id}"
+    )
+    assert attached.status_code == 200
+    assert client.tools.retrieve(by_name["add"].id).tool_type == "external_mcp"  # type: ignore[arg-type]
+
+    llm.push(
+        Reply(tool_calls=[("add", {"a": 2, "b": 40})]),
+        Reply(tool_calls=[("fail", {"reason": "no such city"})]),
+        Reply(content="Done."),
+    )
+    async with agent_events(system, agent["id"]) as events:
+        result = await send(system, agent["id"], "Add 2 and 40, then fail.")
+        recorded = await events.drain()
+    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert [(r["status"], r["tool_return"]) for r in returns] == [
+        ("success", "42"),
+        ("error", "Error executing tool fail: no such city"),  # the server's own words
+    ]
+    assert result["stop_reason"]["stop_reason"] == "end_turn"
+    # The model was offered the server's schema; the server got the token.
+    offered = {t["function"]["name"]: t["function"] for t in llm.requests[-3]["tools"]}
+    assert offered["add"]["parameters"]["required"] == ["a", "b"]
+    assert any(h.get("authorization") == token for h in mcp_server.headers)
+    # Recorded like any tool call: requested before, its result after; the token nowhere.
+    kinds = [e.type for e in recorded if e.type in ("ToolCallRequested", "ToolReturned")]
+    assert kinds == ["ToolCallRequested", "ToolReturned"] * 2
+    assert token not in str([e.data for e in recorded])
+
+    # A server that is down is the tool's error; the run goes on.
+    client.mcp_servers.update(
+        server.id,
+        config={"mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"},
+    )
+    llm.push(Reply(tool_calls=[("add", {"a": 1, "b": 1})]), Reply(content="It is down."))
+    result = await send(system, agent["id"], "Add 1 and 1.")
+    (ret,) = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert ret["status"] == "error" and "could not be called" in ret["tool_return"]
+    assert result["messages"][-1]["content"] == "It is down."
+    client.mcp_servers.delete(server.id)
+
+
+async def test_an_mcp_call_cut_off_by_a_dying_executor_is_not_made_again(
+    system: System, mcp_server: Served, llm: FakeOpenAI
+) -> None:
+    client = system.client()
+    server = client.mcp_servers.create(
+        server_name=unique("held"),
+        config={"mcp_server_type": "streamable_http", "server_url": mcp_server.http_url},
+    )
+    (hold,) = [t for t in client.mcp_servers.tools.list(server.id) if t.name == "hold"]
+    agent = await new_agent(system, tool_ids=[hold.id])
+    gate = mcp_server.gate
+    llm.push(Reply(tool_calls=[("hold", {"tag": "once"})]), Reply(content="Unknown, then."))
+    try:
+        async with agent_events(system, agent["id"]) as events:
+            task = send_later(system, agent["id"], "Hold it.")
+            # The server has the call in hand when the executors die.
+            assert await asyncio.to_thread(gate.entered.wait, DEADLINE)
+            await kill_executors(system)
+            result = await finished(task)
+            recorded = await events.drain()
+    finally:
+        gate.release.set()
+    (ret,) = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert ret["status"] == "error" and "outcome is unknown" in ret["tool_return"]
+    assert result["messages"][-1]["content"] == "Unknown, then."
+    assert gate.calls == 1
+    counts = {t: sum(e.type == t for e in recorded) for t in ("ToolCallRequested", "ToolReturned")}
+    assert counts == {"ToolCallRequested": 1, "ToolReturned": 1}
     client.mcp_servers.delete(server.id)

@@ -18,6 +18,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ToolCall
 from o_executor import recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
+from o_executor.mcp_calls import run_mcp_tool
 from o_executor.run.agent import AgentConfig
 from o_executor.run.deps import ToolOutcome
 from o_executor.run.policy import PURE_TOOLS
@@ -61,6 +62,10 @@ class LiveTools:
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
         user_tool = self.agent.user_tools.get(call.name)
+        if user_tool is not None and user_tool.mcp is not None:
+            return await run_mcp_tool(
+                user_tool.mcp, user_tool.name, args, self.settings.tool_timeout
+            )
         if user_tool is not None:
             result = await run_user_tool(
                 self.eventlog,
@@ -126,6 +131,14 @@ class LiveTools:
 
         None: it is safe to run it again (the loop does, as a first call).
         """
+        tool = self.agent.user_tools.get(call.name)
+        if tool is not None and tool.mcp is not None:
+            # An MCP server keeps no record we could ask: it may have acted already.
+            return ToolOutcome(
+                False,
+                f"the run was interrupted while the MCP tool '{call.name}' was running; it was"
+                " not run again, and its outcome is unknown",
+            )
         # Users' tools are safe to ask again: the sandbox command has the same id,
         # and the sandbox answers a repeat from its recorded outcome.
         if call.name in PURE_TOOLS or call.name not in self.agent.tools:

@@ -15,8 +15,30 @@ DEFAULT_WINDOW = 128000
 
 
 @dataclass(frozen=True)
+class McpServerRef:
+    """Where an MCP tool's server is; its token and header values as ciphertext."""
+
+    server_type: str
+    url: str | None
+    auth_header: str | None
+    encrypted_auth_token: str | None
+    encrypted_custom_headers: dict[str, str] | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> McpServerRef:
+        return cls(
+            server_type=row["server_type"],
+            url=row.get("url"),
+            auth_header=row.get("auth_header"),
+            encrypted_auth_token=row.get("encrypted_auth_token"),
+            encrypted_custom_headers=row.get("encrypted_custom_headers"),
+        )
+
+
+@dataclass(frozen=True)
 class UserTool:
-    """A user's tool attached to the agent; it runs in the sandbox (its source travels along)."""
+    """A user's tool attached to the agent; it runs in the sandbox (its source travels
+    along), or, with `mcp`, an MCP server's tool that the executor calls on its server."""
 
     id: str
     name: str
@@ -24,6 +46,7 @@ class UserTool:
     json_schema: dict[str, Any]
     return_char_limit: int
     idempotent: bool
+    mcp: McpServerRef | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> UserTool:
@@ -34,6 +57,7 @@ class UserTool:
             json_schema=dict(row["json_schema"]),
             return_char_limit=int(row["return_char_limit"]),
             idempotent=bool(row["idempotent"]),
+            mcp=McpServerRef.from_row(row["mcp"]) if row.get("mcp") else None,
         )
 
 
@@ -75,7 +99,8 @@ class AgentConfig:
     tools: tuple[str, ...] = ()
     tool_rules: tuple[dict[str, Any], ...] = ()
     user_tools: dict[str, UserTool] = field(default_factory=dict)
-    # Fernet ciphertexts: the executor holds no key; the sandbox decrypts them.
+    # Fernet ciphertexts: the sandbox decrypts them (the executor's key is only for MCP
+    # servers' tokens and headers, o_executor/mcp_calls.py).
     encrypted_secrets: dict[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -21,7 +21,7 @@ from o_gateway.decisions import (
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
-from o_gateway.tool_registry import BUILTIN_IDS, render_user_tool, user_tool_row, user_tools
+from o_gateway.tool_registry import BUILTIN_IDS, attachable_row, render_user_tool, user_tools
 
 router = APIRouter()
 
@@ -53,7 +53,7 @@ async def attach_tool(agent_id: str, tool_id: str, gw: GW) -> dict[str, Any]:
     tool = (
         BuiltinTool(builtin)
         if builtin is not None
-        else UserTool.from_row(await user_tool_row(gw, tool_id))
+        else UserTool.from_row(await attachable_row(gw, tool_id))
     )
     seq = await change_agent(gw, AttachTool(agent_id, tool))
     await gw.visible(seq, AGENTS)

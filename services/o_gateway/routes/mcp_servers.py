@@ -22,7 +22,6 @@ from o_contracts.events import (
 )
 from o_contracts.ids import new_id
 from o_contracts.projection_names import MCP_SERVERS
-from o_gateway import mcp_client
 from o_gateway.commands import PRODUCER
 from o_gateway.mcp_registry import (
     McpServer,
@@ -42,6 +41,7 @@ from o_gateway.mcp_schemas import (
 from o_gateway.mcp_tools import offered, render_mcp_tool, tool_of, tools_of
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
+from o_runtime import mcp_client
 from o_runtime.eventlog import ConcurrencyConflict
 
 router = APIRouter()
@@ -77,7 +77,7 @@ async def check_name_free(gw: Gateway, name: str, server_id: str | None = None) 
 
 async def sync_tools(gw: Gateway, server: McpServer, timeout: float) -> list[str]:
     """Ask the server for its tools and record the answer; the names, in its order."""
-    listed = await mcp_client.list_tools(server, timeout)
+    listed = await mcp_client.list_tools(server.endpoint(), timeout)
     tools = [offered(server.id, t) for t in listed]
     await append(
         gw,
@@ -215,7 +215,7 @@ async def run_mcp_tool(
     tool = await tool_of(gw, server, tool_id)
     args = body.args if body is not None else {}
     try:
-        outcome = await mcp_client.call_tool(server, tool["name"], args, CALL_SECONDS)
+        outcome = await mcp_client.call_tool(server.endpoint(), tool["name"], args, CALL_SECONDS)
         status, text = ("success" if outcome.ok else "error"), outcome.text
     except mcp_client.McpUnavailable as exc:
         # The server being down is the tool's failure, not the request's.
@@ -238,7 +238,7 @@ async def refresh_mcp_server_tools(
     server = await server_by_id(gw, mcp_server_id)
     before = {r["name"]: r["json_schema"] for r in await tools_of(gw, server)}
     try:
-        listed = await mcp_client.list_tools(server, CALL_SECONDS)
+        listed = await mcp_client.list_tools(server.endpoint(), CALL_SECONDS)
     except mcp_client.McpUnavailable as exc:
         # Letta's answer when the server cannot be reached: 404 with its reason.
         raise HTTPException(

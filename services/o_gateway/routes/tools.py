@@ -19,6 +19,7 @@ from o_gateway.schemas import CreateToolBody, UpdateToolBody
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.tool_registry import (
     BUILTIN_IDS,
+    attachable_row,
     render_user_tool,
     user_tool_by_name,
     user_tool_row,
@@ -176,7 +177,8 @@ async def get_tool(tool_id: str, gw: GW) -> dict[str, Any]:
     checked_id(tool_id, "tool")
     if tool_id in BUILTIN_IDS:
         return tool_state(BUILTIN_IDS[tool_id])
-    return render_user_tool(await user_tool_row(gw, tool_id))
+    # An MCP server's tool too, as Letta finds it by id.
+    return render_user_tool(await attachable_row(gw, tool_id))
 
 
 @route(router, "PATCH", "/v1/tools/{tool_id}")

@@ -1,5 +1,8 @@
 """Talking to an MCP server through the official `mcp` SDK: list its tools, call one.
 
+Used by the gateway (listing, refresh, a tool run from the API) and by the executor (an
+agent's call of an MCP tool); docs/mcp.md says why there.
+
 Each call opens a session, does one thing and closes it: the gateway keeps no
 connection to anything a client registered, so any replica can answer and a server
 that went away costs one failed call, not a broken pool. Every failure (refused,
@@ -15,8 +18,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from o_gateway.mcp_registry import McpServer
-
 # A stdio server is a program a user brings: it must start confined like user tools
 # (docs/mcp.md), and that is not built yet, so O does not start it at all.
 STDIO_NOT_RUN = (
@@ -31,6 +32,28 @@ T = TypeVar("T")
 
 class McpUnavailable(Exception):
     """The server could not be asked (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class McpEndpoint:
+    """Where a server is and what goes with each request (secrets in plaintext: held in
+    memory for one call, never recorded)."""
+
+    server_type: str
+    url: str | None
+    headers: dict[str, str]
+    # False when a secret did not decrypt (the key was rotated): calls fail saying so.
+    secrets_readable: bool = True
+
+
+def http_headers(
+    auth_header: str | None, auth_token: str | None, custom: dict[str, str] | None
+) -> dict[str, str]:
+    """What goes with every request to an sse or streamable_http server."""
+    headers = dict(custom or {})
+    if auth_token:
+        headers[auth_header or "Authorization"] = auth_token
+    return headers
 
 
 @dataclass(frozen=True)
@@ -55,7 +78,7 @@ def _reason(exc: BaseException) -> str:
 
 
 @asynccontextmanager
-async def _session(server: McpServer, timeout: float) -> AsyncIterator[Any]:
+async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
     if server.server_type == "stdio":
         raise McpUnavailable(STDIO_NOT_RUN)
     if not server.secrets_readable:
@@ -71,8 +94,8 @@ async def _session(server: McpServer, timeout: float) -> AsyncIterator[Any]:
         from mcp.shared._httpx_utils import create_mcp_http_client
     except ImportError as exc:
         raise McpUnavailable(f"the mcp package is not installed: {exc}") from exc
-    url = server.server_url or ""
-    headers = server.http_headers()
+    url = server.url or ""
+    headers = server.headers
     if server.server_type == "sse":
         transport = sse_client(url, headers=headers, timeout=timeout, sse_read_timeout=timeout)
     else:
@@ -83,7 +106,7 @@ async def _session(server: McpServer, timeout: float) -> AsyncIterator[Any]:
         yield session
 
 
-async def list_tools(server: McpServer, timeout: float) -> list[OfferedTool]:
+async def list_tools(server: McpEndpoint, timeout: float) -> list[OfferedTool]:
     async def ask() -> list[OfferedTool]:
         async with _session(server, timeout) as session:
             listed = await session.list_tools()
@@ -95,7 +118,7 @@ async def list_tools(server: McpServer, timeout: float) -> list[OfferedTool]:
 
 
 async def call_tool(
-    server: McpServer, name: str, args: dict[str, Any], timeout: float
+    server: McpEndpoint, name: str, args: dict[str, Any], timeout: float
 ) -> ToolOutcome:
     async def ask() -> ToolOutcome:
         async with _session(server, timeout) as session:
