@@ -24,7 +24,7 @@ from chaos.api import get_json, paginate
 from chaos.llm import TOKEN
 from chaos.system import ROOT, python_path
 
-PROJECTIONS = ("agents", "memory", "archival", "runs", "tools")
+PROJECTIONS = ("agents", "memory", "archival", "runs", "tools", "mcp_servers")
 
 # Left out of the comparison, with why. Everything else must be identical after a rebuild.
 DROPPED: dict[str, str] = {}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from typing import Any
 
 import asyncpg
 import pytest
 
 from o_executor.projections import runs
+from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.tools_projection import tools
 from o_memory.archival_projection import archival
@@ -30,6 +32,8 @@ TABLES = {
     "messages": "id",
     "runs": "id",
     "tools": "id",
+    "mcp_servers": "id",
+    "mcp_tools": "id",
     "passages": "id",
     "projection_checkpoints": "projection",
 }
@@ -69,6 +73,14 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         },
     )
     assert tool.status_code == 200, tool.text
+    mcp = await system.http.post(
+        "/v1/mcp-servers/",
+        json={
+            "server_name": f"rebuilt-{uuid.uuid4().hex[:8]}",
+            "config": {"mcp_server_type": "stdio", "command": "x", "args": [], "env": {"K": "v"}},
+        },
+    )
+    assert mcp.status_code == 200, mcp.text
     agent = await new_agent(
         system, tool_ids=[tool.json()["id"]], embedding="openai/text-embedding-3-small"
     )
@@ -87,6 +99,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
+    assert before["mcp_servers"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -104,6 +117,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "memory",
         "runs",
         "tools",
+        "mcp_servers",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -124,7 +138,7 @@ async def caught_up(system: System) -> None:
     watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
     await watcher.start()
     try:
-        for projection in (agents, archival, memory, runs, tools):
+        for projection in (agents, archival, memory, runs, tools, mcp_servers):
             last = 0
             async for raw in log.replay(projection.filter_subject):
                 last = raw.seq
