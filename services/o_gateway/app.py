@@ -25,6 +25,7 @@ from o_gateway.routes import (
     conversations,
     generate,
     health,
+    mcp_legacy,
     mcp_servers,
     messages,
     models,
@@ -132,6 +133,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         agent_tools,
         archival,
         mcp_servers,
+        mcp_legacy,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

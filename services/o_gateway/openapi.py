@@ -40,6 +40,9 @@ _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     ("get", "/v1/agents/{agent_id}/archival-memory/search"): (504,),
     ("post", "/v1/agents/{agent_id}/summarize"): (502,),
+    # Letta's older MCP routes: a server that cannot be reached is a 502, as Letta's.
+    ("get", "/v1/tools/mcp/servers/{mcp_server_name}/tools"): (502,),
+    ("post", "/v1/tools/mcp/servers/{mcp_server_name}/tools/{tool_name}/execute"): (502,),
 }
 
 # Operations that answer a stream of server-sent events (with `streaming: true`, or always).

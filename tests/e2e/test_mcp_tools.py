@@ -242,3 +242,43 @@ async def test_an_mcp_call_cut_off_by_a_dying_executor_is_not_made_again(
     counts = {t: sum(e.type == t for e in recorded) for t in ("ToolCallRequested", "ToolReturned")}
     assert counts == {"ToolCallRequested": 1, "ToolReturned": 1}
     client.mcp_servers.delete(server.id)
+
+
+async def test_letta_older_routes_act_on_the_same_servers_by_name(
+    system: System, mcp_server: Served
+) -> None:
+    http = system.http
+    base = "/v1/tools/mcp/servers"
+    name = unique("legacy")
+    config = {"server_name": name, "type": "streamable_http", "server_url": mcp_server.http_url}
+    added = await http.put(base, json=config)
+    assert added.status_code == 200, added.text
+    assert {
+        **config,
+        "auth_header": None,
+        "auth_token": None,
+        "custom_headers": None,
+    } in added.json()
+    assert (await http.get(base)).json()[name]["server_url"] == mcp_server.http_url
+    # The same server under /v1/mcp-servers/, and its tools under the same ids.
+    (server,) = [s for s in system.client().mcp_servers.list() if s.server_name == name]
+
+    live = (await http.get(f"{base}/{name}/tools")).json()
+    assert {t["name"] for t in live} >= {"echo", "add"}
+    assert next(t for t in live if t["name"] == "add")["inputSchema"]["required"] == ["a", "b"]
+    ran = await http.post(f"{base}/{name}/tools/add/execute", json={"args": {"a": 1, "b": 2}})
+    assert ran.json() == {"result": "3", "success": True}
+    tool = (await http.post(f"{base}/{name}/add")).json()
+    assert tool["id"] in {t.id for t in system.client().mcp_servers.tools.list(server.id)}
+    missing = await http.post(f"{base}/{name}/no_such_tool")
+    assert missing.status_code == 400 and "no_such_tool" in missing.json()["detail"]
+    resynced = (await http.post(f"{base}/{name}/resync")).json()
+    assert resynced == {"deleted": [], "updated": [], "added": []}
+
+    patched = await http.patch(f"{base}/{name}", json={"server_url": "http://127.0.0.1:9/mcp"})
+    assert patched.status_code == 200 and patched.json()["server_url"].endswith(":9/mcp")
+    down = await http.get(f"{base}/{name}/tools")
+    assert down.status_code == 502 and "could not be reached" in down.json()["detail"]
+    left = await http.delete(f"{base}/{name}")
+    assert left.status_code == 200 and name not in {c["server_name"] for c in left.json()}
+    assert (await http.get(f"{base}/{name}/tools")).status_code == 404

@@ -90,6 +90,10 @@ async def sync_tools(gw: Gateway, server: McpServer, timeout: float) -> list[str
 
 @route(router, "POST", "/v1/mcp-servers/")
 async def create_mcp_server(body: CreateMcpServerBody, gw: GW) -> dict[str, Any]:
+    return (await create(gw, body)).render()
+
+
+async def create(gw: Gateway, body: CreateMcpServerBody) -> McpServer:
     config = body.config
     await check_name_free(gw, body.server_name)
     server_id = new_id("mcp_server")
@@ -120,7 +124,9 @@ async def create_mcp_server(body: CreateMcpServerBody, gw: GW) -> dict[str, Any]
             await sync_tools(gw, server, SYNC_ON_CREATE_SECONDS)
         except mcp_client.McpUnavailable:
             pass  # created all the same, as Letta does; a refresh says why
-    return server.render()
+        else:
+            server = await server_by_id(gw, server_id)
+    return server
 
 
 @route(router, "GET", "/v1/mcp-servers/")
@@ -169,7 +175,10 @@ async def update_mcp_server(
     mcp_server_id: str, body: UpdateMcpServerBody, gw: GW
 ) -> dict[str, Any]:
     checked_id(mcp_server_id, "mcp_server")
-    server = await server_by_id(gw, mcp_server_id)
+    return (await update(gw, await server_by_id(gw, mcp_server_id), body)).render()
+
+
+async def update(gw: Gateway, server: McpServer, body: UpdateMcpServerBody) -> McpServer:
     changes = config_changes(server, body, gw.settings.mcp_allow_private_urls)
     if body.server_name is not None and body.server_name != server.server_name:
         await check_name_free(gw, body.server_name, server.id)
@@ -177,15 +186,18 @@ async def update_mcp_server(
     if changes:
         event = McpServerUpdated(mcp_server_id=server.id, changes=changes)
         await append(gw, server.id, event, expected=server.last_seq)
-    return (await server_by_id(gw, mcp_server_id)).render()
+    return await server_by_id(gw, server.id)
 
 
 @route(router, "DELETE", "/v1/mcp-servers/{mcp_server_id}", status_code=204)
 async def delete_mcp_server(mcp_server_id: str, gw: GW) -> Response:
     checked_id(mcp_server_id, "mcp_server")
-    server = await server_by_id(gw, mcp_server_id)
-    await append(gw, server.id, McpServerDeleted(mcp_server_id=server.id), server.last_seq)
+    await delete(gw, await server_by_id(gw, mcp_server_id))
     return Response(status_code=204)
+
+
+async def delete(gw: Gateway, server: McpServer) -> None:
+    await append(gw, server.id, McpServerDeleted(mcp_server_id=server.id), server.last_seq)
 
 
 @route(router, "GET", "/v1/mcp-servers/{mcp_server_id}/tools")
@@ -235,7 +247,11 @@ async def refresh_mcp_server_tools(
     mcp_server_id: str, gw: GW, agent_id: str | None = None
 ) -> dict[str, list[str]]:
     checked_id(mcp_server_id, "mcp_server")
-    server = await server_by_id(gw, mcp_server_id)
+    return await refresh(gw, await server_by_id(gw, mcp_server_id))
+
+
+async def refresh(gw: Gateway, server: McpServer) -> dict[str, list[str]]:
+    """Ask the server again and record its answer: what was deleted, updated, added."""
     before = {r["name"]: r["json_schema"] for r in await tools_of(gw, server)}
     try:
         listed = await mcp_client.list_tools(server.endpoint(), CALL_SECONDS)
