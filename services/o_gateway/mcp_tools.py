@@ -21,6 +21,8 @@ def offered(server_id: str, tool: OfferedTool) -> McpToolOffered:
     parameters = {k: v for k, v in tool.input_schema.items() if k != "title"}
     parameters.setdefault("type", "object")
     parameters.setdefault("properties", {})
+    # Zero-argument tools often leave out `required`; Letta writes it always.
+    parameters.setdefault("required", [])
     schema: dict[str, Any] = {"name": tool.name, "parameters": parameters}
     if tool.description:
         schema["description"] = tool.description
@@ -71,12 +73,20 @@ async def tool_of(gw: Gateway, server: McpServer, tool_id: str) -> dict[str, Any
     return dict(row)
 
 
+_AS_TOOL_ROWS = (
+    "SELECT t.*, s.server_name, 'external_mcp' AS tool_type,"
+    " false AS default_requires_approval FROM mcp_tools t"
+    " JOIN mcp_servers s ON s.id = t.mcp_server_id"
+)
+
+
 async def attachable_rows(gw: Gateway, tool_ids: list[str]) -> dict[str, dict[str, Any]]:
     """MCP tools among `tool_ids`, by id, as rows agents attach (tool_registry.user_tools)."""
-    rows = await gw.pool.fetch(
-        "SELECT t.*, s.server_name, 'external_mcp' AS tool_type,"
-        " false AS default_requires_approval FROM mcp_tools t"
-        " JOIN mcp_servers s ON s.id = t.mcp_server_id WHERE t.id = ANY($1)",
-        tool_ids,
-    )
+    rows = await gw.pool.fetch(f"{_AS_TOOL_ROWS} WHERE t.id = ANY($1)", tool_ids)
     return {r["id"]: dict(r) for r in rows}
+
+
+async def all_mcp_rows(gw: Gateway) -> list[dict[str, Any]]:
+    """Every server's tools, oldest server first, each in the order its server listed them."""
+    rows = await gw.pool.fetch(f"{_AS_TOOL_ROWS} ORDER BY s.created_at, s.id, t.position")
+    return [dict(r) for r in rows]

@@ -175,6 +175,8 @@ async def test_an_agent_calls_an_mcp_tool_in_its_loop(
         f"/v1/agents/{agent['id']}/tools/attach/{by_name['fail'].id}"
     )
     assert attached.status_code == 200
+    listed_all = (await system.http.get("/v1/tools/", params={"name": "add", "limit": 1000})).json()
+    assert by_name["add"].id in {t["id"] for t in listed_all}
     assert client.tools.retrieve(by_name["add"].id).tool_type == "external_mcp"  # type: ignore[arg-type]
 
     llm.push(

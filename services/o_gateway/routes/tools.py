@@ -13,6 +13,7 @@ from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
 from o_contracts.projection_names import TOOLS
 from o_gateway.commands import PRODUCER
+from o_gateway.mcp_tools import all_mcp_rows
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
@@ -160,6 +161,8 @@ async def list_tools(
     # page in memory.
     rows = await gw.pool.fetch("SELECT * FROM tools ORDER BY created_at, id")
     everything = [tool_state(n) for n in SCHEMAS] + [render_user_tool(dict(r)) for r in rows]
+    # MCP servers' tools too, as Letta's registry holds them (tool_type external_mcp).
+    everything += [render_user_tool(r) for r in await all_mcp_rows(gw)]
     wanted = {*(names or []), *([name] if name is not None else [])}
     if wanted:
         everything = [t for t in everything if t["name"] in wanted]
