@@ -22,20 +22,25 @@ from o_contracts.subjects import Lane
 # Agents whose messages are kept; the least recently read go first.
 MAX_AGENTS = 256
 
-# (The compiled system prompt is a conversation's first message for readers; a
-# run compiles its own, with memory as it is at each step.)
+# Shown to readers, never read by a run: the compiled system prompt (a run compiles
+# its own, with memory as it is at each step) and approval answers (the run they
+# opened has them in its RunStarted).
+_NO_ANSWERS = "coalesce(jsonb_typeof({}->'approvals'), 'null') = 'null'"
+_SHOWN_ONLY = "NOT compiled_system AND " + _NO_ANSWERS.format("body")
 _IN_CONTEXT = (
     "SELECT id, seq, CASE WHEN seq > $3 THEN body::text END AS body FROM messages"
     " WHERE agent_id = $1 AND run_id IS DISTINCT FROM $2 AND in_context"
-    " AND conversation_id IS NULL AND NOT compiled_system ORDER BY seq"
+    f" AND conversation_id IS NULL AND {_SHOWN_ONLY} ORDER BY seq"
 )
 _IN_CONVERSATION = (
     "SELECT id, seq, CASE WHEN seq > $3 THEN body::text END AS body FROM messages"
     " WHERE conversation_id = $1 AND run_id IS DISTINCT FROM $2 AND in_context"
-    " AND NOT compiled_system"
+    f" AND {_SHOWN_ONLY}"
     " UNION ALL SELECT m.id, c.seq, CASE WHEN c.seq > $3 THEN m.body::text END"
     " FROM conversation_messages c JOIN messages m ON m.id = c.message_id"
-    " WHERE c.conversation_id = $1 AND c.in_context ORDER BY seq"
+    " WHERE c.conversation_id = $1 AND c.in_context AND "
+    + _NO_ANSWERS.format("m.body")
+    + " ORDER BY seq"
 )
 _BODIES = "SELECT id, body::text AS body FROM messages WHERE id = ANY($1)"
 
@@ -77,8 +82,6 @@ class HistoryCache:
             else ChatMessage.model_validate_json(bodies[r["id"]])
             for r in rows
         ]
-        # Approval answers are shown, not read: the run they opened has them.
-        history = [m for m in history if m.approvals is None]
         # Only what is in context now is kept: evicted messages are not read again.
         self._agents[lane.key] = _Known(
             upto=max([known.upto, *(r["seq"] for r in rows)]),
