@@ -180,6 +180,11 @@ async def test_a_retry_with_the_same_otid_follows_the_same_run(
     assert said(first) == said(again) == ["once"]
     runs = {getattr(c, "run_id", None) for c in first + again} - {None}
     assert len(runs) == 1
+    # The run belongs to the conversation (and is listed under it).
+    (run_id,) = runs
+    assert client.runs.retrieve(run_id).conversation_id == conversation.id
+    listed = client.runs.list(conversation_id=conversation.id).items
+    assert [r.id for r in listed] == [run_id]
     assert len(client.conversations.messages.list(conversation.id).items) == 3
 
 

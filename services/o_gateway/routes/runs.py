@@ -31,7 +31,7 @@ def run_json(row: dict[str, Any]) -> dict[str, Any]:
         "created_at": render.iso(created),
         "completed_at": render.iso(completed),
         "agent_id": row["agent_id"],
-        "conversation_id": None,
+        "conversation_id": row.get("conversation_id"),
         "base_template_id": None,
         "background": row["background"],
         "metadata": {"run_type": "send_message"},
@@ -106,6 +106,7 @@ async def list_runs(
     order: Literal["asc", "desc"] = "desc",
     order_by: Literal["created_at"] = "created_at",
     ascending: bool | None = None,
+    conversation_id: str | None = None,
 ) -> list[dict[str, Any]]:
     # Unlike Letta's, `after` here is further along in `order` (Letta's runs list
     # reads it backwards, so paging it repeats its first page forever).
@@ -117,6 +118,8 @@ async def list_runs(
         statuses = list(ACTIVE)
     if statuses:
         q.filter("status = ANY({})", statuses)
+    if conversation_id is not None:
+        q.filter("conversation_id = {}", checked_id(conversation_id, "conv"))
     if background is not None:
         q.filter("background = {}", background)
     if stop_reason:
