@@ -23,14 +23,14 @@ from o_gateway.state import Gateway, checked_id
 
 Order = Literal["asc", "desc"]
 
-_COLUMNS = "id, seq, body, created_at, run_id, step_id, compiled_system"
+_COLUMNS = "id, seq, body, created_at, run_id, step_id, compiled_system, conversation_id"
 
 # The lane's messages as one relation ($1: the agent, $2: the conversation or NULL).
 _LANE = (
     f"SELECT {_COLUMNS}, in_context FROM messages"
     " WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT FROM $2"
     " UNION ALL SELECT m.id, c.seq, m.body, m.created_at, m.run_id, m.step_id,"
-    " m.compiled_system, c.in_context FROM conversation_messages c"
+    " m.compiled_system, m.conversation_id, c.in_context FROM conversation_messages c"
     " JOIN messages m ON m.id = c.message_id WHERE c.conversation_id = $2"
 )
 
@@ -101,7 +101,15 @@ async def rendered_messages(
     images = await image_data(gw, messages)
     for m, r in zip(messages, rows, strict=True):
         out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, view, images
+            m,
+            r["created_at"],
+            r["run_id"],
+            r["step_id"],
+            agent_type,
+            hidden,
+            view,
+            images,
+            conversation_id=r["conversation_id"],
         )
     return out
 

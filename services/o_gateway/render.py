@@ -236,6 +236,7 @@ def letta_messages(
     hidden_tool_calls: set[str] | None = None,
     view: AssistantView = DEFAULT_VIEW,
     images: Mapping[str, str] | None = None,
+    conversation_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """One stored message as Letta's API messages (one message may give several), each with
     its otid (otids.py: the n-th of them gets position n).
@@ -249,6 +250,8 @@ def letta_messages(
     )
     for position, message in enumerate(out):
         message["otid"] = otid_of(m, position)
+        # The conversation it was said in (None: the agent's default one, as Letta).
+        message["conversation_id"] = conversation_id
     return out
 
 

@@ -207,14 +207,28 @@ async def stream_run(
                 # (its token stream leaves them out).
                 answers = answers_message(run_id, event.approvals)
                 chunks = render.letta_messages(
-                    answers, env.time, run_id, None, agent_type, hidden, view
+                    answers,
+                    env.time,
+                    run_id,
+                    None,
+                    agent_type,
+                    hidden,
+                    view,
+                    conversation_id=lane.conversation_id,
                 )
                 for chunk in recorded(chunks):
                     yield sse(chunk)
             elif isinstance(event, LLMResponded | ToolReturned):
                 message = event.message
                 chunks = render.letta_messages(
-                    message, env.time, run_id, event.step_id, agent_type, hidden, view
+                    message,
+                    env.time,
+                    run_id,
+                    event.step_id,
+                    agent_type,
+                    hidden,
+                    view,
+                    conversation_id=lane.conversation_id,
                 )
                 for chunk in recorded(chunks, message):
                     yield sse(chunk)

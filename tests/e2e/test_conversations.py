@@ -68,7 +68,9 @@ async def test_conversations_are_isolated_but_share_memory(system: System, llm: 
     apple = client.conversations.create(agent_id=agent["id"])
     banana = client.conversations.create(agent_id=agent["id"])
     llm.push(Reply(content="noted apple"), Reply(content="noted banana"))
-    assert said(send(client, apple.id, "remember APPLE")) == ["noted apple"]
+    streamed = send(client, apple.id, "remember APPLE")
+    assert said(streamed) == ["noted apple"]
+    assert {c.conversation_id for c in streamed if hasattr(c, "otid")} == {apple.id}
     assert said(send(client, banana.id, "remember BANANA")) == ["noted banana"]
     # Each conversation's next request carries only its own history.
     llm.push(Reply(content="APPLE"))
@@ -84,6 +86,7 @@ async def test_conversations_are_isolated_but_share_memory(system: System, llm: 
     # Listing: newest first by default; asc starts with the system message.
     newest = client.conversations.messages.list(apple.id).items
     assert newest[0].message_type == "assistant_message" and newest[0].content == "APPLE"
+    assert {m.conversation_id for m in newest} == {apple.id}
     oldest = client.conversations.messages.list(apple.id, order="asc").items
     assert [m.message_type for m in oldest][:2] == ["system_message", "user_message"]
     # The agent's own (default) conversation saw none of it.

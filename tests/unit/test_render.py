@@ -24,6 +24,7 @@ COMMON = {
     "is_err": None,
     "seq_id": None,
     "run_id": "run-1",
+    "conversation_id": None,
 }
 
 
@@ -298,3 +299,11 @@ def test_usage_from_dict_with_missing_keys() -> None:
     assert out["step_count"] == 1
     assert out["run_ids"] == []
     assert out["message_type"] == "usage_statistics"
+
+
+def test_a_message_names_its_conversation() -> None:
+    message = ChatMessage(id="message-9", role="user", content="hi")
+    (shown,) = letta_messages(
+        message, DATE, "run-1", None, "letta_v1_agent", conversation_id="conv-1"
+    )
+    assert shown["conversation_id"] == "conv-1"

@@ -19,7 +19,7 @@ router = APIRouter()
 # Each message is rendered as its agent's type renders it (a deleted agent's as the
 # default type): a letta_v1_agent's plain text is its reply.
 COLUMNS = (
-    "body, created_at, run_id, step_id,"
+    "body, created_at, run_id, step_id, conversation_id,"
     " (SELECT agent_type FROM agents a WHERE a.id = messages.agent_id) AS agent_type"
 )
 
@@ -33,7 +33,14 @@ async def _letta_messages(
     for m, r in zip(messages, rows, strict=True):
         agent_type = r["agent_type"] or DEFAULT_AGENT_TYPE
         out += render.letta_messages(
-            m, r["created_at"], r["run_id"], r["step_id"], agent_type, hidden, images=images
+            m,
+            r["created_at"],
+            r["run_id"],
+            r["step_id"],
+            agent_type,
+            hidden,
+            images=images,
+            conversation_id=r["conversation_id"],
         )
     return out
 

@@ -323,7 +323,8 @@ def start_run(
 
 
 _RUN_AND_MESSAGES = (
-    "SELECT r.stop_reason, r.usage, r.step_count, m.body::text AS body, m.created_at, m.step_id"
+    "SELECT r.stop_reason, r.usage, r.step_count, r.conversation_id, m.body::text AS body,"
+    " m.created_at, m.step_id"
     " FROM runs r LEFT JOIN messages m ON m.run_id = r.id AND m.role <> 'user'"
     " WHERE r.id = $1 ORDER BY m.seq"
 )
@@ -349,7 +350,14 @@ async def run_response(
         if r["body"] is not None:
             m = ChatMessage.model_validate_json(r["body"])
             messages += render.letta_messages(
-                m, r["created_at"], run_id, r["step_id"], agent_type, hidden, view
+                m,
+                r["created_at"],
+                run_id,
+                r["step_id"],
+                agent_type,
+                hidden,
+                view,
+                conversation_id=r["conversation_id"],
             )
     return {
         "messages": messages,

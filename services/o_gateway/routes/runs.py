@@ -156,7 +156,15 @@ async def list_run_messages(
     images = await image_data(gw, messages)
     for m, r in zip(messages, rows, strict=True):
         out += render.letta_messages(
-            m, r["created_at"], run["id"], r["step_id"], agent_type, hidden, view, images
+            m,
+            r["created_at"],
+            run["id"],
+            r["step_id"],
+            agent_type,
+            hidden,
+            view,
+            images,
+            conversation_id=run.get("conversation_id"),
         )
     return out
 
