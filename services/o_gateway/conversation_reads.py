@@ -94,8 +94,16 @@ async def rendered_messages(
     rows: list[asyncpg.Record],
     agent_type: str,
     view: render.AssistantView = render.DEFAULT_VIEW,
+    *,
+    a_page: bool = True,
 ) -> list[dict[str, Any]]:
-    hidden: set[str] = set()
+    """Stored messages (rows with body, created_at, run_id, step_id, conversation_id and,
+    where agents differ, agent_type) as Letta's API messages, with their images' data.
+
+    On `a_page`, the reply tool's returns whose calls are on it are left out, as Letta
+    lists them (not for one message asked for by its id).
+    """
+    hidden: set[str] | None = set() if a_page else None
     out: list[dict[str, Any]] = []
     messages = [ChatMessage.model_validate(r["body"]) for r in rows]
     images = await image_data(gw, messages)
@@ -105,7 +113,7 @@ async def rendered_messages(
             r["created_at"],
             r["run_id"],
             r["step_id"],
-            agent_type,
+            r.get("agent_type") or agent_type,
             hidden,
             view,
             images,

@@ -76,6 +76,37 @@ def step_counts(events: list[Envelope[Any]]) -> dict[str, int]:
     return counts
 
 
+async def killed_between_answer_and_tool(
+    system: System,
+    llm: FakeOpenAI,
+    events: Any,
+    answered: threading.Event,
+    task: asyncio.Task[Any],
+) -> tuple[dict[str, Any], list[Envelope[Any]]]:
+    """Kill the executors after the LLM's answer (a tool call) is recorded and before the
+    tool has run; the run's reply once it finishes anyway, and what was recorded.
+
+    The prompt was read from memory; memory is then paused so the tool cannot finish,
+    the LLM answers, and the executors die between the two.
+    """
+    memory = system.supervisor.pids("memory")
+    try:
+        await until(llm, lambda reqs: len(reqs) == 1)
+        for pid in memory:
+            os.kill(pid, signal.SIGSTOP)
+        answered.set()
+        await events.wait_for("ToolCallRequested")
+        await kill_executors(system)
+        for pid in memory:
+            os.kill(pid, signal.SIGCONT)
+        result = await finished(task)
+        return result, await events.drain()
+    finally:
+        answered.set()
+        for pid in memory:
+            os.kill(pid, signal.SIGCONT)
+
+
 async def test_killed_during_an_llm_call_the_step_is_asked_again_once(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -117,26 +148,9 @@ async def test_killed_after_the_llm_answered_the_tool_runs_once(
         ),
         Reply(content="Noted."),
     )
-    memory = system.supervisor.pids("memory")
-    try:
-        async with agent_events(system, agent["id"]) as events:
-            task = send_later(system, agent["id"], "I like tea")
-            # The prompt was read from memory; now pause memory so the tool cannot
-            # finish, let the LLM answer, and kill the executors between the two.
-            await until(llm, lambda reqs: len(reqs) == 1)
-            for pid in memory:
-                os.kill(pid, signal.SIGSTOP)
-            answered.set()
-            await events.wait_for("ToolCallRequested")
-            await kill_executors(system)
-            for pid in memory:
-                os.kill(pid, signal.SIGCONT)
-            result = await finished(task)
-            recorded = await events.drain()
-    finally:
-        answered.set()
-        for pid in memory:
-            os.kill(pid, signal.SIGCONT)
+    async with agent_events(system, agent["id"]) as events:
+        task = send_later(system, agent["id"], "I like tea")
+        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
     assert [m["message_type"] for m in result["messages"]] == [
         "tool_call_message",
         "tool_return_message",
@@ -322,33 +336,11 @@ async def test_a_conversation_run_killed_after_the_llm_answered_finishes_once(
         Reply(content="Noted."),
         Reply(content="And again."),
     )
-    memory = system.supervisor.pids("memory")
     url = f"/v1/conversations/{conversation}/messages"
-    try:
-        async with agent_events(system, agent["id"], conversation) as events:
-            task = asyncio.create_task(
-                system.http.post(
-                    url,
-                    json={
-                        "messages": [{"role": "user", "content": "I like tea"}],
-                        "streaming": False,
-                    },
-                )
-            )
-            await until(llm, lambda reqs: len(reqs) == 1)
-            for pid in memory:
-                os.kill(pid, signal.SIGSTOP)
-            answered.set()
-            await events.wait_for("ToolCallRequested")
-            await kill_executors(system)
-            for pid in memory:
-                os.kill(pid, signal.SIGCONT)
-            result = await finished(task)
-            recorded = await events.drain()
-    finally:
-        answered.set()
-        for pid in memory:
-            os.kill(pid, signal.SIGCONT)
+    async with agent_events(system, agent["id"], conversation) as events:
+        body = {"messages": [{"role": "user", "content": "I like tea"}], "streaming": False}
+        task = asyncio.create_task(system.http.post(url, json=body))
+        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
     assert [m["message_type"] for m in result["messages"]] == [
         "tool_call_message",
         "tool_return_message",

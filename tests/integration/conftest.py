@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
 
+from o_devtools.embedded import EmbeddedNats
+from o_devtools.supervisor import ServerKeeper
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
@@ -33,3 +36,14 @@ async def watcher(
     await w.start()
     yield w
     await w.stop()
+
+
+@pytest.fixture
+async def nats_keeper(tmp_path: Path) -> AsyncIterator[ServerKeeper]:
+    """A NATS server of the test's own (in tmp_path), kept up (and restarted) by a keeper."""
+    keeper = ServerKeeper(EmbeddedNats(tmp_path))
+    await keeper.start()
+    try:
+        yield keeper
+    finally:
+        await keeper.stop()

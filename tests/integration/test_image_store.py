@@ -7,8 +7,6 @@ import asyncio
 import base64
 import os
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -20,16 +18,6 @@ from o_runtime.eventlog import EventLog
 from o_runtime.images import ImageMissing, Images, digest
 
 DEADLINE = 20.0
-
-
-@pytest.fixture
-async def nats_keeper(tmp_path: Path) -> AsyncIterator[ServerKeeper]:
-    keeper = ServerKeeper(EmbeddedNats(tmp_path))
-    await keeper.start()
-    try:
-        yield keeper
-    finally:
-        await keeper.stop()
 
 
 async def stored_messages(eventlog: EventLog) -> int:

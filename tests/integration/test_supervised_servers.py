@@ -42,16 +42,6 @@ async def until(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.fixture
-async def nats_keeper(tmp_path: Path) -> AsyncIterator[ServerKeeper]:
-    keeper = ServerKeeper(EmbeddedNats(tmp_path))
-    await keeper.start()
-    try:
-        yield keeper
-    finally:
-        await keeper.stop()
-
-
 async def test_a_killed_nats_server_comes_back_on_its_port_with_its_streams(
     nats_keeper: ServerKeeper,
 ) -> None:

@@ -7,12 +7,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
-from o_contracts.models import ChatMessage
-from o_gateway import render
-from o_gateway.images import image_data
+from o_gateway.conversation_reads import rendered_messages
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.state import GW, Gateway, checked_id
+from o_gateway.state import GW, checked_id
 
 router = APIRouter()
 
@@ -22,27 +20,6 @@ COLUMNS = (
     "body, created_at, run_id, step_id, conversation_id,"
     " (SELECT agent_type FROM agents a WHERE a.id = messages.agent_id) AS agent_type"
 )
-
-
-async def _letta_messages(
-    gw: Gateway, rows: list[Any], hidden: set[str] | None
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    messages = [ChatMessage.model_validate(r["body"]) for r in rows]
-    images = await image_data(gw, messages)
-    for m, r in zip(messages, rows, strict=True):
-        agent_type = r["agent_type"] or DEFAULT_AGENT_TYPE
-        out += render.letta_messages(
-            m,
-            r["created_at"],
-            r["run_id"],
-            r["step_id"],
-            agent_type,
-            hidden,
-            images=images,
-            conversation_id=r["conversation_id"],
-        )
-    return out
 
 
 @route(router, "GET", "/v1/messages/")
@@ -68,7 +45,7 @@ async def list_all_messages(
     )
     if order == "desc":
         rows = list(reversed(rows))
-    return await _letta_messages(gw, rows, set())
+    return await rendered_messages(gw, rows, DEFAULT_AGENT_TYPE)
 
 
 @route(router, "GET", "/v1/messages/{message_id}")
@@ -80,4 +57,4 @@ async def retrieve_message(message_id: str, gw: GW) -> list[dict[str, Any]]:
     )
     if row is None:
         raise HTTPException(404, f"Message with id {message_id} not found.")
-    return await _letta_messages(gw, [row], None)
+    return await rendered_messages(gw, [row], DEFAULT_AGENT_TYPE, a_page=False)

@@ -7,10 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
-from o_contracts.models import ChatMessage
 from o_contracts.subjects import Lane
 from o_gateway import render
-from o_gateway.images import image_data
+from o_gateway.conversation_reads import rendered_messages
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import RetrieveStreamBody
@@ -147,26 +146,10 @@ async def list_run_messages(
     run = await run_row(gw, run_id)
     agent_type = await agent_type_of(gw, run["agent_id"])
     view = render.AssistantView.of(run["request_config"])
-    q = Listing("messages", key="seq", columns="body, created_at, step_id")
+    q = Listing("messages", key="seq", columns="body, created_at, run_id, step_id, conversation_id")
     q.filter("run_id = {}", run["id"])
     rows = await q.page(gw.pool, "message", before, after, order, limit, unknown_cursor="not_found")
-    hidden: set[str] = set()
-    out: list[dict[str, Any]] = []
-    messages = [ChatMessage.model_validate(r["body"]) for r in rows]
-    images = await image_data(gw, messages)
-    for m, r in zip(messages, rows, strict=True):
-        out += render.letta_messages(
-            m,
-            r["created_at"],
-            run["id"],
-            r["step_id"],
-            agent_type,
-            hidden,
-            view,
-            images,
-            conversation_id=run.get("conversation_id"),
-        )
-    return out
+    return await rendered_messages(gw, rows, agent_type, view)
 
 
 async def agent_type_of(gw: Gateway, agent_id: str) -> str:
