@@ -24,6 +24,20 @@ async def answer(system: System, agent_id: str, **approval: Any) -> Any:
     )
 
 
+async def waiting_to_insert(
+    system: System, llm: FakeOpenAI, *after: Reply
+) -> tuple[dict[str, Any], str]:
+    """An agent whose memory_insert needs approval, asked to use it (it now waits);
+    `after`: the model's replies once it is answered. The agent and the waiting call."""
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    llm.push(Reply(tool_calls=[INSERT]), *after)
+    asked = await send(system, agent["id"], "I like chess")
+    call_id: str = asked["messages"][0]["tool_call"]["tool_call_id"]
+    return agent, call_id
+
+
 async def human(system: System, agent_id: str) -> str:
     block = await system.http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")
     value: str = block.json()["value"]
@@ -95,12 +109,7 @@ async def test_approve_then_the_tool_runs_and_the_turn_goes_on(
 
 
 async def test_deny_with_a_reason(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(
-        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
-    )
-    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Understood, I won't."))
-    asked = await send(system, agent["id"], "I like chess")
-    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    agent, call_id = await waiting_to_insert(system, llm, Reply(content="Understood, I won't."))
     done = await answer(system, agent["id"], tool_call_id=call_id, approve=False, reason="not now")
     ret = done.json()["messages"][0]
     assert ret["status"] == "error"
@@ -232,12 +241,9 @@ async def test_an_answer_with_nothing_waiting_is_refused_in_lettas_words(system:
 async def test_an_answer_given_again_goes_on_with_a_keep_alive(
     system: System, llm: FakeOpenAI
 ) -> None:
-    agent = await new_agent(
-        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    agent, call_id = await waiting_to_insert(
+        system, llm, Reply(content="Done."), Reply(content="Still here.")
     )
-    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."), Reply(content="Still here."))
-    asked = await send(system, agent["id"], "I like chess")
-    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
     first = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
     assert first.status_code == 200
     # A client that lost the reply sends the same answer again (Letta's retry): the
@@ -254,12 +260,7 @@ async def test_an_answer_given_again_goes_on_with_a_keep_alive(
 
 
 async def test_a_streamed_answer_comes_back_first(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(
-        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
-    )
-    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."))
-    asked = await send(system, agent["id"], "I like chess")
-    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    agent, call_id = await waiting_to_insert(system, llm, Reply(content="Done."))
     streamed = await system.http.post(
         f"/v1/agents/{agent['id']}/messages/stream",
         json={
@@ -288,12 +289,7 @@ async def test_a_streamed_answer_comes_back_first(system: System, llm: FakeOpenA
 
 async def test_a_token_streamed_answer_is_not_echoed(system: System, llm: FakeOpenAI) -> None:
     """Letta's token stream leaves the answer out: the tool's result comes first."""
-    agent = await new_agent(
-        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
-    )
-    llm.push(Reply(tool_calls=[INSERT]), Reply(content="Done."))
-    asked = await send(system, agent["id"], "I like chess")
-    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    agent, call_id = await waiting_to_insert(system, llm, Reply(content="Done."))
     approvals = [{"type": "approval", "tool_call_id": call_id, "approve": True}]
     streamed = await system.http.post(
         f"/v1/agents/{agent['id']}/messages/stream",
