@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent"]
+# sleeptime_agent: a sleep-time companion (docs/sleeptime.md); it runs the letta_v1 loop.
+AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "sleeptime_agent"]
 AGENT_TYPES: tuple[str, ...] = get_args(AgentType)
 DEFAULT_AGENT_TYPE: AgentType = "letta_v1_agent"
 

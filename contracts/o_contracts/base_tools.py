@@ -207,7 +207,16 @@ BASE_TOOLS: dict[str, list[str]] = {
         "archival_memory_insert",
         "archival_memory_search",
     ],
+    # A sleep-time companion edits the memory it shares with its primary, and says
+    # when it is done (a terminal rule: SLEEPTIME_RULES).
+    "sleeptime_agent": ["memory_replace", "memory_insert", "memory_rethink", "memory_finish_edits"],
 }
+
+# An agent with enable_sleeptime leaves memory edits to its companion (Letta's set).
+SLEEPTIME_PRIMARY_TOOLS = ["send_message", "conversation_search", "archival_memory_search"]
+# The tools a primary gives up when its companion takes memory over.
+MEMORY_EDIT_TOOLS = MEMORY_TOOLS | {"archival_memory_insert"}
+SLEEPTIME_RULES: list[dict[str, str]] = [{"type": "exit_loop", "tool_name": "memory_finish_edits"}]
 
 
 def openai_tools(names: list[str]) -> list[dict[str, Any]]:

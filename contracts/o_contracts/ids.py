@@ -23,6 +23,7 @@ IdPrefix = Literal[
     "conv",
     "file",
     "mcp_server",
+    "group",
 ]
 
 _ID_RE = re.compile(

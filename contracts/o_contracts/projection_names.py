@@ -11,5 +11,6 @@ MEMORY: Final = "memory"  # the memory service's blocks and who has them
 ARCHIVAL: Final = "archival"  # the memory service's archival passages
 RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
+GROUPS: Final = "groups"  # the gateway's multi-agent groups
 
-ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS)
+ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS, GROUPS)

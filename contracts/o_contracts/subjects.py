@@ -29,6 +29,7 @@ AGENT_AND_CONVERSATION_EVENTS: Final = f"{EVENTS_PREFIX}.agent.>"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
 TOOL_EVENTS: Final = f"{EVENTS_PREFIX}.tool.*"
 MCP_SERVER_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.*"
+GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
@@ -146,6 +147,10 @@ def tool_subject(tool_id: str) -> str:
 
 def sandbox_command_subject(agent_id: str) -> str:
     return f"{COMMANDS_PREFIX}.sandbox.{agent_id}"
+
+
+def group_subject(group_id: str) -> str:
+    return f"{EVENTS_PREFIX}.group.{group_id}"
 
 
 def mcp_server_subject(mcp_server_id: str) -> str:

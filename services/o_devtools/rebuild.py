@@ -28,6 +28,7 @@ PROJECTIONS = {
     names.RUNS: "o_executor.projections:runs",
     names.TOOLS: "o_gateway.tools_projection:tools",
     names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
+    names.GROUPS: "o_gateway.groups_projection:groups",
 }
 
 

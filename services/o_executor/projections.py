@@ -23,6 +23,7 @@ from o_contracts.events import (
     RunCompleted,
     RunQueued,
     RunStarted,
+    SleeptimeTurnCounted,
     SystemPromptRecompiled,
     ToolReturned,
 )
@@ -42,6 +43,7 @@ runs = Projection(
         "pending_approvals",
         "conversations",
         "conversation_messages",
+        "sleeptime_turns",
     ],
 )
 
@@ -231,6 +233,40 @@ async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> N
         e.request_config,
         subjects.conversation_of(rec.subject),
     )
+
+
+@runs.on(SleeptimeTurnCounted)
+async def sleeptime_turn_counted(
+    conn: asyncpg.Connection, e: SleeptimeTurnCounted, rec: Recorded
+) -> None:
+    await conn.execute(
+        "INSERT INTO sleeptime_turns (run_id, group_id, agent_id, turns_counter, started,"
+        " after_message_id, last_processed_message_id, skipped, created_at, seq)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (run_id) DO NOTHING",
+        e.run_id,
+        e.group_id,
+        e.agent_id,
+        e.turns_counter,
+        [r.model_dump() for r in e.started],
+        e.after_message_id,
+        e.last_processed_message_id,
+        e.skipped,
+        rec.envelope.time,
+        rec.seq,
+    )
+    # The companion runs exist from this event on (as a RunQueued would make
+    # them): the manager's reply can name them, and they list at once.
+    for run in e.started:
+        await conn.execute(
+            "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background,"
+            " request_config) VALUES ($1, $2, 'created', $3, $4, true, $5)"
+            " ON CONFLICT (id) DO NOTHING",
+            run.run_id,
+            run.agent_id,
+            rec.envelope.time,
+            rec.seq,
+            {"run_type": "sleeptime_agent_send_message_async", "manager_run_id": e.run_id},
+        )
 
 
 _RUN_STARTED = (

@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
+from o_contracts.base_tools import BASE_TOOLS, SCHEMAS, SLEEPTIME_PRIMARY_TOOLS, SLEEPTIME_RULES
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.prompts import default_system
@@ -52,6 +52,9 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         embedding_config_for(body.embedding) if body.embedding else body.embedding_config
     )
     base = list(BASE_TOOLS.get(body.agent_type, [])) if body.include_base_tools else []
+    if body.enable_sleeptime and body.include_base_tools and body.agent_type != "sleeptime_agent":
+        # Memory is the companion's to edit (Letta's base tools for such an agent).
+        base = list(SLEEPTIME_PRIMARY_TOOLS)
     tools, found_tools = await resolve_tools(gw, base, body.tools, body.tool_ids)
     encrypted = secrets_of(body.tool_exec_environment_variables, body.secrets) or {}
     labels = [b.label for b in body.memory_blocks]
@@ -92,7 +95,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         embedding_config=embedding_config,
         tools=tools,
         user_tools=found_tools,
-        tool_rules=[r.model_dump() for r in body.tool_rules],
+        tool_rules=[r.model_dump() for r in body.tool_rules] or default_rules(body),
         metadata=body.metadata,
         new_blocks=new_blocks,
         block_ids=block_ids,
@@ -116,6 +119,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
             )
             for i, m in enumerate(body.initial_message_sequence or [])
         ],
+        enable_sleeptime=body.enable_sleeptime,
     )
 
 
@@ -156,8 +160,16 @@ async def update_agent(gw: Gateway, agent_id: str, body: UpdateAgentBody) -> Upd
         tools=tools,
         tool_ids=tool_ids,
         encrypted_secrets=secrets_of(body.tool_exec_environment_variables, body.secrets),
+        enable_sleeptime=body.enable_sleeptime,
     )
     return UpdateAgent(agent_id=agent_id, changes=changes, llm_settings=llm_settings(body) or None)
+
+
+def default_rules(body: CreateAgentBody) -> list[dict[str, Any]]:
+    """A sleep-time companion's base rule: memory_finish_edits ends its turn."""
+    if body.agent_type == "sleeptime_agent" and body.include_base_tools:
+        return [dict(r) for r in SLEEPTIME_RULES]
+    return []
 
 
 def llm_settings(body: CreateAgentBody | UpdateAgentBody) -> dict[str, Any]:

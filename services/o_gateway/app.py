@@ -24,6 +24,7 @@ from o_gateway.routes import (
     context,
     conversations,
     generate,
+    groups,
     health,
     mcp_legacy,
     mcp_servers,
@@ -134,6 +135,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         archival,
         mcp_servers,
         mcp_legacy,
+        groups,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

@@ -34,6 +34,7 @@ _COLUMNS = (
     "timezone",
     "encrypted_secrets",
     "tool_ids",
+    "enable_sleeptime",
 )
 
 
@@ -42,8 +43,8 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
     await conn.execute(
         "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
         " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq,"
-        " tool_ids, encrypted_secrets)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16)"
+        " tool_ids, encrypted_secrets, enable_sleeptime)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16,$17)"
         " ON CONFLICT (id) DO NOTHING",
         e.agent_id,
         e.name,
@@ -61,6 +62,7 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
         rec.seq,
         e.tool_ids,
         e.encrypted_secrets,
+        e.enable_sleeptime,
     )
 
 

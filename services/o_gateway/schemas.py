@@ -190,6 +190,8 @@ class CreateAgentBody(Body):
     max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     max_reasoning_tokens: int | None = Field(default=None, ge=0, le=10_000_000)
     enable_reasoner: bool | None = None
+    # A sleep-time companion keeps the agent's memory (o_gateway/sleeptime.py).
+    enable_sleeptime: bool | None = None
 
 
 class UpdateAgentBody(Body):
@@ -212,6 +214,7 @@ class UpdateAgentBody(Body):
     model_settings: ModelSettingsBody | None = None
     parallel_tool_calls: bool | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    enable_sleeptime: bool | None = None
 
 
 class TextPart(Body):

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from o_gateway.app import create_app
+from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
@@ -40,6 +41,7 @@ class GatewayService(Service):
         self.project(agents)
         self.project(tools)
         self.project(mcp_servers)
+        self.project(groups)
 
     async def started(self) -> None:
         gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)

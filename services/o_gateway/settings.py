@@ -25,6 +25,9 @@ class GatewaySettings:
     # refuses them: the gateway would otherwise reach into the operator's network on a
     # client's word); an operator whose MCP servers live there allows them.
     mcp_allow_private_urls: bool = False
+    # How long a sleep-time primary's reply waits for the evolution service to count its
+    # turn (to name the companion runs it started); past it, the reply names none.
+    sleeptime_turn_wait: float = 2.0
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -38,4 +41,5 @@ class GatewaySettings:
             ),
             stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
+            sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
         )

@@ -19,6 +19,7 @@ from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.logging_setup import setup_logging
 from o_runtime.projector import Projection, Projector
+from o_runtime.reactor import EventReactor
 from o_runtime.reads import ProjectionReads
 from o_runtime.settings import Settings
 from o_runtime.tracing import setup_tracing
@@ -65,6 +66,8 @@ class Service:
         self.reads: ProjectionReads
         self.projectors: list[Projector] = []
         self.consumers: list[CommandConsumer] = []
+        # Event reactors (reactor.py), started after the consumers, stopped with them.
+        self.reactors: list[EventReactor] = []
         self._stop = asyncio.Event()
 
     def configure(self, env: Env) -> None:
@@ -125,6 +128,8 @@ class Service:
             projector.start()
         for consumer in self.consumers:
             await consumer.start()
+        for reactor in self.reactors:
+            await reactor.start()
         await self.broker.start()
         await self.started()
 
@@ -132,6 +137,8 @@ class Service:
         await self.stopping()
         for consumer in self.consumers:
             await consumer.stop()
+        for reactor in self.reactors:
+            await reactor.stop()
         await self.broker.stop()
         for projector in self.projectors:
             await projector.stop()

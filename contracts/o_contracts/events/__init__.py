@@ -23,6 +23,12 @@ from o_contracts.events.conversations import (
     MessagesReset,
     SystemPromptRecompiled,
 )
+from o_contracts.events.groups import (
+    GroupCreated,
+    GroupDeleted,
+    GroupUpdated,
+    SleeptimeTurnCounted,
+)
 from o_contracts.events.mcp_servers import (
     McpServerCreated,
     McpServerDeleted,
@@ -55,6 +61,9 @@ __all__ = [
     "ConversationCreated",
     "ConversationDeleted",
     "ConversationUpdated",
+    "GroupCreated",
+    "GroupDeleted",
+    "GroupUpdated",
     "LLMResponded",
     "McpServerCreated",
     "McpServerDeleted",
@@ -69,6 +78,7 @@ __all__ = [
     "RunCompleted",
     "RunQueued",
     "RunStarted",
+    "SleeptimeTurnCounted",
     "SystemPromptRecompiled",
     "ToolAttached",
     "ToolCallRequested",

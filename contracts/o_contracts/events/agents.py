@@ -35,6 +35,8 @@ class AgentCreated(Event):
     system_message: ChatMessage | None = None
     # Letta's initial_message_sequence: messages placed after it, in order.
     initial_messages: list[ChatMessage] = Field(default_factory=list)
+    # Letta's flag: memory is kept by a sleep-time companion (a managed group names it).
+    enable_sleeptime: bool | None = None
 
 
 class AgentUpdated(Event):

@@ -45,6 +45,7 @@ class AgentView:
     # The names of the agent's user tools that still exist, in tool_ids order.
     user_tool_names: tuple[str, ...] = ()
     llm_config: dict[str, Any] = field(default_factory=dict)
+    agent_type: str = ""
 
 
 def reads_blocks(command: AgentChange) -> bool:
@@ -58,7 +59,7 @@ def reads_tool_names(command: AgentChange) -> bool:
     return isinstance(command, SetToolApproval)
 
 
-_AGENT = "SELECT tools, tool_ids, tool_rules, llm_config FROM agents WHERE id = $1"
+_AGENT = "SELECT tools, tool_ids, tool_rules, llm_config, agent_type FROM agents WHERE id = $1"
 _BLOCKS = (
     "SELECT b.id, b.label FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
     " WHERE ab.agent_id = $1"
@@ -89,4 +90,5 @@ async def read_agent(conn: asyncpg.Connection, command: AgentChange) -> AgentVie
         blocks=blocks,
         user_tool_names=names,
         llm_config=dict(row["llm_config"] or {}),
+        agent_type=row["agent_type"],
     )

@@ -76,6 +76,7 @@ class CreateAgent:
     # Letta's initial_message_sequence.
     system_message: ChatMessage | None = None
     initial_messages: list[ChatMessage] = field(default_factory=list)
+    enable_sleeptime: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class AgentChanges:
     tools: list[str] | None = None
     tool_ids: list[str] | None = None
     encrypted_secrets: dict[str, str] | None = None
+    enable_sleeptime: bool | None = None
 
     def as_event_changes(self) -> dict[str, Any]:
         """AgentUpdated.changes: only what is set."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from o_contracts.base import Event
+from o_contracts.base_tools import BASE_TOOLS, MEMORY_EDIT_TOOLS
 from o_contracts.events import (
     AgentCreated,
     AgentDeleted,
@@ -69,6 +70,7 @@ def create_agent(command: CreateAgent) -> AgentCreated:
         encrypted_secrets=command.encrypted_secrets,
         system_message=command.system_message,
         initial_messages=command.initial_messages,
+        enable_sleeptime=command.enable_sleeptime,
     )
 
 
@@ -97,11 +99,23 @@ def change_agent(command: AgentChange, agent: AgentView | None) -> Event | None:
 
 def update_agent(command: UpdateAgent, agent: AgentView) -> AgentUpdated | None:
     changes = command.changes.as_event_changes()
+    if command.changes.enable_sleeptime is not None and "tools" not in changes:
+        tools = sleeptime_tools(agent, command.changes.enable_sleeptime)
+        if tools != list(agent.tools):
+            changes["tools"] = tools
     if command.llm_settings:
         changes["llm_config"] = (
             changes.get("llm_config") or agent.llm_config
         ) | command.llm_settings
     return AgentUpdated(agent_id=command.agent_id, changes=changes) if changes else None
+
+
+def sleeptime_tools(agent: AgentView, enabled: bool) -> list[str]:
+    """The agent's built-in tools with its memory kept by a companion (or by itself again)."""
+    if enabled:
+        return [t for t in agent.tools if t not in MEMORY_EDIT_TOOLS]
+    own = [t for t in BASE_TOOLS.get(agent.agent_type, []) if t in MEMORY_EDIT_TOOLS]
+    return list(dict.fromkeys([*agent.tools, *own]))
 
 
 def attach_block(command: AttachBlock, agent: AgentView) -> BlockAttached | None:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 
 from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY, RUNS
-from o_gateway import agent_requests, decisions
+from o_gateway import agent_requests, decisions, sleeptime
 from o_gateway.agent_reads import agent_state, render_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key
 from o_gateway.pagination import Listing
@@ -30,6 +30,8 @@ async def create_agent(
     seq = await decisions.create_agent(gw, command)
     # (RUNS: the agent's first messages, for message_ids)
     await gw.visible(seq, AGENTS, MEMORY, RUNS)
+    if body.enable_sleeptime and body.agent_type != "sleeptime_agent":
+        await sleeptime.enable(gw, command.agent_id)
     return await agent_state(gw, command.agent_id)
 
 
@@ -92,11 +94,18 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str
     command = await agent_requests.update_agent(gw, checked_id(agent_id, "agent"), body)
     seq = await decisions.change_agent(gw, command)
     await gw.visible(seq, AGENTS, MEMORY)
+    if body.enable_sleeptime is not None:
+        change = sleeptime.enable if body.enable_sleeptime else sleeptime.disable
+        await change(gw, agent_id)
     return await agent_state(gw, agent_id)
 
 
 @route(router, "DELETE", "/v1/agents/{agent_id}")
 async def delete_agent(agent_id: str, gw: GW) -> dict[str, Any]:
-    seq = await decisions.change_agent(gw, decisions.DeleteAgent(checked_id(agent_id, "agent")))
+    checked_id(agent_id, "agent")
+    # Its sleep-time companions and group go with it; a companion takes its group along.
+    await sleeptime.disable(gw, agent_id)
+    await sleeptime.leave_group(gw, agent_id)
+    seq = await decisions.change_agent(gw, decisions.DeleteAgent(agent_id))
     await gw.visible(seq, AGENTS, MEMORY, ARCHIVAL)
     return {"message": f"Agent id={agent_id} successfully deleted"}

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.projection_names import AGENTS, MEMORY
-from o_gateway import render
+from o_gateway import render, sleeptime
 from o_gateway.agent_reads import agent_state, blocks_of, render_agent
 from o_gateway.agent_requests import block_spec
 from o_gateway.commands import memory_command
@@ -213,6 +213,7 @@ async def attach_block(agent_id: str, block_id: str, gw: GW) -> dict[str, Any]:
     checked_id(agent_id, "agent")
     block = await block_row(gw, checked_id(block_id, "block"))
     seq = await change_agent(gw, AttachBlock(agent_id, block_id, label=block["label"]))
+    seq = max(seq, await sleeptime.attach_to_companions(gw, agent_id, block_id, block["label"]))
     await gw.visible(seq, AGENTS, MEMORY)
     return await agent_state(gw, agent_id)
 

@@ -17,7 +17,7 @@ from o_contracts.limits import MAX_NAME_CHARS
 from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
-from o_gateway import render
+from o_gateway import render, sleeptime
 from o_gateway.commands import PRODUCER, answered
 from o_gateway.conversation_reads import in_context_ids, lane_messages, rendered_messages
 from o_gateway.idempotency import (
@@ -451,7 +451,13 @@ async def send_in(
         RUN_REPLY_TIMEOUT,
         f"run {command.data.run_id} is still going",
     )
-    return await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq, view)
+    response = await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq, view)
+    if agent.get("enable_sleeptime"):
+        # Letta's usage.run_ids of a sleep-time primary: the companion runs this turn started.
+        response["usage"]["run_ids"] = await sleeptime.companion_runs(
+            gw, lane.agent_id, command.data.run_id, gw.settings.sleeptime_turn_wait
+        )
+    return response
 
 
 async def _answer_known(
