@@ -60,6 +60,7 @@ CHANNELS = (
             events.RunCompleted,
             events.SystemPromptRecompiled,
             events.MessagesReset,
+            events.SleeptimeTurnCounted,
         ),
         "send",
     ),
@@ -114,6 +115,16 @@ CHANNELS = (
             events.McpServerDeleted,
             events.McpServerToolsSynced,
         ),
+        "send",
+    ),
+    Channel(
+        "groupEvents",
+        f"{subjects.EVENTS_PREFIX}.group.{{group_id}}",
+        "group_id",
+        "One multi-agent group: its type, agents and manager settings; a sleep-time "
+        "group's turns are SleeptimeTurnCounted on its manager's agentEvents "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (events.GroupCreated, events.GroupUpdated, events.GroupDeleted),
         "send",
     ),
     Channel(
