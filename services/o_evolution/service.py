@@ -31,8 +31,8 @@ class EvolutionService(Service):
         self.reactors.append(
             EventReactor(
                 self.eventlog,
-                "evolution-sleeptime",
+                "evolution-turns",
                 subjects.AGENT_AND_CONVERSATION_EVENTS,
-                {RunCompleted: turns.on_run_completed},
+                {RunCompleted: turns.on_runs_completed},
             )
         )

@@ -33,9 +33,12 @@ from o_runtime.reads import ProjectionReads
 log = logging.getLogger(__name__)
 PRODUCER = "evolution"
 
-_GROUP = (
-    "SELECT id, agent_ids, sleeptime_agent_frequency FROM groups"
-    " WHERE manager_agent_id = $1 AND manager_type = 'sleeptime' ORDER BY created_at LIMIT 1"
+# The sleep-time groups these agents manage (one query per batch of run ends).
+_GROUPS = (
+    "SELECT DISTINCT ON (manager_agent_id) id, manager_agent_id, agent_ids,"
+    " sleeptime_agent_frequency FROM groups"
+    " WHERE manager_agent_id = ANY($1) AND manager_type = 'sleeptime'"
+    " ORDER BY manager_agent_id, created_at"
 )
 _LAST_TURN = (
     "SELECT turns_counter,"
@@ -65,12 +68,18 @@ class SleeptimeTurns:
     reads: ProjectionReads
     budget: SleeptimeBudget
 
-    async def on_run_completed(self, rec: Recorded) -> None:
+    async def on_runs_completed(self, records: list[Recorded]) -> None:
+        """The ends of runs, in log order: those of sleep-time managers count a turn."""
+        agents = list({r.envelope.data.agent_id for r in records})  # type: ignore[attr-defined]
+        groups = {g["manager_agent_id"]: g for g in await self.pool.fetch(_GROUPS, agents)}
+        for rec in records:
+            group = groups.get(rec.envelope.data.agent_id)  # type: ignore[attr-defined]
+            if group is not None:
+                await self.on_run_completed(rec, group)
+
+    async def on_run_completed(self, rec: Recorded, group: asyncpg.Record) -> None:
         ended = rec.envelope.data
         assert isinstance(ended, RunCompleted)
-        group = await self.pool.fetchrow(_GROUP, ended.agent_id)
-        if group is None:
-            return
         subject = subjects.agent_subject(ended.agent_id)
         recorded: list[SleeptimeTurnCounted] = []
 

@@ -200,8 +200,9 @@ async def test_a_turn_counted_again_starts_its_companion_runs_once(system: Syste
     await watcher.start()
     try:
         turns = SleeptimeTurns(eventlog, pool, ProjectionReads(pool, watcher), SleeptimeBudget())
-        await turns.on_run_completed(Recorded(seq, subjects.agent_subject(agent.id), ended))
-        await turns.on_run_completed(Recorded(seq, subjects.agent_subject(agent.id), ended))
+        record = Recorded(seq, subjects.agent_subject(agent.id), ended)
+        await turns.on_runs_completed([record])
+        await turns.on_runs_completed([record])
     finally:
         await watcher.stop()
         await pool.close()
