@@ -32,6 +32,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "memory_id": "passage",
     "passage_id": "passage",
     "mcp_server_id": "mcp_server",
+    "group_id": "group",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

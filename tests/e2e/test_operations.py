@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 
 from o_executor.projections import runs
+from o_gateway.groups_projection import groups
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.tools_projection import tools
@@ -33,6 +34,8 @@ TABLES = {
     "runs": "id",
     "tools": "id",
     "mcp_servers": "id",
+    "groups": "id",
+    "sleeptime_turns": "run_id",
     "mcp_tools": "id",
     "passages": "id",
     "projection_checkpoints": "projection",
@@ -118,6 +121,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "runs",
         "tools",
         "mcp_servers",
+        "groups",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -138,7 +142,7 @@ async def caught_up(system: System) -> None:
     watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
     await watcher.start()
     try:
-        for projection in (agents, archival, memory, runs, tools, mcp_servers):
+        for projection in (agents, archival, memory, runs, tools, mcp_servers, groups):
             last = 0
             async for raw in log.replay(projection.filter_subject):
                 last = raw.seq
