@@ -27,6 +27,7 @@ from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_evolution.settings import SleeptimeBudget
 from o_evolution.sleeptime import GroupState, Spent, companion_input, count_turn
+from o_evolution.turn_state import last_turn
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.reads import ProjectionReads
 
@@ -39,12 +40,6 @@ _GROUPS = (
     " sleeptime_agent_frequency FROM groups"
     " WHERE manager_agent_id = ANY($1) AND manager_type = 'sleeptime'"
     " ORDER BY manager_agent_id, created_at"
-)
-_LAST_TURN = (
-    "SELECT turns_counter,"
-    " (SELECT last_processed_message_id FROM sleeptime_turns p WHERE p.group_id = $1"
-    "  AND p.last_processed_message_id IS NOT NULL ORDER BY seq DESC LIMIT 1) AS processed"
-    " FROM sleeptime_turns WHERE group_id = $1 ORDER BY seq DESC LIMIT 1"
 )
 _LAST_MESSAGE = "SELECT id FROM messages WHERE run_id = $1 ORDER BY seq DESC LIMIT 1"
 _SPENT = (
@@ -144,13 +139,13 @@ class SleeptimeTurns:
 
 
 async def _state(conn: asyncpg.Connection, group: asyncpg.Record) -> GroupState:
-    last = await conn.fetchrow(_LAST_TURN, group["id"])
+    last = await last_turn(conn, group["id"])
     return GroupState(
         group_id=group["id"],
         companions=tuple(group["agent_ids"]),
         frequency=group["sleeptime_agent_frequency"],
-        counter=last["turns_counter"] if last is not None else -1,
-        last_processed=last["processed"] if last is not None else None,
+        counter=last.counter if last is not None else -1,
+        last_processed=last.last_processed if last is not None else None,
     )
 
 

@@ -7,6 +7,8 @@ conversation a run's messages belong to (None: the agent's default one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import asyncpg
 
 from o_contracts import subjects
@@ -219,19 +221,35 @@ async def system_prompt_recompiled(
     )
 
 
-@runs.on(RunQueued)
-async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> None:
+async def _insert_created_run(
+    conn: asyncpg.Connection,
+    rec: Recorded,
+    run_id: str,
+    agent_id: str,
+    background: bool,
+    request_config: Mapping[str, object],
+    conversation_id: str | None,
+) -> None:
+    """A run accepted and not started yet (status `created`)."""
     await conn.execute(
         "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config,"
         " conversation_id) VALUES ($1, $2, 'created', $3, $4, $5, $6, $7)"
         " ON CONFLICT (id) DO NOTHING",
-        e.run_id,
-        e.agent_id,
+        run_id,
+        agent_id,
         rec.envelope.time,
         rec.seq,
-        e.background,
-        e.request_config,
-        subjects.conversation_of(rec.subject),
+        background,
+        request_config,
+        conversation_id,
+    )
+
+
+@runs.on(RunQueued)
+async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> None:
+    conversation_id = subjects.conversation_of(rec.subject)
+    await _insert_created_run(
+        conn, rec, e.run_id, e.agent_id, e.background, e.request_config, conversation_id
     )
 
 
@@ -257,16 +275,8 @@ async def sleeptime_turn_counted(
     # The companion runs exist from this event on (as a RunQueued would make
     # them): the manager's reply can name them, and they list at once.
     for run in e.started:
-        await conn.execute(
-            "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background,"
-            " request_config) VALUES ($1, $2, 'created', $3, $4, true, $5)"
-            " ON CONFLICT (id) DO NOTHING",
-            run.run_id,
-            run.agent_id,
-            rec.envelope.time,
-            rec.seq,
-            {"run_type": "sleeptime_agent_send_message_async", "manager_run_id": e.run_id},
-        )
+        config = {"run_type": "sleeptime_agent_send_message_async", "manager_run_id": e.run_id}
+        await _insert_created_run(conn, rec, run.run_id, run.agent_id, True, config, None)
 
 
 _RUN_STARTED = (

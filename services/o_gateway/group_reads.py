@@ -11,22 +11,16 @@ from typing import Any
 
 import asyncpg
 
+from o_evolution.turn_state import last_turn
 from o_gateway.render import iso
-
-_LAST_TURN = (
-    "SELECT turns_counter,"
-    " (SELECT last_processed_message_id FROM sleeptime_turns p WHERE p.group_id = $1"
-    "  AND p.last_processed_message_id IS NOT NULL ORDER BY seq DESC LIMIT 1) AS processed"
-    " FROM sleeptime_turns WHERE group_id = $1 ORDER BY seq DESC LIMIT 1"
-)
 
 
 async def render_group(conn: asyncpg.Pool | asyncpg.Connection, row: Any) -> dict[str, Any]:
     counter = processed = None
     if row["manager_type"] == "sleeptime":
-        last = await conn.fetchrow(_LAST_TURN, row["id"])
+        last = await last_turn(conn, row["id"])
         if last is not None:
-            counter, processed = last["turns_counter"], last["processed"]
+            counter, processed = last.counter, last.last_processed
         elif row["sleeptime_agent_frequency"]:
             counter = -1
     return {

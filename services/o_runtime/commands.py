@@ -46,6 +46,19 @@ PULL_EXPIRES = 5.0
 # A command that met an outage is tried again after this, doubling up to the longest.
 OUTAGE_FIRST_RETRY = 0.5
 OUTAGE_RETRY_DELAY = 5.0
+# A handler that failed on its own is tried again after 2, 4, 8 ... seconds, at most this.
+FAILURE_RETRY_DELAY = 30.0
+
+
+def retry_delay(attempt: int, outage: bool) -> float:
+    """How long before trying again a message whose `attempt`-th handling (from 1) failed.
+
+    After an outage (not the message's fault) soon and often, up to OUTAGE_RETRY_DELAY,
+    however long it lasts; after the handler's own failure, backing off further.
+    """
+    if outage:
+        return min(OUTAGE_FIRST_RETRY * 2.0 ** min(attempt - 1, 10), OUTAGE_RETRY_DELAY)
+    return min(2.0**attempt, FAILURE_RETRY_DELAY)
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,22 @@ class Deferred(Exception):
     def __init__(self, delay: float) -> None:
         super().__init__(f"deferred for {delay}s")
         self.delay = delay
+
+
+async def pulled(sub: JetStreamContext.PullSubscription, batch: int, name: str) -> list[Msg]:
+    """Up to `batch` messages of a durable consumer; none if none came within PULL_EXPIRES,
+    or if pulling failed (said, and after a pause, so a broken server is not hammered)."""
+    try:
+        msgs: list[Msg] = await sub.fetch(batch, timeout=PULL_EXPIRES)
+    except NatsTimeoutError:
+        return []
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.warning("%s: pulling failed; trying again", name, exc_info=True)
+        await asyncio.sleep(1.0)
+        return []
+    return msgs
 
 
 class CommandConsumer:
@@ -147,19 +176,14 @@ class CommandConsumer:
         while True:
             await slots.acquire()
             try:
-                (msg,) = await sub.fetch(1, timeout=PULL_EXPIRES)
+                msgs = await pulled(sub, 1, self.name)
             except asyncio.CancelledError:
                 slots.release()
                 raise
-            except NatsTimeoutError:
+            if not msgs:
                 slots.release()
                 continue
-            except Exception:
-                slots.release()
-                log.warning("%s: pulling commands failed; trying again", self.name, exc_info=True)
-                await asyncio.sleep(1.0)
-                continue
-            task = asyncio.create_task(self._handle(msg))
+            task = asyncio.create_task(self._handle(msgs[0]))
             self._handling.add(task)
             task.add_done_callback(self._handling.discard)
             task.add_done_callback(lambda _: slots.release())
@@ -215,8 +239,7 @@ class CommandConsumer:
                 # Not the command's fault: tried again once the server is back,
                 # however long that takes (never dead-lettered for it).
                 log.warning("%s: %s met an outage (%r); will retry", self.name, envelope.type, exc)
-                delay = OUTAGE_FIRST_RETRY * 2.0 ** min(meta.num_delivered - 1, 10)
-                await raw.nak(delay=min(delay, OUTAGE_RETRY_DELAY))
+                await raw.nak(delay=retry_delay(meta.num_delivered, outage=True))
                 return
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
@@ -232,7 +255,7 @@ class CommandConsumer:
                 await raw.ack()
             else:
                 log.exception("%s: %s failed; will retry", self.name, envelope.type)
-                await raw.nak(delay=min(2.0**meta.num_delivered, 30.0))
+                await raw.nak(delay=retry_delay(meta.num_delivered, outage=False))
             return
         finally:
             heartbeat.cancel()

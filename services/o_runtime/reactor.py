@@ -19,13 +19,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode, known_type
-from o_runtime.commands import MAX_DELIVERIES, OUTAGE_FIRST_RETRY, OUTAGE_RETRY_DELAY, PULL_EXPIRES
+from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
@@ -82,15 +81,8 @@ class EventReactor:
 
     async def _pull(self) -> None:
         while True:
-            try:
-                msgs = await self._sub.fetch(BATCH, timeout=PULL_EXPIRES)
-            except asyncio.CancelledError:
-                raise
-            except NatsTimeoutError:
-                continue
-            except Exception:
-                log.warning("%s: pulling events failed; trying again", self.name, exc_info=True)
-                await asyncio.sleep(1.0)
+            msgs = await pulled(self._sub, BATCH, self.name)
+            if not msgs:
                 continue
             by_type: dict[str, list[tuple[Recorded, bytes]]] = {}
             for msg in msgs:
@@ -121,8 +113,7 @@ class EventReactor:
             except Exception as exc:
                 if is_outage(exc):
                     log.warning("%s: reacting met an outage (%r); will retry", self.name, exc)
-                    delay = OUTAGE_FIRST_RETRY * 2.0 ** min(attempt - 1, 10)
-                    await asyncio.sleep(min(delay, OUTAGE_RETRY_DELAY))
+                    await asyncio.sleep(retry_delay(attempt, outage=True))
                     continue
                 if attempt >= MAX_DELIVERIES:
                     for record, raw in events:
@@ -138,6 +129,6 @@ class EventReactor:
                 log.exception(
                     "%s: reacting to %d events failed; will retry", self.name, len(events)
                 )
-                await asyncio.sleep(min(0.5 * 2.0**attempt, 30.0))
+                await asyncio.sleep(retry_delay(attempt, outage=False))
                 # A long retry keeps the batch from being delivered again meanwhile.
                 await last.in_progress()
