@@ -337,6 +337,41 @@ async def test_a_reply_that_takes_too_long_is_the_tools_error(
     assert listed(client, receiver.id)[-1] == ("assistant_message", "too late")
 
 
+async def test_a_caller_cancelled_while_waiting_stops_waiting(
+    system: System, llm: FakeOpenAI
+) -> None:
+    held = threading.Event()
+    llm.default_reply = scripted(lambda body, said: Reply(content="unheard", release=held))
+    client = system.client()
+    sender = new_agent(client, WAIT)
+    receiver = new_agent(client)
+    async with agent_events(system, receiver.id) as events:
+        try:
+            task = asyncio.create_task(
+                asyncio.to_thread(
+                    call, client, sender.id, WAIT, message="wait", other_agent_id=receiver.id
+                )
+            )
+            await until(llm, lambda reqs: any(incoming(r) for r in reqs))
+            client.agents.messages.cancel(sender.id)
+            response = await asyncio.wait_for(task, DEADLINE)
+            (run,) = client.runs.list(agent_id=receiver.id)
+            # The sender's run ended cancelled well before the reply could time out...
+            returned = tool_return(response)
+            assert returned.status == "error"
+            assert returned.tool_return == (
+                f"the run was cancelled while waiting for agent {receiver.id}'s reply; its run"
+                f" {run.id} goes on"
+            )
+            assert response.stop_reason.stop_reason == "cancelled"
+        finally:
+            held.set()
+        # ...and the receiver's run was not the sender's to stop.
+        await events.wait_for("RunCompleted")
+        await projected(system, events.last_seq)
+    assert client.runs.retrieve(run.id).status == "completed"
+
+
 async def test_killed_while_waiting_the_reply_arrives_once(system: System, llm: FakeOpenAI) -> None:
     client = system.client()
     sender = new_agent(client, WAIT)

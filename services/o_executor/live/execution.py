@@ -233,6 +233,7 @@ class LiveRun:
             agent,
             self.s.config,
             self.s.reads,
+            self._cancel_requested,
             memory_seq,
         )
         core, self._core = self._core, None

@@ -52,6 +52,8 @@ class LiveTools:
     agent: AgentConfig
     settings: ExecutorSettings
     reads: ProjectionReads
+    # Set when the run is asked to stop: a multi-agent tool stops waiting for a reply.
+    cancel_requested: asyncio.Event
     # The highest log position of a memory edit this run made: the next prompt
     # reads core memory as of there (o_executor/live/deps.py).
     memory_seq: int = 0
@@ -68,7 +70,8 @@ class LiveTools:
             return await self._memory_tool(call, args)
         if call.name in MULTI_AGENT_TOOLS:
             runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
-            return await MultiAgentTools(runs, self.settings.agent_reply_timeout).run(call, args)
+            tools = MultiAgentTools(runs, self.settings.agent_reply_timeout, self.cancel_requested)
+            return await tools.run(call, args)
         user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None and user_tool.mcp is not None:
             return await run_mcp_tool(

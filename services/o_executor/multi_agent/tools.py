@@ -9,18 +9,20 @@ failed) is this tool's error, with the reason, and the caller's run goes on.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from typing import Any, Literal
 
 from o_contracts.commands import StartRun
 from o_contracts.models import ToolCall
 from o_executor.multi_agent import messages
-from o_executor.multi_agent.runs import OtherAgent, OtherRuns
+from o_executor.multi_agent.runs import OtherAgent, OtherRuns, RunEnd
 from o_executor.run.deps import ToolOutcome
 from o_runtime.eventlog import AppendRejected
 
 WAIT_FOR_REPLY = "send_message_to_agent_and_wait_for_reply"
 NOTIFY = "send_message_to_agent_async"
 BROADCAST = "send_message_to_agents_matching_tags"
+CANCELLED: Literal["cancelled"] = "cancelled"
 
 
 class BadArguments(ValueError):
@@ -28,10 +30,12 @@ class BadArguments(ValueError):
 
 
 class MultiAgentTools:
-    def __init__(self, runs: OtherRuns, timeout: float) -> None:
+    def __init__(self, runs: OtherRuns, timeout: float, cancelled: asyncio.Event) -> None:
         self.runs = runs
         # How long a reply is waited for (ExecutorSettings.agent_reply_timeout).
         self.timeout = timeout
+        # Set when the caller's run is asked to stop.
+        self.cancelled = cancelled
 
     @property
     def caller(self) -> StartRun:
@@ -107,8 +111,13 @@ class MultiAgentTools:
             # This run waits for that one, and so does whoever waits for this one.
             awaited_by=[self.caller.agent_id, *self.caller.awaited_by],
         )
-        end = await self.runs.ended(other.id, run_id, self.timeout)
-        if end is None:
+        end = await self._end_unless_cancelled(other.id, run_id)
+        if end is CANCELLED:
+            return (
+                f"the run was cancelled while waiting for agent {other.id}'s reply; its run"
+                f" {run_id} goes on"
+            )
+        if not isinstance(end, RunEnd):
             return (
                 f"agent {other.id} did not reply within {self.timeout:g}s; its run {run_id}"
                 " goes on, and its answer will not come back to you"
@@ -119,6 +128,24 @@ class MultiAgentTools:
             )
         texts = messages.reply_texts(await self.runs.replies(run_id, end.seq), other.agent_type)
         return messages.entry(other.id, texts)
+
+    async def _end_unless_cancelled(
+        self, agent_id: str, run_id: str
+    ) -> RunEnd | Literal["cancelled"] | None:
+        """The run's end (None: not within the timeout), unless the caller is cancelled
+        first: then it stops waiting at once (and the loop ends its run); the other agent's
+        run is not the caller's to stop."""
+        ending = asyncio.create_task(self.runs.ended(agent_id, run_id, self.timeout))
+        cancelled = asyncio.create_task(self.cancelled.wait())
+        try:
+            await asyncio.wait({ending, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (ending, cancelled):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        return ending.result() if not ending.cancelled() else CANCELLED
 
     def _deadlock(self, other_id: str) -> str | None:
         """Why waiting for `other_id` could never end, if it could not.
