@@ -275,6 +275,28 @@ async def test_an_unknown_agent_is_the_tools_error(system: System, llm: FakeOpen
         assert response.stop_reason.stop_reason == "end_turn"
 
 
+async def test_an_agent_waiting_for_an_approval_takes_no_message(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = scripted()
+    client = system.client()
+    sender = new_agent(client, WAIT)
+    receiver = client.agents.create(
+        model="openai/gpt-4o-mini",
+        tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}],
+    )
+    asked = call(client, receiver.id, "memory_insert", label="human", new_string="Likes: chess")
+    assert asked.stop_reason.stop_reason == "requires_approval"
+    returned = tool_return(call(client, sender.id, WAIT, message="hi", other_agent_id=receiver.id))
+    assert (returned.status, returned.tool_return) == (
+        "error",
+        f"the message could not be sent: agent {receiver.id} is waiting for approval on a tool"
+        " call; it takes no new message until the pending request is approved or denied",
+    )
+    # Nothing was sent to it: its only run is the one that waits.
+    assert [r.stop_reason for r in client.runs.list(agent_id=receiver.id)] == ["requires_approval"]
+
+
 async def test_an_agent_cannot_wait_for_itself(system: System, llm: FakeOpenAI) -> None:
     llm.default_reply = scripted()
     client = system.client()

@@ -24,7 +24,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
-from o_runtime.eventlog import EventLog
+from o_runtime.eventlog import AppendRejected, EventLog
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionLag
 
@@ -46,6 +46,9 @@ _TAGGED = (
     f" ORDER BY created_at, id LIMIT {MAX_TAGGED}"
 )
 _KNOWN = "SELECT 1 AS known FROM runs WHERE id = $1"
+_AWAITS_APPROVAL = (
+    "SELECT 1 FROM pending_approvals WHERE agent_id = $1 AND conversation_id IS NULL LIMIT 1"
+)
 _END = "SELECT status, stop_reason, error, last_seq FROM runs WHERE id = $1"
 _REPLIES = (
     "SELECT body::text AS body FROM messages WHERE run_id = $1 AND role = 'assistant' ORDER BY seq"
@@ -112,7 +115,8 @@ class OtherRuns:
         RunQueued first, as the gateway does for a run it accepts: the run exists (it is
         listed, it can be cancelled) before the other agent's turn comes, and it ends
         recorded (cancelled) even if that agent is deleted first, so nobody waits for an
-        end that never comes. Raises AppendRejected (a message too large for the log).
+        end that never comes. Raises AppendRejected (the agent waits for an approval, or the
+        message is too large for the log).
         """
         lane = Lane(agent.id)
         command = self.caller.caused(
@@ -140,8 +144,18 @@ class OtherRuns:
 
         async def decide(last: int) -> Envelope[Any] | None:
             # Queued once: a resumed caller finds the run, whatever became of it since.
-            async with self.reads.row_at(last, RUNS, _KNOWN, run_id) as (_, row):
-                return None if row is not None else queued
+            async with self.reads.row_at(last, RUNS, _KNOWN, run_id) as (conn, row):
+                if row is not None:
+                    return None
+                if await conn.fetchval(_AWAITS_APPROVAL, agent.id):
+                    # As Letta refuses a message to it (409): its pending tool call would
+                    # be left without a result.
+                    raise AppendRejected(
+                        f"agent {agent.id} is waiting for approval on a tool call; it takes no"
+                        " new message until the pending request is approved or denied",
+                        status=409,
+                    )
+                return queued
 
         await self.eventlog.append_decided(lane.events, decide)
         # Sent again by a resumed caller: within the stream's dedup window this is the
