@@ -37,7 +37,8 @@ from o_devtools.embedded import start_servers  # noqa: E402
 from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 AGENTS = 20
-# The evolution service follows every run's end (sleep-time turns), so it is part of the loop's cost.
+# The evolution service follows every run's end (sleep-time turns), so it is part of the
+# loop's cost.
 SERVICES = ("gateway", "executor", "memory", "evolution")
 
 
@@ -173,9 +174,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
             "O_API_KEY": "bench",
             "O_LOG_LEVEL": "WARNING",
         }
-        supervisor = Supervisor(
-            [ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env
-        )
+        supervisor = Supervisor([ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env)
         await supervisor.start()
         try:
             async with httpx.AsyncClient(
@@ -212,9 +211,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                 )
                 # CPU each part of the system spends per run: on a shared,
                 # noisy machine this moves less than wall-clock time does.
-                parts = {
-                    name: supervisor.pids(name) for name in SERVICES
-                } | {
+                parts = {name: supervisor.pids(name) for name in SERVICES} | {
                     "nats": [servers.nats.pid or 0],
                     "postgres": postgres_pids(servers.postgres.pid or 0),
                     "client": [os.getpid()],
