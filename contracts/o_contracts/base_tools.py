@@ -1,7 +1,8 @@
 """Built-in tools: their JSON schemas (what the model sees) and which agent types get them.
 
 Memory tools are carried out by the memory service (the executor sends it a
-`RunMemoryTool` command); `send_message` is handled by the loop itself.
+`RunMemoryTool` command); `send_message` is handled by the loop itself; the
+multi-agent tools send the other agent a `StartRun` (o_executor/multi_agent).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ _LABEL = {
     "type": "string",
     "description": "Section of the memory to be edited, identified by its label.",
 }
+
+_MESSAGE = {"type": "string", "description": "The message for the other agent."}
+_OTHER_AGENT = {"type": "string", "description": "The id of the agent to send it to."}
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "send_message": _fn(
@@ -172,6 +176,47 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "memory_finish_edits": _fn(
         "memory_finish_edits", "Call when you have finished editing memory.", {}, []
     ),
+    "send_message_to_agent_and_wait_for_reply": _fn(
+        "send_message_to_agent_and_wait_for_reply",
+        "Send a message to another agent and wait for its reply. The other agent is told "
+        "who sent it, so there is no need to introduce yourself. Use it when you expect an "
+        "answer.",
+        {
+            "message": _MESSAGE,
+            "other_agent_id": _OTHER_AGENT,
+        },
+        ["message", "other_agent_id"],
+    ),
+    "send_message_to_agents_matching_tags": _fn(
+        "send_message_to_agents_matching_tags",
+        "Send a message to every other agent that has all the tags in `match_all` and at "
+        "least one of the tags in `match_some`, and wait for their replies. Returns one "
+        "entry per agent that was sent the message.",
+        {
+            "message": _MESSAGE,
+            "match_all": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Tags an agent must all have to be sent the message.",
+            },
+            "match_some": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Tags of which an agent must have at least one.",
+            },
+        },
+        ["message", "match_all", "match_some"],
+    ),
+    "send_message_to_agent_async": _fn(
+        "send_message_to_agent_async",
+        "Send a message to another agent without waiting for a reply (a one-way "
+        "notification). The other agent is told who sent it.",
+        {
+            "message": _MESSAGE,
+            "other_agent_id": _OTHER_AGENT,
+        },
+        ["message", "other_agent_id"],
+    ),
 }
 
 MEMORY_TOOLS = frozenset(
@@ -184,6 +229,14 @@ MEMORY_TOOLS = frozenset(
         "memory_finish_edits",
         "memory_apply_patch",
     }
+)
+
+# One agent messaging others (Letta's MULTI_AGENT_TOOLS, in its order): given to an agent
+# by name or id, or all three with `include_multi_agent_tools` on create.
+MULTI_AGENT_TOOLS = (
+    "send_message_to_agent_and_wait_for_reply",
+    "send_message_to_agents_matching_tags",
+    "send_message_to_agent_async",
 )
 
 # Carried out by the memory service's archival memory (commands and search requests).

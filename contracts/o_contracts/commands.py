@@ -44,6 +44,10 @@ class StartRun(Command):
     # The conversation's own blocks (events/conversations.py: ConversationCreated).
     isolated_block_ids: list[str] = Field(default_factory=list)
     client_skills: list[ClientSkill] = Field(default_factory=list)
+    # Agents whose runs wait for this run's answer (multi-agent tools), nearest first: an
+    # agent's runs go one at a time, so this run waiting in turn for one of them would
+    # wait forever.
+    awaited_by: list[str] = Field(default_factory=list)
 
     @property
     def lane(self) -> Lane:

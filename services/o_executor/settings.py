@@ -19,6 +19,9 @@ class ExecutorSettings:
     llm: Retries = field(default_factory=Retries)
     # Wall-clock limit per user tool call; the sandbox may enforce a lower one.
     tool_timeout: float = 30.0
+    # How long a multi-agent tool waits for the other agent's run to end; then the tool
+    # returns an error naming that run (which goes on) and the caller's run goes on.
+    agent_reply_timeout: float = 300.0
 
     @classmethod
     def from_env(cls, env: Env) -> ExecutorSettings:
@@ -29,4 +32,5 @@ class ExecutorSettings:
                 backoff=env.number("O_LLM_BACKOFF", 0.5, minimum=0.0),
             ),
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
+            agent_reply_timeout=env.number("O_AGENT_REPLY_TIMEOUT", 300.0, minimum=0.1),
         )

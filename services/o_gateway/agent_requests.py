@@ -13,7 +13,13 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from o_contracts.base_tools import BASE_TOOLS, SCHEMAS, SLEEPTIME_PRIMARY_TOOLS, SLEEPTIME_RULES
+from o_contracts.base_tools import (
+    BASE_TOOLS,
+    MULTI_AGENT_TOOLS,
+    SCHEMAS,
+    SLEEPTIME_PRIMARY_TOOLS,
+    SLEEPTIME_RULES,
+)
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.prompts import default_system
@@ -55,6 +61,8 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
     if body.enable_sleeptime and body.include_base_tools and body.agent_type != "sleeptime_agent":
         # Memory is the companion's to edit (Letta's base tools for such an agent).
         base = list(SLEEPTIME_PRIMARY_TOOLS)
+    if body.include_multi_agent_tools:
+        base += MULTI_AGENT_TOOLS
     tools, found_tools = await resolve_tools(gw, base, body.tools, body.tool_ids)
     encrypted = secrets_of(body.tool_exec_environment_variables, body.secrets) or {}
     labels = [b.label for b in body.memory_blocks]

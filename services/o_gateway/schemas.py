@@ -173,6 +173,8 @@ class CreateAgentBody(Body):
     tool_ids: Ids = Field(default_factory=list)
     tool_rules: list[ToolRuleBody] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     include_base_tools: bool = True
+    # Letta's three tools for messaging other agents (o_contracts.base_tools).
+    include_multi_agent_tools: bool = False
     tags: Tags = Field(default_factory=list)
     metadata: Object | None = None
     description: Description | None = None

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from o_contracts.base_tools import SCHEMAS
+from o_contracts.base_tools import MULTI_AGENT_TOOLS, SCHEMAS
 from o_contracts.ids import derived_id
+
+
+def tool_type(name: str) -> str:
+    """Letta's ToolType of a built-in tool."""
+    if name in MULTI_AGENT_TOOLS:
+        return "letta_multi_agent_core"
+    return "letta_core" if name in SCHEMAS else "custom"
 
 
 def tool_state(name: str) -> dict[str, Any]:
@@ -13,7 +20,7 @@ def tool_state(name: str) -> dict[str, Any]:
     return {
         "id": derived_id("tool", "builtin", name),
         "name": name,
-        "tool_type": "letta_core" if name in SCHEMAS else "custom",
+        "tool_type": tool_type(name),
         "description": schema.get("description"),
         "source_type": "python",
         "tags": [],

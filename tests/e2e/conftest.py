@@ -114,6 +114,8 @@ async def system(
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
         # A killed executor's run is taken over this soon (tests kill them on purpose).
         "O_EXECUTOR_ACK_WAIT": "3",
+        # An agent waits this long for another's reply (test_multi_agent.py waits it out).
+        "O_AGENT_REPLY_TIMEOUT": "10",
     }
     # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(

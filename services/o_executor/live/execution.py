@@ -227,7 +227,14 @@ class LiveRun:
         if agent is None:
             agent = AgentConfig.deleted(self.cmd.agent_id)
         tools = LiveTools(
-            self.s.eventlog, self.s.pool, self.command, agent, self.s.config, memory_seq
+            self.s.eventlog,
+            self.s.pool,
+            self.command,
+            agent,
+            self.s.config,
+            self.s.reads,
+            self._cancel_requested,
+            memory_seq,
         )
         core, self._core = self._core, None
         deps = LiveDeps(

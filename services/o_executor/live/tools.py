@@ -1,7 +1,8 @@
 """Running a run's tool calls in the live system: memory and archival tools through the
 memory service, users' tools in the sandbox, `conversation_search` on the executor's own
-messages projection. A memory edit requested before a crash but with no recorded result is
-looked up in the block log rather than run twice."""
+messages projection, the multi-agent tools as other agents' runs. A memory edit requested
+before a crash but with no recorded result is looked up in the block log rather than run
+twice."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts import subjects
-from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS
+from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, MULTI_AGENT_TOOLS
 from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.ids import derived_id
@@ -19,6 +20,8 @@ from o_contracts.models import ToolCall
 from o_executor import recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.mcp_calls import run_mcp_tool
+from o_executor.multi_agent.runs import OtherRuns
+from o_executor.multi_agent.tools import MultiAgentTools
 from o_executor.run.agent import AgentConfig
 from o_executor.run.deps import ToolOutcome
 from o_executor.run.policy import PURE_TOOLS
@@ -27,6 +30,7 @@ from o_executor.sandbox_calls import run_user_tool
 from o_executor.settings import ExecutorSettings
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
+from o_runtime.reads import ProjectionReads
 
 PRODUCER = "executor"
 MEMORY_CONSUMER = "memory"
@@ -47,6 +51,9 @@ class LiveTools:
     command: Envelope[StartRun]
     agent: AgentConfig
     settings: ExecutorSettings
+    reads: ProjectionReads
+    # Set when the run is asked to stop: a multi-agent tool stops waiting for a reply.
+    cancel_requested: asyncio.Event
     # The highest log position of a memory edit this run made: the next prompt
     # reads core memory as of there (o_executor/live/deps.py).
     memory_seq: int = 0
@@ -61,6 +68,10 @@ class LiveTools:
             return await self._conversation_search(args)
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
+        if call.name in MULTI_AGENT_TOOLS:
+            runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
+            tools = MultiAgentTools(runs, self.settings.agent_reply_timeout, self.cancel_requested)
+            return await tools.run(call, args)
         user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None and user_tool.mcp is not None:
             return await run_mcp_tool(
@@ -142,6 +153,11 @@ class LiveTools:
         # Users' tools are safe to ask again: the sandbox command has the same id,
         # and the sandbox answers a repeat from its recorded outcome.
         if call.name in PURE_TOOLS or call.name not in self.agent.tools:
+            return None
+        if call.name in MULTI_AGENT_TOOLS:
+            # Safe to call again: the other agents' runs have ids derived from this call,
+            # so the runs it started are found (and waited for, or read back), never
+            # started twice (o_executor/multi_agent/runs.py).
             return None
         if call.name not in MEMORY_TOOLS:
             # We cannot know whether it ran; running it again could do it twice.
