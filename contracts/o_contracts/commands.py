@@ -48,6 +48,9 @@ class StartRun(Command):
     # agent's runs go one at a time, so this run waiting in turn for one of them would
     # wait forever.
     awaited_by: list[str] = Field(default_factory=list)
+    # A sleep-time reflection (o_evolution/turns.py): the run has the memory service
+    # reflect on this agent's memories and records what it cost; no step of its own.
+    reflect_on: str | None = None
 
     @property
     def lane(self) -> Lane:
@@ -61,7 +64,7 @@ class StartRun(Command):
 
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:
-        if not self.messages and not self.approvals and not self.summarize:
+        if not (self.messages or self.approvals or self.summarize or self.reflect_on):
             raise ValueError("a run needs input messages or approvals")
         return self
 
@@ -154,3 +157,5 @@ class ReflectOnMemories(Command):
     """Memory: the agent's recent memories passed the importance threshold; reflect."""
 
     agent_id: str
+    # The sleep-time companion's run that asked (None: the memory service's own trigger).
+    run_id: str | None = None

@@ -6,7 +6,9 @@ moves it to (counter + 1) % frequency; the companions run when it comes to 0,
 so on the first turn and then every `frequency` turns (every turn without a
 frequency). A run that left no messages starts nothing. O adds a budget: a turn
 that would start runs past it records why it did not, and its messages wait
-for the next turn that runs.
+for the next turn that runs. O also moves the memory service's reflections onto
+this schedule: a turn that runs while the manager's archival memories have passed
+their importance threshold starts one reflection run of the first companion too.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def companion_run_id(manager_run_id: str, companion_id: str) -> str:
     return derived_id("run", manager_run_id, "sleeptime", companion_id)
 
 
+def reflection_run_id(manager_run_id: str, companion_id: str) -> str:
+    return derived_id("run", manager_run_id, "reflection", companion_id)
+
+
 def over_budget(spent: Spent, budget: SleeptimeBudget, runs: int) -> str | None:
     if spent.runs_last_hour + runs > budget.runs_per_hour:
         return (
@@ -66,8 +72,12 @@ def count_turn(
     last_message_id: str | None,
     spent: Spent,
     budget: SleeptimeBudget,
+    reflection_due: bool = False,
 ) -> SleeptimeTurnCounted:
-    """The turn `run_id` makes of `group`: counted, and maybe starting the companions."""
+    """The turn `run_id` makes of `group`: counted, and maybe starting the companions.
+
+    `reflection_due`: the manager's unreflected memories have passed their threshold.
+    """
     counter = group.counter
     if group.frequency:
         counter = (counter + 1) % group.frequency
@@ -82,12 +92,19 @@ def count_turn(
     due = not group.frequency or counter == 0
     if not due or last_message_id is None or not group.companions:
         return turn
-    skipped = over_budget(spent, budget, len(group.companions))
-    if skipped is not None:
-        return turn.model_copy(update={"skipped": skipped})
     started = [
         CompanionRun(agent_id=c, run_id=companion_run_id(run_id, c)) for c in group.companions
     ]
+    if reflection_due:
+        first = group.companions[0]
+        started.append(
+            CompanionRun(
+                agent_id=first, run_id=reflection_run_id(run_id, first), purpose="reflection"
+            )
+        )
+    skipped = over_budget(spent, budget, len(started))
+    if skipped is not None:
+        return turn.model_copy(update={"skipped": skipped})
     return turn.model_copy(
         update={"started": started, "last_processed_message_id": last_message_id}
     )

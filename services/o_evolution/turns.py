@@ -23,6 +23,7 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import RunCompleted, SleeptimeTurnCounted
 from o_contracts.events.groups import CompanionRun
 from o_contracts.ids import derived_id
+from o_contracts.memory_stream import InvalidStreamSettings, StreamSettings
 from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_evolution.settings import SleeptimeBudget
@@ -46,6 +47,13 @@ _SPENT = (
     "SELECT count(*) FILTER (WHERE created_at > now() - interval '1 hour') AS runs,"
     " coalesce(sum((usage->>'total_tokens')::bigint), 0) AS tokens"
     " FROM runs WHERE agent_id = ANY($1) AND created_at > now() - interval '1 day'"
+)
+# Whether the manager's archival memories not yet reflected on have passed its threshold
+# (the memory service's passages; its own check is made again when it reflects).
+_UNREFLECTED = (
+    "SELECT a.metadata, (SELECT coalesce(sum(p.importance), 0) FROM passages p"
+    "  WHERE p.agent_id = a.id AND p.kind = 'memory' AND NOT p.reflected) AS importance"
+    " FROM agents a WHERE a.id = $1"
 )
 # The manager's messages a companion reads: after one message, up to another (both by
 # their place in the log), leaving out compiled system prompts.
@@ -94,6 +102,7 @@ class SleeptimeTurns:
                     await conn.fetchval(_LAST_MESSAGE, ended.run_id),
                     await _spent(conn, list(group["agent_ids"])),
                     self.budget,
+                    reflection_due=await _reflection_due(conn, ended.agent_id),
                 )
             recorded.append(turn)
             return rec.envelope.caused(
@@ -111,11 +120,32 @@ class SleeptimeTurns:
             await self._start(turn, run)
 
     async def _start(self, turn: SleeptimeTurnCounted, run: CompanionRun) -> None:
+        if run.purpose == "reflection":
+            command = StartRun(
+                run_id=run.run_id,
+                agent_id=run.agent_id,
+                reflect_on=turn.agent_id,
+                background=True,
+                request_config=run.request_config(turn.run_id),
+            )
+        else:
+            command = await self._review(turn, run)
+        envelope = Envelope.wrap(
+            command,
+            aggregate_id=run.agent_id,
+            producer=PRODUCER,
+            id=derived_id("cmd", run.run_id, "start"),
+            correlation_id=run.run_id,
+        )
+        await self.eventlog.send_command(subjects.Lane(run.agent_id).commands, envelope)
+
+    async def _review(self, turn: SleeptimeTurnCounted, run: CompanionRun) -> StartRun:
+        """A companion's review of the manager's messages since the last one it read."""
         rows = await self.pool.fetch(
             _TRANSCRIPT, turn.agent_id, turn.after_message_id, turn.last_processed_message_id
         )
         messages = [ChatMessage.model_validate_json(r["body"]) for r in rows]
-        command = StartRun(
+        return StartRun(
             run_id=run.run_id,
             agent_id=run.agent_id,
             messages=[
@@ -126,16 +156,8 @@ class SleeptimeTurns:
                 )
             ],
             background=True,
-            request_config={"run_type": "sleeptime_agent_send_message_async"},
+            request_config=run.request_config(turn.run_id),
         )
-        envelope = Envelope.wrap(
-            command,
-            aggregate_id=run.agent_id,
-            producer=PRODUCER,
-            id=derived_id("cmd", run.run_id, "start"),
-            correlation_id=run.run_id,
-        )
-        await self.eventlog.send_command(subjects.Lane(run.agent_id).commands, envelope)
 
 
 async def _state(conn: asyncpg.Connection, group: asyncpg.Record) -> GroupState:
@@ -152,6 +174,17 @@ async def _state(conn: asyncpg.Connection, group: asyncpg.Record) -> GroupState:
 async def _spent(conn: asyncpg.Connection, companions: list[str]) -> Spent:
     row = await conn.fetchrow(_SPENT, companions)
     return Spent(runs_last_hour=row["runs"], tokens_last_day=row["tokens"])
+
+
+async def _reflection_due(conn: asyncpg.Connection, agent_id: str) -> bool:
+    row = await conn.fetchrow(_UNREFLECTED, agent_id)
+    if row is None or not row["importance"]:
+        return False
+    try:
+        threshold = StreamSettings.from_metadata(row["metadata"]).reflection_threshold
+    except InvalidStreamSettings:
+        return False  # (refused when set; an old value is the memory service's to report)
+    return bool(row["importance"] >= threshold)
 
 
 def _turn_of(row: asyncpg.Record) -> SleeptimeTurnCounted:

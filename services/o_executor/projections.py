@@ -275,7 +275,7 @@ async def sleeptime_turn_counted(
     # The companion runs exist from this event on (as a RunQueued would make
     # them): the manager's reply can name them, and they list at once.
     for run in e.started:
-        config = {"run_type": "sleeptime_agent_send_message_async", "manager_run_id": e.run_id}
+        config = run.request_config(e.run_id)
         await _insert_created_run(conn, rec, run.run_id, run.agent_id, True, config, None)
 
 

@@ -57,7 +57,9 @@ class ArchivalCommands:
     async def _agent(self, agent_id: str) -> tuple[dict[str, Any], StreamSettings]:
         # The agent registry is the gateway's projection; memory only reads it.
         row = await self.s.pool.fetchrow(
-            "SELECT llm_config, embedding_config, metadata FROM agents WHERE id = $1", agent_id
+            "SELECT llm_config, embedding_config, metadata, enable_sleeptime FROM agents"
+            " WHERE id = $1",
+            agent_id,
         )
         if row is None:
             raise AppendRejected(f"Agent {agent_id} not found", 404)
@@ -138,7 +140,10 @@ class ArchivalCommands:
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
         await self.s.watcher.wait(appended.seq, ARCHIVAL)
-        await self._maybe_reflect(env, cmd.agent_id, settings)
+        if not agent["enable_sleeptime"]:
+            # A sleep-time agent reflects on its companion's schedule instead
+            # (o_evolution/turns.py), as the companion's run.
+            await self._maybe_reflect(env, cmd.agent_id, settings)
         return await self._inserted(cmd.passage_id, appended.seq)
 
     async def _maybe_reflect(
@@ -170,7 +175,7 @@ class ArchivalCommands:
         if total < settings.reflection_threshold:
             return Reply(ok=True, result={"insights": 0})
         shown = memories[-REFLECTION_WINDOW:]
-        insights = await judgement.reflect(agent["llm_config"], [m["text"] for m in shown])
+        insights, usage = await judgement.reflect(agent["llm_config"], [m["text"] for m in shown])
         passages: list[ArchivalPassage] = []
         if insights:
             model, vectors = await self._embed(agent, [i.text for i in insights])
@@ -203,7 +208,11 @@ class ArchivalCommands:
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
         await self.s.watcher.wait(appended.seq, ARCHIVAL)
-        return Reply(ok=True, seq=appended.seq, result={"insights": len(passages)})
+        return Reply(
+            ok=True,
+            seq=appended.seq,
+            result={"insights": len(passages), "usage": usage.model_dump()},
+        )
 
     async def delete_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: DeletePassage = env.data

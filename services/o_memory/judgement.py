@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import openai
 
+from o_contracts.models import Usage
 from o_memory.embeddings import openai_client
 
 log = logging.getLogger(__name__)
@@ -36,20 +37,36 @@ REFLECTION_PROMPT = (
 )
 
 
-async def _ask(llm_config: dict[str, Any], prompt: str) -> str | None:
+@dataclass(frozen=True)
+class Answer:
+    text: str | None
+    usage: Usage = field(default_factory=Usage)
+
+
+async def _ask(llm_config: dict[str, Any], prompt: str) -> Answer:
     provider, _, model = str(llm_config.get("handle") or "").partition("/")
     if provider != "openai" or not model:
-        return None
+        return Answer(None)
     try:
         response = await openai_client().chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompt}]
         )
     except openai.APIError as exc:
         log.warning("memory judgement with %s/%s failed: %s", provider, model, exc)
-        return None
+        return Answer(None)
+    used = response.usage
+    usage = (
+        Usage(
+            prompt_tokens=used.prompt_tokens,
+            completion_tokens=used.completion_tokens,
+            total_tokens=used.total_tokens,
+        )
+        if used is not None
+        else Usage()
+    )
     if not response.choices:
-        return None
-    return response.choices[0].message.content
+        return Answer(None, usage)
+    return Answer(response.choices[0].message.content, usage)
 
 
 _RATING = re.compile(r"^\s*(?:rating\s*[:=]?\s*)?(10|[1-9])(?:\s*/\s*10)?\b", re.IGNORECASE)
@@ -65,7 +82,7 @@ async def rate_importance(
     llm_config: dict[str, Any], text: str
 ) -> tuple[int, Literal["llm", "default"]]:
     """(importance 1-10, source): the model's rating, or the neutral default."""
-    rating = parse_rating(await _ask(llm_config, IMPORTANCE_PROMPT.format(memory=text)))
+    rating = parse_rating((await _ask(llm_config, IMPORTANCE_PROMPT.format(memory=text))).text)
     if rating is None:
         return DEFAULT_IMPORTANCE, "default"
     return rating, "llm"
@@ -99,7 +116,8 @@ def parse_insights(answer: str | None, statement_count: int) -> list[Insight]:
 
 async def reflect(
     llm_config: dict[str, Any], statements: list[str], count: int = 3
-) -> list[Insight]:
+) -> tuple[list[Insight], Usage]:
+    """The insights the model draws (at most `count`), and what asking cost."""
     numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(statements))
     answer = await _ask(llm_config, REFLECTION_PROMPT.format(statements=numbered, count=count))
-    return parse_insights(answer, len(statements))[:count]
+    return parse_insights(answer.text, len(statements))[:count], answer.usage

@@ -26,7 +26,8 @@ from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.support import agent_events, send
+from tests.e2e.support import agent_events, new_agent, send
+from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 30.0
@@ -282,6 +283,74 @@ async def test_companion_and_primary_editing_one_block_at_once_never_overwrite(
             assert block["value"] == f"Favourite colour: {winner}"
     finally:
         await eventlog.close()
+
+
+def reflection_prompts(llm: FakeOpenAI) -> list[str]:
+    asked = [str(r["messages"][-1]["content"]) for r in list(llm.requests)]
+    return [text for text in asked if "high-level insights" in text]
+
+
+async def test_a_sleeptime_agent_reflects_on_the_schedule_as_its_companions_run(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Issue 13 point 7: memories past the threshold are not reflected on when they are
+    inserted but on the next turn that runs the companion, as one of its runs."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if "high-level insights" in str(body["messages"][-1]["content"]):
+            return Reply(
+                content="Sam keeps healthy routines (because of 1, 2)",
+                prompt_tokens=40,
+                completion_tokens=9,
+            )
+        return echo_reply(body)
+
+    llm.default_reply = answer
+    agent = await new_agent(
+        system,
+        enable_sleeptime=True,
+        embedding="openai/text-embedding-3-small",
+        metadata={"memory_stream": {"reflection_threshold": 10}},
+    )
+    aid = agent["id"]
+    (companion_id,) = agent["multi_agent_group"]["agent_ids"]
+    sources = []
+    for text, importance in (("Sam jogs every morning", 6), ("Sam cooks vegetables", 5)):
+        inserted = await system.http.post(
+            f"/v1/agents/{aid}/archival-memory", json={"text": text, "importance": importance}
+        )
+        assert inserted.status_code == 200, inserted.text
+        sources.append(inserted.json()[0]["id"])
+
+    reply = await send(system, aid, "good morning")
+    runs = await settled(system, reply["usage"]["run_ids"])
+    by_type = {r["request_config"]["run_type"]: r for r in runs}
+    assert set(by_type) == {"sleeptime_agent_send_message_async", "sleeptime_reflection"}
+    reflection = by_type["sleeptime_reflection"]
+    assert reflection["agent_id"] == companion_id and reflection["background"] is True
+    assert reflection["status"] == "completed", reflection
+    # The run carries the reflection's cost (so the sleep-time budget counts it) ...
+    usage = (await system.http.get(f"/v1/runs/{reflection['id']}/usage")).json()
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (40, 9)
+    # ... and it was the only reflection: the inserts did not start one of their own
+    # (had they, the threshold would have been reset and no reflection run started).
+    assert len(reflection_prompts(llm)) == 1
+    rows = (await system.http.get(f"/v1/agents/{aid}/archival-memory")).json()
+    (insight,) = [r for r in rows if r["metadata"]["kind"] == "reflection"]
+    assert insight["text"] == "Sam keeps healthy routines"
+    assert insight["metadata"]["sources"] == sources
+
+    # Reflected on: the next turn that runs the companion starts no reflection.
+    group_id = agent["multi_agent_group"]["id"]
+    patched = await system.http.patch(
+        f"/v1/groups/{group_id}",
+        json={"manager_config": {"manager_type": "sleeptime", "sleeptime_agent_frequency": 1}},
+    )
+    assert patched.status_code == 200, patched.text
+    again = await send(system, aid, "good night")
+    (review,) = await settled(system, again["usage"]["run_ids"])
+    assert review["request_config"]["run_type"] == "sleeptime_agent_send_message_async"
+    assert len(reflection_prompts(llm)) == 1
 
 
 async def test_group_routes_and_bad_input(system: System) -> None:

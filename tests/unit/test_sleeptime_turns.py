@@ -10,6 +10,7 @@ from o_evolution.sleeptime import (
     companion_input,
     companion_run_id,
     count_turn,
+    reflection_run_id,
     transcript_line,
 )
 
@@ -71,6 +72,39 @@ def test_past_the_budget_a_turn_is_skipped_and_says_why() -> None:
     tokens = count_turn(state, "agent-p", "run-1", "message-9", Spent(0, 1000), BUDGET)
     assert "O_SLEEPTIME_TOKENS_PER_DAY=1000" in (tokens.skipped or "")
     assert count_turn(state, "agent-p", "run-1", "message-9", Spent(2, 999), BUDGET).started
+
+
+def test_a_due_reflection_runs_on_the_schedule_as_the_first_companions_run() -> None:
+    state = GroupState("group-1", ("agent-c", "agent-d"), 2, last_processed="message-0")
+    fired = count_turn(state, "agent-p", "run-1", "message-9", Spent(), BUDGET, reflection_due=True)
+    assert [(r.agent_id, r.purpose) for r in fired.started] == [
+        ("agent-c", "sleeptime"),
+        ("agent-d", "sleeptime"),
+        ("agent-c", "reflection"),
+    ]
+    assert fired.started[2].run_id == reflection_run_id("run-1", "agent-c")
+    assert fired.started[2].run_id != companion_run_id("run-1", "agent-c")
+    assert fired.started[2].request_config("run-1") == {
+        "run_type": "sleeptime_reflection",
+        "manager_run_id": "run-1",
+    }
+    # Not on a turn that does not fire: it waits for the schedule.
+    quiet = GroupState("group-1", ("agent-c",), 2, counter=0, last_processed="message-0")
+    between = count_turn(
+        quiet, "agent-p", "run-2", "message-9", Spent(), BUDGET, reflection_due=True
+    )
+    assert between.turns_counter == 1 and between.started == []
+    # It counts against the budget like any companion run: 2 of 3 left, 3 wanted.
+    spent = count_turn(
+        state,
+        "agent-p",
+        "run-1",
+        "message-9",
+        Spent(runs_last_hour=1),
+        BUDGET,
+        reflection_due=True,
+    )
+    assert spent.started == [] and "O_SLEEPTIME_RUNS_PER_HOUR=3" in (spent.skipped or "")
 
 
 def test_the_transcript_frames_the_primary_conversation() -> None:

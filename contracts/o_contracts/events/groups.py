@@ -52,10 +52,26 @@ class GroupDeleted(Event):
 
 
 class CompanionRun(BaseModel):
-    """A run of a sleep-time companion, started by a counted turn."""
+    """A run of a sleep-time companion, started by a counted turn.
+
+    `sleeptime`: the companion reviews the manager's new messages with its memory
+    tools. `reflection`: the memory service draws insights from the manager's
+    archival memories that passed the importance threshold, as the companion's run
+    (its cost counts against the sleep-time budget, never in the user's turn).
+    """
 
     agent_id: str
     run_id: str
+    purpose: Literal["sleeptime", "reflection"] = "sleeptime"
+
+    def request_config(self, manager_run_id: str) -> dict[str, str]:
+        """What the run records as its request (Letta's run_type for a review)."""
+        run_type = (
+            "sleeptime_reflection"
+            if self.purpose == "reflection"
+            else "sleeptime_agent_send_message_async"
+        )
+        return {"run_type": run_type, "manager_run_id": manager_run_id}
 
 
 class SleeptimeTurnCounted(Event):

@@ -17,7 +17,7 @@ from o_contracts.projection_names import MEMORY
 from o_executor import images, llm
 from o_executor.live.recorder import Recorder
 from o_executor.live.tools import LiveTools
-from o_executor.run.deps import ModelRequest, RunCancelled, ToolOutcome
+from o_executor.run.deps import ModelRequest, Reflection, RunCancelled, ToolOutcome
 from o_memory.core_memory import CoreMemory, read_core_memory
 
 if TYPE_CHECKING:
@@ -126,6 +126,9 @@ class LiveDeps:
 
     async def resolve_in_doubt(self, call: ToolCall, requested_seq: int) -> ToolOutcome | None:
         return await self.tools.resolve_in_doubt(call, requested_seq)
+
+    async def reflect(self, agent_id: str) -> Reflection:
+        return await self.tools.reflect(agent_id)
 
 
 async def read_core(

@@ -13,17 +13,17 @@ from typing import Any
 
 from o_contracts import subjects
 from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, MULTI_AGENT_TOOLS
-from o_contracts.commands import InsertPassage, RunMemoryTool, StartRun
+from o_contracts.commands import InsertPassage, ReflectOnMemories, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.ids import derived_id
-from o_contracts.models import ToolCall
+from o_contracts.models import ToolCall, Usage
 from o_executor import recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.mcp_calls import run_mcp_tool
 from o_executor.multi_agent.runs import OtherRuns
 from o_executor.multi_agent.tools import MultiAgentTools
 from o_executor.run.agent import AgentConfig
-from o_executor.run.deps import ToolOutcome
+from o_executor.run.deps import Reflection, ToolOutcome
 from o_executor.run.policy import PURE_TOOLS
 from o_executor.run.tool_step import memory_command_id
 from o_executor.sandbox_calls import run_user_tool
@@ -42,6 +42,8 @@ IN_DOUBT_TIMEOUT = 30.0
 MEMORY_RESEND = 3.0
 ARCHIVAL_RESEND = 15.0
 MEMORY_TIMEOUT = 60.0
+# A reflection asks the model about up to a hundred memories and embeds the insights.
+REFLECTION_TIMEOUT = 180.0
 
 
 @dataclass
@@ -191,6 +193,33 @@ class LiveTools:
         # Handled without an effect: it was rejected, which changed nothing, so
         # asking again (under a new id) is safe and tells the model why.
         return await self._memory_tool(call, args, attempt="in-doubt")
+
+    async def reflect(self, agent_id: str) -> Reflection:
+        command = self.command.caused(
+            ReflectOnMemories(agent_id=agent_id, run_id=self.cmd.run_id),
+            aggregate_id=agent_id,
+            producer=PRODUCER,
+            # Derived from the run: a resumed run asks the same question, answered once.
+            id=derived_id("cmd", self.cmd.run_id, "reflect"),
+        )
+        try:
+            reply = await send_and_wait(
+                self.eventlog,
+                subjects.memory_command_subject(agent_id),
+                command,
+                timeout=REFLECTION_TIMEOUT,
+                resend_every=ARCHIVAL_RESEND,
+            )
+        except CommandTimeout as exc:
+            return Reflection(False, error=f"memory service did not answer: {exc}")
+        if not reply.ok:
+            return Reflection(False, error=reply.error or "reflection failed")
+        result = reply.result or {}
+        return Reflection(
+            True,
+            insights=int(result.get("insights", 0)),
+            usage=Usage.model_validate(result.get("usage") or {}),
+        )
 
     async def _find_event(self, event_id: str, since: int) -> bool:
         async for raw in self.eventlog.replay(subjects.BLOCK_EVENTS, start_seq=since + 1):

@@ -11,12 +11,12 @@ and nothing published.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from o_contracts.base import Event
 from o_contracts.events import RunStarted
-from o_contracts.models import ToolCall
+from o_contracts.models import ToolCall, Usage
 from o_executor.llm import LLMResult
 from o_executor.model_settings import DEFAULTS, ModelSettings
 from o_executor.providers import Handle
@@ -48,6 +48,16 @@ class ToolOutcome:
     ends_turn: bool = False
     stdout: list[str] | None = None
     stderr: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Reflection:
+    """What a sleep-time reflection came to (the memory service drew the insights)."""
+
+    ok: bool
+    insights: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
 
 
 class RunCancelled(Exception):
@@ -94,3 +104,7 @@ class RunDeps(Protocol):
         """A call requested before a crash with no recorded result: its outcome if it can be
         found out, or None when running it again is safe (o_executor/live/tools.py says
         which); then the loop runs it as a first call."""
+
+    async def reflect(self, agent_id: str) -> Reflection:
+        """Have the memory service reflect on `agent_id`'s memories (a sleep-time run);
+        asked again after a crash, it is answered from the memory service's record."""

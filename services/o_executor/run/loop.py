@@ -64,6 +64,8 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
         try:
             if cmd.summarize:
                 stopped = await forced_summary(run, messages)
+            elif cmd.reflect_on is not None:
+                stopped = await reflection(run, cmd.reflect_on)
             else:
                 stopped = await run_steps(run, messages)
             await deps.started()
@@ -119,6 +121,16 @@ async def agent_gone(run: Run, known: bool) -> Completed | Refused:
         even_if_gone=True,
     )
     return Completed(StopReason.CANCELLED, seq)
+
+
+async def reflection(run: Run, agent_id: str) -> Stopped:
+    """A sleep-time reflection on `agent_id`'s memories: the run is its record and its cost."""
+    run.state.steps = 0
+    outcome = await run.deps.reflect(agent_id)
+    run.state.usage = run.state.usage + outcome.usage
+    if not outcome.ok:
+        return Stopped(StopReason.ERROR, outcome.error)
+    return Stopped(StopReason.END_TURN)
 
 
 async def forced_summary(run: Run, messages: list[ChatMessage]) -> Stopped:

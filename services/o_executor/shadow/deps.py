@@ -26,7 +26,7 @@ from o_contracts.ids import derived_id
 from o_contracts.limits import NATS_MAX_PAYLOAD
 from o_contracts.models import ToolCall
 from o_executor.llm import LLMResult
-from o_executor.run.deps import ModelRequest, ToolOutcome
+from o_executor.run.deps import ModelRequest, Reflection, ToolOutcome
 from o_executor.shadow.snapshot import Snapshot
 from o_memory.core_memory import CoreMemory
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
@@ -123,6 +123,11 @@ class ShadowDeps:
 
     async def resolve_in_doubt(self, call: ToolCall, requested_seq: int) -> ToolOutcome | None:
         return None  # nothing of a shadow run is ever in doubt: run it (in the overlay)
+
+    async def reflect(self, agent_id: str) -> Reflection:
+        # A reflection writes archival memory through the memory service, which a shadow
+        # run must never do; shadow runs replay conversations, not sleep-time runs.
+        return Reflection(False, error="a shadow run does not reflect")
 
     def _memory_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
         """What the memory service decides for a memory tool call (o_memory/handlers.py)."""
