@@ -12,5 +12,6 @@ ARCHIVAL: Final = "archival"  # the memory service's archival passages
 RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
+EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
 
-ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS, GROUPS)
+ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS, GROUPS, EVOLUTION)

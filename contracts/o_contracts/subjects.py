@@ -32,6 +32,8 @@ MCP_SERVER_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.*"
 GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
+# One agent's evolution decisions, hash-chained (events/evolution.py).
+EVOLUTION_EVENTS: Final = f"{EVENTS_PREFIX}.evolution.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -119,6 +121,14 @@ def block_subject(block_id: str) -> str:
 
 def archival_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.archival.{agent_id}"
+
+
+def evolution_subject(agent_id: str) -> str:
+    return f"{EVENTS_PREFIX}.evolution.{agent_id}"
+
+
+def evolution_command_subject(agent_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.evolution.{agent_id}"
 
 
 def executor_command_subject(agent_id: str) -> str:

@@ -1,0 +1,122 @@
+"""Evolution decisions: an agent's proposed changes, their shadow evaluation, and which
+version it serves. Appended only by the evolution service, on the agent's evolution
+subject (`o.evt.evolution.<agent_id>`), one after the other (expected sequence).
+
+Every decision carries the hash of the one before it (`prev_hash`) and its own `hash`
+over its content (o_evolution/chain.py), so a decision changed, removed or slipped in
+afterwards breaks the chain where it happened: `GET /v1/agents/{id}/evolution/verify`
+names the first broken link. The hash covers the decision, never the envelope's clock,
+so the same log and the same model answers give the same hashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field
+
+from o_contracts.base import Event
+from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
+from o_contracts.experiments import CaseResult, GateReport
+
+ProposalSource = Literal["operator", "agent", "sleeptime"]
+
+
+class EvolutionDecided(Event):
+    """Base of every decision on an agent's evolution subject."""
+
+    abstract: ClassVar[bool] = True
+
+    agent_id: str
+    prev_hash: str = ""
+    hash: str = ""
+
+    def chain_payload(self) -> dict[str, Any]:
+        """What the hash covers: the type and every field but the hash itself."""
+        return {"type": self.type_name(), **self.model_dump(mode="json", exclude={"hash"})}
+
+    def chained(self, prev_hash: str, link_hash: Any) -> Self:
+        """This decision linked after `prev_hash` (link_hash: o_evolution.chain.link_hash)."""
+        linked = self.model_copy(update={"prev_hash": prev_hash, "hash": ""})
+        return linked.model_copy(update={"hash": link_hash(prev_hash, linked.chain_payload())})
+
+
+class EvolutionConfigured(EvolutionDecided):
+    config: EvolutionConfig
+
+
+class ChangeProposed(EvolutionDecided):
+    """A patch to the agent's current version, with the version it makes (not yet served)."""
+
+    proposal_id: str
+    source: ProposalSource
+    parent_version: str
+    candidate_version: str
+    parent: VersionSpec
+    candidate: VersionSpec
+    patch: Patch
+    # The runs whose digest motivated it (empty for an operator's patch).
+    run_ids: list[str] = Field(default_factory=list)
+    tokens: int = 0
+
+
+class ProposalRefused(EvolutionDecided):
+    """A patch refused before anything was spent on it (protected field, limits)."""
+
+    proposal_id: str
+    source: ProposalSource
+    reason: str
+    patch: Patch | None = None
+
+
+class CaseEvaluated(EvolutionDecided):
+    """One recorded run replayed in the shadow under parent and candidate, and judged.
+
+    Recorded as soon as it is done: an evaluation that resumes after a crash starts
+    at the next case and never asks a recorded case's model calls again.
+    """
+
+    proposal_id: str
+    n: int
+    case: CaseResult
+    tokens: int = 0
+
+
+class CandidateEvaluated(EvolutionDecided):
+    """The gate's decision on a proposal's cases (accepted or rejected, and why)."""
+
+    proposal_id: str
+    report: GateReport
+
+
+class ProposalApproved(EvolutionDecided):
+    proposal_id: str
+    note: str = ""
+
+
+class ProposalRejected(EvolutionDecided):
+    proposal_id: str
+    reason: str
+
+
+class VersionPromoted(EvolutionDecided):
+    """The agent now serves `version_id` (its configuration and evolvable blocks)."""
+
+    proposal_id: str | None = None
+    version_id: str
+    spec: VersionSpec
+    previous_version: str
+
+
+class VersionRolledBack(EvolutionDecided):
+    """The agent serves an earlier version again, from the next request on."""
+
+    version_id: str
+    spec: VersionSpec
+    previous_version: str
+
+
+class EvolutionBudgetExhausted(EvolutionDecided):
+    """Evolution stops for the agent until the budget renews; user runs are untouched."""
+
+    reason: str

@@ -1,0 +1,59 @@
+"""Commands to the evolution service, on `o.cmd.evolution.<agent_id>` (one agent's
+evolution is decided one command after another on its own subject).
+
+Every one is answered with a Reply (ok, or the refusal's status and reason) and
+leaves its decision on the agent's evolution subject (events/evolution.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from o_contracts.base import Command
+from o_contracts.events.evolution import ProposalSource
+from o_contracts.evolution import EvolutionConfig, Patch
+
+
+class ConfigureEvolution(Command):
+    agent_id: str
+    config: EvolutionConfig
+
+
+class ProposeChange(Command):
+    """Propose a change: this patch, or (None) one the agent's model draws from a digest
+    of its recent runs. Refused before any spending if it touches a protected field."""
+
+    agent_id: str
+    proposal_id: str
+    source: ProposalSource = "operator"
+    patch: Patch | None = None
+
+
+class EvaluateProposal(Command):
+    """Replay recent runs in the shadow under parent and candidate, judge, and gate."""
+
+    agent_id: str
+    proposal_id: str
+
+
+class ReviewProposal(Command):
+    """A human's approval or rejection of a proposal."""
+
+    agent_id: str
+    proposal_id: str
+    approve: bool
+    note: str = Field(default="", max_length=2000)
+
+
+class PromoteProposal(Command):
+    """Serve an approved, accepted proposal's version to all traffic."""
+
+    agent_id: str
+    proposal_id: str
+
+
+class RollBackVersion(Command):
+    """Serve an earlier version again, from the next request on."""
+
+    agent_id: str
+    version_id: str

@@ -1,0 +1,336 @@
+"""The evolution service's commands (o_contracts/evolution_commands.py): each decides on
+the agent's evolution state as its projection has it, and appends the decision to the
+agent's hash-chained evolution subject (o_evolution/history.py).
+
+Spending comes last: a patch is checked against the protected fields and limits before
+any model is asked, and an evaluation records each case as soon as it is done, so one
+resumed after a crash never asks a recorded case's model calls again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from o_contracts import subjects
+from o_contracts.base import Reply
+from o_contracts.commands import UpdateBlock
+from o_contracts.envelope import Envelope
+from o_contracts.events import (
+    AgentUpdated,
+    ChangeProposed,
+    ProposalApproved,
+    ProposalRefused,
+    ProposalRejected,
+    VersionPromoted,
+    VersionRolledBack,
+)
+from o_contracts.events.evolution import EvolutionConfigured, EvolutionDecided
+from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
+from o_contracts.evolution_commands import (
+    ConfigureEvolution,
+    PromoteProposal,
+    ProposeChange,
+    ReviewProposal,
+    RollBackVersion,
+)
+from o_contracts.ids import derived_id
+from o_evolution import history, proposer
+from o_evolution.agent_state import AgentNow, agent_changes, agent_now
+from o_evolution.patches import PatchRefused, apply_patch
+from o_evolution.settings import EvolutionSettings
+from o_runtime.commands import Delivery, send_and_wait
+from o_runtime.eventlog import AppendRejected
+from o_runtime.service import Service
+
+log = logging.getLogger(__name__)
+PRODUCER = history.PRODUCER
+BLOCK_TIMEOUT = 30.0
+
+_RECENT_RUNS = (
+    "SELECT r.id, r.stop_reason, r.step_count, coalesce((r.usage->>'total_tokens')::bigint, 0)"
+    " AS tokens, r.error, (SELECT count(*) FROM messages m WHERE m.run_id = r.id"
+    "  AND m.role = 'tool' AND m.body->>'status' = 'error') AS tool_errors"
+    " FROM runs r WHERE r.agent_id = $1 AND r.status <> 'created' AND NOT r.background"
+    " ORDER BY r.created_at DESC LIMIT $2"
+)
+
+
+@dataclass
+class EvolutionCommands:
+    s: Service
+    settings: EvolutionSettings
+
+    # -- reading ----------------------------------------------------------------
+
+    async def config(self, agent_id: str) -> EvolutionConfig:
+        raw = await self.s.pool.fetchval(
+            "SELECT config FROM evolution_config WHERE agent_id = $1", agent_id
+        )
+        return EvolutionConfig.model_validate(raw) if raw is not None else EvolutionConfig()
+
+    async def agent(self, agent_id: str) -> AgentNow:
+        now = await agent_now(self.s.pool, agent_id)
+        if now is None:
+            raise AppendRejected(f"Agent {agent_id} not found", 404)
+        return now
+
+    async def proposal(self, agent_id: str, proposal_id: str) -> dict[str, Any]:
+        row = await self.s.pool.fetchrow(
+            "SELECT * FROM evolution_proposals WHERE id = $1 AND agent_id = $2",
+            proposal_id,
+            agent_id,
+        )
+        if row is None:
+            raise AppendRejected(f"proposal {proposal_id} not found", 404)
+        return dict(row)
+
+    async def record(self, env: Envelope[Any], decision: EvolutionDecided, key: str) -> int:
+        return await history.record(
+            self.s.eventlog, self.s.watcher, env, decision, derived_id("evt", env.id, key)
+        )
+
+    # -- commands ---------------------------------------------------------------
+
+    async def configure(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: ConfigureEvolution = env.data
+        await self.agent(cmd.agent_id)
+        if not self.settings.enabled and cmd.config.enabled:
+            raise AppendRejected(
+                "evolution is off on this server (O_EVOLUTION_ENABLED=0); an agent cannot"
+                " turn it on",
+                409,
+            )
+        seq = await self.record(
+            env, EvolutionConfigured(agent_id=cmd.agent_id, config=cmd.config), "configured"
+        )
+        return Reply(ok=True, seq=seq, result={"config": cmd.config.model_dump(mode="json")})
+
+    async def propose(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: ProposeChange = env.data
+        known = await self.s.pool.fetchrow(
+            "SELECT status, reason FROM evolution_proposals WHERE id = $1", cmd.proposal_id
+        )
+        if known is not None:
+            return _proposal_reply(cmd.proposal_id, known["status"], known["reason"])
+        config = await self.config(cmd.agent_id)
+        if not (self.settings.enabled and config.enabled):
+            raise AppendRejected(f"evolution is off for agent {cmd.agent_id}", 409)
+        now = await self.agent(cmd.agent_id)
+        parent = now.spec(config)
+        patch, run_ids, tokens = cmd.patch, [], 0
+        if patch is None:
+            runs = await self._digest(cmd.agent_id)
+            model = str(now.llm_config.get("handle") or "")
+            drafted = await proposer.draft(model, parent, runs, self.settings.retries)
+            tokens = drafted.usage.total_tokens
+            run_ids = [r.run_id for r in runs]
+            if drafted.patch is None:
+                return await self._refuse(env, cmd, drafted.problem or "no patch", None)
+            patch = drafted.patch
+        try:
+            _refuse_user_tools(patch, now)
+            candidate = apply_patch(parent, patch, config, now.known_tools)
+        except PatchRefused as exc:
+            return await self._refuse(env, cmd, exc.reason, patch)
+        seq = await self.record(
+            env,
+            ChangeProposed(
+                agent_id=cmd.agent_id,
+                proposal_id=cmd.proposal_id,
+                source=cmd.source,
+                parent_version=parent.version_id,
+                candidate_version=candidate.version_id,
+                parent=parent,
+                candidate=candidate,
+                patch=patch,
+                run_ids=run_ids,
+                tokens=tokens,
+            ),
+            "proposed",
+        )
+        return Reply(ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": "proposed"})
+
+    async def _refuse(
+        self, env: Envelope[Any], cmd: ProposeChange, reason: str, patch: Patch | None
+    ) -> Reply:
+        await self.record(
+            env,
+            ProposalRefused(
+                agent_id=cmd.agent_id,
+                proposal_id=cmd.proposal_id,
+                source=cmd.source,
+                reason=reason,
+                patch=patch,
+            ),
+            "refused",
+        )
+        return _proposal_reply(cmd.proposal_id, "refused", reason)
+
+    async def _digest(self, agent_id: str) -> list[proposer.RunDigest]:
+        rows = await self.s.pool.fetch(_RECENT_RUNS, agent_id, 30)
+        return [
+            proposer.RunDigest(
+                r["id"], r["stop_reason"], r["step_count"] or 0, r["tokens"], r["error"],
+                r["tool_errors"],
+            )
+            for r in rows
+        ]
+
+    async def review(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: ReviewProposal = env.data
+        row = await self.proposal(cmd.agent_id, cmd.proposal_id)
+        if cmd.approve:
+            if row["status"] == "approved":
+                return _proposal_reply(cmd.proposal_id, "approved", None)
+            if row["status"] != "accepted":
+                raise AppendRejected(
+                    f"proposal {cmd.proposal_id} is {row['status']}: only a proposal the gate"
+                    " accepted can be approved",
+                    409,
+                )
+            decision: EvolutionDecided = ProposalApproved(
+                agent_id=cmd.agent_id, proposal_id=cmd.proposal_id, note=cmd.note
+            )
+        else:
+            if row["status"] in ("refused", "promoted"):
+                raise AppendRejected(f"proposal {cmd.proposal_id} is {row['status']}", 409)
+            decision = ProposalRejected(
+                agent_id=cmd.agent_id,
+                proposal_id=cmd.proposal_id,
+                reason=cmd.note or "rejected by a reviewer",
+            )
+        seq = await self.record(env, decision, "reviewed")
+        status = "approved" if cmd.approve else "rejected"
+        return Reply(ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": status})
+
+    async def promote(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: PromoteProposal = env.data
+        row = await self.proposal(cmd.agent_id, cmd.proposal_id)
+        config = await self.config(cmd.agent_id)
+        ready = {"approved"} if config.approval_before_canary else {"approved", "accepted"}
+        if row["status"] not in (*ready, "promoted"):
+            raise AppendRejected(
+                f"proposal {cmd.proposal_id} is {row['status']}: promotion needs "
+                + (
+                    "a reviewer's approval"
+                    if config.approval_before_canary
+                    else "the gate's acceptance"
+                ),
+                409,
+            )
+        spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, row["candidate_version"]))
+        previous = await self._serving(cmd.agent_id, config)
+        if row["status"] != "promoted":
+            await self.record(
+                env,
+                VersionPromoted(
+                    agent_id=cmd.agent_id,
+                    proposal_id=cmd.proposal_id,
+                    version_id=spec.version_id,
+                    spec=spec,
+                    previous_version=previous,
+                ),
+                "promoted",
+            )
+        # The decision first, then its effects, each idempotent: a crash in between is
+        # healed by the command's redelivery.
+        seq = await self.serve(env, cmd.agent_id, spec)
+        return Reply(ok=True, seq=seq, result={"version_id": spec.version_id})
+
+    async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: RollBackVersion = env.data
+        raw = await self._spec(cmd.agent_id, cmd.version_id)
+        spec = VersionSpec.model_validate(raw)
+        config = await self.config(cmd.agent_id)
+        previous = await self._serving(cmd.agent_id, config)
+        await self.record(
+            env,
+            VersionRolledBack(
+                agent_id=cmd.agent_id,
+                version_id=spec.version_id,
+                spec=spec,
+                previous_version=previous,
+            ),
+            "rolled-back",
+        )
+        seq = await self.serve(env, cmd.agent_id, spec)
+        return Reply(ok=True, seq=seq, result={"version_id": spec.version_id})
+
+    async def _spec(self, agent_id: str, version_id: str) -> Any:
+        raw = await self.s.pool.fetchval(
+            "SELECT spec FROM agent_versions WHERE agent_id = $1 AND version_id = $2",
+            agent_id,
+            version_id,
+        )
+        if raw is None:
+            raise AppendRejected(f"agent {agent_id} has no version {version_id}", 404)
+        return raw
+
+    async def _serving(self, agent_id: str, config: EvolutionConfig) -> str:
+        served = await self.s.pool.fetchval(
+            "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
+        )
+        return str(served) if served else (await self.agent(agent_id)).spec(config).version_id
+
+    async def serve(self, env: Envelope[Any], agent_id: str, spec: VersionSpec) -> int:
+        """Make the agent its version: its configuration (AgentUpdated, appended on the
+        agent's subject with the expected sequence) and its evolvable blocks (the memory
+        service's UpdateBlock). Both have ids derived from the decision: done once."""
+        now = await self.agent(agent_id)
+        for label, value in spec.blocks.items():
+            block_id = now.block_ids.get(label)
+            if block_id is None or now.block_values.get(label) == value:
+                continue
+            command = env.caused(
+                UpdateBlock(block_id=block_id, changes={"value": value}),
+                aggregate_id=block_id,
+                producer=PRODUCER,
+                id=derived_id("cmd", env.id, "block", label),
+            )
+            reply = await send_and_wait(
+                self.s.eventlog,
+                subjects.memory_command_subject(block_id),
+                command,
+                timeout=BLOCK_TIMEOUT,
+            )
+            if not reply.ok:
+                raise AppendRejected(f"block {label}: {reply.error}", reply.status or 409)
+        subject = subjects.agent_subject(agent_id)
+
+        async def decide(last: int) -> Envelope[AgentUpdated] | None:
+            fresh = await self.agent(agent_id)
+            changes = agent_changes(fresh, spec)
+            if not changes:
+                return None
+            return env.caused(
+                AgentUpdated(agent_id=agent_id, changes=changes),
+                aggregate_id=agent_id,
+                producer=PRODUCER,
+                id=derived_id("evt", env.id, "agent"),
+            )
+
+        appended = await self.s.eventlog.append_decided(subject, decide)
+        return appended.seq if appended is not None else 0
+
+
+def _refuse_user_tools(patch: Patch, now: AgentNow) -> None:
+    for op in patch.ops:
+        name = getattr(op, "name", None)
+        if op.op in ("add_tool", "remove_tool") and name in now.user_tools:
+            raise PatchRefused(
+                f"tool '{name}' is a user's tool: users' tools are attached and detached"
+                " through the API, not by evolution"
+            )
+
+
+def _proposal_reply(proposal_id: str, status: str, reason: str | None) -> Reply:
+    if status == "refused":
+        return Reply(
+            ok=False,
+            status=422,
+            error=f"proposal refused: {reason}",
+            result={"proposal_id": proposal_id, "status": status},
+        )
+    return Reply(ok=True, result={"proposal_id": proposal_id, "status": status})

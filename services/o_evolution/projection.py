@@ -1,0 +1,231 @@
+"""The evolution service's read model (projection "evolution"): each agent's decisions
+in order with their hash links, its configuration, versions, proposals with their cases
+and reports, and the version it serves."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import asyncpg
+
+from o_contracts import subjects
+from o_contracts.events import (
+    CandidateEvaluated,
+    CaseEvaluated,
+    ChangeProposed,
+    EvolutionBudgetExhausted,
+    EvolutionConfigured,
+    ProposalApproved,
+    ProposalRefused,
+    ProposalRejected,
+    VersionPromoted,
+    VersionRolledBack,
+)
+from o_contracts.events.evolution import EvolutionDecided
+from o_contracts.evolution import VersionSpec
+from o_contracts.projection_names import EVOLUTION
+from o_runtime.eventlog import Recorded
+from o_runtime.projector import Projection
+
+evolution = Projection(
+    name=EVOLUTION,
+    filter_subject=subjects.EVOLUTION_EVENTS,
+    tables=[
+        "evolution_history",
+        "evolution_config",
+        "agent_versions",
+        "evolution_proposals",
+        "evolution_cases",
+        "evolution_serving",
+    ],
+)
+
+D = TypeVar("D", bound=EvolutionDecided)
+Apply = Callable[[asyncpg.Connection, D, Recorded], Awaitable[None]]
+
+
+def decision(event_type: type[D]) -> Callable[[Apply[D]], Apply[D]]:
+    """Register a handler that also keeps the decision in the agent's history."""
+
+    def register(fn: Apply[D]) -> Apply[D]:
+        @evolution.on(event_type)
+        async def handle(conn: asyncpg.Connection, e: D, rec: Recorded) -> None:
+            await conn.execute(
+                "INSERT INTO evolution_history (agent_id, seq, type, prev_hash, hash, payload,"
+                " created_at) VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT DO NOTHING",
+                e.agent_id,
+                rec.seq,
+                e.type_name(),
+                e.prev_hash,
+                e.hash,
+                e.chain_payload(),
+                rec.envelope.time,
+            )
+            await fn(conn, e, rec)
+
+        return fn
+
+    return register
+
+
+async def _version(
+    conn: asyncpg.Connection,
+    agent_id: str,
+    spec: VersionSpec,
+    rec: Recorded,
+    parent_id: str | None = None,
+    patch: Any = None,
+    rationale: str = "",
+    run_ids: list[str] | None = None,
+) -> None:
+    await conn.execute(
+        "INSERT INTO agent_versions (agent_id, version_id, parent_id, spec, patch, rationale,"
+        " run_ids, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
+        agent_id,
+        spec.version_id,
+        parent_id,
+        spec.model_dump(mode="json"),
+        patch,
+        rationale,
+        run_ids or [],
+        rec.envelope.time,
+    )
+
+
+async def _proposal(conn: asyncpg.Connection, proposal_id: str, rec: Recorded, **set_: Any) -> None:
+    columns = list(set_)
+    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    await conn.execute(
+        f"UPDATE evolution_proposals SET updated_at = $2, {assignments} WHERE id = $1",
+        proposal_id,
+        rec.envelope.time,
+        *set_.values(),
+    )
+
+
+@decision(EvolutionConfigured)
+async def configured(conn: asyncpg.Connection, e: EvolutionConfigured, rec: Recorded) -> None:
+    await conn.execute(
+        "INSERT INTO evolution_config (agent_id, config, updated_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (agent_id) DO UPDATE SET config = $2, updated_at = $3",
+        e.agent_id,
+        e.config.model_dump(mode="json"),
+        rec.envelope.time,
+    )
+
+
+@decision(ChangeProposed)
+async def proposed(conn: asyncpg.Connection, e: ChangeProposed, rec: Recorded) -> None:
+    await _version(conn, e.agent_id, e.parent, rec)
+    patch = e.patch.model_dump(mode="json")
+    await _version(
+        conn, e.agent_id, e.candidate, rec, e.parent_version, patch, e.patch.rationale, e.run_ids
+    )
+    await conn.execute(
+        "INSERT INTO evolution_proposals (id, agent_id, source, status, parent_version,"
+        " candidate_version, patch, rationale, tokens, created_at, updated_at)"
+        " VALUES ($1,$2,$3,'proposed',$4,$5,$6,$7,$8,$9,$9) ON CONFLICT DO NOTHING",
+        e.proposal_id,
+        e.agent_id,
+        e.source,
+        e.parent_version,
+        e.candidate_version,
+        patch,
+        e.patch.rationale,
+        e.tokens,
+        rec.envelope.time,
+    )
+
+
+@decision(ProposalRefused)
+async def refused(conn: asyncpg.Connection, e: ProposalRefused, rec: Recorded) -> None:
+    await conn.execute(
+        "INSERT INTO evolution_proposals (id, agent_id, source, status, patch, rationale, reason,"
+        " created_at, updated_at) VALUES ($1,$2,$3,'refused',$4,$5,$6,$7,$7)"
+        " ON CONFLICT DO NOTHING",
+        e.proposal_id,
+        e.agent_id,
+        e.source,
+        e.patch.model_dump(mode="json") if e.patch else None,
+        e.patch.rationale if e.patch else "",
+        e.reason,
+        rec.envelope.time,
+    )
+
+
+@decision(CaseEvaluated)
+async def case_evaluated(conn: asyncpg.Connection, e: CaseEvaluated, rec: Recorded) -> None:
+    inserted = await conn.fetchval(
+        "INSERT INTO evolution_cases (proposal_id, n, agent_id, body, tokens, created_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6) ON CONFLICT DO NOTHING RETURNING 1",
+        e.proposal_id,
+        e.n,
+        e.agent_id,
+        e.case.model_dump(mode="json"),
+        e.tokens,
+        rec.envelope.time,
+    )
+    if inserted:
+        await conn.execute(
+            "UPDATE evolution_proposals SET tokens = tokens + $2 WHERE id = $1",
+            e.proposal_id,
+            e.tokens,
+        )
+
+
+@decision(CandidateEvaluated)
+async def evaluated(conn: asyncpg.Connection, e: CandidateEvaluated, rec: Recorded) -> None:
+    await _proposal(
+        conn,
+        e.proposal_id,
+        rec,
+        status="accepted" if e.report.decision == "accepted" else "rejected",
+        reason=e.report.reason,
+        report=e.report.model_dump(mode="json"),
+    )
+
+
+@decision(ProposalApproved)
+async def approved(conn: asyncpg.Connection, e: ProposalApproved, rec: Recorded) -> None:
+    await _proposal(conn, e.proposal_id, rec, status="approved", approved=True)
+
+
+@decision(ProposalRejected)
+async def rejected(conn: asyncpg.Connection, e: ProposalRejected, rec: Recorded) -> None:
+    await _proposal(conn, e.proposal_id, rec, status="rejected", approved=False, reason=e.reason)
+
+
+async def _serve(conn: asyncpg.Connection, agent_id: str, version_id: str, rec: Recorded) -> None:
+    await conn.execute(
+        "INSERT INTO evolution_serving (agent_id, version_id, updated_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (agent_id) DO UPDATE SET version_id = $2, updated_at = $3",
+        agent_id,
+        version_id,
+        rec.envelope.time,
+    )
+
+
+@decision(VersionPromoted)
+async def promoted(conn: asyncpg.Connection, e: VersionPromoted, rec: Recorded) -> None:
+    await _version(conn, e.agent_id, e.spec, rec)
+    await _serve(conn, e.agent_id, e.version_id, rec)
+    if e.proposal_id is not None:
+        await _proposal(conn, e.proposal_id, rec, status="promoted")
+
+
+@decision(VersionRolledBack)
+async def rolled_back(conn: asyncpg.Connection, e: VersionRolledBack, rec: Recorded) -> None:
+    await _version(conn, e.agent_id, e.spec, rec)
+    await _serve(conn, e.agent_id, e.version_id, rec)
+
+
+@decision(EvolutionBudgetExhausted)
+async def exhausted(conn: asyncpg.Connection, e: EvolutionBudgetExhausted, rec: Recorded) -> None:
+    return None
+
+
+def as_json(value: Any) -> Any:
+    """A jsonb column as Python (the pool decodes jsonb; kept for raw text)."""
+    return json.loads(value) if isinstance(value, str) else value
