@@ -1,0 +1,145 @@
+"""A proposal evaluated in the shadow (issue 14 points 3 and 4): the agent's recent runs
+replayed under parent and candidate, each pair judged in both orders, the cases gated.
+
+Each case is recorded (CaseEvaluated) as soon as it is judged: an evaluation resumed
+after a crash starts at the next case. The gate decides after every case (its SPRT stops
+as soon as the evidence allows) and its decision is recorded (CandidateEvaluated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from o_contracts.base import Reply
+from o_contracts.envelope import Envelope
+from o_contracts.events import CandidateEvaluated, CaseEvaluated
+from o_contracts.evolution import EvolutionConfig, VersionSpec
+from o_contracts.evolution_commands import EvaluateProposal
+from o_contracts.experiments import CaseResult, GateSettings
+from o_evolution import gate, judge
+from o_evolution.commands import EvolutionCommands
+from o_evolution.shadow_cases import live_model, run_arm
+from o_executor.shadow.runner import RecordedRun, read_run
+from o_executor.shadow.snapshot import take_snapshot
+from o_runtime.commands import Delivery
+from o_runtime.eventlog import AppendRejected
+
+# The agent's own finished runs (not its background ones: sleep-time and the like).
+_RUNS = (
+    "SELECT id, conversation_id, last_seq FROM runs WHERE agent_id = $1"
+    " AND status = 'completed' AND NOT background AND started_seq IS NOT NULL"
+)
+
+
+def conversation_text(recorded: RecordedRun) -> str:
+    lines = [
+        f"{m.role}: {m.content}" for m in recorded.command.data.messages if m.content
+    ]
+    return "\n".join(lines)
+
+
+@dataclass
+class Evaluation:
+    commands: EvolutionCommands
+
+    async def evaluate(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        cmd: EvaluateProposal = env.data
+        s = self.commands.s
+        row = await self.commands.proposal(cmd.agent_id, cmd.proposal_id)
+        if row["status"] != "proposed":
+            return Reply(ok=True, result={"proposal_id": cmd.proposal_id, "status": row["status"]})
+        config = await self.commands.config(cmd.agent_id)
+        if config.mode == "propose_only":
+            raise AppendRejected(
+                f"agent {cmd.agent_id} evolves in mode propose_only: nothing is evaluated", 409
+            )
+        parent = VersionSpec.model_validate(
+            await self.commands._spec(cmd.agent_id, row["parent_version"])
+        )
+        candidate = VersionSpec.model_validate(
+            await self.commands._spec(cmd.agent_id, row["candidate_version"])
+        )
+        refs = gate.select_cases(
+            [
+                gate.CaseRef(r["id"], r["conversation_id"], r["last_seq"])
+                for r in await s.pool.fetch(_RUNS, cmd.agent_id)
+            ],
+            config.cases_per_evaluation,
+            config.max_votes_per_conversation,
+        )
+        done = [
+            CaseResult.model_validate(r["body"])
+            for r in await s.pool.fetch(
+                "SELECT body FROM evolution_cases WHERE proposal_id = $1 ORDER BY n",
+                cmd.proposal_id,
+            )
+        ]
+        settings = _gate_settings(config)
+        report = gate.decide(done, settings, final=len(done) >= len(refs))
+        n = len(done)
+        while report.decision == "continue":
+            ref = refs[n]
+            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate)
+            await self.commands.record(
+                env,
+                CaseEvaluated(
+                    agent_id=cmd.agent_id, proposal_id=cmd.proposal_id, n=n, case=case,
+                    tokens=tokens,
+                ),
+                f"case-{n}",
+            )
+            done.append(case)
+            n += 1
+            report = gate.decide(done, settings, final=n >= len(refs))
+        seq = await self.commands.record(
+            env,
+            CandidateEvaluated(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id, report=report),
+            "evaluated",
+        )
+        return Reply(
+            ok=True,
+            seq=seq,
+            result={"proposal_id": cmd.proposal_id, "status": report.decision},
+        )
+
+    async def _case(
+        self, agent_id: str, ref: gate.CaseRef, parent: VersionSpec, candidate: VersionSpec
+    ) -> tuple[CaseResult, int]:
+        eventlog = self.commands.s.eventlog
+        retries = self.commands.settings.retries
+        recorded = await read_run(eventlog, agent_id, ref.run_id, ref.conversation_id)
+        snapshot = await take_snapshot(
+            eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id
+        )
+        model = live_model(retries)
+        old = await run_arm(snapshot, recorded, parent, model)
+        new = await run_arm(snapshot, recorded, candidate, model)
+        tokens = old.result.tokens + new.result.tokens
+        first = second = None
+        if old.result.inconclusive is None and new.result.inconclusive is None:
+            text = conversation_text(recorded)
+            judge_model = self.commands.settings.judge_model
+            a = await judge.judge(judge_model, text, old.result.answer, new.result.answer, retries)
+            b = await judge.judge(judge_model, text, new.result.answer, old.result.answer, retries)
+            first, second = a.preference, b.preference
+            tokens += a.usage.total_tokens + b.usage.total_tokens
+        preferred = gate.judged(first, second) if first and second else None
+        outcome, veto = gate.case_outcome(old.result, new.result, preferred)
+        return (
+            CaseResult(
+                case_id=ref.run_id,
+                conversation_id=ref.conversation_id,
+                parent=old.result,
+                candidate=new.result,
+                judged_parent_first=first,
+                judged_candidate_first=second,
+                outcome=outcome,
+                veto=veto,
+            ),
+            tokens,
+        )
+
+
+def _gate_settings(config: EvolutionConfig) -> GateSettings:
+    return GateSettings(max_cases=config.cases_per_evaluation)
