@@ -1,16 +1,29 @@
-"""The evolution process: it decides when an agent thinks on its own.
+"""The evolution process: it decides when an agent thinks on its own, and how it changes.
 
-Today that is sleep-time compute (docs/sleeptime.md): an event reactor follows
-the end of every run and counts the turns of agents that manage a sleep-time
-group, starting their companions' background runs when a turn is due. Shadow
-evaluation and promotion (issue 14) will live here too; commands addressed to
-the service are dead-lettered until then.
+- Sleep-time compute (docs/sleeptime.md): an event reactor follows the end of every
+  run and counts the turns of agents that manage a sleep-time group, starting their
+  companions' background runs when a turn is due.
+- Self-evolution (docs/evolution.md): commands on `o.cmd.evolution.<agent_id>` propose
+  patches to an agent, evaluate them in the shadow, and promote or roll back versions;
+  every decision is hash-chained on the agent's evolution subject (projection
+  "evolution", hosted here).
 """
 
 from __future__ import annotations
 
 from o_contracts import subjects
 from o_contracts.events import RunCompleted
+from o_contracts.evolution_commands import (
+    ConfigureEvolution,
+    EvaluateProposal,
+    PromoteProposal,
+    ProposeChange,
+    ReviewProposal,
+    RollBackVersion,
+)
+from o_evolution.commands import EvolutionCommands
+from o_evolution.evaluation import Evaluation
+from o_evolution.projection import evolution
 from o_evolution.settings import EvolutionSettings
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import CommandConsumer
@@ -26,7 +39,28 @@ class EvolutionService(Service):
         self.config = EvolutionSettings.from_env(env)
 
     async def setup(self) -> None:
-        self.consume(CommandConsumer(self.eventlog, "evolution", subjects.EVOLUTION_COMMANDS, {}))
+        self.project(evolution)
+        cmds = EvolutionCommands(self, self.config)
+        evaluation = Evaluation(cmds)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "evolution",
+                subjects.EVOLUTION_COMMANDS,
+                {
+                    ConfigureEvolution: cmds.configure,
+                    ProposeChange: cmds.propose,
+                    EvaluateProposal: evaluation.evaluate,
+                    ReviewProposal: cmds.review,
+                    PromoteProposal: cmds.promote,
+                    RollBackVersion: cmds.roll_back,
+                },
+                # An evaluation asks a model several times per case: it heartbeats
+                # while it works, and a dead replica's command comes back in 30 s.
+                ack_wait=30.0,
+                concurrency=4,
+            )
+        )
         turns = SleeptimeTurns(self.eventlog, self.pool, self.reads, self.config.budget)
         self.reactors.append(
             EventReactor(

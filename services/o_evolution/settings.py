@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from o_executor.llm import Retries
 from o_runtime.env import Env
 
 
@@ -19,6 +20,11 @@ class SleeptimeBudget:
 @dataclass(frozen=True)
 class EvolutionSettings:
     budget: SleeptimeBudget = SleeptimeBudget()
+    # Server-wide switch: off, no agent evolves whatever its own configuration says.
+    enabled: bool = True
+    # The judge is the operator's choice, never an agent's: a candidate cannot reach it.
+    judge_model: str = "openai/gpt-4o-mini"
+    retries: Retries = Retries()
 
     @classmethod
     def from_env(cls, env: Env) -> EvolutionSettings:
@@ -26,5 +32,7 @@ class EvolutionSettings:
             budget=SleeptimeBudget(
                 runs_per_hour=env.integer("O_SLEEPTIME_RUNS_PER_HOUR", 60, minimum=0),
                 tokens_per_day=env.integer("O_SLEEPTIME_TOKENS_PER_DAY", 2_000_000, minimum=0),
-            )
+            ),
+            enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
+            judge_model=env.text("O_EVOLUTION_JUDGE_MODEL", "openai/gpt-4o-mini"),
         )
