@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from o_contracts import commands, events, subjects
+from o_contracts import commands, events, evolution_commands, subjects
 from o_contracts.base import Message
 from o_contracts.registry import all_messages
 
@@ -126,6 +126,47 @@ CHANNELS = (
         f"(stream {subjects.EVENTS_STREAM}).",
         (events.GroupCreated, events.GroupUpdated, events.GroupDeleted),
         "send",
+    ),
+    Channel(
+        "evolutionEvents",
+        f"{subjects.EVENTS_PREFIX}.evolution.{{agent_id}}",
+        "agent_id",
+        "One agent's evolution decisions, appended only by the evolution service and "
+        "hash-chained (each carries prev_hash and its own hash over its content): "
+        "configuration, proposals, shadow cases, gate decisions, reviews, promotions and "
+        "rollbacks, and which version the agent serves; promoting or rolling back also "
+        "appends AgentUpdated on agentEvents and UpdateBlock commands "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (
+            events.EvolutionConfigured,
+            events.ChangeProposed,
+            events.ProposalRefused,
+            events.CaseEvaluated,
+            events.CandidateEvaluated,
+            events.ProposalApproved,
+            events.ProposalRejected,
+            events.VersionPromoted,
+            events.VersionRolledBack,
+            events.EvolutionBudgetExhausted,
+        ),
+        "send",
+    ),
+    Channel(
+        "evolutionCommands",
+        f"{subjects.COMMANDS_PREFIX}.evolution.{{agent_id}}",
+        "agent_id",
+        f"Ask the evolution service to configure, propose, evaluate, review, promote or roll "
+        f"back an agent's version (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get "
+        "a Reply.",
+        (
+            evolution_commands.ConfigureEvolution,
+            evolution_commands.ProposeChange,
+            evolution_commands.EvaluateProposal,
+            evolution_commands.ReviewProposal,
+            evolution_commands.PromoteProposal,
+            evolution_commands.RollBackVersion,
+        ),
+        "receive",
     ),
     Channel(
         "toolExecutionEvents",

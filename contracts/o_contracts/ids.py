@@ -24,6 +24,7 @@ IdPrefix = Literal[
     "file",
     "mcp_server",
     "group",
+    "proposal",
 ]
 
 _ID_RE = re.compile(

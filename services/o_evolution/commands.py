@@ -150,7 +150,9 @@ class EvolutionCommands:
             ),
             "proposed",
         )
-        return Reply(ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": "proposed"})
+        return Reply(
+            ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": "proposed"}
+        )
 
     async def _refuse(
         self, env: Envelope[Any], cmd: ProposeChange, reason: str, patch: Patch | None
@@ -172,7 +174,11 @@ class EvolutionCommands:
         rows = await self.s.pool.fetch(_RECENT_RUNS, agent_id, 30)
         return [
             proposer.RunDigest(
-                r["id"], r["stop_reason"], r["step_count"] or 0, r["tokens"], r["error"],
+                r["id"],
+                r["stop_reason"],
+                r["step_count"] or 0,
+                r["tokens"],
+                r["error"],
                 r["tool_errors"],
             )
             for r in rows
@@ -222,8 +228,9 @@ class EvolutionCommands:
             )
         spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, row["candidate_version"]))
         previous = await self._serving(cmd.agent_id, config)
+        decided = 0
         if row["status"] != "promoted":
-            await self.record(
+            decided = await self.record(
                 env,
                 VersionPromoted(
                     agent_id=cmd.agent_id,
@@ -237,7 +244,7 @@ class EvolutionCommands:
         # The decision first, then its effects, each idempotent: a crash in between is
         # healed by the command's redelivery.
         seq = await self.serve(env, cmd.agent_id, spec)
-        return Reply(ok=True, seq=seq, result={"version_id": spec.version_id})
+        return _served(spec, decided, seq)
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RollBackVersion = env.data
@@ -245,7 +252,7 @@ class EvolutionCommands:
         spec = VersionSpec.model_validate(raw)
         config = await self.config(cmd.agent_id)
         previous = await self._serving(cmd.agent_id, config)
-        await self.record(
+        decided = await self.record(
             env,
             VersionRolledBack(
                 agent_id=cmd.agent_id,
@@ -256,7 +263,7 @@ class EvolutionCommands:
             "rolled-back",
         )
         seq = await self.serve(env, cmd.agent_id, spec)
-        return Reply(ok=True, seq=seq, result={"version_id": spec.version_id})
+        return _served(spec, decided, seq)
 
     async def _spec(self, agent_id: str, version_id: str) -> Any:
         raw = await self.s.pool.fetchval(
@@ -313,6 +320,15 @@ class EvolutionCommands:
 
         appended = await self.s.eventlog.append_decided(subject, decide)
         return appended.seq if appended is not None else 0
+
+
+def _served(spec: VersionSpec, decided: int, agent_seq: int) -> Reply:
+    # Two positions: the decision's on the evolution subject, the agent's change on its own
+    # (each for the read model that follows that subject).
+    return Reply(
+        ok=True,
+        result={"version_id": spec.version_id, "decision_seq": decided, "agent_seq": agent_seq},
+    )
 
 
 def _refuse_user_tools(patch: Patch, now: AgentNow) -> None:

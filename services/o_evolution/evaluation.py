@@ -33,9 +33,7 @@ _RUNS = (
 
 
 def conversation_text(recorded: RecordedRun) -> str:
-    lines = [
-        f"{m.role}: {m.content}" for m in recorded.command.data.messages if m.content
-    ]
+    lines = [f"{m.role}: {m.content}" for m in recorded.command.data.messages if m.content]
     return "\n".join(lines)
 
 
@@ -84,7 +82,10 @@ class Evaluation:
             await self.commands.record(
                 env,
                 CaseEvaluated(
-                    agent_id=cmd.agent_id, proposal_id=cmd.proposal_id, n=n, case=case,
+                    agent_id=cmd.agent_id,
+                    proposal_id=cmd.proposal_id,
+                    n=n,
+                    case=case,
                     tokens=tokens,
                 ),
                 f"case-{n}",

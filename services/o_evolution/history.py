@@ -37,9 +37,7 @@ async def record(
 
     async def decide(last: int) -> Envelope[EvolutionDecided]:
         linked = decision.chained(await last_hash(eventlog, last), link_hash)
-        return cause.caused(
-            linked, aggregate_id=decision.agent_id, producer=PRODUCER, id=event_id
-        )
+        return cause.caused(linked, aggregate_id=decision.agent_id, producer=PRODUCER, id=event_id)
 
     appended = await eventlog.append_decided(subject, decide)
     assert appended is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from o_executor.llm import Retries
 from o_runtime.env import Env
@@ -24,7 +24,7 @@ class EvolutionSettings:
     enabled: bool = True
     # The judge is the operator's choice, never an agent's: a candidate cannot reach it.
     judge_model: str = "openai/gpt-4o-mini"
-    retries: Retries = Retries()
+    retries: Retries = field(default_factory=Retries)
 
     @classmethod
     def from_env(cls, env: Env) -> EvolutionSettings:

@@ -23,6 +23,7 @@ from o_gateway.routes import (
     blocks,
     context,
     conversations,
+    evolution,
     generate,
     groups,
     health,
@@ -136,6 +137,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         mcp_servers,
         mcp_legacy,
         groups,
+        evolution,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

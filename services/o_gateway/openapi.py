@@ -33,6 +33,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "passage_id": "passage",
     "mcp_server_id": "mcp_server",
     "group_id": "group",
+    "proposal_id": "proposal",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
