@@ -29,6 +29,7 @@ PROJECTIONS = {
     names.TOOLS: "o_gateway.tools_projection:tools",
     names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
     names.GROUPS: "o_gateway.groups_projection:groups",
+    names.EVOLUTION: "o_evolution.projection:evolution",
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from o_evolution.projection import evolution
 from o_executor.projections import runs
 from o_gateway.groups_projection import groups
 from o_gateway.mcp_projection import mcp_servers
@@ -36,6 +37,12 @@ TABLES = {
     "mcp_servers": "id",
     "groups": "id",
     "sleeptime_turns": "run_id",
+    "evolution_history": "agent_id, seq",
+    "evolution_config": "agent_id",
+    "agent_versions": "agent_id, version_id",
+    "evolution_proposals": "id",
+    "evolution_cases": "proposal_id, n",
+    "evolution_serving": "agent_id",
     "mcp_tools": "id",
     "passages": "id",
     "projection_checkpoints": "projection",
@@ -53,6 +60,9 @@ async def snapshot(dsn: str) -> dict[str, list[dict[str, Any]]]:
         out = {}
         for table, order in TABLES.items():
             rows = await conn.fetch(f"SELECT * FROM {table} ORDER BY {order}")
+            if table == "projection_checkpoints":
+                # A checkpoint at 0 says no more than none: nothing applied yet.
+                rows = [r for r in rows if r["last_seq"]]
             # updated_at and previous_seq of the checkpoint row are bookkeeping, not state.
             out[table] = [
                 {
@@ -122,6 +132,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "tools",
         "mcp_servers",
         "groups",
+        "evolution",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -142,7 +153,7 @@ async def caught_up(system: System) -> None:
     watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
     await watcher.start()
     try:
-        for projection in (agents, archival, memory, runs, tools, mcp_servers, groups):
+        for projection in (agents, archival, memory, runs, tools, mcp_servers, groups, evolution):
             last = 0
             async for raw in log.replay(projection.filter_subject):
                 last = raw.seq
