@@ -10,6 +10,7 @@ resumed after a crash never asks a recorded case's model calls again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,42 +228,48 @@ class EvolutionCommands:
                 409,
             )
         spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, row["candidate_version"]))
-        previous = await self._serving(cmd.agent_id, config)
-        decided = 0
-        if row["status"] != "promoted":
-            decided = await self.record(
-                env,
-                VersionPromoted(
-                    agent_id=cmd.agent_id,
-                    proposal_id=cmd.proposal_id,
-                    version_id=spec.version_id,
-                    spec=spec,
-                    previous_version=previous,
-                ),
-                "promoted",
+        if row["status"] == "promoted":  # (delivered again: its effects only)
+            return await self._switch(env, cmd.agent_id, spec, None)
+
+        def promoted(previous: str) -> EvolutionDecided:
+            return VersionPromoted(
+                agent_id=cmd.agent_id,
+                proposal_id=cmd.proposal_id,
+                version_id=spec.version_id,
+                spec=spec,
+                previous_version=previous,
             )
-        # The decision first, then its effects, each idempotent: a crash in between is
-        # healed by the command's redelivery.
-        seq = await self.serve(env, cmd.agent_id, spec)
-        return _served(spec, decided, seq)
+
+        return await self._switch(env, cmd.agent_id, spec, promoted)
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RollBackVersion = env.data
-        raw = await self._spec(cmd.agent_id, cmd.version_id)
-        spec = VersionSpec.model_validate(raw)
-        config = await self.config(cmd.agent_id)
-        previous = await self._serving(cmd.agent_id, config)
-        decided = await self.record(
-            env,
-            VersionRolledBack(
+        spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))
+
+        def rolled_back(previous: str) -> EvolutionDecided:
+            return VersionRolledBack(
                 agent_id=cmd.agent_id,
                 version_id=spec.version_id,
                 spec=spec,
                 previous_version=previous,
-            ),
-            "rolled-back",
-        )
-        seq = await self.serve(env, cmd.agent_id, spec)
+            )
+
+        return await self._switch(env, cmd.agent_id, spec, rolled_back)
+
+    async def _switch(
+        self,
+        env: Envelope[Any],
+        agent_id: str,
+        spec: VersionSpec,
+        decision: Callable[[str], EvolutionDecided] | None,
+    ) -> Reply:
+        """Serve `spec`: the decision (made from the version served until now) first, then
+        its effects, each idempotent, so a crash in between is healed by redelivery."""
+        decided = 0
+        if decision is not None:
+            previous = await self._serving(agent_id, await self.config(agent_id))
+            decided = await self.record(env, decision(previous), "served")
+        seq = await self.serve(env, agent_id, spec)
         return _served(spec, decided, seq)
 
     async def _spec(self, agent_id: str, version_id: str) -> Any:

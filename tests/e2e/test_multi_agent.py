@@ -91,6 +91,17 @@ def new_agent(client: letta_client.Letta, *tools: str, tags: list[str] | None = 
     )
 
 
+def held_pair(
+    system: System, llm: FakeOpenAI, tool: str, answer: str
+) -> tuple[threading.Event, letta_client.Letta, Any, Any]:
+    """A sender with `tool` and a receiver whose `answer` waits until the test sets `held`
+    (so the sender is caught waiting)."""
+    held = threading.Event()
+    llm.default_reply = scripted(lambda body, said: Reply(content=answer, release=held))
+    client = system.client()
+    return held, client, new_agent(client, tool), new_agent(client)
+
+
 def call(client: letta_client.Letta, agent_id: str, tool: str, **arguments: Any) -> Any:
     return client.agents.messages.create(
         agent_id, messages=[{"role": "user", "content": f"tool:{tool} {json.dumps(arguments)}"}]
@@ -195,11 +206,7 @@ async def test_an_agent_waits_for_another_agents_reply(system: System, llm: Fake
 async def test_an_async_message_returns_once_the_other_run_is_accepted(
     system: System, llm: FakeOpenAI
 ) -> None:
-    held = threading.Event()
-    llm.default_reply = scripted(lambda body, said: Reply(content="later", release=held))
-    client = system.client()
-    sender = new_agent(client, NOTIFY)
-    receiver = new_agent(client)
+    held, client, sender, receiver = held_pair(system, llm, NOTIFY, "later")
     async with agent_events(system, receiver.id) as events:
         try:
             response = call(
@@ -335,11 +342,7 @@ async def test_an_agent_asked_cannot_wait_for_the_agent_waiting_for_it(
 async def test_a_reply_that_takes_too_long_is_the_tools_error(
     system: System, llm: FakeOpenAI
 ) -> None:
-    held = threading.Event()
-    llm.default_reply = scripted(lambda body, said: Reply(content="too late", release=held))
-    client = system.client()
-    sender = new_agent(client, WAIT)
-    receiver = new_agent(client)
+    held, client, sender, receiver = held_pair(system, llm, WAIT, "too late")
     async with agent_events(system, receiver.id) as events:
         try:
             response = call(client, sender.id, WAIT, message="quick!", other_agent_id=receiver.id)
@@ -362,11 +365,7 @@ async def test_a_reply_that_takes_too_long_is_the_tools_error(
 async def test_a_caller_cancelled_while_waiting_stops_waiting(
     system: System, llm: FakeOpenAI
 ) -> None:
-    held = threading.Event()
-    llm.default_reply = scripted(lambda body, said: Reply(content="unheard", release=held))
-    client = system.client()
-    sender = new_agent(client, WAIT)
-    receiver = new_agent(client)
+    held, client, sender, receiver = held_pair(system, llm, WAIT, "unheard")
     async with agent_events(system, receiver.id) as events:
         try:
             task = asyncio.create_task(

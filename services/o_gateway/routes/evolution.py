@@ -161,36 +161,42 @@ async def get_proposal(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any
     return await _proposal(gw, agent_id, proposal_id)
 
 
+async def _acted(
+    gw: Gateway, agent_id: str, proposal_id: str, command: Command, timeout: float
+) -> dict[str, Any]:
+    """Send a command about one proposal; the proposal as it then stands."""
+    await _command(gw, command, agent_id, timeout)
+    return await _proposal(gw, agent_id, proposal_id)
+
+
 @route(router, "POST", PREFIX + "/proposals/{proposal_id}/evaluate")
 async def evaluate(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any]:
     command = EvaluateProposal(agent_id=agent_id, proposal_id=proposal_id)
-    await _command(gw, command, agent_id, EVALUATION_TIMEOUT)
-    return await _proposal(gw, agent_id, proposal_id)
+    return await _acted(gw, agent_id, proposal_id, command, EVALUATION_TIMEOUT)
+
+
+def _review(agent_id: str, proposal_id: str, approve: bool, body: ReviewBody) -> ReviewProposal:
+    return ReviewProposal(
+        agent_id=agent_id, proposal_id=proposal_id, approve=approve, note=body.note
+    )
 
 
 @route(router, "POST", PREFIX + "/proposals/{proposal_id}/approve")
 async def approve(agent_id: str, proposal_id: str, body: ReviewBody, gw: GW) -> dict[str, Any]:
-    command = ReviewProposal(
-        agent_id=agent_id, proposal_id=proposal_id, approve=True, note=body.note
-    )
-    await _command(gw, command, agent_id, COMMAND_TIMEOUT)
-    return await _proposal(gw, agent_id, proposal_id)
+    command = _review(agent_id, proposal_id, True, body)
+    return await _acted(gw, agent_id, proposal_id, command, COMMAND_TIMEOUT)
 
 
 @route(router, "POST", PREFIX + "/proposals/{proposal_id}/reject")
 async def reject(agent_id: str, proposal_id: str, body: ReviewBody, gw: GW) -> dict[str, Any]:
-    command = ReviewProposal(
-        agent_id=agent_id, proposal_id=proposal_id, approve=False, note=body.note
-    )
-    await _command(gw, command, agent_id, COMMAND_TIMEOUT)
-    return await _proposal(gw, agent_id, proposal_id)
+    command = _review(agent_id, proposal_id, False, body)
+    return await _acted(gw, agent_id, proposal_id, command, COMMAND_TIMEOUT)
 
 
 @route(router, "POST", PREFIX + "/proposals/{proposal_id}/promote")
 async def promote(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any]:
     command = PromoteProposal(agent_id=agent_id, proposal_id=proposal_id)
-    await _command(gw, command, agent_id, COMMAND_TIMEOUT)
-    return await _proposal(gw, agent_id, proposal_id)
+    return await _acted(gw, agent_id, proposal_id, command, COMMAND_TIMEOUT)
 
 
 @route(router, "POST", PREFIX + "/rollback")
