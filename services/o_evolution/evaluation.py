@@ -125,21 +125,10 @@ class Evaluation:
             b = await judge.judge(judge_model, text, new.result.answer, old.result.answer, retries)
             first, second = a.preference, b.preference
             tokens += a.usage.total_tokens + b.usage.total_tokens
-        preferred = gate.judged(first, second) if first and second else None
-        outcome, veto = gate.case_outcome(old.result, new.result, preferred)
-        return (
-            CaseResult(
-                case_id=ref.run_id,
-                conversation_id=ref.conversation_id,
-                parent=old.result,
-                candidate=new.result,
-                judged_parent_first=first,
-                judged_candidate_first=second,
-                outcome=outcome,
-                veto=veto,
-            ),
-            tokens,
+        case = gate.case_result(
+            ref.run_id, old.result, new.result, first, second, conversation_id=ref.conversation_id
         )
+        return case, tokens
 
 
 def _gate_settings(config: EvolutionConfig) -> GateSettings:
