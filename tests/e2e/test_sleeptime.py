@@ -26,7 +26,7 @@ from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.support import agent_events, new_agent, send
+from tests.e2e.support import agent_events, new_agent, projected, send
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -232,6 +232,8 @@ async def test_killed_evolution_service_still_runs_the_companion_once(system: Sy
         await task
         await events.wait_for("SleeptimeTurnCounted")
         (turn,) = [e.data for e in events.seen if e.type == "SleeptimeTurnCounted"]
+        # (Read off the log: the runs projection may not have made the run yet.)
+        await projected(system, events.last_seq)
     (companion_run,) = [r.run_id for r in turn.started]
     (run,) = await settled(system, [companion_run])
     assert run["status"] == "completed"
