@@ -133,19 +133,24 @@ CHANNELS = (
         "agent_id",
         "One agent's evolution decisions, appended only by the evolution service and "
         "hash-chained (each carries prev_hash and its own hash over its content): "
-        "configuration, proposals, shadow cases, gate decisions, reviews, promotions and "
-        "rollbacks, and which version the agent serves; promoting or rolling back also "
-        "appends AgentUpdated on agentEvents and UpdateBlock commands "
+        "configuration, proposals, shadow cases, gate decisions, reviews, canary steps, "
+        "promotions and rollbacks, and which version the agent serves; promoting or "
+        "rolling back also appends AgentUpdated on agentEvents and UpdateBlock commands "
         f"(stream {subjects.EVENTS_STREAM}).",
         (
             events.EvolutionConfigured,
             events.ChangeProposed,
             events.ProposalRefused,
+            events.EvaluationStarted,
             events.CaseEvaluated,
             events.CandidateEvaluated,
             events.ProposalApproved,
             events.ProposalRejected,
             events.VersionPromoted,
+            events.RolloutStarted,
+            events.RolloutAdvanced,
+            events.RolloutCompleted,
+            events.RolloutAborted,
             events.VersionRolledBack,
             events.EvolutionBudgetExhausted,
         ),
@@ -155,15 +160,17 @@ CHANNELS = (
         "evolutionCommands",
         f"{subjects.COMMANDS_PREFIX}.evolution.{{agent_id}}",
         "agent_id",
-        f"Ask the evolution service to configure, propose, evaluate, review, promote or roll "
-        f"back an agent's version (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get "
-        "a Reply.",
+        f"Ask the evolution service to configure, propose, evaluate, review, roll out (canary), "
+        f"abort, promote or roll back an agent's version (stream {subjects.COMMANDS_STREAM}); "
+        "add O-Reply-To to get a Reply.",
         (
             evolution_commands.ConfigureEvolution,
             evolution_commands.ProposeChange,
             evolution_commands.EvaluateProposal,
             evolution_commands.ReviewProposal,
             evolution_commands.PromoteProposal,
+            evolution_commands.StartRollout,
+            evolution_commands.AbortRollout,
             evolution_commands.RollBackVersion,
         ),
         "receive",

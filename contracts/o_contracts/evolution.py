@@ -56,6 +56,17 @@ class VersionSpec(Value):
         return "version-" + hashlib.sha256(canonical.encode()).hexdigest()[:40]
 
 
+class ServedVersion(Value):
+    """Which arm of a canary rollout a live run took (RunStarted.version): the
+    candidate's version or the stable agent, and at what weight it was chosen."""
+
+    rollout_id: str
+    arm: Literal["candidate", "stable"]
+    version_id: str
+    # The candidate's share of traffic, in percent, when the run started.
+    weight: float
+
+
 # Patch operations. A text op's target is "system" or "block:<label>".
 
 

@@ -52,6 +52,21 @@ class PromoteProposal(Command):
     proposal_id: str
 
 
+class StartRollout(Command):
+    """Start a canary of an accepted (and, if configured, approved) proposal: the
+    candidate takes the first step's share of conversations."""
+
+    agent_id: str
+    proposal_id: str
+
+
+class AbortRollout(Command):
+    """End the running canary at once: every conversation goes back to the stable agent."""
+
+    agent_id: str
+    reason: str = Field(default="aborted by an operator", max_length=2000)
+
+
 class RollBackVersion(Command):
     """Serve an earlier version again, from the next request on."""
 

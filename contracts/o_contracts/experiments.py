@@ -52,6 +52,21 @@ class CaseResult(Value):
     veto: str | None = None
 
 
+class ArmStats(Value):
+    """What one arm of a canary rollout came to at its current weight (live runs)."""
+
+    runs: int = Field(default=0, ge=0)
+    # Runs that ended in error (stop reason error, or max steps reached).
+    errors: int = Field(default=0, ge=0)
+    tool_errors: int = Field(default=0, ge=0)
+    negative_feedback: int = Field(default=0, ge=0)
+    steps: int = Field(default=0, ge=0)
+    tokens: int = Field(default=0, ge=0)
+    # A sampled judge's paired comparisons of the candidate against stable.
+    judge_losses: int = Field(default=0, ge=0)
+    judge_wins: int = Field(default=0, ge=0)
+
+
 class SprtStep(Value):
     """The sequential test after one decisive case."""
 

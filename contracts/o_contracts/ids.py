@@ -25,6 +25,7 @@ IdPrefix = Literal[
     "mcp_server",
     "group",
     "proposal",
+    "rollout",
 ]
 
 _ID_RE = re.compile(

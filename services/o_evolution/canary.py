@@ -15,13 +15,17 @@ reshuffles which conversations go first.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from o_contracts.experiments import ArmStats
+
 BUCKETS = 10_000
 
 Arm = Literal["candidate", "stable"]
+__all__ = ["ArmStats", "CanaryLimits", "CanaryVerdict", "analyse", "arm", "bucket", "next_weight"]
 
 
 def bucket(agent_id: str, conversation_key: str, rollout_id: str) -> int:
@@ -46,21 +50,6 @@ def next_weight(steps: Sequence[int], current: float) -> float | None:
         if step > current:
             return float(step)
     return None
-
-
-@dataclass(frozen=True)
-class ArmStats:
-    """What one arm's runs came to since the rollout's weight last changed."""
-
-    runs: int
-    errors: int
-    tool_errors: int
-    negative_feedback: int
-    steps: int
-    tokens: int
-    # A sampled judge's paired comparisons of the candidate against stable.
-    judge_losses: int = 0
-    judge_wins: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,3 +132,47 @@ def analyse(stable: ArmStats, candidate: ArmStats, limits: CanaryLimits) -> Cana
             f"judge: candidate lost {candidate.judge_losses}, won {candidate.judge_wins}",
         )
     return CanaryVerdict("advance", "healthy")
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """One live run of a canary at its current weight, as the analysis counts it."""
+
+    arm: Arm
+    failed: bool
+    tool_errors: int = 0
+    negative_feedback: int = 0
+    steps: int = 0
+    tokens: int = 0
+
+
+def arm_stats(runs: Sequence[FinishedRun], which: Arm) -> ArmStats:
+    mine = [r for r in runs if r.arm == which]
+    return ArmStats(
+        runs=len(mine),
+        errors=sum(r.failed for r in mine),
+        tool_errors=sum(r.tool_errors for r in mine),
+        negative_feedback=sum(r.negative_feedback for r in mine),
+        steps=sum(r.steps for r in mine),
+        tokens=sum(r.tokens for r in mine),
+    )
+
+
+def review(runs: Sequence[FinishedRun], every: int, limits: CanaryLimits) -> CanaryVerdict | None:
+    """What a candidate run's end decides, `runs` being the step's finished runs in order.
+
+    The failure limit aborts at once, as soon as the last `every` candidate runs hold
+    enough failures that this interval's failure rate cannot end below the limit.
+    Otherwise the full analysis comes every `every` candidate runs; in between, None.
+    """
+    candidate = [r for r in runs if r.arm == "candidate"]
+    window = candidate[-every:]
+    failed = sum(r.failed for r in window)
+    if failed and failed >= math.ceil(limits.failure_limit * every - _TOLERANCE):
+        return CanaryVerdict(
+            "abort",
+            f"failure limit: {failed} of the last {len(window)} candidate runs failed",
+        )
+    if not candidate or len(candidate) % every:
+        return None
+    return analyse(arm_stats(runs, "stable"), arm_stats(runs, "candidate"), limits)

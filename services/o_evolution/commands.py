@@ -12,18 +12,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import asyncpg
 
 from o_contracts import subjects
-from o_contracts.base import Reply
+from o_contracts.base import Command, Reply
 from o_contracts.commands import UpdateBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     AgentUpdated,
     ChangeProposed,
+    EvolutionBudgetExhausted,
     ProposalApproved,
     ProposalRefused,
     ProposalRejected,
+    RolloutAborted,
     VersionPromoted,
     VersionRolledBack,
 )
@@ -31,10 +36,12 @@ from o_contracts.events.evolution import EvolutionConfigured, EvolutionDecided
 from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
 from o_contracts.evolution_commands import (
     ConfigureEvolution,
+    EvaluateProposal,
     PromoteProposal,
     ProposeChange,
     ReviewProposal,
     RollBackVersion,
+    StartRollout,
 )
 from o_contracts.ids import derived_id
 from o_evolution import history, proposer
@@ -49,6 +56,14 @@ log = logging.getLogger(__name__)
 PRODUCER = history.PRODUCER
 BLOCK_TIMEOUT = 30.0
 
+# What the agent's evolution spent in the last 24 hours: drafting proposals, and the
+# shadow cases (both arms and the judge).
+_SPENT_TODAY = (
+    "SELECT coalesce((SELECT sum(draft_tokens) FROM evolution_proposals WHERE agent_id = $1"
+    "  AND created_at > now() - interval '1 day'), 0)"
+    " + coalesce((SELECT sum(tokens) FROM evolution_cases WHERE agent_id = $1"
+    "  AND created_at > now() - interval '1 day'), 0)"
+)
 _RECENT_RUNS = (
     "SELECT r.id, r.stop_reason, r.step_count, coalesce((r.usage->>'total_tokens')::bigint, 0)"
     " AS tokens, r.error, (SELECT count(*) FROM messages m WHERE m.run_id = r.id"
@@ -87,9 +102,94 @@ class EvolutionCommands:
             raise AppendRejected(f"proposal {proposal_id} not found", 404)
         return dict(row)
 
-    async def record(self, env: Envelope[Any], decision: EvolutionDecided, key: str) -> int:
+    async def live_canary(self, agent_id: str) -> asyncpg.Record | None:
+        """The agent's canary still in progress (running, or passed and awaiting promotion)."""
+        return await self.s.pool.fetchrow(
+            "SELECT * FROM evolution_rollouts WHERE agent_id = $1"
+            " AND status IN ('running', 'completed')",
+            agent_id,
+        )
+
+    async def end_canary(
+        self,
+        env: Envelope[Any],
+        live: asyncpg.Record,
+        reason: str,
+        by: Literal["analysis", "operator", "rollback"],
+    ) -> int:
+        """Record the end of the canary `live`: every conversation back on the stable agent."""
+        return await self.record(
+            env,
+            RolloutAborted(
+                agent_id=live["agent_id"],
+                proposal_id=live["proposal_id"],
+                rollout_id=live["rollout_id"],
+                weight=float(live["weight"]),
+                reason=reason,
+                by=by,
+            ),
+            "rollout-aborted",
+        )
+
+    async def within_budget(
+        self, env: Envelope[Any], agent_id: str, config: EvolutionConfig
+    ) -> None:
+        """Go on only while the agent's evolution spent less than its tokens per day;
+        otherwise record that the budget ran out (once a day) and refuse with 429.
+        Users' runs never pass here: only evolution stops."""
+        spent = int(await self.s.pool.fetchval(_SPENT_TODAY, agent_id))
+        if spent < config.tokens_per_day:
+            return
+        reason = (
+            f"evolution spent {spent} tokens in the last 24 hours, its budget is"
+            f" {config.tokens_per_day} (tokens_per_day)"
+        )
+        day = datetime.now(UTC).date().isoformat()
+        await self.record(
+            env,
+            EvolutionBudgetExhausted(agent_id=agent_id, reason=reason),
+            f"budget-{day}",
+            event_id=derived_id("evt", agent_id, "budget-exhausted", day),
+        )
+        raise AppendRejected(f"evolution budget exhausted: {reason}", 429)
+
+    async def _not_too_soon(self, agent_id: str, config: EvolutionConfig) -> None:
+        last = await self.s.pool.fetchval(
+            "SELECT max(created_at) FROM evolution_proposals WHERE agent_id = $1"
+            " AND source <> 'operator' AND status <> 'refused'",
+            agent_id,
+        )
+        if last is None:
+            return
+        wait = config.min_seconds_between_proposals - (datetime.now(UTC) - last).total_seconds()
+        if wait > 0:
+            raise AppendRejected(
+                f"the agent's last proposal was less than {config.min_seconds_between_proposals}"
+                f" s ago (min_seconds_between_proposals): the next one in {wait:.0f} s",
+                429,
+            )
+
+    async def next_stage(self, cause: Envelope[Any], command: Command, id: str) -> None:
+        """A command to the evolution service itself, without waiting: the pipeline's next
+        stage (evaluate, roll out, promote), deduplicated by its derived id."""
+        agent_id: str = command.agent_id  # type: ignore[attr-defined]
+        envelope = cause.caused(command, aggregate_id=agent_id, producer=PRODUCER, id=id)
+        await self.s.eventlog.send_command(subjects.evolution_command_subject(agent_id), envelope)
+
+    async def record(
+        self,
+        env: Envelope[Any],
+        decision: EvolutionDecided,
+        key: str,
+        *,
+        event_id: str | None = None,
+    ) -> int:
         return await history.record(
-            self.s.eventlog, self.s.watcher, env, decision, derived_id("evt", env.id, key)
+            self.s.eventlog,
+            self.s.watcher,
+            env,
+            decision,
+            event_id or derived_id("evt", env.id, key),
         )
 
     # -- commands ---------------------------------------------------------------
@@ -120,8 +220,11 @@ class EvolutionCommands:
             raise AppendRejected(f"evolution is off for agent {cmd.agent_id}", 409)
         now = await self.agent(cmd.agent_id)
         parent = now.spec(config)
+        if cmd.source != "operator":
+            await self._not_too_soon(cmd.agent_id, config)
         patch, run_ids, tokens = cmd.patch, [], 0
         if patch is None:
+            await self.within_budget(env, cmd.agent_id, config)
             runs = await self._digest(cmd.agent_id)
             model = str(now.llm_config.get("handle") or "")
             drafted = await proposer.draft(model, parent, runs, self.settings.retries)
@@ -151,6 +254,12 @@ class EvolutionCommands:
             ),
             "proposed",
         )
+        if config.mode != "propose_only":
+            await self.next_stage(
+                env,
+                EvaluateProposal(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id),
+                derived_id("cmd", cmd.proposal_id, "evaluate"),
+            )
         return Reply(
             ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": "proposed"}
         )
@@ -209,6 +318,12 @@ class EvolutionCommands:
                 reason=cmd.note or "rejected by a reviewer",
             )
         seq = await self.record(env, decision, "reviewed")
+        if cmd.approve and canary_follows(await self.config(cmd.agent_id), approved=True):
+            await self.next_stage(
+                env,
+                StartRollout(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id),
+                derived_id("cmd", cmd.proposal_id, "rollout"),
+            )
         status = "approved" if cmd.approve else "rejected"
         return Reply(ok=True, seq=seq, result={"proposal_id": cmd.proposal_id, "status": status})
 
@@ -217,6 +332,8 @@ class EvolutionCommands:
         row = await self.proposal(cmd.agent_id, cmd.proposal_id)
         config = await self.config(cmd.agent_id)
         ready = {"approved"} if config.approval_before_canary else {"approved", "accepted"}
+        # A canary in progress may be promoted by a person at any step.
+        ready |= {"canary", "awaiting_promotion"}
         if row["status"] not in (*ready, "promoted"):
             raise AppendRejected(
                 f"proposal {cmd.proposal_id} is {row['status']}: promotion needs "
@@ -245,6 +362,10 @@ class EvolutionCommands:
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RollBackVersion = env.data
         spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))
+        live = await self.live_canary(cmd.agent_id)
+        if live is not None:
+            # All traffic goes to the target: the canary ends first.
+            await self.end_canary(env, live, f"rolled back to {spec.version_id}", "rollback")
 
         def rolled_back(previous: str) -> EvolutionDecided:
             return VersionRolledBack(
@@ -327,6 +448,14 @@ class EvolutionCommands:
 
         appended = await self.s.eventlog.append_decided(subject, decide)
         return appended.seq if appended is not None else 0
+
+
+def canary_follows(config: EvolutionConfig, *, approved: bool) -> bool:
+    """Whether an accepted proposal goes on to a canary by itself: in modes canary and
+    auto, once a person approved it if the approval gate is on (never in mode auto)."""
+    if config.mode not in ("canary", "auto"):
+        return False
+    return approved or not config.approval_before_canary or config.mode == "auto"
 
 
 def _served(spec: VersionSpec, decided: int, agent_seq: int) -> Reply:

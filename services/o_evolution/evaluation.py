@@ -8,17 +8,19 @@ as soon as the evidence allows) and its decision is recorded (CandidateEvaluated
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts.base import Reply
 from o_contracts.envelope import Envelope
-from o_contracts.events import CandidateEvaluated, CaseEvaluated
+from o_contracts.events import CandidateEvaluated, CaseEvaluated, EvaluationStarted
 from o_contracts.evolution import EvolutionConfig, VersionSpec
-from o_contracts.evolution_commands import EvaluateProposal
+from o_contracts.evolution_commands import EvaluateProposal, StartRollout
 from o_contracts.experiments import CaseResult, GateSettings
+from o_contracts.ids import derived_id
 from o_evolution import gate, judge
-from o_evolution.commands import EvolutionCommands
+from o_evolution.commands import EvolutionCommands, canary_follows
 from o_evolution.shadow_cases import live_model, run_arm
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import take_snapshot
@@ -41,16 +43,43 @@ def conversation_text(recorded: RecordedRun) -> str:
 class Evaluation:
     commands: EvolutionCommands
 
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
     async def evaluate(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: EvaluateProposal = env.data
+        # One evaluation of a proposal at a time in this process (the command is
+        # deduplicated across replicas by its id; a second one resumes from the cases).
+        async with self._locks.setdefault(cmd.proposal_id, asyncio.Lock()):
+            try:
+                return await self._evaluate(env, cmd)
+            finally:
+                self._locks.pop(cmd.proposal_id, None)
+
+    async def _evaluate(self, env: Envelope[Any], cmd: EvaluateProposal) -> Reply:
         s = self.commands.s
         row = await self.commands.proposal(cmd.agent_id, cmd.proposal_id)
-        if row["status"] != "proposed":
+        if row["status"] not in ("proposed", "evaluating"):
             return Reply(ok=True, result={"proposal_id": cmd.proposal_id, "status": row["status"]})
         config = await self.commands.config(cmd.agent_id)
         if config.mode == "propose_only":
             raise AppendRejected(
                 f"agent {cmd.agent_id} evolves in mode propose_only: nothing is evaluated", 409
+            )
+        if row["status"] == "proposed":
+            busy = await s.pool.fetchval(
+                "SELECT id FROM evolution_proposals WHERE agent_id = $1 AND id <> $2"
+                " AND status = 'evaluating'",
+                cmd.agent_id,
+                cmd.proposal_id,
+            )
+            if busy is not None:
+                raise AppendRejected(
+                    f"proposal {busy} is being evaluated: one experiment at a time", 409
+                )
+            await self.commands.record(
+                env,
+                EvaluationStarted(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id),
+                "evaluation-started",
             )
         parent = VersionSpec.model_validate(
             await self.commands._spec(cmd.agent_id, row["parent_version"])
@@ -77,6 +106,7 @@ class Evaluation:
         report = gate.decide(done, settings, final=len(done) >= len(refs))
         n = len(done)
         while report.decision == "continue":
+            await self.commands.within_budget(env, cmd.agent_id, config)
             ref = refs[n]
             case, tokens = await self._case(cmd.agent_id, ref, parent, candidate)
             await self.commands.record(
@@ -98,6 +128,12 @@ class Evaluation:
             CandidateEvaluated(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id, report=report),
             "evaluated",
         )
+        if report.decision == "accepted" and canary_follows(config, approved=False):
+            await self.commands.next_stage(
+                env,
+                StartRollout(agent_id=cmd.agent_id, proposal_id=cmd.proposal_id),
+                derived_id("cmd", cmd.proposal_id, "rollout"),
+            )
         return Reply(
             ok=True,
             seq=seq,

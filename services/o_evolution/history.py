@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import asyncpg
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
@@ -10,6 +13,7 @@ from o_contracts.events.evolution import EvolutionDecided
 from o_contracts.projection_names import EVOLUTION
 from o_evolution.chain import GENESIS, link_hash
 from o_runtime.eventlog import EventLog
+from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 
 PRODUCER = "evolution"
@@ -41,5 +45,34 @@ async def record(
 
     appended = await eventlog.append_decided(subject, decide)
     assert appended is not None
+    await watcher.wait(appended.seq, EVOLUTION)
+    return appended.seq
+
+
+async def record_if(
+    eventlog: EventLog,
+    watcher: ProjectionWatcher,
+    reads: ProjectionReads,
+    cause: Envelope[Any],
+    agent_id: str,
+    decide: Callable[[asyncpg.Connection], Awaitable[EvolutionDecided | None]],
+    event_id: str,
+) -> int | None:
+    """Append what `decide` makes of the agent's evolution state as the log has it at the
+    subject's last decision (read from the projection at that position), or nothing;
+    decided again if another decision lands first. Its seq once projected, or None."""
+    subject = subjects.evolution_subject(agent_id)
+
+    async def decide_at(last: int) -> Envelope[EvolutionDecided] | None:
+        async with reads.at(last, EVOLUTION) as conn:
+            decision = await decide(conn)
+        if decision is None:
+            return None
+        linked = decision.chained(await last_hash(eventlog, last), link_hash)
+        return cause.caused(linked, aggregate_id=agent_id, producer=PRODUCER, id=event_id)
+
+    appended = await eventlog.append_decided(subject, decide_at)
+    if appended is None:
+        return None
     await watcher.wait(appended.seq, EVOLUTION)
     return appended.seq

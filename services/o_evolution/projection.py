@@ -15,11 +15,16 @@ from o_contracts.events import (
     CandidateEvaluated,
     CaseEvaluated,
     ChangeProposed,
+    EvaluationStarted,
     EvolutionBudgetExhausted,
     EvolutionConfigured,
     ProposalApproved,
     ProposalRefused,
     ProposalRejected,
+    RolloutAborted,
+    RolloutAdvanced,
+    RolloutCompleted,
+    RolloutStarted,
     VersionPromoted,
     VersionRolledBack,
 )
@@ -39,6 +44,7 @@ evolution = Projection(
         "evolution_proposals",
         "evolution_cases",
         "evolution_serving",
+        "evolution_rollouts",
     ],
 )
 
@@ -125,8 +131,8 @@ async def proposed(conn: asyncpg.Connection, e: ChangeProposed, rec: Recorded) -
     )
     await conn.execute(
         "INSERT INTO evolution_proposals (id, agent_id, source, status, parent_version,"
-        " candidate_version, patch, rationale, tokens, created_at, updated_at)"
-        " VALUES ($1,$2,$3,'proposed',$4,$5,$6,$7,$8,$9,$9) ON CONFLICT DO NOTHING",
+        " candidate_version, patch, rationale, tokens, draft_tokens, created_at, updated_at)"
+        " VALUES ($1,$2,$3,'proposed',$4,$5,$6,$7,$8,$8,$9,$9) ON CONFLICT DO NOTHING",
         e.proposal_id,
         e.agent_id,
         e.source,
@@ -153,6 +159,11 @@ async def refused(conn: asyncpg.Connection, e: ProposalRefused, rec: Recorded) -
         e.reason,
         rec.envelope.time,
     )
+
+
+@decision(EvaluationStarted)
+async def evaluation_started(conn: asyncpg.Connection, e: EvaluationStarted, rec: Recorded) -> None:
+    await _proposal(conn, e.proposal_id, rec, status="evaluating")
 
 
 @decision(CaseEvaluated)
@@ -213,6 +224,60 @@ async def promoted(conn: asyncpg.Connection, e: VersionPromoted, rec: Recorded) 
     await _serve(conn, e.agent_id, e.version_id, rec)
     if e.proposal_id is not None:
         await _proposal(conn, e.proposal_id, rec, status="promoted")
+        # Its canary, if it had one, is over: the candidate is the agent now.
+        await conn.execute(
+            "UPDATE evolution_rollouts SET status = 'promoted', weight = 100, updated_at = $2"
+            " WHERE proposal_id = $1 AND status IN ('running', 'completed')",
+            e.proposal_id,
+            rec.envelope.time,
+        )
+
+
+@decision(RolloutStarted)
+async def rollout_started(conn: asyncpg.Connection, e: RolloutStarted, rec: Recorded) -> None:
+    await conn.execute(
+        "INSERT INTO evolution_rollouts (rollout_id, agent_id, proposal_id, version_id, spec,"
+        " stable_version, weight, steps, status, started_at, updated_at)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,'running',$9,$9) ON CONFLICT DO NOTHING",
+        e.rollout_id,
+        e.agent_id,
+        e.proposal_id,
+        e.version_id,
+        e.spec.model_dump(mode="json"),
+        e.stable_version,
+        e.weight,
+        e.steps,
+        rec.envelope.time,
+    )
+    await _proposal(conn, e.proposal_id, rec, status="canary")
+
+
+async def _rollout(conn: asyncpg.Connection, rollout_id: str, rec: Recorded, **set_: Any) -> None:
+    columns = list(set_)
+    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    await conn.execute(
+        f"UPDATE evolution_rollouts SET updated_at = $2, {assignments} WHERE rollout_id = $1",
+        rollout_id,
+        rec.envelope.time,
+        *set_.values(),
+    )
+
+
+@decision(RolloutAdvanced)
+async def rollout_advanced(conn: asyncpg.Connection, e: RolloutAdvanced, rec: Recorded) -> None:
+    await _rollout(conn, e.rollout_id, rec, weight=e.weight, reason=e.reason)
+
+
+@decision(RolloutCompleted)
+async def rollout_completed(conn: asyncpg.Connection, e: RolloutCompleted, rec: Recorded) -> None:
+    await _rollout(conn, e.rollout_id, rec, status="completed", reason=e.reason)
+    await _proposal(conn, e.proposal_id, rec, status="awaiting_promotion")
+
+
+@decision(RolloutAborted)
+async def rollout_aborted(conn: asyncpg.Connection, e: RolloutAborted, rec: Recorded) -> None:
+    await _rollout(conn, e.rollout_id, rec, status="aborted", weight=0.0, reason=e.reason)
+    await _proposal(conn, e.proposal_id, rec, status="aborted", reason=e.reason)
 
 
 @decision(VersionRolledBack)

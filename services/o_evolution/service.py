@@ -6,7 +6,7 @@
 - Self-evolution (docs/evolution.md): commands on `o.cmd.evolution.<agent_id>` propose
   patches to an agent, evaluate them in the shadow, and promote or roll back versions;
   every decision is hash-chained on the agent's evolution subject (projection
-  "evolution", hosted here).
+  "evolution", hosted here). The same run ends drive canary rollouts' analysis.
 """
 
 from __future__ import annotations
@@ -14,22 +14,37 @@ from __future__ import annotations
 from o_contracts import subjects
 from o_contracts.events import RunCompleted
 from o_contracts.evolution_commands import (
+    AbortRollout,
     ConfigureEvolution,
     EvaluateProposal,
     PromoteProposal,
     ProposeChange,
     ReviewProposal,
     RollBackVersion,
+    StartRollout,
 )
 from o_evolution.commands import EvolutionCommands
 from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
+from o_evolution.rollouts import Rollouts
 from o_evolution.settings import EvolutionSettings
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
-from o_runtime.reactor import EventReactor
+from o_runtime.eventlog import Recorded
+from o_runtime.reactor import EventReactor, Reaction
 from o_runtime.service import Service
+
+
+def both(*reactions: Reaction) -> Reaction:
+    """One consumer of run ends for sleep-time turns and canary analysis (a consumer
+    per reaction would cost the hot path another delivery per event)."""
+
+    async def react(records: list[Recorded]) -> None:
+        for reaction in reactions:
+            await reaction(records)
+
+    return react
 
 
 class EvolutionService(Service):
@@ -42,6 +57,7 @@ class EvolutionService(Service):
         self.project(evolution)
         cmds = EvolutionCommands(self, self.config)
         evaluation = Evaluation(cmds)
+        rollouts = Rollouts(cmds)
         self.consume(
             CommandConsumer(
                 self.eventlog,
@@ -53,6 +69,8 @@ class EvolutionService(Service):
                     EvaluateProposal: evaluation.evaluate,
                     ReviewProposal: cmds.review,
                     PromoteProposal: cmds.promote,
+                    StartRollout: rollouts.start,
+                    AbortRollout: rollouts.abort,
                     RollBackVersion: cmds.roll_back,
                 },
                 # An evaluation asks a model several times per case: it heartbeats
@@ -67,6 +85,6 @@ class EvolutionService(Service):
                 self.eventlog,
                 "evolution-turns",
                 subjects.AGENT_AND_CONVERSATION_EVENTS,
-                {RunCompleted: turns.on_runs_completed},
+                {RunCompleted: both(turns.on_runs_completed, rollouts.on_runs_completed)},
             )
         )

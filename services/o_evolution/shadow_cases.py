@@ -22,7 +22,7 @@ from o_contracts.evolution import VersionSpec
 from o_contracts.experiments import ArmResult
 from o_contracts.models import ChatMessage, ToolCall
 from o_executor import llm
-from o_executor.run import Completed
+from o_executor.run import Completed, versions
 from o_executor.run.deps import ModelRequest, ToolOutcome
 from o_executor.shadow.deps import Model
 from o_executor.shadow.runner import RecordedRun, shadow_run
@@ -31,21 +31,13 @@ from o_executor.shadow.snapshot import Snapshot
 
 def with_version(snapshot: Snapshot, spec: VersionSpec) -> Snapshot:
     """The snapshot's agent with the version's configuration and evolvable blocks."""
-    agent = snapshot.agent
-    users = {name: tool for name, tool in agent.user_tools.items() if name in spec.tools}
-    config = dataclasses.replace(
-        agent,
-        system=spec.system,
-        tools=tuple(t for t in spec.tools if t not in agent.user_tools),
-        tool_rules=tuple(dict(r) for r in spec.tool_rules),
-        user_tools=users,
-        llm_config=agent.llm_config | spec.model_settings,
-    )
     blocks = [
         b | {"value": spec.blocks[b["label"]]} if b["label"] in spec.blocks else b
         for b in snapshot.blocks
     ]
-    return dataclasses.replace(snapshot, agent=config, blocks=blocks)
+    return dataclasses.replace(
+        snapshot, agent=versions.with_version(snapshot.agent, spec), blocks=blocks
+    )
 
 
 def _call_key(name: str, arguments: str) -> str:

@@ -8,6 +8,7 @@ conversation a run's messages belong to (None: the agent's default one).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import asyncpg
 
@@ -287,6 +288,19 @@ _RUN_STARTED = (
 )
 
 
+async def _run_version(conn: asyncpg.Connection, e: RunStarted) -> None:
+    assert e.version is not None
+    await conn.execute(
+        "UPDATE runs SET rollout_id = $2, rollout_arm = $3, rollout_weight = $4, version_id = $5"
+        " WHERE id = $1",
+        e.run_id,
+        e.version.rollout_id,
+        e.version.arm,
+        e.version.weight,
+        e.version.version_id,
+    )
+
+
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) -> None:
     conversation_id = subjects.conversation_of(rec.subject)
@@ -305,6 +319,19 @@ async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) ->
             conversation_id,
             rec.envelope.time,
         )
+    await _run_rows(conn, e, rec, conversation_id, args)
+    if e.version is not None:
+        # (Only while a canary runs: the usual run keeps its one statement.)
+        await _run_version(conn, e)
+
+
+async def _run_rows(
+    conn: asyncpg.Connection,
+    e: RunStarted,
+    rec: Recorded,
+    conversation_id: str | None,
+    args: tuple[Any, ...],
+) -> None:
     if len(e.messages) != 1 or e.approvals:
         await conn.execute(_RUN_STARTED, *args)
         for i, m in enumerate(e.messages):

@@ -115,7 +115,12 @@ class ExecutorService(Service):
             " 'encrypted_custom_headers', s.encrypted_custom_headers)))"
             " FROM mcp_tools m JOIN mcp_servers s ON s.id = m.mcp_server_id"
             " WHERE m.id = ANY(a.tool_ids)), '[]')"
-            " AS user_tools FROM agents a WHERE a.id = $1",
+            " AS user_tools,"
+            # The running canary (o_evolution's projection), whose arm a run takes.
+            " (SELECT jsonb_build_object('rollout_id', r.rollout_id, 'weight', r.weight,"
+            " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec)"
+            " FROM evolution_rollouts r WHERE r.agent_id = a.id AND r.status = 'running')"
+            " AS rollout FROM agents a WHERE a.id = $1",
             agent_id,
         )
         return AgentConfig.from_row(row) if row is not None else None

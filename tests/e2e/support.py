@@ -22,12 +22,13 @@ from tests.fakes.openai_server import FakeOpenAI
 DEADLINE = 30.0
 
 
-async def projected(system: System, seq: int) -> None:
-    """Wait until the runs projection has applied event `seq` (it notifies through Postgres)."""
+async def projected(system: System, seq: int, projection: str = RUNS) -> None:
+    """Wait until a projection (the runs') has applied event `seq` (it notifies through
+    Postgres)."""
     watcher = ProjectionWatcher(system.env["DATABASE_URL"])
     await watcher.start()
     try:
-        await watcher.wait(seq, RUNS, timeout=30)
+        await watcher.wait(seq, projection, timeout=30)
     finally:
         await watcher.stop()
 
@@ -50,6 +51,17 @@ class AgentEvents:
             while sum(e.type == type_name for e in self.seen) < count:
                 self._add(await self.sub.next_msg(timeout=DEADLINE))
 
+    async def wait_until(self, found: Callable[[Envelope[Any]], bool]) -> Envelope[Any]:
+        """The first event (seen already or next) for which `found` is true."""
+        async with asyncio.timeout(DEADLINE):
+            n = 0
+            while True:
+                for envelope in self.seen[n:]:
+                    if found(envelope):
+                        return envelope
+                n = len(self.seen)
+                self._add(await self.sub.next_msg(timeout=DEADLINE))
+
     def _add(self, msg: Any) -> None:
         self.seen.append(decode(msg.data))
         self.last_seq = msg.metadata.sequence.stream
@@ -69,10 +81,23 @@ async def agent_events(
     system: System, agent_id: str, conversation_id: str | None = None
 ) -> AsyncIterator[AgentEvents]:
     """The agent's events (or, with `conversation_id`, that conversation's), from the start."""
+    async with subject_events(system, subjects.Lane(agent_id, conversation_id).events) as events:
+        yield events
+
+
+@asynccontextmanager
+async def evolution_events(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
+    """The agent's evolution decisions, from the start."""
+    async with subject_events(system, subjects.evolution_subject(agent_id)) as events:
+        yield events
+
+
+@asynccontextmanager
+async def subject_events(system: System, subject: str) -> AsyncIterator[AgentEvents]:
     nc = await nats.connect(system.env["NATS_URL"])
     try:
         sub = await nc.jetstream().subscribe(
-            subjects.Lane(agent_id, conversation_id).events,
+            subject,
             stream=subjects.EVENTS_STREAM,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,

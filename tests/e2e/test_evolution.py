@@ -14,10 +14,11 @@ import pytest
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import ProposalApproved
+from o_contracts.projection_names import EVOLUTION
 from o_evolution.judge import RUBRIC
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import evolution_events, new_agent, projected, send
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -37,6 +38,20 @@ def scripted(body: dict[str, Any]) -> Reply:
     if RULE in first:
         return Reply(content=f"Hello Sam! {reply.content}")
     return reply
+
+
+async def decided(
+    system: System, agent_id: str, proposal_id: str, decision: str = "CandidateEvaluated"
+) -> dict[str, Any]:
+    """The proposal once `decision` about it is recorded and projected."""
+    async with evolution_events(system, agent_id) as events:
+        await events.wait_until(
+            lambda e: e.type == decision and getattr(e.data, "proposal_id", None) == proposal_id
+        )
+        await projected(system, events.last_seq, EVOLUTION)
+    got = await system.http.get(f"/v1/agents/{agent_id}/evolution/proposals/{proposal_id}")
+    proposal: dict[str, Any] = got.json()
+    return proposal
 
 
 async def counts(system: System, agent_id: str) -> tuple[int, int, int, int]:
@@ -84,6 +99,9 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     assert "human" in human.json()["detail"] and "protected" in human.json()["detail"]
     assert len(llm.requests) == asked
 
+    before = await counts(system, aid)
+    asked = len(llm.requests)
+    # (Mode shadow, the default: the proposal is evaluated as soon as it is made.)
     made = await system.http.post(
         f"{base}/proposals",
         json={
@@ -95,15 +113,14 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     )
     assert made.status_code == 201, made.text
     proposal = made.json()
-    assert proposal["status"] == "proposed" and proposal["source"] == "operator"
+    assert proposal["status"] in ("proposed", "evaluating") and proposal["source"] == "operator"
     assert [d["field"] for d in proposal["diff"]] == ["system"]
     assert f"+{RULE}" in proposal["diff"][0]["unified"]
 
-    before = await counts(system, aid)
-    asked = len(llm.requests)
-    evaluated = await system.http.post(f"{base}/proposals/{proposal['id']}/evaluate")
-    assert evaluated.status_code == 200, evaluated.text
-    result = evaluated.json()
+    result = await decided(system, aid, proposal["id"])
+    # Asking again changes nothing: the decision stands.
+    again = await system.http.post(f"{base}/proposals/{proposal['id']}/evaluate")
+    assert again.status_code == 202 and again.json()["status"] == "accepted"
     assert result["status"] == "accepted", result["report"]
     assert result["report"]["wins"] == 9 and result["report"]["losses"] == 0
     assert len(result["cases"]) == 9
@@ -167,3 +184,137 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     assert verified["ok"] is False
     assert verified["broken"]["seq"] == appended.seq
     assert "hash" in verified["broken"]["reason"]
+
+
+async def rollout_of(system: System, agent_id: str) -> dict[str, Any]:
+    rollouts = (await system.http.get(PREFIX.format(agent_id) + "/rollouts")).json()
+    assert len(rollouts) == 1, rollouts
+    rollout: dict[str, Any] = rollouts[0]
+    return rollout
+
+
+async def test_a_canary_advances_step_by_step_and_promotes_the_candidate(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = scripted
+    aid = (await new_agent(system))["id"]
+    base = PREFIX.format(aid)
+    for i in range(9):
+        await send(system, aid, f"question {i}")
+    config = {
+        "enabled": True,
+        "mode": "canary",
+        "cases_per_evaluation": 9,
+        "max_votes_per_conversation": 9,
+        "canary_steps": [50, 100],
+        "analysis_every": 3,
+    }
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
+    pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
+    assert (await decided(system, aid, pid))["status"] == "accepted"
+    # The approval gate (on by default) holds the canary until a person approves.
+    assert (await system.http.get(f"{base}/rollouts")).json() == []
+    approved = await system.http.post(f"{base}/proposals/{pid}/approve", json={})
+    assert approved.status_code == 200, approved.text
+    assert (await decided(system, aid, pid, "RolloutStarted"))["status"] == "canary"
+    rollout = await rollout_of(system, aid)
+    assert rollout["weight"] == 50 and rollout["status"] == "running"
+
+    # Live traffic: each message on the default conversation is split by its run.
+    arms: dict[str, list[bool]] = {"candidate": [], "stable": []}
+    for i in range(80):
+        reply = await send(system, aid, f"live {i}")
+        said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+        greeted = said[-1]["content"].startswith("Hello Sam")
+        arm = "candidate" if greeted else "stable"
+        arms[arm].append(greeted)
+        if (await rollout_of(system, aid))["status"] != "running":
+            break
+    promoted = await decided(system, aid, pid, "VersionPromoted")
+    assert promoted["status"] == "promoted"
+    rollout = await rollout_of(system, aid)
+    assert rollout["status"] == "promoted" and rollout["weight"] == 100
+    assert [(d["type"], d["weight"]) for d in rollout["decisions"]] == [
+        ("RolloutStarted", 50),
+        ("RolloutAdvanced", 100),
+        ("RolloutCompleted", None),
+    ]
+    advanced = rollout["decisions"][1]
+    assert advanced["candidate"]["runs"] == 3 and advanced["candidate"]["errors"] == 0
+    assert advanced["stable"]["errors"] == 0
+    assert len(arms["candidate"]) >= 6  # three at 50 %, three at 100 %
+    assert (await system.http.get(f"/v1/agents/{aid}")).json()["system"].endswith(RULE)
+    reply = await send(system, aid, "after the canary")
+    said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+    assert said[-1]["content"].startswith("Hello Sam")
+    history = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert history[-5:] == [
+        "ProposalApproved",
+        "RolloutStarted",
+        "RolloutAdvanced",
+        "RolloutCompleted",
+        "VersionPromoted",
+    ]
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+FLAKY = "Answer every other live question with an error."
+
+
+def failing_candidate(body: dict[str, Any]) -> Reply:
+    """The candidate (its system prompt carries FLAKY) fails every odd live question; the
+    shadow's replays of earlier questions are fine, so the gate accepts it."""
+    first = str(body["messages"][0].get("content"))
+    if first == RUBRIC:  # (the judge prefers the candidate's eager answer)
+        prompt = str(body["messages"][-1]["content"])
+        a = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:", 1)[0]
+        return Reply(content="A" if a.startswith("Sure!") else "B")
+    last = str(body["messages"][-1].get("content"))
+    if FLAKY not in first:
+        return echo_reply(body)
+    if "live" in last and int(last.rsplit(" ", 1)[-1]) % 2:
+        return Reply(status=400, error_message="the candidate broke")
+    return Reply(content=f"Sure! {echo_reply(body).content}")
+
+
+async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = failing_candidate
+    aid = (await new_agent(system))["id"]
+    base = PREFIX.format(aid)
+    for i in range(9):
+        await send(system, aid, f"question {i}")
+    config = {
+        "enabled": True,
+        "mode": "canary",
+        "approval_before_canary": False,
+        "cases_per_evaluation": 9,
+        "max_votes_per_conversation": 9,
+        "canary_steps": [50, 100],
+        "analysis_every": 4,
+    }
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": FLAKY}]}
+    pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
+    # Accepted, and (no approval gate) the canary starts by itself.
+    assert (await decided(system, aid, pid, "RolloutStarted"))["status"] == "canary"
+    for i in range(80):
+        await send(system, aid, f"live {i}")
+        if (await rollout_of(system, aid))["status"] != "running":
+            break
+    aborted = await decided(system, aid, pid, "RolloutAborted")
+    assert aborted["status"] == "aborted" and "failure limit" in aborted["reason"]
+    rollout = await rollout_of(system, aid)
+    assert rollout["weight"] == 0 and rollout["status"] == "aborted"
+    last = rollout["decisions"][-1]
+    assert last["type"] == "RolloutAborted"
+    # Within two analysis intervals of candidate runs.
+    assert last["candidate"]["runs"] <= 2 * 4 and last["candidate"]["errors"] >= 2
+    # Every conversation is back on the stable agent, which never fails.
+    for i in range(1, 8, 2):
+        reply = await send(system, aid, f"live {i}")
+        said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+        assert said[-1]["content"] == f"echo: live {i}"
+    assert not (await system.http.get(f"/v1/agents/{aid}")).json()["system"].endswith(FLAKY)

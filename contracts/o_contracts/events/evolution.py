@@ -17,7 +17,7 @@ from pydantic import Field
 
 from o_contracts.base import Event
 from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
-from o_contracts.experiments import CaseResult, GateReport
+from o_contracts.experiments import ArmStats, CaseResult, GateReport
 
 ProposalSource = Literal["operator", "agent", "sleeptime"]
 
@@ -69,6 +69,12 @@ class ProposalRefused(EvolutionDecided):
     patch: Patch | None = None
 
 
+class EvaluationStarted(EvolutionDecided):
+    """The proposal's shadow evaluation began (one at a time per agent)."""
+
+    proposal_id: str
+
+
 class CaseEvaluated(EvolutionDecided):
     """One recorded run replayed in the shadow under parent and candidate, and judged.
 
@@ -114,6 +120,54 @@ class VersionRolledBack(EvolutionDecided):
     version_id: str
     spec: VersionSpec
     previous_version: str
+
+
+class RolloutStarted(EvolutionDecided):
+    """A canary: the candidate takes `weight` percent of conversations, the stable agent
+    the rest, until analysis advances it step by step to 100 or aborts it."""
+
+    proposal_id: str
+    rollout_id: str
+    version_id: str
+    spec: VersionSpec
+    stable_version: str
+    weight: float
+    steps: list[int]
+
+
+class RolloutAdvanced(EvolutionDecided):
+    """The analysis at the current weight passed: the candidate takes `weight` now."""
+
+    proposal_id: str
+    rollout_id: str
+    weight: float
+    previous_weight: float
+    stable: ArmStats
+    candidate: ArmStats
+    reason: str
+
+
+class RolloutCompleted(EvolutionDecided):
+    """The candidate passed the analysis at full traffic: it is ready to be promoted
+    (at once, or when a person approves, with approval_before_promotion)."""
+
+    proposal_id: str
+    rollout_id: str
+    stable: ArmStats
+    candidate: ArmStats
+    reason: str
+
+
+class RolloutAborted(EvolutionDecided):
+    """The canary is over: every conversation is back on the stable agent at once."""
+
+    proposal_id: str
+    rollout_id: str
+    weight: float
+    reason: str
+    by: Literal["analysis", "operator", "rollback"]
+    stable: ArmStats | None = None
+    candidate: ArmStats | None = None
 
 
 class EvolutionBudgetExhausted(EvolutionDecided):

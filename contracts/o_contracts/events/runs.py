@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from o_contracts.base import Event
+from o_contracts.evolution import ServedVersion
 from o_contracts.models import ApprovalDecision, ChatMessage, Usage
 
 
@@ -40,6 +41,8 @@ class RunStarted(Event):
     override_model: str | None = None
     # (StartRun.override_settings)
     override_settings: dict[str, Any] = Field(default_factory=dict)
+    # The arm of an evolution canary this run took (None: no canary was running).
+    version: ServedVersion | None = None
 
 
 class RunCancellationRequested(Event):

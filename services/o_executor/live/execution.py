@@ -26,7 +26,7 @@ from o_contracts.projection_names import RUNS
 from o_executor.live.deps import LiveDeps, read_core
 from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
 from o_executor.live.tools import LiveTools
-from o_executor.run import Completed, RunInputs, run_agent
+from o_executor.run import Completed, RunInputs, run_agent, versions
 from o_executor.run.agent import AgentConfig
 from o_executor.run.context import Run
 from o_executor.run.loop import agent_gone
@@ -226,6 +226,14 @@ class LiveRun:
         gone = agent is None
         if agent is None:
             agent = AgentConfig.deleted(self.cmd.agent_id)
+        # In a canary, the arm this run takes (the one it took, if it is resumed).
+        started = recorded.started
+        agent = versions.served(
+            agent,
+            self.cmd.run_id,
+            self.cmd.conversation_id,
+            started.version if started is not None else None,
+        )
         tools = LiveTools(
             self.s.eventlog,
             self.s.pool,

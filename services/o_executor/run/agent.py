@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
+from o_contracts.evolution import ServedVersion, VersionSpec
 from o_contracts.prompts import default_system
 from o_executor.model_settings import ModelSettings
 from o_runtime import llm_providers
@@ -89,6 +90,28 @@ class ModelChoice:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """The agent's running canary (o_evolution): the candidate version takes `weight`
+    percent of conversations."""
+
+    rollout_id: str
+    weight: float
+    version_id: str
+    stable_version: str
+    spec: VersionSpec
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Rollout:
+        return cls(
+            rollout_id=row["rollout_id"],
+            weight=float(row["weight"]),
+            version_id=row["version_id"],
+            stable_version=row["stable_version"],
+            spec=VersionSpec.model_validate(row["spec"]),
+        )
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     id: str
     name: str
@@ -102,6 +125,12 @@ class AgentConfig:
     # Fernet ciphertexts: the sandbox decrypts them (the executor's key is only for MCP
     # servers' tokens and headers, o_executor/mcp_calls.py).
     encrypted_secrets: dict[str, str] = field(default_factory=dict)
+    # The running canary, if any: a run takes its arm (o_executor/run/versions.py).
+    rollout: Rollout | None = None
+    # The arm this run took (recorded in RunStarted.version), once chosen.
+    served: ServedVersion | None = None
+    # Block values by label that take the place of the agent's (the candidate's).
+    block_values: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AgentConfig:
@@ -118,6 +147,7 @@ class AgentConfig:
             tool_rules=tuple(dict(r) for r in row.get("tool_rules") or ()),
             user_tools={name: UserTool.from_row(t) for name, t in users.items()},
             encrypted_secrets=dict(row.get("encrypted_secrets") or {}),
+            rollout=Rollout.from_row(row["rollout"]) if row.get("rollout") else None,
         )
 
     @classmethod

@@ -57,6 +57,7 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
                     request_config=cmd.request_config,
                     override_model=cmd.override_model,
                     override_settings=cmd.override_settings,
+                    version=inputs.agent.served,
                 )
             )
         messages = inputs.history + list(cmd.messages)

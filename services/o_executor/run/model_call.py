@@ -22,6 +22,13 @@ class ContextOverflow(Exception):
     """The system prompt alone does not fit the model's context window."""
 
 
+def _with_values(blocks: list[dict[str, Any]], values: dict[str, str]) -> list[dict[str, Any]]:
+    # A canary's candidate shows its own evolvable blocks (o_executor/run/versions.py).
+    if not values:
+        return blocks
+    return [b | {"value": values[b["label"]]} if b["label"] in values else b for b in blocks]
+
+
 async def system_prompt(run: Run, recall_count: int) -> str:
     if run.cmd.override_system is not None:
         # Letta: a request's own system prompt goes to the model exactly as given.
@@ -31,7 +38,7 @@ async def system_prompt(run: Run, recall_count: int) -> str:
         compile_system(
             run.agent.system_prompt,
             run.agent_id,
-            core["blocks"],
+            _with_values(core["blocks"], run.agent.block_values),
             recall_count,
             archival_count=core["archival_count"],
             archival_tags=core["archival_tags"],

@@ -18,14 +18,16 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events.evolution import EvolutionDecided
 from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
 from o_contracts.evolution_commands import (
+    AbortRollout,
     ConfigureEvolution,
     EvaluateProposal,
     PromoteProposal,
     ProposeChange,
     ReviewProposal,
     RollBackVersion,
+    StartRollout,
 )
-from o_contracts.ids import new_id
+from o_contracts.ids import derived_id, new_id
 from o_contracts.projection_names import AGENTS, EVOLUTION
 from o_evolution.chain import Link, verify
 from o_evolution.patches import diff
@@ -36,8 +38,6 @@ from o_gateway.state import GW, Gateway
 router = APIRouter(tags=["evolution"])
 PREFIX = "/v1/agents/{agent_id}/evolution"
 COMMAND_TIMEOUT = 30.0
-# An evaluation asks the model several times per case.
-EVALUATION_TIMEOUT = 600.0
 
 
 class Body(BaseModel):
@@ -51,6 +51,19 @@ class ProposeBody(Body):
 
 class ReviewBody(Body):
     note: str = Field(default="", max_length=2000)
+
+
+class AbortBody(Body):
+    reason: str = Field(default="aborted by an operator", max_length=2000)
+
+
+# The live runs of a canary's current step, per arm (what its next analysis will count).
+_ARMS = (
+    "SELECT rollout_arm, count(*) AS runs,"
+    " count(*) FILTER (WHERE status = 'failed' OR stop_reason = 'max_steps') AS failed"
+    " FROM runs WHERE rollout_id = $1 AND rollout_weight = $2"
+    " AND status IN ('completed', 'failed') GROUP BY rollout_arm"
+)
 
 
 class RollbackBody(Body):
@@ -169,10 +182,31 @@ async def _acted(
     return await _proposal(gw, agent_id, proposal_id)
 
 
-@route(router, "POST", PREFIX + "/proposals/{proposal_id}/evaluate")
+@route(router, "POST", PREFIX + "/proposals/{proposal_id}/evaluate", status_code=202)
 async def evaluate(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any]:
+    """Start (or resume) the shadow evaluation and answer at once; the proposal's status
+    says when it is decided (GET the proposal: `evaluating`, then accepted or rejected).
+    The command's id is the one the service itself uses after a proposal, so an
+    evaluation already started is not started twice."""
+    current = await _proposal(gw, agent_id, proposal_id)
+    if current["status"] not in ("proposed", "evaluating"):
+        return current
+    config = await _config(gw, agent_id)
+    if config.mode == "propose_only":
+        raise HTTPException(
+            409, f"agent {agent_id} evolves in mode propose_only: nothing is evaluated"
+        )
     command = EvaluateProposal(agent_id=agent_id, proposal_id=proposal_id)
-    return await _acted(gw, agent_id, proposal_id, command, EVALUATION_TIMEOUT)
+    envelope = Envelope.wrap(
+        command,
+        aggregate_id=agent_id,
+        producer=PRODUCER,
+        id=derived_id("cmd", proposal_id, "evaluate")
+        if current["status"] == "proposed"
+        else new_id("cmd"),  # (resuming: a new command, deduplicated by the cases)
+    )
+    await gw.eventlog.send_command(subjects.evolution_command_subject(agent_id), envelope)
+    return current
 
 
 def _review(agent_id: str, proposal_id: str, approve: bool, body: ReviewBody) -> ReviewProposal:
@@ -197,6 +231,84 @@ async def reject(agent_id: str, proposal_id: str, body: ReviewBody, gw: GW) -> d
 async def promote(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any]:
     command = PromoteProposal(agent_id=agent_id, proposal_id=proposal_id)
     return await _acted(gw, agent_id, proposal_id, command, COMMAND_TIMEOUT)
+
+
+@route(router, "POST", PREFIX + "/proposals/{proposal_id}/rollout")
+async def rollout(agent_id: str, proposal_id: str, gw: GW) -> dict[str, Any]:
+    """Start a canary of an accepted (by default: approved) proposal."""
+    command = StartRollout(agent_id=agent_id, proposal_id=proposal_id)
+    reply = await _command(gw, command, agent_id, COMMAND_TIMEOUT)
+    return await _rollout(gw, agent_id, str((reply.result or {})["rollout_id"]))
+
+
+@route(router, "POST", PREFIX + "/abort")
+async def abort(agent_id: str, body: AbortBody, gw: GW) -> dict[str, Any]:
+    """End the running canary: every conversation is back on the stable agent."""
+    command = AbortRollout(agent_id=agent_id, reason=body.reason)
+    reply = await _command(gw, command, agent_id, COMMAND_TIMEOUT)
+    return await _rollout(gw, agent_id, str((reply.result or {})["rollout_id"]))
+
+
+async def _rollout(gw: Gateway, agent_id: str, rollout_id: str) -> dict[str, Any]:
+    row = await gw.pool.fetchrow(
+        "SELECT * FROM evolution_rollouts WHERE rollout_id = $1 AND agent_id = $2",
+        rollout_id,
+        agent_id,
+    )
+    if row is None:
+        raise HTTPException(404, f"rollout {rollout_id} not found")
+    decisions = await gw.pool.fetch(
+        "SELECT seq, type, payload, created_at FROM evolution_history WHERE agent_id = $1"
+        " AND payload->>'rollout_id' = $2 ORDER BY seq",
+        agent_id,
+        rollout_id,
+    )
+    arms = await gw.pool.fetch(_ARMS, rollout_id, row["weight"])
+    return {
+        "rollout_id": row["rollout_id"],
+        "proposal_id": row["proposal_id"],
+        "version_id": row["version_id"],
+        "stable_version": row["stable_version"],
+        "status": row["status"],
+        "weight": row["weight"],
+        "steps": list(row["steps"]),
+        "reason": row["reason"],
+        "started_at": row["started_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
+        # The finished runs of the current step, per arm: what the next analysis counts.
+        "current_step": {
+            a["rollout_arm"]: {"runs": a["runs"], "failed": a["failed"]} for a in arms
+        },
+        # Every decision of the canary, in order: its weight over time.
+        "decisions": [
+            {
+                "seq": d["seq"],
+                "type": d["type"],
+                "weight": d["payload"].get("weight"),
+                "reason": d["payload"].get("reason"),
+                "stable": d["payload"].get("stable"),
+                "candidate": d["payload"].get("candidate"),
+                "created_at": d["created_at"].isoformat(),
+            }
+            for d in decisions
+        ],
+    }
+
+
+@route(router, "GET", PREFIX + "/rollouts")
+async def list_rollouts(agent_id: str, gw: GW) -> list[dict[str, Any]]:
+    await gw.agent_row(agent_id)
+    ids = await gw.pool.fetch(
+        "SELECT rollout_id FROM evolution_rollouts WHERE agent_id = $1 ORDER BY started_at",
+        agent_id,
+    )
+    return [await _rollout(gw, agent_id, r["rollout_id"]) for r in ids]
+
+
+@route(router, "GET", PREFIX + "/rollouts/{rollout_id}")
+async def get_rollout(agent_id: str, rollout_id: str, gw: GW) -> dict[str, Any]:
+    await gw.agent_row(agent_id)
+    return await _rollout(gw, agent_id, rollout_id)
 
 
 @route(router, "POST", PREFIX + "/rollback")
