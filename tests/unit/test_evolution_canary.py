@@ -9,10 +9,13 @@ from o_evolution.canary import (
     ArmStats,
     CanaryLimits,
     CanaryVerdict,
+    FinishedRun,
     analyse,
     arm,
+    arm_stats,
     bucket,
     next_weight,
+    review,
 )
 
 LIMITS = CanaryLimits()
@@ -157,3 +160,35 @@ def test_a_stable_arm_without_runs_counts_as_rate_0_and_no_cost_baseline() -> No
     none = ArmStats(runs=0, errors=0, tool_errors=0, negative_feedback=0, steps=0, tokens=0)
     assert analyse(none, healthy(errors=11), LIMITS).reason.startswith("error rate 0.110")
     assert analyse(none, healthy(errors=10, steps=10_000), LIMITS).action == "advance"
+
+
+def run(arm_: str, failed: bool = False) -> FinishedRun:
+    return FinishedRun(arm=arm_, failed=failed, steps=1, tokens=100)  # type: ignore[arg-type]
+
+
+def test_a_candidate_run_between_analyses_decides_nothing() -> None:
+    runs = [run("stable"), run("candidate"), run("candidate")]
+    assert review(runs, 3, CanaryLimits(min_runs=3)) is None
+
+
+def test_every_kth_candidate_run_brings_the_full_analysis() -> None:
+    runs = [run("stable"), run("candidate"), run("stable"), run("candidate"), run("candidate")]
+    assert review(runs, 3, CanaryLimits(min_runs=3)) == CanaryVerdict("advance", "healthy")
+
+
+def test_the_failure_limit_aborts_as_soon_as_the_interval_cannot_pass() -> None:
+    # Half of an interval of 4 failed after only two candidate runs: abort now.
+    runs = [run("candidate", failed=True), run("stable"), run("candidate", failed=True)]
+    verdict = review(runs, 4, CanaryLimits(failure_limit=0.5, min_runs=4))
+    assert verdict is not None and verdict.action == "abort"
+    assert verdict.reason == "failure limit: 2 of the last 2 candidate runs failed"
+
+
+def test_old_failures_outside_the_window_do_not_abort() -> None:
+    runs = [run("candidate", failed=True)] + [run("candidate") for _ in range(4)]
+    assert review(runs, 4, CanaryLimits(failure_limit=0.5, min_runs=4)) is None
+
+
+def test_arm_stats_count_one_arm() -> None:
+    runs = [run("candidate", failed=True), run("stable"), run("candidate")]
+    assert arm_stats(runs, "candidate") == ArmStats(runs=2, errors=1, steps=2, tokens=200)
