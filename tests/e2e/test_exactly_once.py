@@ -27,7 +27,7 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.registry import all_messages
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -393,15 +393,21 @@ async def test_evolution_commands_delivered_again_change_nothing(system: System)
     patch = {"ops": [{"op": "append_text", "target": "system", "text": "Be brief."}]}
     put = await system.http.put(f"{base}/config", json={"enabled": True})
     assert put.status_code == 200, put.text
-    made = await system.http.post(f"{base}/proposals", json={"patch": patch})
-    assert made.status_code == 201, made.text
+    async with evolution_events(system, agent["id"]) as events:
+        made = await system.http.post(f"{base}/proposals", json={"patch": patch})
+        assert made.status_code == 201, made.text
+        # (Evaluated at once, mode shadow; with no runs, inconclusive.)
+        await events.wait_for("CandidateEvaluated")
     pid, parent = made.json()["id"], made.json()["parent_version"]
     steps = [
-        (f"/proposals/{pid}/evaluate", None, "EvaluateProposal"),  # no runs: inconclusive
+        (f"/proposals/{pid}/evaluate", None, "EvaluateProposal"),
         (f"/proposals/{pid}/reject", {"note": "no"}, "ReviewProposal"),
         (f"/proposals/{pid}/promote", None, "PromoteProposal"),  # refused: not approved
+        (f"/proposals/{pid}/rollout", None, "StartRollout"),  # refused: not approved
+        ("/abort", {}, "AbortRollout"),  # refused: no canary
         ("/rollback", {"version_id": parent}, "RollBackVersion"),
     ]
+    refused = {"PromoteProposal", "StartRollout", "AbortRollout"}
     seen = {"ConfigureEvolution", "ProposeChange"}
     async with connected(system) as nc:
         for path, body, kind in steps:
@@ -411,7 +417,7 @@ async def test_evolution_commands_delivered_again_change_nothing(system: System)
             before = await subject_events(nc, decisions)
             again = await publish_again(nc, commands, command)
             assert await subject_events(nc, decisions) == before
-            if kind != "PromoteProposal":
+            if kind not in refused:
                 assert again.ok, again.error
             seen.add(kind)
     assert seen == {k for k, v in REDELIVERY_TESTS.items() if v is EVOLUTION_REDELIVERY}
@@ -441,6 +447,8 @@ for _kind in (
     "EvaluateProposal",
     "ReviewProposal",
     "PromoteProposal",
+    "StartRollout",
+    "AbortRollout",
     "RollBackVersion",
 ):
     REDELIVERY_TESTS[_kind] = EVOLUTION_REDELIVERY
