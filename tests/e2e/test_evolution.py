@@ -318,3 +318,35 @@ async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
         said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
         assert said[-1]["content"] == f"echo: live {i}"
     assert not (await system.http.get(f"/v1/agents/{aid}")).json()["system"].endswith(FLAKY)
+
+
+async def test_an_exhausted_budget_stops_evolution_and_users_runs_still_answer(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = scripted
+    aid = (await new_agent(system))["id"]
+    base = PREFIX.format(aid)
+    for i in range(4):
+        await send(system, aid, f"question {i}")
+    # One case (two arms and two judgements) costs more than this.
+    config = {"enabled": True, "tokens_per_day": 100, "max_votes_per_conversation": 9}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
+    async with evolution_events(system, aid) as events:
+        pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
+        exhausted = await events.wait_until(lambda e: e.type == "EvolutionBudgetExhausted")
+        await projected(system, events.last_seq, EVOLUTION)
+    assert "tokens_per_day" in exhausted.data.reason
+    proposal = (await system.http.get(f"{base}/proposals/{pid}")).json()
+    # Stopped after the case that spent the budget, never decided.
+    assert proposal["status"] == "evaluating" and len(proposal["cases"]) == 1
+    asked = len(llm.requests)
+    drafted = await system.http.post(f"{base}/proposals", json={})
+    assert drafted.status_code == 429 and "budget" in drafted.json()["detail"]
+    assert len(llm.requests) == asked
+    # The agent itself is untouched.
+    reply = await send(system, aid, "still there?")
+    said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+    assert said[-1]["content"] == "echo: still there?"
+    history = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert history.count("EvolutionBudgetExhausted") == 1
