@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from o_contracts import subjects
-from o_contracts.events import RunCompleted
+from o_contracts.events import RunCompleted, SleeptimeTurnCounted
 from o_contracts.evolution_commands import (
     AbortRollout,
     ConfigureEvolution,
@@ -27,6 +27,7 @@ from o_evolution.commands import EvolutionCommands
 from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
 from o_evolution.rollouts import Rollouts
+from o_evolution.scheduled import ScheduledProposals
 from o_evolution.settings import EvolutionSettings
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import CommandConsumer
@@ -79,12 +80,16 @@ class EvolutionService(Service):
                 concurrency=4,
             )
         )
+        proposals = ScheduledProposals(self.eventlog, self.pool, self.config.enabled)
         turns = SleeptimeTurns(self.eventlog, self.pool, self.reads, self.config.budget)
         self.reactors.append(
             EventReactor(
                 self.eventlog,
                 "evolution-turns",
                 subjects.AGENT_AND_CONVERSATION_EVENTS,
-                {RunCompleted: both(turns.on_runs_completed, rollouts.on_runs_completed)},
+                {
+                    RunCompleted: both(turns.on_runs_completed, rollouts.on_runs_completed),
+                    SleeptimeTurnCounted: proposals.on_turns_counted,
+                },
             )
         )

@@ -6,7 +6,9 @@ the decision chain verified, and a forged decision named."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -14,8 +16,12 @@ import pytest
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import ProposalApproved
+from o_contracts.evolution_commands import ProposeChange
+from o_contracts.ids import new_id
 from o_contracts.projection_names import EVOLUTION
+from o_evolution import proposer
 from o_evolution.judge import RUBRIC
+from o_runtime.commands import send_and_wait
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
 from tests.e2e.support import evolution_events, new_agent, projected, send
@@ -350,3 +356,59 @@ async def test_an_exhausted_budget_stops_evolution_and_users_runs_still_answer(
     assert said[-1]["content"] == "echo: still there?"
     history = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
     assert history.count("EvolutionBudgetExhausted") == 1
+
+
+def proposing(body: dict[str, Any]) -> Reply:
+    """The agent's model, asked for a proposal, drafts one that greets users by name."""
+    if str(body["messages"][0].get("content")) == proposer.INSTRUCTIONS:
+        patch = {
+            "rationale": "greet users",
+            "ops": [{"op": "append_text", "target": "system", "text": RULE}],
+        }
+        return Reply(content=json.dumps(patch))
+    return scripted(body)
+
+
+async def test_a_sleeptime_turn_asks_for_a_proposal_drafted_from_recent_runs(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = proposing
+    client = system.client()
+    agent = await asyncio.to_thread(
+        client.agents.create,
+        model="openai/gpt-4o-mini",
+        memory_blocks=[{"label": "persona", "value": "Helpful."}],
+        enable_sleeptime=True,
+    )
+    base = PREFIX.format(agent.id)
+    config = {"enabled": True, "mode": "propose_only", "min_seconds_between_proposals": 3600}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    async with evolution_events(system, agent.id) as events:
+        first = await send(system, agent.id, "hello")
+        proposed = await events.wait_until(lambda e: e.type == "ChangeProposed")
+        await projected(system, events.last_seq, EVOLUTION)
+    assert proposed.data.source == "sleeptime"
+    assert proposed.data.patch.ops[0].text == RULE  # type: ignore[union-attr]
+    assert first["messages"][-1]["run_id"] in proposed.data.run_ids
+    listed = (await system.http.get(f"{base}/proposals")).json()
+    assert [(p["source"], p["status"]) for p in listed] == [("sleeptime", "proposed")]
+    # Another scheduled proposal is too soon after it (min_seconds_between_proposals):
+    # refused before the model is asked, and nothing recorded.
+    asked = len(llm.requests)
+    eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-evolution-soon")
+    try:
+        command = ProposeChange(
+            agent_id=agent.id, proposal_id=new_id("proposal"), source="sleeptime"
+        )
+        reply = await send_and_wait(
+            eventlog,
+            subjects.evolution_command_subject(agent.id),
+            Envelope.wrap(command, aggregate_id=agent.id, producer="test"),
+            timeout=30,
+        )
+    finally:
+        await eventlog.close()
+    assert reply.status == 429 and "min_seconds_between_proposals" in (reply.error or "")
+    assert len(llm.requests) == asked
+    history = (await system.http.get(f"{base}/history")).json()
+    assert [h["type"] for h in history] == ["EvolutionConfigured", "ChangeProposed"]
