@@ -51,16 +51,18 @@ class AgentEvents:
             while sum(e.type == type_name for e in self.seen) < count:
                 self._add(await self.sub.next_msg(timeout=DEADLINE))
 
-    async def wait_until(self, found: Callable[[Envelope[Any]], bool]) -> Envelope[Any]:
+    async def wait_until(
+        self, found: Callable[[Envelope[Any]], bool], deadline: float = DEADLINE
+    ) -> Envelope[Any]:
         """The first event (seen already or next) for which `found` is true."""
-        async with asyncio.timeout(DEADLINE):
+        async with asyncio.timeout(deadline):
             n = 0
             while True:
                 for envelope in self.seen[n:]:
                     if found(envelope):
                         return envelope
                 n = len(self.seen)
-                self._add(await self.sub.next_msg(timeout=DEADLINE))
+                self._add(await self.sub.next_msg(timeout=deadline))
 
     def _add(self, msg: Any) -> None:
         self.seen.append(decode(msg.data))

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
+import threading
 from typing import Any
 
 import pytest
@@ -412,3 +415,66 @@ async def test_a_sleeptime_turn_asks_for_a_proposal_drafted_from_recent_runs(
     assert len(llm.requests) == asked
     history = (await system.http.get(f"{base}/history")).json()
     assert [h["type"] for h in history] == ["EvolutionConfigured", "ChangeProposed"]
+
+
+def asked_about(requests: list[dict[str, Any]], text: str) -> int:
+    """How many calls (live or shadow, not the judge's) answered the input `text`."""
+    return sum(
+        str(b["messages"][0].get("content")) != RUBRIC
+        and str(b["messages"][-1].get("content")) == text
+        for b in requests
+    )
+
+
+async def test_an_evaluation_killed_midway_resumes_without_asking_recorded_cases_again(
+    system: System, llm: FakeOpenAI
+) -> None:
+    aid = (await new_agent(system))["id"]
+    base = PREFIX.format(aid)
+    llm.default_reply = scripted
+    for i in range(9):
+        await send(system, aid, f"question {i}")
+    held = threading.Event()
+    holding: list[bool] = []
+
+    def hold_case_three(body: dict[str, Any]) -> Reply:
+        # The first shadow call of case 3 is held while the service is killed.
+        reply = scripted(body)
+        if str(body["messages"][-1].get("content")) == "question 3" and not holding:
+            holding.append(True)
+            reply.release = held
+        return reply
+
+    config = {"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    llm.default_reply = hold_case_three
+    supervisor = system.supervisor
+    restarts = supervisor.restart_count("evolution")
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
+    async with evolution_events(system, aid) as events:
+        pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
+        # Cases go oldest first: "question 0", 1, 2 are recorded, 3 is in flight.
+        await events.wait_for("CaseEvaluated", 3)
+        await asyncio.to_thread(llm.wait_for_requests, lambda _: bool(holding), 30.0)
+        asked = list(llm.requests)
+        for p in supervisor.pids("evolution"):
+            os.kill(p, signal.SIGKILL)
+        held.set()
+        await asyncio.wait_for(supervisor.wait_for_restarts("evolution", restarts + 1), 30)
+        # The command comes back after its ack wait (30 s), and the evaluation goes on.
+        await events.wait_until(lambda e: e.type == "CandidateEvaluated", deadline=90)
+        await projected(system, events.last_seq, EVOLUTION)
+    proposal = (await system.http.get(f"{base}/proposals/{pid}")).json()
+    assert proposal["status"] == "accepted"
+    assert [c["n"] for c in proposal["cases"]] == list(range(9))
+    cases = [e.data for e in events.seen if e.type == "CaseEvaluated"]
+    assert sorted(c.n for c in cases) == list(range(9))  # each case recorded once
+    # The recorded cases' calls were not asked again after the restart.
+    # (Each input was asked once by its live run, then once per shadow arm.)
+    for text in ("question 0", "question 1", "question 2"):
+        assert asked_about(asked, text) == 3
+        assert asked_about(llm.requests, text) == 3
+    # The case in flight is asked again in full (its held call's answer was lost).
+    assert asked_about(asked, "question 3") == 2
+    assert asked_about(llm.requests, "question 3") == 4
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
