@@ -54,6 +54,7 @@ from o_contracts.events.runs import (
     RunCompleted,
     RunQueued,
     RunStarted,
+    StepFeedbackGiven,
     ToolCallRequested,
     ToolReturned,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "RunQueued",
     "RunStarted",
     "SleeptimeTurnCounted",
+    "StepFeedbackGiven",
     "SystemPromptRecompiled",
     "ToolAttached",
     "ToolCallRequested",
