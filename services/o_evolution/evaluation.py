@@ -19,6 +19,7 @@ from o_contracts.evolution_commands import EvaluateProposal
 from o_contracts.experiments import CaseResult, GateSettings
 from o_evolution import gate, judge
 from o_evolution.commands import EvolutionCommands
+from o_evolution.feedback import rated_steps_of, run_feedback
 from o_evolution.shadow_cases import live_model, run_arm
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import take_snapshot
@@ -27,7 +28,8 @@ from o_runtime.eventlog import AppendRejected
 
 # The agent's own finished runs (not its background ones: sleep-time and the like).
 _RUNS = (
-    "SELECT id, conversation_id, last_seq FROM runs WHERE agent_id = $1"
+    f"SELECT id, conversation_id, last_seq, {rated_steps_of('runs')} AS feedback"
+    " FROM runs WHERE agent_id = $1"
     " AND status = 'completed' AND NOT background AND started_seq IS NOT NULL"
 )
 
@@ -60,7 +62,12 @@ class Evaluation:
         )
         refs = gate.select_cases(
             [
-                gate.CaseRef(r["id"], r["conversation_id"], r["last_seq"])
+                gate.CaseRef(
+                    r["id"],
+                    r["conversation_id"],
+                    r["last_seq"],
+                    run_feedback(r["feedback"]),
+                )
                 for r in await s.pool.fetch(_RUNS, cmd.agent_id)
             ],
             config.cases_per_evaluation,
@@ -126,7 +133,13 @@ class Evaluation:
             first, second = a.preference, b.preference
             tokens += a.usage.total_tokens + b.usage.total_tokens
         case = gate.case_result(
-            ref.run_id, old.result, new.result, first, second, conversation_id=ref.conversation_id
+            ref.run_id,
+            old.result,
+            new.result,
+            first,
+            second,
+            conversation_id=ref.conversation_id,
+            feedback=ref.feedback,
         )
         return case, tokens
 

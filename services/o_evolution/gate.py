@@ -303,6 +303,8 @@ class CaseRef:
     run_id: str
     conversation_id: str | None
     completed_seq: int
+    # The run's rating by its users (o_evolution/feedback.py): the case's feedback slice.
+    feedback: Literal["positive", "negative"] | None = None
 
 
 def select_cases(runs: Sequence[CaseRef], n: int, per_conversation: int) -> list[CaseRef]:

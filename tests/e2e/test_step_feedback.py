@@ -1,17 +1,24 @@
 """Step feedback (Letta's `PATCH /v1/steps/{step_id}/feedback`) against the five processes:
 recorded on the log, shown on the step and matched by the list's filters; refused for an
-unknown step or a bad value."""
+unknown step or a bad value; read by evolution (the proposer's digest counts a run's
+negative ratings, the shadow's cases carry their run's rating, a canary arm's runs rated
+negative are counted)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import asyncpg
 import pytest
 
+from o_evolution.feedback import runs_rated_negative
+from o_evolution.judge import RUBRIC
+from o_evolution.proposer import INSTRUCTIONS
 from tests.e2e.conftest import System
 from tests.e2e.support import agent_events, new_agent, send
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
 
@@ -146,3 +153,67 @@ async def test_feedback_for_an_unknown_step_or_with_a_bad_value_is_refused(
     # Nothing of it was recorded.
     shown = (await http.get(f"/v1/steps/{step['id']}")).json()
     assert (shown["feedback"], shown["tags"]) == (None, [])
+
+
+def scripted(body: dict[str, Any]) -> Reply:
+    """The agent echoes; the proposer appends a rule; the judge always prefers answer A
+    (position bias: every case is a tie)."""
+    first = str(body["messages"][0].get("content"))
+    if first == RUBRIC:
+        return Reply(content="A")
+    if first == INSTRUCTIONS:
+        op = {"op": "append_text", "target": "system", "text": "Be brief."}
+        return Reply(content=json.dumps({"rationale": "users complained", "ops": [op]}))
+    return echo_reply(body)
+
+
+async def test_evolution_reads_feedback_per_run(system: System, llm: FakeOpenAI) -> None:
+    llm.default_reply = scripted
+    agent = await new_agent(system)
+    aid = agent["id"]
+    runs = [(await send(system, aid, f"question {i}"))["usage"]["run_ids"][0] for i in range(3)]
+    bad, good, unrated = runs
+    for run_id, rating in ((bad, "negative"), (good, "positive")):
+        step = await only_step(system, run_id)
+        rated = await system.http.patch(
+            f"/v1/steps/{step['id']}/feedback", json={"feedback": rating}
+        )
+        assert rated.status_code == 200, rated.text
+    # A canary arm's negative_feedback: its runs rated negative.
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        assert await runs_rated_negative(conn, runs) == 1
+        assert await runs_rated_negative(conn, [good, unrated]) == 0
+    finally:
+        await conn.close()
+    base = f"/v1/agents/{aid}/evolution"
+    config = await system.http.put(
+        f"{base}/config",
+        json={"enabled": True, "cases_per_evaluation": 3, "max_votes_per_conversation": 3},
+    )
+    assert config.status_code == 200, config.text
+
+    # The proposer's digest says which run was rated negative, and how often.
+    made = await system.http.post(f"{base}/proposals", json={})
+    assert made.status_code == 201, made.text
+    (asked,) = [r for r in llm.requests if r["messages"][0]["content"] == INSTRUCTIONS]
+    shown = str(asked["messages"][-1]["content"])
+    lines = {line.split(":")[0]: line for line in shown.splitlines() if line.startswith("- run")}
+    assert lines[f"- run {bad}"].endswith(", 1 steps rated negative")
+    assert "rated negative" not in lines[f"- run {good}"]
+    assert "rated negative" not in lines[f"- run {unrated}"]
+
+    evaluated = await system.http.post(f"{base}/proposals/{made.json()['id']}/evaluate")
+    assert evaluated.status_code == 200, evaluated.text
+    result = evaluated.json()
+    assert {c["case_id"]: c["feedback"] for c in result["cases"]} == {
+        bad: "negative",
+        good: "positive",
+        unrated: None,
+    }
+    feedback_slices = {
+        s["name"]: s["cases"]
+        for s in result["report"]["slices"]
+        if s["name"].startswith("feedback:")
+    }
+    assert feedback_slices == {"feedback:negative": 1, "feedback:positive": 1}
