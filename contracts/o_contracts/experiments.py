@@ -105,7 +105,9 @@ class GateSettings(Value):
     slice_p_value: float = Field(default=0.1, gt=0, le=1)
     # Candidate tokens / parent tokens over the cases.
     max_cost_ratio: float = Field(default=1.5, gt=0)
+    # Candidate median time per case / parent's, once they differ by more than the floor.
     max_latency_ratio: float = Field(default=2.0, gt=0)
+    latency_floor_ms: float = Field(default=50.0, ge=0)
 
     @model_validator(mode="after")
     def _a_test_that_can_decide(self) -> GateSettings:

@@ -46,6 +46,7 @@ from o_contracts.evolution_commands import (
 from o_contracts.ids import derived_id
 from o_evolution import history, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
+from o_evolution.feedback import negative_steps_of
 from o_evolution.patches import PatchRefused, apply_patch
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
@@ -68,6 +69,7 @@ _RECENT_RUNS = (
     "SELECT r.id, r.stop_reason, r.step_count, coalesce((r.usage->>'total_tokens')::bigint, 0)"
     " AS tokens, r.error, (SELECT count(*) FROM messages m WHERE m.run_id = r.id"
     "  AND m.role = 'tool' AND m.body->>'status' = 'error') AS tool_errors"
+    f", {negative_steps_of('r')} AS negative_feedback"
     " FROM runs r WHERE r.agent_id = $1 AND r.status <> 'created' AND NOT r.background"
     " ORDER BY r.created_at DESC LIMIT $2"
 )
@@ -290,6 +292,7 @@ class EvolutionCommands:
                 r["tokens"],
                 r["error"],
                 r["tool_errors"],
+                r["negative_feedback"],
             )
             for r in rows
         ]

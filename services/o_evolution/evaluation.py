@@ -21,6 +21,7 @@ from o_contracts.experiments import CaseResult, GateSettings
 from o_contracts.ids import derived_id
 from o_evolution import gate, judge
 from o_evolution.commands import EvolutionCommands, canary_follows
+from o_evolution.feedback import rated_steps_of, run_feedback
 from o_evolution.shadow_cases import live_model, run_arm
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import take_snapshot
@@ -29,7 +30,8 @@ from o_runtime.eventlog import AppendRejected
 
 # The agent's own finished runs (not its background ones: sleep-time and the like).
 _RUNS = (
-    "SELECT id, conversation_id, last_seq FROM runs WHERE agent_id = $1"
+    f"SELECT id, conversation_id, last_seq, {rated_steps_of('runs')} AS feedback"
+    " FROM runs WHERE agent_id = $1"
     " AND status = 'completed' AND NOT background AND started_seq IS NOT NULL"
 )
 
@@ -89,7 +91,12 @@ class Evaluation:
         )
         refs = gate.select_cases(
             [
-                gate.CaseRef(r["id"], r["conversation_id"], r["last_seq"])
+                gate.CaseRef(
+                    r["id"],
+                    r["conversation_id"],
+                    r["last_seq"],
+                    run_feedback(r["feedback"]),
+                )
                 for r in await s.pool.fetch(_RUNS, cmd.agent_id)
             ],
             config.cases_per_evaluation,
@@ -162,7 +169,13 @@ class Evaluation:
             first, second = a.preference, b.preference
             tokens += a.usage.total_tokens + b.usage.total_tokens
         case = gate.case_result(
-            ref.run_id, old.result, new.result, first, second, conversation_id=ref.conversation_id
+            ref.run_id,
+            old.result,
+            new.result,
+            first,
+            second,
+            conversation_id=ref.conversation_id,
+            feedback=ref.feedback,
         )
         return case, tokens
 

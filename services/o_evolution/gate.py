@@ -17,6 +17,7 @@ catch a candidate that is better on average but clearly worse somewhere.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -215,6 +216,18 @@ def _ratio(candidate: float, parent: float) -> float | None:
     return candidate / parent if parent > 0 else None
 
 
+def _latency_ratio(measured: Sequence[CaseResult], floor_ms: float) -> float | None:
+    """The candidate's median time per case over the parent's; None while the two
+    medians are within `floor_ms` of each other (scheduling noise, not a slower agent)."""
+    if not measured:
+        return None
+    new = statistics.median(case.candidate.latency_ms for case in measured)
+    old = statistics.median(case.parent.latency_ms for case in measured)
+    if new - old <= floor_ms:
+        return None
+    return _ratio(new, old)
+
+
 def decide(cases: Sequence[CaseResult], settings: GateSettings, *, final: bool) -> GateReport:
     """The gate's decision on the cases so far, in the order they ran.
 
@@ -234,10 +247,7 @@ def decide(cases: Sequence[CaseResult], settings: GateSettings, *, final: bool) 
         sum(case.candidate.tokens for case in measured),
         sum(case.parent.tokens for case in measured),
     )
-    latency = _ratio(
-        sum(case.candidate.latency_ms for case in measured),
-        sum(case.parent.latency_ms for case in measured),
-    )
+    latency = _latency_ratio(measured, settings.latency_floor_ms)
 
     def report(decision: Literal["accepted", "rejected", "continue"], reason: str) -> GateReport:
         return GateReport(
@@ -269,19 +279,21 @@ def decide(cases: Sequence[CaseResult], settings: GateSettings, *, final: bool) 
             f"the candidate is not better: {last.wins} wins, {last.losses} losses"
             f" (llr {last.llr:.2f} <= {sprt.lower:.2f})",
         )
-    if cost is not None and cost > settings.max_cost_ratio:
-        return report(
-            "rejected",
-            f"the candidate uses {cost:.2f}x the parent's tokens"
-            f" (at most {settings.max_cost_ratio}x)",
-        )
-    if latency is not None and latency > settings.max_latency_ratio:
-        return report(
-            "rejected",
-            f"the candidate takes {latency:.2f}x the parent's time"
-            f" (at most {settings.max_latency_ratio}x)",
-        )
     if sprt.verdict == "better" and last is not None:
+        # Cost and time bound an otherwise accepted candidate; before that they decide
+        # nothing (a case or two of wall time on a busy machine is noise).
+        if cost is not None and cost > settings.max_cost_ratio:
+            return report(
+                "rejected",
+                f"the candidate uses {cost:.2f}x the parent's tokens"
+                f" (at most {settings.max_cost_ratio}x)",
+            )
+        if latency is not None and latency > settings.max_latency_ratio:
+            return report(
+                "rejected",
+                f"the candidate takes {latency:.2f}x the parent's time"
+                f" (at most {settings.max_latency_ratio}x)",
+            )
         return report(
             "accepted",
             f"the candidate is better: {last.wins} wins, {last.losses} losses"
@@ -303,6 +315,8 @@ class CaseRef:
     run_id: str
     conversation_id: str | None
     completed_seq: int
+    # The run's rating by its users (o_evolution/feedback.py): the case's feedback slice.
+    feedback: Literal["positive", "negative"] | None = None
 
 
 def select_cases(runs: Sequence[CaseRef], n: int, per_conversation: int) -> list[CaseRef]:

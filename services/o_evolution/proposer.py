@@ -37,6 +37,8 @@ class RunDigest:
     tokens: int
     error: str | None
     tool_errors: int
+    # Steps its users rated negative (PATCH /v1/steps/{id}/feedback).
+    negative_feedback: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ class Drafted:
 def digest(runs: Sequence[RunDigest]) -> str:
     lines = [
         f"- run {r.run_id}: stop {r.stop_reason}, {r.steps} steps, {r.tokens} tokens,"
-        f" {r.tool_errors} tool errors" + (f", error: {r.error}" if r.error else "")
+        f" {r.tool_errors} tool errors"
+        + (f", {r.negative_feedback} steps rated negative" if r.negative_feedback else "")
+        + (f", error: {r.error}" if r.error else "")
         for r in runs
     ]
     return "\n".join(lines) or "(no runs yet)"

@@ -39,6 +39,7 @@ from o_contracts.projection_names import RUNS
 from o_evolution import history
 from o_evolution.canary import CanaryLimits, FinishedRun, arm_stats, next_weight, review
 from o_evolution.commands import EvolutionCommands
+from o_evolution.feedback import negative_steps_of
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected, Recorded
 
@@ -52,7 +53,8 @@ _STEP_RUNS = (
     " coalesce(r.step_count, 0) AS steps,"
     " coalesce((r.usage->>'total_tokens')::bigint, 0) AS tokens,"
     " (SELECT count(*) FROM messages m WHERE m.run_id = r.id AND m.role = 'tool'"
-    "  AND m.body->>'status' = 'error') AS tool_errors"
+    "  AND m.body->>'status' = 'error') AS tool_errors,"
+    f" {negative_steps_of('r')} > 0 AS rated_negative"
     " FROM runs r WHERE r.rollout_id = $1 AND r.rollout_weight = $2"
     " AND r.status IN ('completed', 'failed') AND r.last_seq <= $3 ORDER BY r.last_seq"
 )
@@ -237,6 +239,7 @@ def _finished(row: asyncpg.Record) -> FinishedRun:
         arm=row["rollout_arm"],
         failed=bool(row["failed"]),
         tool_errors=int(row["tool_errors"]),
+        negative_feedback=int(bool(row["rated_negative"])),
         steps=int(row["steps"]),
         tokens=int(row["tokens"]),
     )

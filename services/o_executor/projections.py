@@ -27,6 +27,7 @@ from o_contracts.events import (
     RunQueued,
     RunStarted,
     SleeptimeTurnCounted,
+    StepFeedbackGiven,
     SystemPromptRecompiled,
     ToolReturned,
 )
@@ -400,6 +401,20 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
                 rec.seq,
                 subjects.conversation_of(rec.subject),
             )
+
+
+@runs.on(StepFeedbackGiven)
+async def step_feedback_given(
+    conn: asyncpg.Connection, e: StepFeedbackGiven, rec: Recorded
+) -> None:
+    # Set, not added: events apply in log order, so the latest rating is the one
+    # kept, and applying one again changes nothing.
+    await conn.execute(
+        "UPDATE steps SET feedback = $2, tags = COALESCE($3, tags) WHERE id = $1",
+        e.step_id,
+        e.feedback,
+        e.tags,
+    )
 
 
 @runs.on(RunCancellationRequested)

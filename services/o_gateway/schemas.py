@@ -397,6 +397,14 @@ class CancelRunsBody(Body):
     run_ids: Ids | None = None
 
 
+class StepFeedbackBody(Body):
+    """Letta's ModifyFeedbackRequest: feedback null clears it; tags replace the step's
+    when some are given."""
+
+    feedback: Literal["positive", "negative"] | None = None
+    tags: Tags | None = None
+
+
 class ConversationMessageBody(SendMessageBody):
     """A message to a conversation: streamed unless `streaming` is false (Letta's default)."""
 

@@ -33,6 +33,7 @@ TABLES = {
     "agent_blocks": "agent_id, block_id",
     "messages": "id",
     "runs": "id",
+    "steps": "id",
     "tools": "id",
     "mcp_servers": "id",
     "groups": "id",
@@ -101,7 +102,15 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "rebuild me"})]),
         Reply(content="ok"),
     )
-    await send(system, agent["id"], "before the rebuild")
+    sent = await send(system, agent["id"], "before the rebuild")
+    (run_id,) = sent["usage"]["run_ids"]
+    first_step = (
+        await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})
+    ).json()[0]
+    rated = await system.http.patch(
+        f"/v1/steps/{first_step['id']}/feedback", json={"feedback": "negative", "tags": ["rebuilt"]}
+    )
+    assert rated.status_code == 200, rated.text
     archive = f"/v1/agents/{agent['id']}/archival-memory"
     for text in ("rebuild keeps vectors", "rebuild keeps access times"):
         inserted = await system.http.post(archive, json={"text": text, "importance": 4})
@@ -112,6 +121,15 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
+    rated_run = sorted(
+        (r["step_number"], r["feedback"], r["tags"])
+        for r in before["steps"]
+        if r["run_id"] == run_id
+    )
+    assert [(feedback, tags) for _, feedback, tags in rated_run] == [
+        ("negative", ["rebuilt"]),
+        (None, []),
+    ]
     assert before["mcp_servers"]
 
     proc = await asyncio.create_subprocess_exec(

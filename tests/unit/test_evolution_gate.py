@@ -233,15 +233,43 @@ def test_inconclusive_cases_do_not_count_toward_the_cost() -> None:
     assert (report.cost_ratio, report.inconclusive) == (1.0, 1)
 
 
-def test_a_candidate_that_is_too_slow_is_rejected() -> None:
-    slow = CaseResult(
-        case_id="run-1",
+def slow(n: int, candidate_ms: float) -> CaseResult:
+    return CaseResult(
+        case_id=f"run-{n}",
         parent=arm(latency_ms=1000.0),
-        candidate=arm(latency_ms=2500.0),
+        candidate=arm(latency_ms=candidate_ms),
         outcome="win",
     )
-    report = decide([slow], SETTINGS, final=False)
+
+
+def test_a_candidate_that_is_too_slow_is_rejected() -> None:
+    report = decide([slow(n, 2500.0) for n in range(9)], SETTINGS, final=False)
     assert (report.decision, report.latency_ratio) == ("rejected", 2.5)
+    assert report.reason == "the candidate takes 2.50x the parent's time (at most 2.0x)"
+
+
+def test_cost_and_time_do_not_stop_an_evaluation_before_the_test_decides() -> None:
+    report = decide([slow(0, 2500.0)], SETTINGS, final=False)
+    assert (report.decision, report.latency_ratio) == ("continue", 2.5)
+
+
+def test_one_slow_case_does_not_make_a_slow_candidate() -> None:
+    times = [1000.0] * 8 + [9000.0]
+    report = decide([slow(n, ms) for n, ms in enumerate(times)], SETTINGS, final=False)
+    assert (report.decision, report.latency_ratio) == ("accepted", None)
+
+
+def test_milliseconds_of_difference_are_noise_whatever_the_ratio() -> None:
+    quick = [
+        CaseResult(
+            case_id=f"run-{n}",
+            parent=arm(latency_ms=4.0),
+            candidate=arm(latency_ms=30.0),
+            outcome="win",
+        )
+        for n in range(9)
+    ]
+    assert decide(quick, SETTINGS, final=False).decision == "accepted"
 
 
 def test_no_decision_at_the_cap_is_a_rejection() -> None:

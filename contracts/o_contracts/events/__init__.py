@@ -59,6 +59,7 @@ from o_contracts.events.runs import (
     RunCompleted,
     RunQueued,
     RunStarted,
+    StepFeedbackGiven,
     ToolCallRequested,
     ToolReturned,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "RunQueued",
     "RunStarted",
     "SleeptimeTurnCounted",
+    "StepFeedbackGiven",
     "SystemPromptRecompiled",
     "ToolAttached",
     "ToolCallRequested",

@@ -6,7 +6,7 @@ are recorded before they are acted on, so a resumed run never asks again.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -61,6 +61,23 @@ class LLMResponded(Event):
     usage: Usage
     model: str
     finish_reason: str | None = None
+
+
+class StepFeedbackGiven(Event):
+    """Someone rated a step of a run (Letta's `PATCH /v1/steps/{step_id}/feedback`).
+
+    Appended by the gateway on the run's subject, after the step's `LLMResponded`.
+    The latest one for a step is what the step shows: feedback set again replaces it.
+    """
+
+    run_id: str
+    agent_id: str
+    step_id: str
+    # None: the step has no feedback any more (Letta sets what the request says).
+    feedback: Literal["positive", "negative"] | None = None
+    # The step's tags from now on; None leaves them as they were (Letta replaces
+    # them only when the request names some).
+    tags: list[str] | None = None
 
 
 class ToolCallRequested(Event):

@@ -69,12 +69,12 @@ def step_json(row: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]
         "completion_tokens_details": {},
         "prompt_tokens_details": {},
         "stop_reason": row["finish_reason"],
-        "tags": [],
+        "tags": row["tags"],
         "tid": None,
         "trace_id": None,
         "request_id": None,
         "messages": [],
-        "feedback": None,
+        "feedback": row["feedback"],
         "project_id": None,
         "error_type": None,
         "error_data": None,
@@ -227,8 +227,17 @@ async def list_run_steps(
 
 @route(router, "GET", "/v1/steps/{step_id}")
 async def retrieve_step(step_id: str, gw: GW) -> dict[str, Any]:
+    return await step_view(gw, step_id)
+
+
+async def step_view(gw: Gateway, step_id: str) -> dict[str, Any]:
+    row = await step_row(gw, step_id)
+    run = await gw.pool.fetchrow("SELECT status FROM runs WHERE id = $1", row["run_id"])
+    return step_json(row, dict(run) if run else None)
+
+
+async def step_row(gw: Gateway, step_id: str) -> dict[str, Any]:
     row = await gw.pool.fetchrow("SELECT * FROM steps WHERE id = $1", checked_id(step_id, "step"))
     if row is None:
         raise HTTPException(404, f"Step {step_id} not found")
-    run = await gw.pool.fetchrow("SELECT status FROM runs WHERE id = $1", row["run_id"])
-    return step_json(dict(row), dict(run) if run else None)
+    return dict(row)

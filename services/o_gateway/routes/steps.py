@@ -1,4 +1,5 @@
-"""`GET /v1/steps/`: every agent's steps, with Letta's filters."""
+"""`GET /v1/steps/`: every agent's steps, with Letta's filters; `PATCH
+/v1/steps/{step_id}/feedback`: a step rated, recorded on its run's subject."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
+from o_contracts.envelope import Envelope
+from o_contracts.events import StepFeedbackGiven
+from o_contracts.projection_names import RUNS
+from o_contracts.subjects import Lane
+from o_gateway.commands import PRODUCER
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
-from o_gateway.routes.runs import step_json
+from o_gateway.routes.runs import step_json, step_row, step_view
+from o_gateway.schemas import StepFeedbackBody
 from o_gateway.state import GW, checked_id
 
 router = APIRouter()
@@ -57,8 +64,49 @@ async def list_steps(
         q.filter("created_at >= {}", start)
     if (end := _when(end_date, "end_date")) is not None:
         q.filter("created_at <= {}", end)
-    if trace_ids or feedback or has_feedback or tags:
-        # O records no trace ids, feedback or tags on steps: nothing matches.
+    if feedback is not None:
+        q.filter("feedback = {}", feedback)
+    if has_feedback is not None:
+        q.filter("feedback IS NOT NULL" if has_feedback else "feedback IS NULL")
+    if tags:
+        # Any of them, as Letta's other tag filters match by default (its step list
+        # accepts `tags` and ignores it).
+        q.filter("tags && {}::text[]", tags)
+    if trace_ids:
+        # O records no trace ids on steps: nothing matches.
         q.filter("false")
     rows = await q.page(gw.pool, "step", before, after, order, limit, unknown_cursor="not_found")
     return [step_json(dict(r), {"status": r["run_status"]}) for r in rows]
+
+
+def feedback_given(step: dict[str, Any], body: StepFeedbackBody) -> StepFeedbackGiven:
+    """What a feedback request records: the feedback as given (null clears it), and the
+    tags only when some are given (Letta keeps a step's tags on an empty list)."""
+    return StepFeedbackGiven(
+        run_id=step["run_id"],
+        agent_id=step["agent_id"],
+        step_id=step["id"],
+        feedback=body.feedback,
+        tags=body.tags or None,
+    )
+
+
+@route(router, "PATCH", "/v1/steps/{step_id}/feedback")
+async def modify_feedback_for_step(step_id: str, body: StepFeedbackBody, gw: GW) -> dict[str, Any]:
+    step = await step_row(gw, step_id)
+    conversation_id = await gw.pool.fetchval(
+        "SELECT conversation_id FROM runs WHERE id = $1", step["run_id"]
+    )
+    # On the run's own subject, after the step's LLMResponded: the runs projection
+    # applies it to a row that exists, in a rebuild as live.
+    appended = await gw.eventlog.append(
+        Lane(step["agent_id"], conversation_id).events,
+        Envelope.wrap(
+            feedback_given(step, body),
+            aggregate_id=step["agent_id"],
+            producer=PRODUCER,
+            correlation_id=step["run_id"],
+        ),
+    )
+    await gw.visible(appended.seq, RUNS)
+    return await step_view(gw, step["id"])
