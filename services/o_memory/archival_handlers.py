@@ -105,13 +105,21 @@ class ArchivalCommands:
         return Reply(ok=True, seq=seq, result={"passage": passage_json(dict(row))})
 
     async def insert_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
-        cmd: InsertPassage = env.data
+        return await self.insert(env, env.data)
+
+    async def insert(self, cause: Envelope[Any], cmd: InsertPassage) -> Reply:
+        """Insert `cmd`'s passage once for `cause`: the InsertPassage command itself, or
+        an event the memory service keeps in archival memory (evolution_archive.py).
+
+        The appended event's id derives from `cause`'s id and records it as its cause
+        (archival_effects), so `cause` delivered again is answered from the record.
+        """
         text = cmd.text.strip()
         if not text:
             raise AppendRejected("text must not be empty", 400)
         if any(not t.strip() for t in cmd.tags):
             raise AppendRejected("tags must be non-empty strings", 400)
-        done = await self._done(cmd.agent_id, env.id)
+        done = await self._done(cmd.agent_id, cause.id)
         if done is not None:
             return await self._inserted(cmd.passage_id, done)
         agent, settings = await self._agent(cmd.agent_id)
@@ -125,25 +133,25 @@ class ArchivalCommands:
             passage_id=cmd.passage_id,
             text=text,
             tags=list(dict.fromkeys(cmd.tags)),
-            # The command's time, not the clock: a retried command yields the same event.
-            created_at=cmd.created_at or env.time,
+            # The cause's time, not the clock: a retried command yields the same event.
+            created_at=cmd.created_at or cause.time,
             importance=importance,
             importance_source=source,
             embedding_model=model,
             embedding=vector,
         )
-        event = env.caused(
+        event = cause.caused(
             PassageInserted(agent_id=cmd.agent_id, passage=passage),
             aggregate_id=cmd.agent_id,
             producer=PRODUCER,
-            id=derived_id("evt", env.id),
+            id=derived_id("evt", cause.id),
         )
         appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
         await self.s.watcher.wait(appended.seq, ARCHIVAL)
         if not agent["enable_sleeptime"]:
             # A sleep-time agent reflects on its companion's schedule instead
             # (o_evolution/turns.py), as the companion's run.
-            await self._maybe_reflect(env, cmd.agent_id, settings)
+            await self._maybe_reflect(cause, cmd.agent_id, settings)
         return await self._inserted(cmd.passage_id, appended.seq)
 
     async def _maybe_reflect(

@@ -1,4 +1,5 @@
-"""The memory service process: block projection, memory commands, core-memory reads."""
+"""The memory service process: block projection, memory commands, core-memory reads, and
+every agent's evolution decisions kept in its archival memory (evolution_archive.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.core_memory import read_core_memory
+from o_memory.evolution_archive import EvolutionArchive, archived_types
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
 from o_runtime.eventlog import AppendRejected
+from o_runtime.reactor import EventReactor
 from o_runtime.service import Service
 
 
@@ -50,6 +53,15 @@ class MemoryService(Service):
                     DeletePassage: self.archival.delete_passage,
                     ReflectOnMemories: self.archival.reflect,
                 },
+            )
+        )
+        decisions = EvolutionArchive(self, self.archival)
+        self.reactors.append(
+            EventReactor(
+                self.eventlog,
+                "memory-evolution-archive",
+                subjects.EVOLUTION_EVENTS,
+                {decision: decisions.on_decisions for decision in archived_types()},
             )
         )
         self.broker.subscriber(
