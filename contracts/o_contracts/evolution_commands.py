@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from o_contracts.base import Command
-from o_contracts.events.evolution import ProposalSource
+from o_contracts.events.evolution import ProposalSource, RequestedBy
 from o_contracts.evolution import EvolutionConfig, Patch
 
 
@@ -72,3 +72,6 @@ class RollBackVersion(Command):
 
     agent_id: str
     version_id: str
+    # Who asked (an operator through the API, or the agent through its own tool) and why.
+    requested_by: RequestedBy = "operator"
+    reason: str = Field(default="", max_length=2000)

@@ -376,6 +376,8 @@ class EvolutionCommands:
                 version_id=spec.version_id,
                 spec=spec,
                 previous_version=previous,
+                requested_by=cmd.requested_by,
+                reason=cmd.reason,
             )
 
         return await self._switch(env, cmd.agent_id, spec, rolled_back)

@@ -34,6 +34,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "mcp_server_id": "mcp_server",
     "group_id": "group",
     "proposal_id": "proposal",
+    "rollout_id": "rollout",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

@@ -29,6 +29,7 @@ from o_contracts.events import (
     CandidateEvaluated,
     CaseEvaluated,
     ChangeProposed,
+    EvaluationStarted,
     EvolutionBudgetExhausted,
     EvolutionConfigured,
     ProposalApproved,
@@ -54,7 +55,8 @@ from o_contracts.experiments import GateReport, SliceResult
 TAG = "evolution"
 # Decisions kept out of the archive: one passage per shadow case (30 per evaluation)
 # would bury the decisions; the gate's decision (CandidateEvaluated) carries their tally.
-NOT_ARCHIVED: frozenset[str] = frozenset({CaseEvaluated.type_name()})
+# EvaluationStarted only marks progress; its outcome is the CandidateEvaluated.
+NOT_ARCHIVED: frozenset[str] = frozenset({CaseEvaluated.type_name(), EvaluationStarted.type_name()})
 # Quoted patch text and field values are shortened to this many characters.
 QUOTE_CHARS = 200
 # Edits of one patch named before "and N more edits".
@@ -351,12 +353,11 @@ def rolled_back(e: VersionRolledBack, c: Context) -> Note:
             f" That version came from {proposal_phrase(c.undone.proposal_id, c.undone)};"
             " that change is undone."
         )
-    # The decision records neither who asked for the rollback nor why: say so rather
-    # than let a reader guess.
+    who = "the agent itself" if e.requested_by == "agent" else "an operator"
+    why = f": {e.reason.rstrip('.')}." if e.reason else " (no reason given)."
     return Note(
         f"Evolution: rolled back to version {e.version_id}, served from the next request on,"
-        f" replacing version {e.previous_version}.{undone} Who asked for the rollback and"
-        " why is not recorded.",
+        f" replacing version {e.previous_version}.{undone} Asked for by {who}{why}",
         8,
     )
 

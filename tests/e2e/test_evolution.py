@@ -314,7 +314,10 @@ async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
         if (await rollout_of(system, aid))["status"] != "running":
             break
     aborted = await decided(system, aid, pid, "RolloutAborted")
-    assert aborted["status"] == "aborted" and "failure limit" in aborted["reason"]
+    # (By the failure limit, or by the error rate at the first analysis: which comes
+    # first depends on which live questions the candidate drew.)
+    assert aborted["status"] == "aborted"
+    assert aborted["reason"].startswith(("failure limit", "error rate")), aborted["reason"]
     rollout = await rollout_of(system, aid)
     assert rollout["weight"] == 0 and rollout["status"] == "aborted"
     last = rollout["decisions"][-1]

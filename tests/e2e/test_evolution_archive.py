@@ -32,6 +32,7 @@ from o_runtime.settings import Settings
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.e2e.support import DEADLINE, new_agent, send
+from tests.e2e.test_evolution import decided
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -190,11 +191,8 @@ async def test_each_decision_reaches_the_agent_as_one_archival_passage(
     riddle = (
         await system.http.post(f"{base}/proposals", json=append(RIDDLE, "riddles amuse"))
     ).json()
-    # (Each evaluation starts once the decisions before it are archived: the gate bounds
-    # the candidate's time against its parent's, a few milliseconds each with this LLM,
-    # and embedding passages meanwhile on the same cores skews them.)
-    await archived(system, aid, 3)
-    judged = (await system.http.post(f"{base}/proposals/{riddle['id']}/evaluate")).json()
+    # (Mode shadow: each proposal is evaluated as soon as it is made.)
+    judged = await decided(system, aid, riddle["id"])
     assert judged["status"] == "rejected", judged["report"]
     gate_reason = judged["report"]["reason"]
     reviewed = await system.http.post(
@@ -205,8 +203,7 @@ async def test_each_decision_reaches_the_agent_as_one_archival_passage(
     greet = (
         await system.http.post(f"{base}/proposals", json=append(GREET, "users like it"))
     ).json()
-    await archived(system, aid, 6)
-    accepted = (await system.http.post(f"{base}/proposals/{greet['id']}/evaluate")).json()
+    accepted = await decided(system, aid, greet["id"])
     assert accepted["status"] == "accepted", accepted["report"]
     approved = await system.http.post(
         f"{base}/proposals/{greet['id']}/approve", json={"note": "greetings are friendly"}
@@ -214,11 +211,14 @@ async def test_each_decision_reaches_the_agent_as_one_archival_passage(
     assert approved.json()["status"] == "approved", approved.text
     promoted = await system.http.post(f"{base}/proposals/{greet['id']}/promote")
     assert promoted.json()["status"] == "promoted", promoted.text
-    back = await system.http.post(f"{base}/rollback", json={"version_id": greet["parent_version"]})
+    back = await system.http.post(
+        f"{base}/rollback",
+        json={"version_id": greet["parent_version"], "reason": "answers got too familiar"},
+    )
     assert back.status_code == 200, back.text
 
     history = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
-    kept = [t for t in history if t != "CaseEvaluated"]
+    kept = [t for t in history if t not in ("CaseEvaluated", "EvaluationStarted")]
     assert kept == [
         "EvolutionConfigured",
         "ProposalRefused",
@@ -284,8 +284,8 @@ async def test_each_decision_reaches_the_agent_as_one_archival_passage(
     assert texts[9] == (
         f"Evolution: rolled back to version {greet['parent_version']}, served from the next"
         f" request on, replacing version {greet['candidate_version']}. That version came"
-        f" from {about_greet}; that change is undone. Who asked for the rollback and why is"
-        " not recorded."
+        f" from {about_greet}; that change is undone. Asked for by an operator: answers got"
+        " too familiar."
     )
     assert [p["metadata"]["importance"] for p in listed] == [4, 6, 4, 7, 7, 4, 6, 5, 7, 8]
 
@@ -311,19 +311,23 @@ async def test_a_decision_delivered_again_inserts_nothing(system: System) -> Non
     assert (await system.http.put(f"{base}/config", json={"enabled": True})).status_code == 200
     made = await system.http.post(f"{base}/proposals", json=append("Be brief.", "shorter"))
     assert made.status_code == 201, made.text
+    # (Evaluated at once: with no runs to replay, inconclusive.)
+    await decided(system, aid, made.json()["id"])
     rejected = await system.http.post(
         f"{base}/proposals/{made.json()['id']}/reject", json={"note": "not now"}
     )
     assert rejected.status_code == 200, rejected.text
-    await archived(system, aid, 3)
+    await archived(system, aid, 4)
     before = await archival_events(system, aid)
     listed = await passages(system, aid)
-    assert [p["text"].split(":", 1)[0] for p in listed] == ["Evolution"] * 3
+    assert [p["text"].split(":", 1)[0] for p in listed] == ["Evolution"] * 4
 
     recorded = await decisions(system, aid)
     assert [r.envelope.type for r in recorded] == [
         "EvolutionConfigured",
         "ChangeProposed",
+        "EvaluationStarted",
+        "CandidateEvaluated",
         "ProposalRejected",
     ]
     async with evolution_archive(system) as archive:
@@ -340,7 +344,9 @@ async def test_a_decision_delivered_again_inserts_nothing(system: System) -> Non
         assert after_delete[-1][1] == "PassageDeleted"
         await archive.on_decisions(recorded)
         assert await archival_events(system, aid) == after_delete
-        assert [p["id"] for p in await passages(system, aid)] == [p["id"] for p in listed[:2]]
+        assert [p["id"] for p in await passages(system, aid)] == [
+            p["id"] for p in listed if p["id"] != gone
+        ]
 
         # An agent deleted since gets nothing.
         assert (await system.http.delete(f"/v1/agents/{aid}")).status_code == 200

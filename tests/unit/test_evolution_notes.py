@@ -183,19 +183,25 @@ def test_a_promotion_names_the_version_served_and_the_one_replaced() -> None:
     )
 
 
-def test_a_rollback_names_the_change_undone_and_says_who_asked_is_not_recorded() -> None:
+def test_a_rollback_names_the_change_undone_and_who_asked_why() -> None:
     back = VersionRolledBack(
-        agent_id=AGENT, version_id="version-a", spec=SPEC, previous_version="version-b"
+        agent_id=AGENT,
+        version_id="version-a",
+        spec=SPEC,
+        previous_version="version-b",
+        requested_by="agent",
+        reason="answers got longer.",
     )
     assert note_for(back, Context(undone=PROPOSAL)) == Note(
         "Evolution: rolled back to version version-a, served from the next request on,"
         f" replacing version version-b. That version came from {ABOUT}; that change is"
-        " undone. Who asked for the rollback and why is not recorded.",
+        " undone. Asked for by the agent itself: answers got longer.",
         8,
     )
-    assert note_for(back, Context()) == Note(
+    by_operator = back.model_copy(update={"requested_by": "operator", "reason": ""})
+    assert note_for(by_operator, Context()) == Note(
         "Evolution: rolled back to version version-a, served from the next request on,"
-        " replacing version version-b. Who asked for the rollback and why is not recorded.",
+        " replacing version version-b. Asked for by an operator (no reason given).",
         8,
     )
 

@@ -20,6 +20,7 @@ from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
 from o_contracts.experiments import ArmStats, CaseResult, GateReport
 
 ProposalSource = Literal["operator", "agent", "sleeptime"]
+RequestedBy = Literal["operator", "agent"]
 
 
 class EvolutionDecided(Event):
@@ -120,6 +121,8 @@ class VersionRolledBack(EvolutionDecided):
     version_id: str
     spec: VersionSpec
     previous_version: str
+    requested_by: RequestedBy = "operator"
+    reason: str = ""
 
 
 class RolloutStarted(EvolutionDecided):

@@ -68,6 +68,7 @@ _ARMS = (
 
 class RollbackBody(Body):
     version_id: str = Field(min_length=1)
+    reason: str = Field(default="", max_length=2000)
 
 
 async def _command(gw: Gateway, command: Command, agent_id: str, timeout: float) -> Reply:
@@ -313,7 +314,7 @@ async def get_rollout(agent_id: str, rollout_id: str, gw: GW) -> dict[str, Any]:
 
 @route(router, "POST", PREFIX + "/rollback")
 async def rollback(agent_id: str, body: RollbackBody, gw: GW) -> dict[str, Any]:
-    command = RollBackVersion(agent_id=agent_id, version_id=body.version_id)
+    command = RollBackVersion(agent_id=agent_id, version_id=body.version_id, reason=body.reason)
     await _command(gw, command, agent_id, COMMAND_TIMEOUT)
     return {"version_id": body.version_id}
 
