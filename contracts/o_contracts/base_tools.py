@@ -217,7 +217,71 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["message", "other_agent_id"],
     ),
+    # O's own: evolution in the agent's hands (issue 20, docs/evolution.md). Carried out by
+    # the evolution service (RunEvolutionTool), on the agent's behalf or, for a sleep-time
+    # companion, on its primary's.
+    "evolution_performance_report": _fn(
+        "evolution_performance_report",
+        "Report how your recent runs went: stop reasons, error and tool-error rates, steps,"
+        " tokens, latency and user feedback, by slice (tools used, stop reason, feedback,"
+        " conversation), the current version against the previous one, and which earlier"
+        " proposals touched which fields. The same digest proposals are drafted from.",
+        {
+            "runs": {
+                "type": "integer",
+                "description": "How many recent runs to read (default 30, at most 200).",
+            }
+        },
+        [],
+    ),
+    "evolution_status": _fn(
+        "evolution_status",
+        "Your evolution status: the version you serve, the experiment in progress (its"
+        " evidence so far and canary weight), the last decisions and the budget left.",
+        {},
+        [],
+    ),
+    "evolution_propose_change": _fn(
+        "evolution_propose_change",
+        "Propose a small change to yourself as itemised edits with a rationale. It is never"
+        " applied directly: it is checked, tried in the shadow on your recorded runs, judged,"
+        " and served only if the evidence (and the operator) accepts it.",
+        {
+            "ops": {
+                "type": "array",
+                "description": "Edits, in order. Each is one of: "
+                '{"op": "replace_text", "target": "system" or "block:<label>", "old": "...",'
+                ' "new": "..."}; {"op": "append_text", "target": ..., "text": "..."};'
+                ' {"op": "add_tool", "name": "..."}; {"op": "remove_tool", "name": "..."};'
+                ' {"op": "set_model_setting", "key": "temperature", "value": 0.2}.',
+                "items": {"type": "object"},
+            },
+            "rationale": {
+                "type": "string",
+                "description": "Why: what in your runs this change should improve.",
+            },
+        },
+        ["ops", "rationale"],
+    ),
+    "evolution_rollback": _fn(
+        "evolution_rollback",
+        "Go back to an earlier version of yourself that was once served, from the next"
+        " request on. Recorded with your reason.",
+        {
+            "version_id": {"type": "string", "description": "The version to serve again."},
+            "reason": {"type": "string", "description": "Why you roll back."},
+        },
+        ["version_id", "reason"],
+    ),
 }
+
+# Evolution in the agent's own hands: given when its evolution is on (see above).
+EVOLUTION_TOOLS = (
+    "evolution_performance_report",
+    "evolution_status",
+    "evolution_propose_change",
+    "evolution_rollback",
+)
 
 MEMORY_TOOLS = frozenset(
     {

@@ -167,6 +167,14 @@ class EvolutionConfig(Value):
     failure_limit: float = Field(default=0.5, gt=0, le=1)
     min_seconds_between_proposals: int = Field(default=3600, ge=0)
     tokens_per_day: int = Field(default=1_000_000, ge=0)
+    # The agent's own evolution tools (base_tools.EVOLUTION_TOOLS): its sleep-time companion
+    # has them whenever evolution is on; the agent itself only with this.
+    tools_for_agent: bool = False
+    # Proposals the agent (or its companion) may make through its tool per day.
+    agent_proposals_per_day: int = Field(default=3, ge=0)
+    # Whether the agent's own rollback needs an operator (by default it may return to a
+    # version once served, always recorded).
+    agent_rollback_needs_approval: bool = False
     max_ops: int = Field(default=10, ge=1, le=MAX_PATCH_OPS)
     # How many characters a patch may add to the system prompt and blocks together.
     max_growth_chars: int = Field(default=2000, ge=0)

@@ -7,6 +7,8 @@ leaves its decision on the agent's evolution subject (events/evolution.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from o_contracts.base import Command
@@ -65,6 +67,19 @@ class AbortRollout(Command):
 
     agent_id: str
     reason: str = Field(default="aborted by an operator", max_length=2000)
+
+
+class RunEvolutionTool(Command):
+    """An agent's call of one of its evolution tools (base_tools.EVOLUTION_TOOLS), on the
+    subject of the agent it concerns (`agent_id`: the caller itself, or the primary of a
+    sleep-time companion). Answered with the tool's text; recorded as EvolutionToolCalled."""
+
+    agent_id: str
+    caller_agent_id: str
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class RollBackVersion(Command):

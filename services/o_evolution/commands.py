@@ -44,9 +44,8 @@ from o_contracts.evolution_commands import (
     StartRollout,
 )
 from o_contracts.ids import derived_id
-from o_evolution import history, proposer
+from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
-from o_evolution.feedback import negative_steps_of
 from o_evolution.patches import PatchRefused, apply_patch
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
@@ -65,14 +64,8 @@ _SPENT_TODAY = (
     " + coalesce((SELECT sum(tokens) FROM evolution_cases WHERE agent_id = $1"
     "  AND created_at > now() - interval '1 day'), 0)"
 )
-_RECENT_RUNS = (
-    "SELECT r.id, r.stop_reason, r.step_count, coalesce((r.usage->>'total_tokens')::bigint, 0)"
-    " AS tokens, r.error, (SELECT count(*) FROM messages m WHERE m.run_id = r.id"
-    "  AND m.role = 'tool' AND m.body->>'status' = 'error') AS tool_errors"
-    f", {negative_steps_of('r')} AS negative_feedback"
-    " FROM runs r WHERE r.agent_id = $1 AND r.status <> 'created' AND NOT r.background"
-    " ORDER BY r.created_at DESC LIMIT $2"
-)
+# Recent runs a proposal is drafted from.
+DIGEST_RUNS = 30
 
 
 @dataclass
@@ -227,9 +220,11 @@ class EvolutionCommands:
         patch, run_ids, tokens = cmd.patch, [], 0
         if patch is None:
             await self.within_budget(env, cmd.agent_id, config)
-            runs = await self._digest(cmd.agent_id)
+            runs = await performance.read_runs(self.s.pool, cmd.agent_id, DIGEST_RUNS)
+            past = await performance.read_proposals(self.s.pool, cmd.agent_id)
             model = str(now.llm_config.get("handle") or "")
-            drafted = await proposer.draft(model, parent, runs, self.settings.retries)
+            digest = performance.report(runs, past)
+            drafted = await proposer.draft(model, parent, digest, self.settings.retries)
             tokens = drafted.usage.total_tokens
             run_ids = [r.run_id for r in runs]
             if drafted.patch is None:
@@ -281,21 +276,6 @@ class EvolutionCommands:
             "refused",
         )
         return _proposal_reply(cmd.proposal_id, "refused", reason)
-
-    async def _digest(self, agent_id: str) -> list[proposer.RunDigest]:
-        rows = await self.s.pool.fetch(_RECENT_RUNS, agent_id, 30)
-        return [
-            proposer.RunDigest(
-                r["id"],
-                r["stop_reason"],
-                r["step_count"] or 0,
-                r["tokens"],
-                r["error"],
-                r["tool_errors"],
-                r["negative_feedback"],
-            )
-            for r in rows
-        ]
 
     async def review(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: ReviewProposal = env.data

@@ -1,12 +1,12 @@
-"""A proposal drawn by the agent's own model from a digest of its recent runs (issue 14
-point 2): what went wrong (stop reasons, errors, tool errors, steps), then a small patch
-to its current version, never a rewrite (ACE: whole rewrites collapse context)."""
+"""A proposal drawn by the agent's own model from the digest of its recent runs (issue 14
+point 2; o_evolution/performance.py): what went wrong (stop reasons, errors, tool errors,
+steps, feedback, by slice), then a small patch to its current version, never a rewrite
+(ACE: whole rewrites collapse context)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,34 +30,11 @@ _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 @dataclass(frozen=True)
-class RunDigest:
-    run_id: str
-    stop_reason: str | None
-    steps: int
-    tokens: int
-    error: str | None
-    tool_errors: int
-    # Steps its users rated negative (PATCH /v1/steps/{id}/feedback).
-    negative_feedback: int = 0
-
-
-@dataclass(frozen=True)
 class Drafted:
     patch: Patch | None
     usage: Usage
     # Why no patch came of it (unparseable answer).
     problem: str | None = None
-
-
-def digest(runs: Sequence[RunDigest]) -> str:
-    lines = [
-        f"- run {r.run_id}: stop {r.stop_reason}, {r.steps} steps, {r.tokens} tokens,"
-        f" {r.tool_errors} tool errors"
-        + (f", {r.negative_feedback} steps rated negative" if r.negative_feedback else "")
-        + (f", error: {r.error}" if r.error else "")
-        for r in runs
-    ]
-    return "\n".join(lines) or "(no runs yet)"
 
 
 def parse(text: str | None) -> Patch:
@@ -72,9 +49,9 @@ def parse(text: str | None) -> Patch:
         raise ValueError(f"not a valid patch: {exc}") from exc
 
 
-async def draft(
-    model: str, current: VersionSpec, runs: Sequence[RunDigest], retries: llm.Retries
-) -> Drafted:
+async def draft(model: str, current: VersionSpec, digest: str, retries: llm.Retries) -> Drafted:
+    """A patch from the agent's model, given its current version and its performance
+    digest (o_evolution/performance.py: what the agent's own report tool shows)."""
     shown = current.model_dump(mode="json")
     result = await llm.complete(
         Handle.parse(model),
@@ -83,7 +60,7 @@ async def draft(
             {
                 "role": "user",
                 "content": f"Current version:\n{json.dumps(shown, indent=1)}\n\n"
-                f"Recent runs:\n{digest(runs)}",
+                f"How your runs went:\n{digest}",
             },
         ],
         [],

@@ -1,6 +1,6 @@
 """Step feedback without infrastructure: what a feedback request records (Letta's rules for
 null feedback and empty tags), how a run is rated by its steps, and how the proposer's
-digest shows negative ratings."""
+digest (tests/unit/test_evolution_performance.py) shows them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import StepFeedbackGiven
 from o_evolution.feedback import run_feedback
 from o_evolution.gate import CaseRef, select_cases
-from o_evolution.proposer import RunDigest, digest
 from o_gateway.routes.steps import feedback_given
 from o_gateway.schemas import StepFeedbackBody
 
@@ -74,15 +73,3 @@ def test_case_selection_keeps_each_runs_feedback() -> None:
         ("run-2", None),
         ("run-3", "positive"),
     ]
-
-
-def test_the_digest_names_steps_rated_negative_and_is_silent_about_none() -> None:
-    runs = [
-        RunDigest("run-1", "end_turn", 2, 300, None, 0, negative_feedback=2),
-        RunDigest("run-2", "max_steps", 5, 900, "too long", 1),
-    ]
-    assert digest(runs) == (
-        "- run run-1: stop end_turn, 2 steps, 300 tokens, 0 tool errors,"
-        " 2 steps rated negative\n"
-        "- run run-2: stop max_steps, 5 steps, 900 tokens, 1 tool errors, error: too long"
-    )

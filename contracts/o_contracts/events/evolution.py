@@ -173,6 +173,20 @@ class RolloutAborted(EvolutionDecided):
     candidate: ArmStats | None = None
 
 
+class EvolutionToolCalled(EvolutionDecided):
+    """An agent called one of its evolution tools (a report, its status, a proposal, a
+    rollback): who, with what, and what it was answered. Its effects (ChangeProposed,
+    VersionRolledBack) are decisions of their own."""
+
+    caller_agent_id: str
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    ok: bool
+    result: str
+
+
 class EvolutionBudgetExhausted(EvolutionDecided):
     """Evolution stops for the agent until the budget renews; user runs are untouched."""
 
