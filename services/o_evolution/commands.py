@@ -58,14 +58,14 @@ BLOCK_TIMEOUT = 30.0
 
 # What the agent's evolution spent in the last 24 hours: drafting proposals, and the
 # shadow cases (both arms and the judge).
-_SPENT_TODAY = (
+SPENT_TODAY = (
     "SELECT coalesce((SELECT sum(draft_tokens) FROM evolution_proposals WHERE agent_id = $1"
     "  AND created_at > now() - interval '1 day'), 0)"
     " + coalesce((SELECT sum(tokens) FROM evolution_cases WHERE agent_id = $1"
     "  AND created_at > now() - interval '1 day'), 0)"
 )
 # Recent runs a proposal is drafted from.
-DIGEST_RUNS = 30
+DIGEST_RUNS = performance.DEFAULT_RUNS
 
 
 @dataclass
@@ -132,7 +132,7 @@ class EvolutionCommands:
         """Go on only while the agent's evolution spent less than its tokens per day;
         otherwise record that the budget ran out (once a day) and refuse with 429.
         Users' runs never pass here: only evolution stops."""
-        spent = int(await self.s.pool.fetchval(_SPENT_TODAY, agent_id))
+        spent = int(await self.s.pool.fetchval(SPENT_TODAY, agent_id))
         if spent < config.tokens_per_day:
             return
         reason = (

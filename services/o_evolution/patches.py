@@ -13,7 +13,6 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from o_contracts.base_tools import EVOLUTION_TOOLS
 from o_contracts.evolution import (
     MODEL_SETTING_KEYS,
     PROTECTED_BLOCKS,
@@ -81,12 +80,6 @@ def check_patch(
         field = field_of(op)
         if field not in config.mutable:
             raise PatchRefused(f"{where}: '{field}' is not among the fields evolution may change")
-        if isinstance(op, AddTool | RemoveTool) and op.name in EVOLUTION_TOOLS:
-            # Who may evolve is the operator's configuration, never a patch's.
-            raise PatchRefused(
-                f"{where}: '{op.name}' is one of evolution's own tools: the configuration"
-                " gives them (tools_for_agent), not a patch"
-            )
         if isinstance(op, AddTool):
             if op.name not in known_tools:
                 raise PatchRefused(f"{where}: no tool named '{op.name}' exists")

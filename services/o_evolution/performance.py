@@ -27,6 +27,8 @@ from o_evolution.feedback import rated_steps_of, run_feedback
 from o_evolution.patches import field_of
 
 Version = Literal["current", "previous"]
+# Runs a report reads unless asked for more or fewer.
+DEFAULT_RUNS = 30
 # Slices shown per kind before "and N more".
 SHOWN_SLICES = 6
 

@@ -18,6 +18,7 @@ from o_contracts.events import (
     EvaluationStarted,
     EvolutionBudgetExhausted,
     EvolutionConfigured,
+    EvolutionToolCalled,
     ProposalApproved,
     ProposalRefused,
     ProposalRejected,
@@ -284,6 +285,11 @@ async def rollout_aborted(conn: asyncpg.Connection, e: RolloutAborted, rec: Reco
 async def rolled_back(conn: asyncpg.Connection, e: VersionRolledBack, rec: Recorded) -> None:
     await _version(conn, e.agent_id, e.spec, rec)
     await _serve(conn, e.agent_id, e.version_id, rec)
+
+
+@decision(EvolutionToolCalled)
+async def tool_called(conn: asyncpg.Connection, e: EvolutionToolCalled, rec: Recorded) -> None:
+    return None  # (its record in the history is what a repeat is answered from)
 
 
 @decision(EvolutionBudgetExhausted)

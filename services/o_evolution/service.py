@@ -21,8 +21,10 @@ from o_contracts.evolution_commands import (
     ProposeChange,
     ReviewProposal,
     RollBackVersion,
+    RunEvolutionTool,
     StartRollout,
 )
+from o_evolution.agent_tools import AgentTools
 from o_evolution.commands import EvolutionCommands
 from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
@@ -59,6 +61,7 @@ class EvolutionService(Service):
         cmds = EvolutionCommands(self, self.config)
         evaluation = Evaluation(cmds)
         rollouts = Rollouts(cmds)
+        agent_tools = AgentTools(cmds)
         self.consume(
             CommandConsumer(
                 self.eventlog,
@@ -73,6 +76,7 @@ class EvolutionService(Service):
                     StartRollout: rollouts.start,
                     AbortRollout: rollouts.abort,
                     RollBackVersion: cmds.roll_back,
+                    RunEvolutionTool: agent_tools.run,
                 },
                 # An evaluation asks a model several times per case: it heartbeats
                 # while it works, and a dead replica's command comes back in 30 s.

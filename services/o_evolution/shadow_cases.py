@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from o_contracts.base_tools import EVOLUTION_TOOLS
 from o_contracts.events import LLMResponded, ToolReturned
 from o_contracts.evolution import VersionSpec
 from o_contracts.experiments import ArmResult
@@ -66,7 +67,12 @@ class MatchedTools:
         self.not_run: list[str] = []
 
     async def __call__(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
-        found = self.results.get(_call_key(call.name, json.dumps(args)))
+        # Evolution's own tools never act in the shadow, even as a recorded answer.
+        found = (
+            None
+            if call.name in EVOLUTION_TOOLS
+            else self.results.get(_call_key(call.name, json.dumps(args)))
+        )
         if found is None:
             self.not_run.append(call.name)
             return ToolOutcome(False, f"'{call.name}' was not executed in shadow")

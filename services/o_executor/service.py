@@ -120,7 +120,13 @@ class ExecutorService(Service):
             " (SELECT jsonb_build_object('rollout_id', r.rollout_id, 'weight', r.weight,"
             " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec)"
             " FROM evolution_rollouts r WHERE r.agent_id = a.id AND r.status = 'running')"
-            " AS rollout FROM agents a WHERE a.id = $1",
+            " AS rollout,"
+            # Whose evolution its evolution tools act on (o_executor/run/evolution_tools.py).
+            " (SELECT config FROM evolution_config WHERE agent_id = a.id) AS own_evolution,"
+            " (SELECT jsonb_build_object('agent_id', g.manager_agent_id, 'config', c.config)"
+            " FROM groups g JOIN evolution_config c ON c.agent_id = g.manager_agent_id"
+            " WHERE g.manager_type = 'sleeptime' AND a.id = ANY(g.agent_ids) LIMIT 1)"
+            " AS primary_evolution FROM agents a WHERE a.id = $1",
             agent_id,
         )
         return AgentConfig.from_row(row) if row is not None else None

@@ -22,6 +22,8 @@ class ExecutorSettings:
     # How long a multi-agent tool waits for the other agent's run to end; then the tool
     # returns an error naming that run (which goes on) and the caller's run goes on.
     agent_reply_timeout: float = 300.0
+    # O_EVOLUTION_ENABLED=0 (server-wide): no agent has evolution tools.
+    evolution_enabled: bool = True
 
     @classmethod
     def from_env(cls, env: Env) -> ExecutorSettings:
@@ -33,4 +35,5 @@ class ExecutorSettings:
             ),
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
             agent_reply_timeout=env.number("O_AGENT_REPLY_TIMEOUT", 300.0, minimum=0.1),
+            evolution_enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
         )

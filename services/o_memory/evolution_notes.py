@@ -32,6 +32,7 @@ from o_contracts.events import (
     EvaluationStarted,
     EvolutionBudgetExhausted,
     EvolutionConfigured,
+    EvolutionToolCalled,
     ProposalApproved,
     ProposalRefused,
     ProposalRejected,
@@ -55,8 +56,12 @@ from o_contracts.experiments import GateReport, SliceResult
 TAG = "evolution"
 # Decisions kept out of the archive: one passage per shadow case (30 per evaluation)
 # would bury the decisions; the gate's decision (CandidateEvaluated) carries their tally.
-# EvaluationStarted only marks progress; its outcome is the CandidateEvaluated.
-NOT_ARCHIVED: frozenset[str] = frozenset({CaseEvaluated.type_name(), EvaluationStarted.type_name()})
+# EvaluationStarted only marks progress; its outcome is the CandidateEvaluated. An agent's
+# own tool calls: their effects (a proposal, a rollback) are archived as decisions; a
+# report or status read each turn would bury them.
+NOT_ARCHIVED: frozenset[str] = frozenset(
+    {CaseEvaluated.type_name(), EvaluationStarted.type_name(), EvolutionToolCalled.type_name()}
+)
 # Quoted patch text and field values are shortened to this many characters.
 QUOTE_CHARS = 200
 # Edits of one patch named before "and N more edits".

@@ -26,7 +26,7 @@ from o_contracts.projection_names import RUNS
 from o_executor.live.deps import LiveDeps, read_core
 from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
 from o_executor.live.tools import LiveTools
-from o_executor.run import Completed, RunInputs, run_agent, versions
+from o_executor.run import Completed, RunInputs, evolution_tools, run_agent, versions
 from o_executor.run.agent import AgentConfig
 from o_executor.run.context import Run
 from o_executor.run.loop import agent_gone
@@ -234,6 +234,7 @@ class LiveRun:
             self.cmd.conversation_id,
             started.version if started is not None else None,
         )
+        agent = evolution_tools.granted(agent, self.s.config.evolution_enabled)
         tools = LiveTools(
             self.s.eventlog,
             self.s.pool,

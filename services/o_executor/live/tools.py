@@ -12,9 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts import subjects
-from o_contracts.base_tools import ARCHIVAL_TOOLS, MEMORY_TOOLS, MULTI_AGENT_TOOLS
+from o_contracts.base_tools import (
+    ARCHIVAL_TOOLS,
+    EVOLUTION_TOOLS,
+    MEMORY_TOOLS,
+    MULTI_AGENT_TOOLS,
+)
 from o_contracts.commands import InsertPassage, ReflectOnMemories, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.evolution_commands import RunEvolutionTool
 from o_contracts.ids import derived_id
 from o_contracts.models import ToolCall, Usage
 from o_executor import recall
@@ -40,6 +46,8 @@ IN_DOUBT_TIMEOUT = 30.0
 # memory service answers a repeat from its record. An archival insert may
 # wait for an embedding and an importance rating, so it is given longer.
 MEMORY_RESEND = 3.0
+# A proposal or rollback asked by the agent is decided (not evaluated) within this.
+EVOLUTION_TIMEOUT = 60.0
 ARCHIVAL_RESEND = 15.0
 MEMORY_TIMEOUT = 60.0
 # A reflection asks the model about up to a hundred memories and embeds the insights.
@@ -70,6 +78,8 @@ class LiveTools:
             return await self._conversation_search(args)
         if call.name in MEMORY_TOOLS:
             return await self._memory_tool(call, args)
+        if call.name in EVOLUTION_TOOLS:
+            return await self._evolution_tool(call, args)
         if call.name in MULTI_AGENT_TOOLS:
             runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
             tools = MultiAgentTools(runs, self.settings.agent_reply_timeout, self.cancel_requested)
@@ -100,6 +110,39 @@ class LiveTools:
         if call.name in ARCHIVAL_TOOLS:
             return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
+
+    async def _evolution_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """Carried out by the evolution service, on the agent it concerns (the agent
+        itself, or a companion's primary: o_executor/run/evolution_tools.py)."""
+        target = self.agent.evolution_target
+        if target is None:
+            return ToolOutcome(False, f"tool '{call.name}' is not available: evolution is off")
+        command = self.command.caused(
+            RunEvolutionTool(
+                agent_id=target,
+                caller_agent_id=self.cmd.agent_id,
+                run_id=self.cmd.run_id,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                arguments=args,
+            ),
+            aggregate_id=target,
+            producer=PRODUCER,
+            id=derived_id("cmd", self.cmd.run_id, call.id, "evolution-tool"),
+        )
+        try:
+            reply = await send_and_wait(
+                self.eventlog,
+                subjects.evolution_command_subject(target),
+                command,
+                timeout=EVOLUTION_TIMEOUT,
+                resend_every=MEMORY_RESEND,
+            )
+        except CommandTimeout as exc:
+            return ToolOutcome(False, f"the evolution service did not answer: {exc}")
+        if not reply.ok:
+            return ToolOutcome(False, reply.error or f"{call.name} failed")
+        return ToolOutcome(True, str((reply.result or {}).get("text", "")))
 
     def _memory_command(
         self, call: ToolCall, args: dict[str, Any], attempt: str = ""
@@ -156,8 +199,10 @@ class LiveTools:
         # and the sandbox answers a repeat from its recorded outcome.
         if call.name in PURE_TOOLS or call.name not in self.agent.tools:
             return None
-        if call.name in MULTI_AGENT_TOOLS:
-            # Safe to call again: the other agents' runs have ids derived from this call,
+        if call.name in MULTI_AGENT_TOOLS or call.name in EVOLUTION_TOOLS:
+            # Safe to call again: an evolution tool's command has an id derived from the
+            # call, and the evolution service answers a repeat from its record;
+            # the other agents' runs have ids derived from this call,
             # so the runs it started are found (and waited for, or read back), never
             # started twice (o_executor/multi_agent/runs.py).
             return None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
+from o_contracts.base_tools import EVOLUTION_TOOLS
 from o_contracts.evolution import ServedVersion, VersionSpec
 from o_contracts.prompts import default_system
 from o_executor.model_settings import ModelSettings
@@ -111,6 +112,18 @@ class Rollout:
         )
 
 
+def _evolves_itself(config: Mapping[str, Any] | None, tools: Sequence[str]) -> bool:
+    if not config or not config.get("enabled"):
+        return False
+    return bool(config.get("tools_for_agent")) or any(t in EVOLUTION_TOOLS for t in tools)
+
+
+def _primary_evolving(primary: Mapping[str, Any] | None) -> str | None:
+    if not primary or not (primary.get("config") or {}).get("enabled"):
+        return None
+    return str(primary["agent_id"])
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     id: str
@@ -131,6 +144,14 @@ class AgentConfig:
     served: ServedVersion | None = None
     # Block values by label that take the place of the agent's (the candidate's).
     block_values: dict[str, str] = field(default_factory=dict)
+    # Whose evolution this agent may act on with its evolution tools, as configured
+    # (o_executor/run/evolution_tools.py decides): its own, if its evolution is on and
+    # the operator gave it the tools (or they are attached); its primary's, if it is a
+    # sleep-time companion of an agent whose evolution is on.
+    evolution_own: bool = False
+    evolution_primary: str | None = None
+    # The agent the evolution tools act on in this run (None: the tools are absent).
+    evolution_target: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AgentConfig:
@@ -148,6 +169,8 @@ class AgentConfig:
             user_tools={name: UserTool.from_row(t) for name, t in users.items()},
             encrypted_secrets=dict(row.get("encrypted_secrets") or {}),
             rollout=Rollout.from_row(row["rollout"]) if row.get("rollout") else None,
+            evolution_own=_evolves_itself(row.get("own_evolution"), row.get("tools") or ()),
+            evolution_primary=_primary_evolving(row.get("primary_evolution")),
         )
 
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from o_contracts.base_tools import MEMORY_TOOLS
+from o_contracts.base_tools import EVOLUTION_TOOLS, MEMORY_TOOLS
 from o_contracts.events import ToolCallRequested, ToolReturned
 from o_contracts.ids import derived_id
 from o_contracts.limits import check_storable
@@ -25,6 +25,13 @@ def memory_command_id(run_id: str, call_id: str, attempt: str = "") -> str:
 async def call_tool(run: Run, call: ToolCall) -> ToolOutcome:
     """Run a call the agent may make, through its dependencies."""
     if not run.agent.has_tool(call.name):
+        if call.name in EVOLUTION_TOOLS:
+            # (From a tool list of before evolution was turned off.)
+            return ToolOutcome(
+                False,
+                f"tool '{call.name}' is not available: evolution is off for this agent,"
+                " or its operator has not given it evolution tools",
+            )
         return ToolOutcome(False, f"tool '{call.name}' is not available to this agent")
     try:
         args = call.argument_object()
