@@ -423,6 +423,32 @@ async def test_evolution_commands_delivered_again_change_nothing(system: System)
     assert seen == {k for k, v in REDELIVERY_TESTS.items() if v is EVOLUTION_REDELIVERY}
 
 
+async def test_an_evolution_tool_call_delivered_again_is_answered_from_its_record(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    base = f"/v1/agents/{agent['id']}/evolution"
+    # (propose_only: no evaluation command follows the proposal on the subject.)
+    config = {"enabled": True, "tools_for_agent": True, "mode": "propose_only"}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": "Be brief."}]}
+    llm.push(
+        Reply(tool_calls=[("evolution_propose_change", {**patch, "rationale": "short"})]),
+        Reply(content="proposed"),
+    )
+    await send(system, agent["id"], "propose something")
+    commands = subjects.evolution_command_subject(agent["id"])
+    decisions = subjects.evolution_subject(agent["id"])
+    async with connected(system) as nc:
+        command = await last_command(nc, commands)
+        assert command.type == "RunEvolutionTool"
+        before = await subject_events(nc, decisions)
+        again = await publish_again(nc, commands, command)
+        assert await subject_events(nc, decisions) == before
+    assert again.ok and "recorded" in (again.result or {})["text"]
+    assert len((await system.http.get(f"{base}/proposals")).json()) == 1
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -436,6 +462,7 @@ REDELIVERY_TESTS = {
     "DeletePassage": test_archival_commands_delivered_again_answer_as_the_first_time,
     "RunTool": test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome,
     "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
+    "RunEvolutionTool": test_an_evolution_tool_call_delivered_again_is_answered_from_its_record,
 }
 EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
 assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)
