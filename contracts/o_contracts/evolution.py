@@ -158,6 +158,11 @@ class EvolutionConfig(Value):
     approval_before_canary: bool = True
     approval_before_promotion: bool = False
     cases_per_evaluation: int = Field(default=30, ge=1, le=200)
+    # Limits of every shadow instance: a case over one is inconclusive, never a win.
+    shadow_case_seconds: float = Field(default=120.0, gt=0)
+    shadow_case_tokens: int = Field(default=50_000, ge=1)
+    # An evaluation still undecided after this long is rejected as inconclusive.
+    shadow_experiment_seconds: float = Field(default=3600.0, gt=0)
     max_votes_per_conversation: int = Field(default=3, ge=1)
     # Percent of traffic the candidate takes at each canary step.
     canary_steps: list[int] = Field(default_factory=lambda: [5, 25, 50, 100])

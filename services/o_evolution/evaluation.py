@@ -10,24 +10,37 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.envelope import Envelope
 from o_contracts.events import CandidateEvaluated, CaseEvaluated, EvaluationStarted
 from o_contracts.evolution import EvolutionConfig, VersionSpec
 from o_contracts.evolution_commands import EvaluateProposal, StartRollout
-from o_contracts.experiments import CaseResult, GateSettings
+from o_contracts.experiments import CaseResult, GateReport, GateSettings
 from o_contracts.ids import derived_id
 from o_evolution import gate, judge
 from o_evolution.commands import EvolutionCommands, canary_follows
 from o_evolution.feedback import rated_steps_of, run_feedback
-from o_evolution.shadow_cases import live_model, run_arm
+from o_evolution.shadow_cases import (
+    MeteredModel,
+    TokenLimitExceeded,
+    live_model,
+    over_limit,
+    run_arm,
+)
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import take_snapshot
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
 
+# When the proposal's evaluation began (its experiment time limit counts from there).
+_STARTED = (
+    "SELECT created_at FROM evolution_history WHERE agent_id = $1"
+    " AND type = 'EvaluationStarted' AND payload->>'proposal_id' = $2"
+)
 # The agent's own finished runs (not its background ones: sleep-time and the like).
 _RUNS = (
     f"SELECT id, conversation_id, last_seq, {rated_steps_of('runs')} AS feedback"
@@ -46,16 +59,23 @@ class Evaluation:
     commands: EvolutionCommands
 
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    _running: asyncio.Semaphore | None = None
 
     async def evaluate(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: EvaluateProposal = env.data
         # One evaluation of a proposal at a time in this process (the command is
-        # deduplicated across replicas by its id; a second one resumes from the cases).
-        async with self._locks.setdefault(cmd.proposal_id, asyncio.Lock()):
+        # deduplicated across replicas by its id; a second one resumes from the cases),
+        # and at most shadow_concurrency evaluations at all: shadow work is background.
+        async with self._locks.setdefault(cmd.proposal_id, asyncio.Lock()), self._slots():
             try:
                 return await self._evaluate(env, cmd)
             finally:
                 self._locks.pop(cmd.proposal_id, None)
+
+    def _slots(self) -> asyncio.Semaphore:
+        if self._running is None:
+            self._running = asyncio.Semaphore(self.commands.settings.shadow_concurrency)
+        return self._running
 
     async def _evaluate(self, env: Envelope[Any], cmd: EvaluateProposal) -> Reply:
         s = self.commands.s
@@ -112,10 +132,16 @@ class Evaluation:
         settings = _gate_settings(config)
         report = gate.decide(done, settings, final=len(done) >= len(refs))
         n = len(done)
+        started = await s.pool.fetchval(_STARTED, cmd.agent_id, cmd.proposal_id)
         while report.decision == "continue":
             await self.commands.within_budget(env, cmd.agent_id, config)
+            elapsed = (datetime.now(UTC) - started).total_seconds() if started else 0.0
+            if elapsed > config.shadow_experiment_seconds:
+                report = timed_out(done, settings, config.shadow_experiment_seconds)
+                break
+            await self._while_live_is_backed_up()
             ref = refs[n]
-            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate)
+            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config)
             await self.commands.record(
                 env,
                 CaseEvaluated(
@@ -147,8 +173,47 @@ class Evaluation:
             result={"proposal_id": cmd.proposal_id, "status": report.decision},
         )
 
+    async def _while_live_is_backed_up(self) -> None:
+        """Wait while users' runs queue up at the executor: live work goes first."""
+        js = self.commands.s.eventlog.js
+        limit = self.commands.settings.shadow_pause_pending
+        delay = 0.5
+        while True:
+            try:
+                info = await js.consumer_info(subjects.COMMANDS_STREAM, "executor")
+            except Exception:  # (no executor consumer yet, NATS busy: do not hold shadow work)
+                return
+            if info.num_pending + info.num_ack_pending <= limit:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
     async def _case(
-        self, agent_id: str, ref: gate.CaseRef, parent: VersionSpec, candidate: VersionSpec
+        self,
+        agent_id: str,
+        ref: gate.CaseRef,
+        parent: VersionSpec,
+        candidate: VersionSpec,
+        config: EvolutionConfig,
+    ) -> tuple[CaseResult, int]:
+        """The case judged, within its shadow instance's limits (wall time, tokens)."""
+        model = MeteredModel(live_model(self.commands.settings.retries), config.shadow_case_tokens)
+        try:
+            async with asyncio.timeout(config.shadow_case_seconds):
+                return await self._judged(agent_id, ref, parent, candidate, model)
+        except TimeoutError:
+            reason = f"the case exceeded its wall-time limit of {config.shadow_case_seconds:g} s"
+        except TokenLimitExceeded as exc:
+            reason = str(exc)
+        return over_limit(ref.run_id, ref.conversation_id, reason), model.spent
+
+    async def _judged(
+        self,
+        agent_id: str,
+        ref: gate.CaseRef,
+        parent: VersionSpec,
+        candidate: VersionSpec,
+        model: MeteredModel,
     ) -> tuple[CaseResult, int]:
         eventlog = self.commands.s.eventlog
         retries = self.commands.settings.retries
@@ -156,7 +221,6 @@ class Evaluation:
         snapshot = await take_snapshot(
             eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id
         )
-        model = live_model(retries)
         old = await run_arm(snapshot, recorded, parent, model)
         new = await run_arm(snapshot, recorded, candidate, model)
         tokens = old.result.tokens + new.result.tokens
@@ -178,6 +242,15 @@ class Evaluation:
             feedback=ref.feedback,
         )
         return case, tokens
+
+
+def timed_out(done: list[CaseResult], settings: GateSettings, limit: float) -> GateReport:
+    """An evaluation past its time limit: what the gate says of its cases as final (an
+    undecided one is rejected as inconclusive), saying why it stopped."""
+    report = gate.decide(done, settings, final=True)
+    return report.model_copy(
+        update={"reason": f"stopped at the experiment's time limit of {limit:g} s: {report.reason}"}
+    )
 
 
 def _gate_settings(config: EvolutionConfig) -> GateSettings:

@@ -25,6 +25,11 @@ class EvolutionSettings:
     # The judge is the operator's choice, never an agent's: a candidate cannot reach it.
     judge_model: str = "openai/gpt-4o-mini"
     retries: Retries = field(default_factory=Retries)
+    # Shadow work never slows users: at most this many evaluations run at once in a
+    # replica, and a case waits while the executor has more than `shadow_pause_pending`
+    # runs waiting for it (live queues backed up).
+    shadow_concurrency: int = 1
+    shadow_pause_pending: int = 20
 
     @classmethod
     def from_env(cls, env: Env) -> EvolutionSettings:
@@ -35,4 +40,6 @@ class EvolutionSettings:
             ),
             enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
             judge_model=env.text("O_EVOLUTION_JUDGE_MODEL", "openai/gpt-4o-mini"),
+            shadow_concurrency=env.integer("O_SHADOW_CONCURRENCY", 1, minimum=1),
+            shadow_pause_pending=env.integer("O_SHADOW_PAUSE_PENDING", 20, minimum=0),
         )

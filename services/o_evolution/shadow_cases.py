@@ -20,7 +20,7 @@ from typing import Any
 from o_contracts.base_tools import EVOLUTION_TOOLS
 from o_contracts.events import LLMResponded, ToolReturned
 from o_contracts.evolution import VersionSpec
-from o_contracts.experiments import ArmResult
+from o_contracts.experiments import ArmResult, CaseResult
 from o_contracts.models import ChatMessage, ToolCall
 from o_executor import llm
 from o_executor.run import Completed, versions
@@ -77,6 +77,39 @@ class MatchedTools:
             self.not_run.append(call.name)
             return ToolOutcome(False, f"'{call.name}' was not executed in shadow")
         return ToolOutcome(found.status == "success", found.content or "")
+
+
+class TokenLimitExceeded(Exception):
+    pass
+
+
+class MeteredModel:
+    """A model that counts the tokens a shadow case spends and stops it past its limit."""
+
+    def __init__(self, model: Model, limit: int) -> None:
+        self.model = model
+        self.limit = limit
+        self.spent = 0
+
+    async def __call__(self, request: ModelRequest) -> llm.LLMResult:
+        if self.spent >= self.limit:
+            raise TokenLimitExceeded(f"the case spent {self.spent} tokens (limit {self.limit})")
+        result = await self.model(request)
+        self.spent += result.usage.total_tokens
+        return result
+
+
+def over_limit(case_id: str, conversation_id: str | None, reason: str) -> CaseResult:
+    """A case stopped by a limit of its shadow instance: inconclusive, never a win."""
+    stopped = ArmResult(answer="", stop_reason="limit", inconclusive=reason)
+    return CaseResult(
+        case_id=case_id,
+        conversation_id=conversation_id,
+        parent=stopped,
+        candidate=stopped,
+        outcome="inconclusive",
+        veto=reason,
+    )
 
 
 def live_model(retries: llm.Retries) -> Model:

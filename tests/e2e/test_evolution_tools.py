@@ -229,3 +229,29 @@ async def test_with_evolution_off_the_tools_are_absent_and_a_stale_call_is_a_too
     returned = await call(system, aid, "evolution_status")
     assert returned["status"] == "error"
     assert "evolution is off for this agent" in returned["tool_return"]
+
+
+async def test_a_shadow_case_over_its_wall_time_limit_is_inconclusive(
+    system: System, llm: FakeOpenAI
+) -> None:
+    llm.default_reply = evolution_scripted
+    aid = await evolving_agent(
+        system, cases_per_evaluation=3, max_votes_per_conversation=3, shadow_case_seconds=0.5
+    )
+    for i in range(3):
+        await send(system, aid, f"question {i}")
+
+    def slow_on_one(body: dict[str, Any]) -> Reply:
+        reply = evolution_scripted(body)
+        if str(body["messages"][-1].get("content")) == "question 1":
+            reply.delay = 2.0  # (the shadow replay of the second case)
+        return reply
+
+    llm.default_reply = slow_on_one
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
+    made = await system.http.post(PREFIX.format(aid) + "/proposals", json={"patch": patch})
+    proposal = await decided(system, aid, made.json()["id"])
+    outcomes = [(c["n"], c["outcome"]) for c in proposal["cases"]]
+    assert outcomes == [(0, "win"), (1, "inconclusive"), (2, "win")]
+    assert proposal["cases"][1]["veto"] == "the case exceeded its wall-time limit of 0.5 s"
+    assert proposal["report"]["inconclusive"] == 1 and proposal["status"] == "rejected"
