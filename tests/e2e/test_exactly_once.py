@@ -25,7 +25,11 @@ from o_contracts import evolution_commands, subjects
 from o_contracts.base import Reply as CommandReply
 from o_contracts.envelope import Envelope, decode
 from o_contracts.registry import all_messages
+from o_contracts.subjects import Lane
+from o_gateway.routes.messages import idempotent_run_id, queued_event, start_run
+from o_gateway.schemas import SendMessageBody
 from o_runtime.commands import REPLY_HEADER, decode_reply
+from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
 from tests.e2e.support import evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -262,6 +266,46 @@ async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(
     assert [r["status"] for r in settled] == ["completed", "completed"]
     bad = await system.http.post(url, json=body, headers={"Idempotency-Key": "x" * 300})
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
+
+
+@pytest.mark.parametrize("conversation", [False, True])
+async def test_a_retry_sends_the_command_a_first_try_queued_but_never_sent(
+    system: System, llm: FakeOpenAI, conversation: bool
+) -> None:
+    """The first try appended its run's RunQueued and died before sending the StartRun
+    (NATS or the gateway killed in between: chaos seed 39). Its retry must send it, or
+    the acknowledged run stays created forever."""
+    agent = await new_agent(system)
+    conv = None
+    if conversation:
+        made = await system.http.post("/v1/conversations/", params={"agent_id": agent["id"]})
+        assert made.status_code == 200, made.text
+        conv = made.json()["id"]
+    key = f"k-{uuid.uuid4()}"
+    raw = {"messages": [{"role": "user", "content": "work", "otid": str(uuid.uuid4())}]}
+    lane = Lane(agent["id"], conv)
+    body = SendMessageBody.model_validate(raw)
+    command = start_run(
+        lane, body, background=not conversation, run_id=idempotent_run_id(lane, body, key)
+    )
+    eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-first-try")
+    try:
+        await eventlog.append(lane.events, queued_event(command))
+    finally:
+        await eventlog.close()
+    llm.push(Reply(content="done at last"))
+    if conversation:
+        url = f"/v1/conversations/{conv}/messages"
+        retried = await system.http.post(url, json=raw, headers={"Idempotency-Key": key})
+        assert retried.status_code == 200, retried.text
+    else:
+        url = f"/v1/agents/{agent['id']}/messages/async"
+        retried = await system.http.post(url, json=raw, headers={"Idempotency-Key": key})
+        assert retried.status_code == 200 and retried.json()["id"] == command.data.run_id
+    (run,) = await runs_settle(system, [command.data.run_id])
+    assert run["status"] == "completed"
+    runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
+    assert [r["id"] for r in runs] == [command.data.run_id]
 
 
 async def runs_settle(system: System, run_ids: list[str]) -> list[dict[str, Any]]:

@@ -399,12 +399,16 @@ async def send_in(
     view = render.AssistantView.of(request_config(body))
     # A background run's chunks are numbered, so that its stream can be resumed.
     numbering = Numbering() if streaming and body.background else None
+    queued = False
     if run_id is not None:
         run = await known_run(gw, lane, run_id)
-        if run is not None:
+        if run is not None and run["status"] != "created":
             return await _answer_known(
                 gw, lane, agent["agent_type"], run_id, run, streaming, view, numbering
             )
+        # Admitted by a first try that may have died before sending its command: this
+        # try sends it (ids derived from the run: the stream and the executor run it once).
+        queued = run is not None
     # Images first: a client tool's image result is part of its answer.
     await store_images(gw, body)
     body = await answered_before(gw, lane, body, pending)
@@ -416,7 +420,7 @@ async def send_in(
         isolated_block_ids=isolated_block_ids,
         override_settings=override_settings,
     )
-    if busy_is_conflict:
+    if busy_is_conflict and not queued:
         if await admitted(gw, command) is None:
             # Admitted by this request's first try meanwhile: follow that.
             run = await known_run(gw, lane, command.data.run_id)
@@ -579,16 +583,21 @@ async def send_message_async(
     lane = Lane(checked_id(agent_id, "agent"))
     _, pending = await agent_and_pending(gw, agent_id)
     retry_of = idempotent_run_id(lane, body, idempotency_key)
-    if retry_of is not None and await known_run(gw, lane, retry_of) is not None:
+    known = await known_run(gw, lane, retry_of) if retry_of is not None else None
+    if retry_of is not None and known is not None and known["status"] != "created":
         return run_json(await run_row(gw, retry_of))
     await store_images(gw, body)
     body = await answered_before(gw, lane, body, pending)
     approvals = checked_answers(body, pending)
     command = start_run(lane, body, background=True, approvals=approvals, run_id=retry_of)
-    # The run exists (and can be listed or cancelled) before the executor sees it.
-    appended = await gw.eventlog.append(lane.events, queued_event(command))
+    seq = 0
+    if known is None:
+        # The run exists (and can be listed or cancelled) before the executor sees it.
+        seq = (await gw.eventlog.append(lane.events, queued_event(command))).seq
+    # (Again for a retry of a run still created: its first try may have died between its
+    # RunQueued and this; the command's ids derive from the run, so it runs once.)
     await gw.eventlog.send_command(lane.commands, command)
-    await gw.visible(appended.seq, RUNS)
+    await gw.visible(seq, RUNS)
     return run_json(await run_row(gw, command.data.run_id))
 
 
