@@ -190,7 +190,8 @@ async def test_evolution_reads_feedback_per_run(system: System, llm: FakeOpenAI)
     assert made.status_code == 201, made.text
     (asked,) = [r for r in llm.requests if r["messages"][0]["content"] == INSTRUCTIONS]
     shown = str(asked["messages"][-1]["content"])
-    assert "feedback: 1 negative, 1 positive" in shown.splitlines()[0]
+    assert "Recent runs (newest 3): 3 runs" in shown
+    assert "feedback: 1 negative, 1 positive." in shown
     assert "- feedback:negative: 1 runs, 0 failed" in shown
     assert "- feedback:positive: 1 runs, 0 failed" in shown
 
