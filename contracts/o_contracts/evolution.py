@@ -168,6 +168,8 @@ class EvolutionConfig(Value):
     canary_steps: list[int] = Field(default_factory=lambda: [5, 25, 50, 100])
     # Canary runs between analyses.
     analysis_every: int = Field(default=10, ge=1)
+    # Live candidate runs the judge compares with the stable agent at each analysis.
+    canary_judge_samples: int = Field(default=2, ge=0, le=20)
     # A canary error rate at or above this aborts the canary at once.
     failure_limit: float = Field(default=0.5, gt=0, le=1)
     min_seconds_between_proposals: int = Field(default=3600, ge=0)

@@ -37,7 +37,15 @@ from o_contracts.evolution_commands import AbortRollout, PromoteProposal, StartR
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import RUNS
 from o_evolution import history
-from o_evolution.canary import CanaryLimits, FinishedRun, arm_stats, next_weight, review
+from o_evolution.canary import (
+    CanaryLimits,
+    FinishedRun,
+    analyse,
+    arm_stats,
+    next_weight,
+    review,
+)
+from o_evolution.canary_judge import Sampled, sampled_judgement
 from o_evolution.commands import EvolutionCommands
 from o_evolution.feedback import negative_steps_of
 from o_runtime.commands import Delivery
@@ -49,7 +57,8 @@ _RUNNING = "SELECT * FROM evolution_rollouts WHERE agent_id = ANY($1) AND status
 # The step's finished runs as of one run's end (the ones the log had ended by then), in
 # the order they ended; max steps counts as a failure, as a run that gave no answer.
 _STEP_RUNS = (
-    "SELECT r.rollout_arm, r.status = 'failed' OR r.stop_reason = 'max_steps' AS failed,"
+    "SELECT r.id, r.conversation_id, r.rollout_arm,"
+    " r.status = 'failed' OR r.stop_reason = 'max_steps' AS failed,"
     " coalesce(r.step_count, 0) AS steps,"
     " coalesce((r.usage->>'total_tokens')::bigint, 0) AS tokens,"
     " (SELECT count(*) FROM messages m WHERE m.run_id = r.id AND m.role = 'tool'"
@@ -174,6 +183,13 @@ class Rollouts:
             return
         rid, weight = str(run["rollout_id"]), float(run["rollout_weight"])
         stable, candidate = arm_stats(runs, "stable"), arm_stats(runs, "candidate")
+        if verdict.action != "abort" and config.canary_judge_samples:
+            # The measured rates passed: the judge has its say on a sample too.
+            judged = await self._judge_sample(ended.agent_id, rid, rows, config)
+            candidate = candidate.model_copy(
+                update={"judge_wins": judged.wins, "judge_losses": judged.losses}
+            )
+            verdict = analyse(stable, candidate, limits(config))
         log.info("canary %s at %s%%: %s (%s)", rid, weight, verdict.action, verdict.reason)
 
         async def decide(conn: asyncpg.Connection) -> EvolutionDecided | None:
@@ -221,6 +237,22 @@ class Rollouts:
             derived_id("evt", rid, str(weight), "analysed"),
         )
         await self._after(rec.envelope, rid, config)
+
+    async def _judge_sample(
+        self, agent_id: str, rid: str, rows: list[asyncpg.Record], config: EvolutionConfig
+    ) -> Sampled:
+        """The step's latest candidate runs, judged against the stable agent's answers."""
+        row = await self._row(rid)
+        stable = await self.commands._spec(agent_id, row["stable_version"])
+        picked = [
+            (str(r["id"]), r["conversation_id"])
+            for r in rows
+            if r["rollout_arm"] == "candidate" and not r["failed"]
+        ][-config.canary_judge_samples :]
+        s = self.commands.s
+        return await sampled_judgement(
+            s.eventlog, self.commands.settings, agent_id, picked, VersionSpec.model_validate(stable)
+        )
 
     async def _after(self, cause: Envelope[Any], rid: str, config: EvolutionConfig) -> None:
         """A canary that passed at full traffic is promoted, unless a person must."""

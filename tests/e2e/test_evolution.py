@@ -251,6 +251,8 @@ async def test_a_canary_advances_step_by_step_and_promotes_the_candidate(
     ]
     advanced = rollout["decisions"][1]
     assert advanced["candidate"]["runs"] == 3 and advanced["candidate"]["errors"] == 0
+    # The sampled judge: two live candidate answers preferred to the stable agent's.
+    assert (advanced["candidate"]["judge_wins"], advanced["candidate"]["judge_losses"]) == (2, 0)
     assert advanced["stable"]["errors"] == 0
     assert len(arms["candidate"]) >= 6  # three at 50 %, three at 100 %
     assert (await system.http.get(f"/v1/agents/{aid}")).json()["system"].endswith(RULE)
