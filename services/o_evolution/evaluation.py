@@ -9,6 +9,7 @@ as soon as the evidence allows) and its decision is recorded (CandidateEvaluated
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -196,8 +197,13 @@ class Evaluation:
         candidate: VersionSpec,
         config: EvolutionConfig,
     ) -> tuple[CaseResult, int]:
-        """The case judged, within its shadow instance's limits (wall time, tokens)."""
+        """The case judged, within its shadow instance's limits (wall time, tokens, the
+        worker's memory)."""
         model = MeteredModel(live_model(self.commands.settings.retries), config.shadow_case_tokens)
+        limit = self.commands.settings.shadow_max_rss_mb
+        if limit and (rss := resident_mb()) is not None and rss > limit:
+            reason = f"the shadow worker uses {rss:.0f} MB, over its limit of {limit} MB"
+            return over_limit(ref.run_id, ref.conversation_id, reason), 0
         try:
             async with asyncio.timeout(config.shadow_case_seconds):
                 return await self._judged(agent_id, ref, parent, candidate, model)
@@ -242,6 +248,16 @@ class Evaluation:
             feedback=ref.feedback,
         )
         return case, tokens
+
+
+def resident_mb() -> float | None:
+    """This process's resident memory in MB (Linux /proc); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def timed_out(done: list[CaseResult], settings: GateSettings, limit: float) -> GateReport:

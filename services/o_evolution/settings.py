@@ -30,6 +30,9 @@ class EvolutionSettings:
     # runs waiting for it (live queues backed up).
     shadow_concurrency: int = 1
     shadow_pause_pending: int = 20
+    # The shadow worker's memory (this process's resident set, MB): a case that would
+    # start above it is not run, and is inconclusive. 0: no limit.
+    shadow_max_rss_mb: int = 0
 
     @classmethod
     def from_env(cls, env: Env) -> EvolutionSettings:
@@ -42,4 +45,5 @@ class EvolutionSettings:
             judge_model=env.text("O_EVOLUTION_JUDGE_MODEL", "openai/gpt-4o-mini"),
             shadow_concurrency=env.integer("O_SHADOW_CONCURRENCY", 1, minimum=1),
             shadow_pause_pending=env.integer("O_SHADOW_PAUSE_PENDING", 20, minimum=0),
+            shadow_max_rss_mb=env.integer("O_SHADOW_MAX_RSS_MB", 0, minimum=0),
         )

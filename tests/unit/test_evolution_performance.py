@@ -68,3 +68,10 @@ def test_earlier_proposals_are_listed_by_the_fields_they_touched() -> None:
 
 def test_no_runs_say_so() -> None:
     assert report([], []) == "Recent runs (newest 0): no runs."
+
+
+def test_the_shadow_worker_reads_its_own_resident_memory() -> None:
+    from o_evolution.evaluation import resident_mb
+
+    rss = resident_mb()
+    assert rss is not None and 10 < rss < 4096
