@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from o_evolution.evaluation import resident_mb
 from o_evolution.performance import PastProposal, RunFacts, report
 
 
@@ -71,7 +72,5 @@ def test_no_runs_say_so() -> None:
 
 
 def test_the_shadow_worker_reads_its_own_resident_memory() -> None:
-    from o_evolution.evaluation import resident_mb
-
     rss = resident_mb()
     assert rss is not None and 10 < rss < 4096
