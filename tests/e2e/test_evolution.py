@@ -176,7 +176,12 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     assert history[-1]["type"] == "VersionRolledBack"
     assert all(h["prev_hash"] == p["hash"] for p, h in itertools.pairwise(history))
     verified = (await system.http.get(f"{base}/verify")).json()
-    assert verified == {"ok": True, "links": len(history), "broken": None}
+    assert verified == {
+        "ok": True,
+        "links": len(history),
+        "broken": None,
+        "last_hash": history[-1]["hash"],
+    }
 
     eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-evolution-forger")
     try:

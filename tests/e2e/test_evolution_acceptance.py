@@ -429,7 +429,10 @@ async def test_one_byte_changed_in_a_recorded_decision_is_named_by_verify(
     aid, proposal = await evaluated(system, llm)
     verify = PREFIX.format(aid) + "/verify"
     # EvolutionConfigured, ChangeProposed, EvaluationStarted, 4 CaseEvaluated, CandidateEvaluated.
-    assert (await system.http.get(verify)).json() == {"ok": True, "links": 8, "broken": None}
+    intact = (await system.http.get(verify)).json()
+    assert (intact["ok"], intact["links"], intact["broken"]) == (True, 8, None)
+    history = (await system.http.get(PREFIX.format(aid) + "/history")).json()
+    assert intact["last_hash"] == history[-1]["hash"]
     subject = subjects.evolution_subject(aid)
     nc = await nats.connect(system.env["NATS_URL"])
     try:

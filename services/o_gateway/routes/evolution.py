@@ -389,7 +389,10 @@ async def verify_history(agent_id: str, gw: GW) -> dict[str, Any]:
         )
     broken = verify(links)
     if broken is None:
-        return {"ok": True, "links": len(links), "broken": None}
+        # The last hash: compared with a copy kept elsewhere, it shows decisions removed
+        # from the chain's end (which break no link).
+        last = links[-1].hash if links else None
+        return {"ok": True, "links": len(links), "broken": None, "last_hash": last}
     return {
         "ok": False,
         "links": len(links),
