@@ -102,11 +102,17 @@ async def _version(
 
 
 async def _proposal(conn: asyncpg.Connection, proposal_id: str, rec: Recorded, **set_: Any) -> None:
-    columns = list(set_)
-    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    await _update(conn, "evolution_proposals", "id", proposal_id, rec, set_)
+
+
+async def _update(
+    conn: asyncpg.Connection, table: str, key: str, value: str, rec: Recorded, set_: dict[str, Any]
+) -> None:
+    """Set columns of one row (and its updated_at, to the decision's time)."""
+    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(set_))
     await conn.execute(
-        f"UPDATE evolution_proposals SET updated_at = $2, {assignments} WHERE id = $1",
-        proposal_id,
+        f"UPDATE {table} SET updated_at = $2, {assignments} WHERE {key} = $1",
+        value,
         rec.envelope.time,
         *set_.values(),
     )
@@ -254,14 +260,7 @@ async def rollout_started(conn: asyncpg.Connection, e: RolloutStarted, rec: Reco
 
 
 async def _rollout(conn: asyncpg.Connection, rollout_id: str, rec: Recorded, **set_: Any) -> None:
-    columns = list(set_)
-    assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
-    await conn.execute(
-        f"UPDATE evolution_rollouts SET updated_at = $2, {assignments} WHERE rollout_id = $1",
-        rollout_id,
-        rec.envelope.time,
-        *set_.values(),
-    )
+    await _update(conn, "evolution_rollouts", "rollout_id", rollout_id, rec, set_)
 
 
 @decision(RolloutAdvanced)

@@ -200,6 +200,15 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     assert "hash" in verified["broken"]["reason"]
 
 
+async def agent_with_runs(system: System, n: int) -> tuple[str, str]:
+    """A new agent that answered `n` questions ("question 0", ...), and its evolution
+    routes' prefix."""
+    aid = str((await new_agent(system))["id"])
+    for i in range(n):
+        await send(system, aid, f"question {i}")
+    return aid, PREFIX.format(aid)
+
+
 async def rollout_of(system: System, agent_id: str) -> dict[str, Any]:
     rollouts = (await system.http.get(PREFIX.format(agent_id) + "/rollouts")).json()
     assert len(rollouts) == 1, rollouts
@@ -211,10 +220,7 @@ async def test_a_canary_advances_step_by_step_and_promotes_the_candidate(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = scripted
-    aid = (await new_agent(system))["id"]
-    base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
+    aid, base = await agent_with_runs(system, 9)
     config = {
         "enabled": True,
         "mode": "canary",
@@ -298,10 +304,7 @@ async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = failing_candidate
-    aid = (await new_agent(system))["id"]
-    base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
+    aid, base = await agent_with_runs(system, 9)
     config = {
         "enabled": True,
         "mode": "canary",
