@@ -34,15 +34,16 @@ async def sampled_judgement(
     eventlog: EventLog,
     settings: EvolutionSettings,
     agent_id: str,
-    runs: Sequence[tuple[str, str | None]],
+    runs: Sequence[tuple[str, str | None, int]],
     stable: VersionSpec,
 ) -> Sampled:
-    """The judge's verdicts on `runs` (run id, conversation id): live candidate answers
+    """The judge's verdicts on `runs` (run id, conversation id, RunStarted's position):
+    live candidate answers
     against the stable agent's answers in the shadow."""
     wins = losses = 0
     model = live_model(settings.retries)
-    for run_id, conversation_id in runs:
-        recorded = await read_run(eventlog, agent_id, run_id, conversation_id)
+    for run_id, conversation_id, started_seq in runs:
+        recorded = await read_run(eventlog, agent_id, run_id, conversation_id, since=started_seq)
         answers = [e.message for e in recorded.events if isinstance(e, LLMResponded)]
         candidate = answer_text(answers)
         snapshot = await take_snapshot(

@@ -44,7 +44,7 @@ _STARTED = (
 )
 # The agent's own finished runs (not its background ones: sleep-time and the like).
 _RUNS = (
-    f"SELECT id, conversation_id, last_seq, {rated_steps_of('runs')} AS feedback"
+    f"SELECT id, conversation_id, last_seq, started_seq, {rated_steps_of('runs')} AS feedback"
     " FROM runs WHERE agent_id = $1"
     " AND status = 'completed' AND NOT background AND started_seq IS NOT NULL"
 )
@@ -116,7 +116,8 @@ class Evaluation:
                     r["id"],
                     r["conversation_id"],
                     r["last_seq"],
-                    run_feedback(r["feedback"]),
+                    started_seq=r["started_seq"],
+                    feedback=run_feedback(r["feedback"]),
                 )
                 for r in await s.pool.fetch(_RUNS, cmd.agent_id)
             ],
@@ -223,7 +224,9 @@ class Evaluation:
     ) -> tuple[CaseResult, int]:
         eventlog = self.commands.s.eventlog
         retries = self.commands.settings.retries
-        recorded = await read_run(eventlog, agent_id, ref.run_id, ref.conversation_id)
+        recorded = await read_run(
+            eventlog, agent_id, ref.run_id, ref.conversation_id, since=ref.started_seq
+        )
         snapshot = await take_snapshot(
             eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id
         )

@@ -20,7 +20,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Literal
 
 from o_contracts.experiments import (
@@ -315,6 +315,9 @@ class CaseRef:
     run_id: str
     conversation_id: str | None
     completed_seq: int
+    _: KW_ONLY
+    # Where its RunStarted is (where reading it back begins).
+    started_seq: int = 1
     # The run's rating by its users (o_evolution/feedback.py): the case's feedback slice.
     feedback: Literal["positive", "negative"] | None = None
 

@@ -57,7 +57,7 @@ _RUNNING = "SELECT * FROM evolution_rollouts WHERE agent_id = ANY($1) AND status
 # The step's finished runs as of one run's end (the ones the log had ended by then), in
 # the order they ended; max steps counts as a failure, as a run that gave no answer.
 _STEP_RUNS = (
-    "SELECT r.id, r.conversation_id, r.rollout_arm,"
+    "SELECT r.id, r.conversation_id, coalesce(r.started_seq, 1) AS started_seq, r.rollout_arm,"
     " r.status = 'failed' OR r.stop_reason = 'max_steps' AS failed,"
     " coalesce(r.step_count, 0) AS steps,"
     " coalesce((r.usage->>'total_tokens')::bigint, 0) AS tokens,"
@@ -245,7 +245,7 @@ class Rollouts:
         row = await self._row(rid)
         stable = await self.commands._spec(agent_id, row["stable_version"])
         picked = [
-            (str(r["id"]), r["conversation_id"])
+            (str(r["id"]), r["conversation_id"], int(r["started_seq"]))
             for r in rows
             if r["rollout_arm"] == "candidate" and not r["failed"]
         ][-config.canary_judge_samples :]

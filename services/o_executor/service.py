@@ -119,7 +119,9 @@ class ExecutorService(Service):
             # The running canary (o_evolution's projection), whose arm a run takes.
             " (SELECT jsonb_build_object('rollout_id', r.rollout_id, 'weight', r.weight,"
             " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec)"
-            " FROM evolution_rollouts r WHERE r.agent_id = a.id AND r.status = 'running')"
+            # (Also once it passed at full traffic, until its promotion is served.)
+            " FROM evolution_rollouts r WHERE r.agent_id = a.id"
+            " AND r.status IN ('running', 'completed'))"
             " AS rollout,"
             # Whose evolution its evolution tools act on (o_executor/run/evolution_tools.py).
             " (SELECT config FROM evolution_config WHERE agent_id = a.id) AS own_evolution,"

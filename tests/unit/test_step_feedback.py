@@ -63,9 +63,9 @@ def test_a_run_with_only_positive_ratings_is_positive_and_one_without_any_unrate
 
 def test_case_selection_keeps_each_runs_feedback() -> None:
     refs = [
-        CaseRef("run-1", None, 10, "negative"),
+        CaseRef("run-1", None, 10, feedback="negative"),
         CaseRef("run-2", None, 20),
-        CaseRef("run-3", "conv-1", 30, "positive"),
+        CaseRef("run-3", "conv-1", 30, feedback="positive"),
     ]
     chosen = select_cases(refs, n=3, per_conversation=3)
     assert [(r.run_id, r.feedback) for r in chosen] == [

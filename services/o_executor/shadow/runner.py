@@ -108,13 +108,20 @@ class RecordedRun:
 
 
 async def read_run(
-    eventlog: EventLog, agent_id: str, run_id: str, conversation_id: str | None = None
+    eventlog: EventLog,
+    agent_id: str,
+    run_id: str,
+    conversation_id: str | None = None,
+    since: int = 1,
 ) -> RecordedRun:
     """A run as the log holds it (on its conversation's subject): its StartRun (rebuilt
-    from RunStarted) and its events."""
+    from RunStarted) and its events. `since`: where to start reading (the run's
+    RunStarted position, when known: reading a long history from its start costs
+    time per case)."""
     events: list[Any] = []
     started: tuple[int, Envelope[Any]] | None = None
-    async for raw in eventlog.replay(subjects.Lane(agent_id, conversation_id).events):
+    subject = subjects.Lane(agent_id, conversation_id).events
+    async for raw in eventlog.replay(subject, start_seq=since):
         envelope = decode(raw.data)
         if getattr(envelope.data, "run_id", None) != run_id:
             continue
