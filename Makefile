@@ -7,10 +7,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
+.PHONY: run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
+	@echo "make demo-evolution  one agent evolves: shadow evaluation, canary, promotion, rollback (scripted model)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
@@ -33,6 +34,11 @@ CODE := $(CURDIR)/contracts:$(CURDIR)/services:$(CURDIR)
 
 run: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m o_devtools.supervisor
+
+# A system of its own (embedded NATS and Postgres in a temporary folder, a scripted local
+# model in place of OpenAI): one agent's evolution from proposal to rollback, printed.
+demo-evolution: $(STAMP)
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.demo_evolution
 
 # One pytest run, so the embedded servers start once for all suites.
 test: lint
