@@ -15,7 +15,8 @@ help:
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
-	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency"
+	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
+	@echo "             shadow evaluation's cost per case"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 $(STAMP): pyproject.toml
@@ -73,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox_roundtrip.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form
