@@ -13,6 +13,7 @@ demo only calls the HTTP API, and prints what it gets back as plain tables.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import sys
 import time
@@ -293,6 +294,12 @@ async def canary(demo: Demo, pid: str) -> None:
         if now["status"] != "running":
             break
     print(table(("live", "arm", "answer", "weight after", "canary"), rows))
+    # (A stable answer after the weight already stood at 100 % before the message.)
+    if any(r[1] == "stable" and before[3] == "100%" for before, r in itertools.pairwise(rows)):
+        print(
+            "  (A run that starts after the canary completes and before the promotion takes\n"
+            "  effect is served by the stable agent: neither a canary nor the new version yet.)"
+        )
     promoted = await until("the promotion", lambda: demo.proposal_in(pid, "promoted", "aborted"))
     if promoted["status"] != "promoted":
         raise SystemExit(f"the canary was aborted: {promoted['reason']}")
