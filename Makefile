@@ -7,14 +7,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
+.PHONY: run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
+	@echo "make demo-evolution  one agent evolves: shadow evaluation, canary, promotion, rollback (scripted model)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
-	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency"
+	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
+	@echo "             shadow evaluation's cost per case"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 $(STAMP): pyproject.toml
@@ -33,6 +35,11 @@ CODE := $(CURDIR)/contracts:$(CURDIR)/services:$(CURDIR)
 
 run: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m o_devtools.supervisor
+
+# A system of its own (embedded NATS and Postgres in a temporary folder, a scripted local
+# model in place of OpenAI): one agent's evolution from proposal to rollback, printed.
+demo-evolution: $(STAMP)
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.demo_evolution
 
 # One pytest run, so the embedded servers start once for all suites.
 test: lint
@@ -67,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sandbox_roundtrip.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

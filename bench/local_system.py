@@ -1,0 +1,89 @@
+"""The whole system on a machine of its own, for demos and benchmarks that talk to it over HTTP.
+
+Embedded NATS and Postgres in a temporary folder (thrown away afterwards), the services as
+real processes under the Supervisor (as `make run` starts them), pointed at a local
+OpenAI-compatible server the caller starts (the tests' scripted FakeOpenAI, or the
+zero-latency one), and an HTTP client for the gateway once it answers its health check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
+
+from o_devtools.dev_secrets import data_folder_key  # noqa: E402
+from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor  # noqa: E402
+from o_runtime.tool_secrets import KEY_ENV  # noqa: E402
+
+API_KEY = "local"
+
+
+@dataclass
+class LocalSystem:
+    base_url: str
+    http: httpx.AsyncClient
+    supervisor: Supervisor
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def wait_healthy(http: httpx.AsyncClient, seconds: float = 60) -> None:
+    async with asyncio.timeout(seconds):
+        while True:
+            try:
+                if (await http.get("/v1/health/")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def local_system(
+    llm_base_url: str, services: Sequence[str] = DEFAULT_SERVICES
+) -> AsyncIterator[LocalSystem]:
+    """The services running against `llm_base_url`, stopped (and their data removed) on exit."""
+    with tempfile.TemporaryDirectory(prefix="o-local-") as tmp, start_servers(Path(tmp)) as servers:
+        assert servers.nats is not None and servers.postgres is not None
+        port = free_port()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
+            "NATS_URL": servers.nats.url,
+            "DATABASE_URL": servers.postgres.url,
+            "OPENAI_BASE_URL": llm_base_url,
+            "OPENAI_API_KEY": "sk-local",
+            "O_HTTP_PORT": str(port),
+            "O_API_KEY": API_KEY,
+            "O_LOG_LEVEL": "WARNING",
+            KEY_ENV: data_folder_key(Path(tmp)),
+        }
+        supervisor = Supervisor([ServiceSpec.module(s, f"o_{s}") for s in services], env)
+        await supervisor.start()
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            async with httpx.AsyncClient(
+                base_url=base_url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120
+            ) as http:
+                await wait_healthy(http)
+                yield LocalSystem(base_url, http, supervisor)
+        finally:
+            await supervisor.stop()
