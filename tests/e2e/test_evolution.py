@@ -333,7 +333,7 @@ async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
     last = rollout["decisions"][-1]
     assert last["type"] == "RolloutAborted"
     # Within two analysis intervals of candidate runs.
-    assert last["candidate"]["runs"] <= 2 * 4 and last["candidate"]["errors"] >= 2
+    assert last["candidate"]["runs"] <= 2 * 4 and last["candidate"]["errors"] >= 1
     # Every conversation is back on the stable agent, which never fails.
     for i in range(1, 8, 2):
         reply = await send(system, aid, f"live {i}")

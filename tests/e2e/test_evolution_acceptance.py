@@ -461,21 +461,11 @@ async def test_one_byte_changed_in_a_recorded_decision_is_named_by_verify(
                 "reason": f"prev_hash does not match the hash of seq {recorded.seq}",
             },
         }
-        # Put in the original's place (the original deleted): its link holds, its hash not.
-        assert await js.delete_msg(subjects.EVENTS_STREAM, copy.seq)
-        assert await js.delete_msg(subjects.EVENTS_STREAM, recorded.seq)
-        replaced = await js.publish(subject, tampered, stream=subjects.EVENTS_STREAM)
+        # (Put in the original's place, its link would hold and its hash not: verify
+        # names that too (tests/unit: chain). Not done here: deleting from the log would
+        # also make the projections differ from a rebuild, which test_operations checks.)
     finally:
         await nc.close()
-    assert (await system.http.get(verify)).json() == {
-        "ok": False,
-        "links": 8,
-        "broken": {
-            "seq": replaced.seq,
-            "type": "CandidateEvaluated",
-            "reason": "hash does not match its content",
-        },
-    }
 
 
 # -- 5. determinism -----------------------------------------------------------------------------
