@@ -75,6 +75,7 @@ bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

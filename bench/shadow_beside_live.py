@@ -1,11 +1,12 @@
 """Does shadow work slow users? One-step message latency alone, and beside a 30-case
 shadow evaluation, in paired rounds (issue 20 point 4).
 
-One system (embedded NATS and Postgres, the five services, a zero-latency scripted
-model). Agent S has 30 finished runs to replay; agent L answers users. Each round
+One system (embedded NATS and Postgres, the five services, a zero-latency local model
+in a process of its own). Agent S has 30 finished runs to replay; agent L answers
+users. Each round
 measures L's one-step messages twice, in alternating order: once with nothing else
-going on, once while S's proposal is evaluated in the shadow (30 cases: the judge
-always answers "A", every case a tie, so all 30 run). The figures are medians and p99
+going on, once while S's proposal is evaluated in the shadow (30 cases: the echoing
+model's judgements are ties, so all 30 run). The figures are medians and p99
 per condition over all rounds; on this shared machine, judge a difference by the
 spread between rounds, which is printed too.
 
@@ -16,16 +17,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
-from bench.local_system import local_system
-from bench.shadow_cost import RULE, percentile, scripted
+from bench.local_system import free_port, local_system
+from bench.shadow_cost import RULE, percentile
 from bench.tables import table
-from tests.fakes.openai_server import FakeOpenAI
 
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 CASES = 30
@@ -81,12 +85,28 @@ async def beside_shadow(
     return times, time.perf_counter() - started
 
 
-async def main(rounds: int, per_round: int) -> None:
-    llm = FakeOpenAI()
-    llm.default_reply = scripted
-    llm.start()
+@contextlib.contextmanager
+def model_process() -> Iterator[str]:
+    """The local model in a process of its own: serving the shadow's calls must not take
+    this process's time, which measures the live messages. (It echoes; its judge answers
+    are ties, so every case of the evaluation runs.)"""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.openai_server", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        async with local_system(llm.base_url, SERVICES) as system:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def main(rounds: int, per_round: int) -> None:
+    with model_process() as base_url:
+        async with local_system(base_url, SERVICES) as system:
             http = system.http
             live, shadow = await new_agent(http), await new_agent(http)
             for n in range(CASES):
@@ -112,8 +132,6 @@ async def main(rounds: int, per_round: int) -> None:
                     quiet.append(await alone(http, live, per_round))
                 busy.append(times)
                 took.append(seconds)
-    finally:
-        llm.stop()
 
     def row(label: str, per: list[list[float]]) -> tuple[str, ...]:
         every = [t for ts in per for t in ts]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -143,7 +144,9 @@ class Evaluation:
                 break
             await self._while_live_is_backed_up()
             ref = refs[n]
+            working = time.process_time()
             case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config)
+            await self._rest(time.process_time() - working)
             await self.commands.record(
                 env,
                 CaseEvaluated(
@@ -174,6 +177,13 @@ class Evaluation:
             seq=seq,
             result={"proposal_id": cmd.proposal_id, "status": report.decision},
         )
+
+    async def _rest(self, worked: float) -> None:
+        """Keep shadow work to its duty cycle (O_SHADOW_DUTY): rest in proportion to the
+        CPU time the case took (waiting on a remote model costs no rest)."""
+        duty = self.commands.settings.shadow_duty
+        if duty < 1.0:
+            await asyncio.sleep(worked * (1 - duty) / duty)
 
     async def _while_live_is_backed_up(self) -> None:
         """Wait while users' runs queue up at the executor: live work goes first."""

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import os
+
 from o_contracts import subjects
 from o_contracts.events import RunCompleted, SleeptimeTurnCounted
 from o_contracts.evolution_commands import (
@@ -55,6 +57,10 @@ class EvolutionService(Service):
 
     def configure(self, env: Env) -> None:
         self.config = EvolutionSettings.from_env(env)
+        # Shadow evaluations are this process's heavy work: on a shared machine the
+        # scheduler gives users' runs (executor, gateway, memory) the CPU first.
+        if self.config.nice:
+            os.nice(self.config.nice)
 
     async def setup(self) -> None:
         self.project(evolution)

@@ -33,6 +33,11 @@ class EvolutionSettings:
     # The shadow worker's memory (this process's resident set, MB): a case that would
     # start above it is not run, and is inconclusive. 0: no limit.
     shadow_max_rss_mb: int = 0
+    # The share of the machine an evaluation may use: after a case that took t seconds of
+    # CPU it rests t * (1 - duty) / duty, leaving the cores to users' runs.
+    shadow_duty: float = 0.5
+    # The process's CPU niceness (0-19; higher yields more): shadow work is background.
+    nice: int = 10
 
     @classmethod
     def from_env(cls, env: Env) -> EvolutionSettings:
@@ -46,4 +51,6 @@ class EvolutionSettings:
             shadow_concurrency=env.integer("O_SHADOW_CONCURRENCY", 1, minimum=1),
             shadow_pause_pending=env.integer("O_SHADOW_PAUSE_PENDING", 20, minimum=0),
             shadow_max_rss_mb=env.integer("O_SHADOW_MAX_RSS_MB", 0, minimum=0),
+            nice=env.integer("O_EVOLUTION_NICE", 10, minimum=0),
+            shadow_duty=min(env.number("O_SHADOW_DUTY", 0.5, minimum=0.01), 1.0),
         )
