@@ -34,7 +34,7 @@ from o_evolution.shadow_cases import (
     run_arm,
 )
 from o_executor.shadow.runner import RecordedRun, read_run
-from o_executor.shadow.snapshot import take_snapshot
+from o_executor.shadow.snapshot import CachedLogReader, LogReader, take_snapshot
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
 
@@ -136,6 +136,8 @@ class Evaluation:
         report = gate.decide(done, settings, final=len(done) >= len(refs))
         n = len(done)
         started = await s.pool.fetchval(_STARTED, cmd.agent_id, cmd.proposal_id)
+        # Every case's snapshot from one read of the agent's subjects.
+        log = CachedLogReader(s.eventlog, max((r.started_seq for r in refs), default=0))
         while report.decision == "continue":
             await self.commands.within_budget(env, cmd.agent_id, config)
             elapsed = (datetime.now(UTC) - started).total_seconds() if started else 0.0
@@ -145,7 +147,7 @@ class Evaluation:
             await self._while_live_is_backed_up()
             ref = refs[n]
             working = time.process_time()
-            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config)
+            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config, log)
             await self._rest(time.process_time() - working)
             await self.commands.record(
                 env,
@@ -207,6 +209,7 @@ class Evaluation:
         parent: VersionSpec,
         candidate: VersionSpec,
         config: EvolutionConfig,
+        log: LogReader,
     ) -> tuple[CaseResult, int]:
         """The case judged, within its shadow instance's limits (wall time, tokens, the
         worker's memory)."""
@@ -217,7 +220,7 @@ class Evaluation:
             return over_limit(ref.run_id, ref.conversation_id, reason), 0
         try:
             async with asyncio.timeout(config.shadow_case_seconds):
-                return await self._judged(agent_id, ref, parent, candidate, model)
+                return await self._judged(agent_id, ref, parent, candidate, model, log)
         except TimeoutError:
             reason = f"the case exceeded its wall-time limit of {config.shadow_case_seconds:g} s"
         except TokenLimitExceeded as exc:
@@ -231,6 +234,7 @@ class Evaluation:
         parent: VersionSpec,
         candidate: VersionSpec,
         model: MeteredModel,
+        log: LogReader,
     ) -> tuple[CaseResult, int]:
         eventlog = self.commands.s.eventlog
         retries = self.commands.settings.retries
@@ -238,7 +242,7 @@ class Evaluation:
             eventlog, agent_id, ref.run_id, ref.conversation_id, since=ref.started_seq
         )
         snapshot = await take_snapshot(
-            eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id
+            eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id, log
         )
         old = await run_arm(snapshot, recorded, parent, model)
         new = await run_arm(snapshot, recorded, candidate, model)

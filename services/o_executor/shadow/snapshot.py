@@ -247,6 +247,34 @@ class AgentNotFound(LookupError):
     pass
 
 
+class LogReader:
+    """A subject's events up to a log position, read straight from the log."""
+
+    def __init__(self, eventlog: EventLog) -> None:
+        self.eventlog = eventlog
+
+    async def events(self, subject: str, seq: int) -> list[tuple[int, Message]]:
+        return await _events(self.eventlog, subject, seq)
+
+
+class CachedLogReader(LogReader):
+    """Each subject read once, up to `upto`, for many snapshots at positions up to there
+    (one evaluation's cases: without it, every case replays the agent's subjects from
+    their start, and the shadow's load on NATS grows with the square of the cases)."""
+
+    def __init__(self, eventlog: EventLog, upto: int) -> None:
+        super().__init__(eventlog)
+        self.upto = upto
+        self._read: dict[str, list[tuple[int, Message]]] = {}
+
+    async def events(self, subject: str, seq: int) -> list[tuple[int, Message]]:
+        if seq > self.upto:
+            return await super().events(subject, seq)
+        if subject not in self._read:
+            self._read[subject] = await _events(self.eventlog, subject, self.upto)
+        return [(at, event) for at, event in self._read[subject] if at <= seq]
+
+
 async def _events(eventlog: EventLog, subject: str, seq: int) -> list[tuple[int, Message]]:
     """The subject's events up to log position `seq`, decoded (undecodable ones skipped,
     as the projections dead-letter and skip them)."""
@@ -262,63 +290,69 @@ async def _events(eventlog: EventLog, subject: str, seq: int) -> list[tuple[int,
 
 
 async def _conversation(
-    eventlog: EventLog, agent_id: str, conversation_id: str | None, seq: int
+    log: LogReader, agent_id: str, conversation_id: str | None, seq: int
 ) -> ConversationFold:
     """One conversation's messages as of `seq`: its subject's events, after what a fork
     inherited from its source (folded as of the fork)."""
     fold = ConversationFold()
     lane = subjects.Lane(agent_id, conversation_id)
-    for at, event in await _events(eventlog, lane.events, seq):
+    for at, event in await log.events(lane.events, seq):
         if isinstance(event, ConversationCreated):
             fold.isolated_block_ids = list(event.isolated_block_ids)
             if event.forked_from is not None:
-                fold.inherit(await _conversation(eventlog, agent_id, event.forked_from or None, at))
+                fold.inherit(await _conversation(log, agent_id, event.forked_from or None, at))
         fold.apply(at, event)
     return fold
 
 
-async def _block(eventlog: EventLog, block_id: str, seq: int) -> dict[str, Any] | None:
+async def _block(log: LogReader, block_id: str, seq: int) -> dict[str, Any] | None:
     fold = BlockFold()
-    for at, event in await _events(eventlog, subjects.block_subject(block_id), seq):
+    for at, event in await log.events(subjects.block_subject(block_id), seq):
         fold.apply(at, event)
     return fold.state
 
 
 async def take_snapshot(
-    eventlog: EventLog, agent_id: str, seq: int, conversation_id: str | None = None
+    eventlog: EventLog,
+    agent_id: str,
+    seq: int,
+    conversation_id: str | None = None,
+    log: LogReader | None = None,
 ) -> Snapshot:
     """The agent as the log had it at position `seq` (its own and its blocks', tools' and
     archive's subjects, read up to there), in one of its conversations (None: its default
-    one; a named one's own blocks in place of the agent's)."""
+    one; a named one's own blocks in place of the agent's). `log`: where the subjects are
+    read (a CachedLogReader shared by many snapshots)."""
+    log = log or LogReader(eventlog)
     agent = AgentFold()
     conversation = ConversationFold()
-    for at, event in await _events(eventlog, subjects.agent_subject(agent_id), seq):
+    for at, event in await log.events(subjects.agent_subject(agent_id), seq):
         agent.apply(at, event)
         if conversation_id is None:
             conversation.apply(at, event)
     if not agent.fields or agent.deleted:
         raise AgentNotFound(f"agent {agent_id} did not exist at log position {seq}")
     if conversation_id is not None:
-        conversation = await _conversation(eventlog, agent_id, conversation_id, seq)
+        conversation = await _conversation(log, agent_id, conversation_id, seq)
     own = {}
     for block_id in conversation.isolated_block_ids:
-        state = await _block(eventlog, block_id, seq)
+        state = await _block(log, block_id, seq)
         if state is not None:
             own[state["label"]] = state
     blocks = []
     for block_id in agent.block_ids():
-        state = await _block(eventlog, block_id, seq)
+        state = await _block(log, block_id, seq)
         if state is not None:
             blocks.append(own.get(state["label"], state))
     tools: dict[str, UserTool] = {}
     for tool_id in agent.fields["tool_ids"]:
         tool = ToolFold()
-        for at, event in await _events(eventlog, subjects.tool_subject(tool_id), seq):
+        for at, event in await log.events(subjects.tool_subject(tool_id), seq):
             tool.apply(at, event)
         if tool.state is not None:
             tools[tool.state["name"]] = UserTool.from_row(tool.state)
     archive = ArchiveFold()
-    for at, event in await _events(eventlog, subjects.archival_subject(agent_id), seq):
+    for at, event in await log.events(subjects.archival_subject(agent_id), seq):
         archive.apply(at, event)
     config = dataclasses.replace(AgentConfig.from_row(agent.fields), user_tools=tools)
     return Snapshot(seq, config, blocks, conversation, archive)
