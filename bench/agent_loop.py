@@ -34,6 +34,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.health import wait_healthy  # noqa: E402
 from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 AGENTS = 20
@@ -181,14 +182,7 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                 headers={"Authorization": "Bearer bench"},
                 timeout=60,
             ) as http:
-                async with asyncio.timeout(60):
-                    while True:
-                        try:
-                            if (await http.get("/v1/health/")).status_code == 200:
-                                break
-                        except httpx.TransportError:
-                            pass
-                        await asyncio.sleep(0.1)
+                await wait_healthy(http)
                 # Runs go round-robin over AGENTS agents, so each conversation stays
                 # short: the figures are the loop's overhead, not the cost of ever
                 # longer contexts (which summarization bounds in real use).

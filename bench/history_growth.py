@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 from bench.agent_loop import free_port, percentile, server_ms  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.health import wait_healthy  # noqa: E402
 from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 SUMMARY = "The user sent numbered messages about the weather and the agent acknowledged each."
@@ -44,17 +45,6 @@ def scripted(body: dict[str, Any]) -> dict[str, Any]:
         return {"role": "assistant", "content": SUMMARY}
     last = [m for m in messages if m["role"] == "user"][-1]
     return {"role": "assistant", "content": f"Noted: {str(last['content'])[:40]}"}
-
-
-async def wait_healthy(http: httpx.AsyncClient) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                if (await http.get("/v1/health/")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
 
 
 async def summaries(http: httpx.AsyncClient, agent_id: str) -> int:

@@ -8,7 +8,6 @@ zero-latency one), and an HTTP client for the gateway once it answers its health
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -25,6 +24,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from o_devtools.dev_secrets import data_folder_key  # noqa: E402
 from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.health import wait_healthy  # noqa: E402
 from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor  # noqa: E402
 from o_runtime.tool_secrets import KEY_ENV  # noqa: E402
 
@@ -43,17 +43,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-async def wait_healthy(http: httpx.AsyncClient, seconds: float = 60) -> None:
-    async with asyncio.timeout(seconds):
-        while True:
-            try:
-                if (await http.get("/v1/health/")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
 
 
 @contextlib.asynccontextmanager

@@ -41,6 +41,27 @@ def with_version(snapshot: Snapshot, spec: VersionSpec) -> Snapshot:
     )
 
 
+def with_evolution_tools(snapshot: Snapshot, recorded: RecordedRun) -> Snapshot:
+    """The agent with its evolution tools if the recorded run called one (they are given
+    at run time, not kept in the log): in the shadow such a call reaches MatchedTools,
+    which never runs it, and the case says "not executed in shadow"."""
+    called = {
+        call.name
+        for event in recorded.events
+        if isinstance(event, LLMResponded)
+        for call in event.message.tool_calls
+    }
+    if not called & set(EVOLUTION_TOOLS):
+        return snapshot
+    agent = snapshot.agent
+    granted = dataclasses.replace(
+        agent,
+        tools=tuple(t for t in agent.tools if t not in EVOLUTION_TOOLS) + EVOLUTION_TOOLS,
+        evolution_target=agent.id,
+    )
+    return dataclasses.replace(snapshot, agent=granted)
+
+
 def _call_key(name: str, arguments: str) -> str:
     try:
         args = json.loads(arguments or "{}")
@@ -155,7 +176,8 @@ async def run_arm(
     """The recorded run's input, answered by the agent at `spec`, in the shadow."""
     tools = MatchedTools(recorded)
     started = time.perf_counter()
-    result = await shadow_run(with_version(snapshot, spec), recorded.command, model, tools)
+    versioned = with_evolution_tools(with_version(snapshot, spec), recorded)
+    result = await shadow_run(versioned, recorded.command, model, tools)
     latency = (time.perf_counter() - started) * 1000
     events = [e.data for e in result.overlay.events]
     answers = [e for e in events if isinstance(e, LLMResponded)]

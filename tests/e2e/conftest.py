@@ -3,7 +3,6 @@ server speaking the OpenAI wire protocol."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
+from o_devtools.health import wait_healthy
 from o_devtools.supervisor import ServiceSpec, Supervisor
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
@@ -57,18 +57,6 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
     fake.start()
     yield fake
     fake.stop()
-
-
-async def wait_until_healthy(http: httpx.AsyncClient, supervisor: Supervisor) -> None:
-    # A readiness probe, as an operator's would be: bounded, checks a real answer.
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                if (await http.get("/v1/health/")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +120,7 @@ async def system(
         base_url=base_url, headers={"Authorization": "Bearer test-key"}, timeout=60
     )
     try:
-        await wait_until_healthy(http, supervisor)
+        await wait_healthy(http)
         yield System(base_url, supervisor, fake_llm, http, env)
     finally:
         await http.aclose()

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import nats
+import nats.js.errors
 from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
@@ -107,6 +108,20 @@ async def subject_events(system: System, subject: str) -> AsyncIterator[AgentEve
         yield AgentEvents(sub)
     finally:
         await nc.close()
+
+
+async def event_types(nc: Any, subject: str) -> list[tuple[int, str]]:
+    """(stream sequence, type) of every event on `subject`, read one by one off the stream."""
+    js = nc.jetstream()
+    out: list[tuple[int, str]] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(subjects.EVENTS_STREAM, seq=seq, subject=subject, next=True)
+        except nats.js.errors.NotFoundError:
+            return out
+        out.append((int(msg.seq or 0), decode(msg.data or b"").type))
+        seq = int(msg.seq or 0) + 1
 
 
 async def new_agent(system: System, **extra: Any) -> dict[str, Any]:

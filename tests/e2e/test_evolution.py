@@ -82,11 +82,7 @@ async def test_a_candidate_is_proven_in_shadow_promoted_and_rolled_back(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = scripted
-    agent = await new_agent(system)
-    aid = agent["id"]
-    base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
+    aid, base = await agent_with_runs(system, 9)
 
     # Off by default: nothing is proposed.
     off = await system.http.post(f"{base}/proposals", json={})
@@ -209,6 +205,18 @@ async def agent_with_runs(system: System, n: int) -> tuple[str, str]:
     return aid, PREFIX.format(aid)
 
 
+def canary_config(**changes: Any) -> dict[str, Any]:
+    """Evolution in mode canary over nine cases, in two steps (50 and 100 %)."""
+    base = {
+        "enabled": True,
+        "mode": "canary",
+        "cases_per_evaluation": 9,
+        "max_votes_per_conversation": 9,
+        "canary_steps": [50, 100],
+    }
+    return base | changes
+
+
 async def rollout_of(system: System, agent_id: str) -> dict[str, Any]:
     rollouts = (await system.http.get(PREFIX.format(agent_id) + "/rollouts")).json()
     assert len(rollouts) == 1, rollouts
@@ -221,14 +229,7 @@ async def test_a_canary_advances_step_by_step_and_promotes_the_candidate(
 ) -> None:
     llm.default_reply = scripted
     aid, base = await agent_with_runs(system, 9)
-    config = {
-        "enabled": True,
-        "mode": "canary",
-        "cases_per_evaluation": 9,
-        "max_votes_per_conversation": 9,
-        "canary_steps": [50, 100],
-        "analysis_every": 3,
-    }
+    config = canary_config(analysis_every=3)
     assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
     patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
     pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
@@ -305,15 +306,7 @@ async def test_a_canary_failing_half_its_runs_is_aborted_within_two_intervals(
 ) -> None:
     llm.default_reply = failing_candidate
     aid, base = await agent_with_runs(system, 9)
-    config = {
-        "enabled": True,
-        "mode": "canary",
-        "approval_before_canary": False,
-        "cases_per_evaluation": 9,
-        "max_votes_per_conversation": 9,
-        "canary_steps": [50, 100],
-        "analysis_every": 4,
-    }
+    config = canary_config(approval_before_canary=False, analysis_every=4)
     assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
     patch = {"ops": [{"op": "append_text", "target": "system", "text": FLAKY}]}
     pid = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()["id"]
@@ -442,11 +435,8 @@ def asked_about(requests: list[dict[str, Any]], text: str) -> int:
 async def test_an_evaluation_killed_midway_resumes_without_asking_recorded_cases_again(
     system: System, llm: FakeOpenAI
 ) -> None:
-    aid = (await new_agent(system))["id"]
-    base = PREFIX.format(aid)
     llm.default_reply = scripted
-    for i in range(9):
-        await send(system, aid, f"question {i}")
+    aid, base = await agent_with_runs(system, 9)
     held = threading.Event()
     holding: list[bool] = []
 

@@ -31,8 +31,8 @@ from o_runtime.reads import ProjectionReads
 from o_runtime.settings import Settings
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
-from tests.e2e.support import DEADLINE, new_agent, send
-from tests.e2e.test_evolution import decided
+from tests.e2e.support import DEADLINE, event_types, new_agent
+from tests.e2e.test_evolution import agent_with_runs, decided
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -111,21 +111,7 @@ async def archival_events(system: System, agent_id: str) -> list[tuple[int, str]
     """(seq, type) of every event on the agent's archival subject."""
     nc = await nats.connect(system.env["NATS_URL"])
     try:
-        js = nc.jetstream()
-        out: list[tuple[int, str]] = []
-        seq = 1
-        while True:
-            try:
-                msg = await js.get_msg(
-                    subjects.EVENTS_STREAM,
-                    seq=seq,
-                    subject=subjects.archival_subject(agent_id),
-                    next=True,
-                )
-            except nats.js.errors.NotFoundError:
-                return out
-            out.append((int(msg.seq or 0), decode(msg.data or b"").type))
-            seq = int(msg.seq or 0) + 1
+        return await event_types(nc, subjects.archival_subject(agent_id))
     finally:
         await nc.close()
 
@@ -170,11 +156,7 @@ async def test_each_decision_reaches_the_agent_as_one_archival_passage(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = scripted
-    agent = await new_agent(system)
-    aid = agent["id"]
-    base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
+    aid, base = await agent_with_runs(system, 9)
     config = await system.http.put(
         f"{base}/config",
         json={"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9},

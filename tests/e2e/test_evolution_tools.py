@@ -59,8 +59,11 @@ async def call(system: System, agent_id: str, tool: str, **args: Any) -> dict[st
     return tool_return(await send(system, agent_id, f"CALL {tool} {json.dumps(args)}"))
 
 
-async def evolving_agent(system: System, **config: Any) -> str:
+async def evolving_agent(system: System, runs: int = 0, **config: Any) -> str:
+    """An agent that answered `runs` questions, with its evolution and its tools on."""
     aid = str((await new_agent(system, tools=["archival_memory_search"]))["id"])
+    for i in range(runs):
+        await send(system, aid, f"question {i}")
     body = {"enabled": True, "tools_for_agent": True} | config
     assert (await system.http.put(PREFIX.format(aid) + "/config", json=body)).status_code == 200
     return aid
@@ -109,12 +112,15 @@ async def test_a_proposal_through_the_tool_follows_the_same_pipeline(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = calling
+    # (Ten cases: nine wins accept even if the proposing run is one of them.)
     aid = await evolving_agent(
-        system, cases_per_evaluation=9, max_votes_per_conversation=9, agent_proposals_per_day=1
+        system,
+        10,
+        cases_per_evaluation=10,
+        max_votes_per_conversation=10,
+        agent_proposals_per_day=1,
     )
     base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
     ops = [{"op": "append_text", "target": "system", "text": RULE}]
     returned = await call(system, aid, "evolution_propose_change", ops=ops, rationale="greet")
     assert returned["status"] == "success", returned
@@ -123,6 +129,12 @@ async def test_a_proposal_through_the_tool_follows_the_same_pipeline(
     # Evaluated in the shadow like any other, and not served by itself.
     evaluated = await decided(system, aid, proposal["id"])
     assert evaluated["status"] == "accepted", evaluated["report"]["reason"]
+    # (The run that proposed may finish in time to be a case: in the shadow its tool
+    # call is never run, and the case is inconclusive.)
+    for case in evaluated["cases"]:
+        if case["outcome"] != "win":
+            assert case["outcome"] == "inconclusive", case
+            assert case["veto"].endswith("'evolution_propose_change' not executed in shadow")
     assert not (await system.http.get(f"/v1/agents/{aid}")).json()["system"].endswith(RULE)
     # The agent's status shows it; a second proposal today is over the cap.
     status = await call(system, aid, "evolution_status")
@@ -160,10 +172,8 @@ async def test_the_agent_rolls_back_to_a_served_version_and_history_says_it_aske
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = calling
-    aid = await evolving_agent(system, cases_per_evaluation=9, max_votes_per_conversation=9)
+    aid = await evolving_agent(system, 9, cases_per_evaluation=9, max_votes_per_conversation=9)
     base = PREFIX.format(aid)
-    for i in range(9):
-        await send(system, aid, f"question {i}")
     patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
     made = (await system.http.post(f"{base}/proposals", json={"patch": patch})).json()
     assert (await decided(system, aid, made["id"]))["status"] == "accepted"
@@ -236,10 +246,8 @@ async def test_a_shadow_case_over_its_wall_time_limit_is_inconclusive(
 ) -> None:
     llm.default_reply = evolution_scripted
     aid = await evolving_agent(
-        system, cases_per_evaluation=3, max_votes_per_conversation=3, shadow_case_seconds=0.5
+        system, 3, cases_per_evaluation=3, max_votes_per_conversation=3, shadow_case_seconds=0.5
     )
-    for i in range(3):
-        await send(system, aid, f"question {i}")
 
     def slow_on_one(body: dict[str, Any]) -> Reply:
         reply = evolution_scripted(body)

@@ -31,7 +31,7 @@ from o_gateway.schemas import SendMessageBody
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import evolution_events, new_agent, send
+from tests.e2e.support import event_types, evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -68,20 +68,6 @@ async def publish_again(nc: Client, subject: str, command: Envelope[Any]) -> Com
         await sub.unsubscribe()
 
 
-async def subject_events(nc: Client, subject: str) -> list[tuple[int, str]]:
-    """(stream sequence, type) of every event on `subject`."""
-    js = nc.jetstream()
-    out: list[tuple[int, str]] = []
-    seq = 1
-    while True:
-        try:
-            msg = await js.get_msg(subjects.EVENTS_STREAM, seq=seq, subject=subject, next=True)
-        except nats.js.errors.NotFoundError:
-            return out
-        out.append((int(msg.seq or 0), decode(msg.data or b"").type))
-        seq = int(msg.seq or 0) + 1
-
-
 async def human_block(system: System, agent_id: str) -> dict[str, Any]:
     response = await system.http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")
     assert response.status_code == 200, response.text
@@ -105,12 +91,12 @@ async def test_a_finished_run_published_again_is_answered_from_the_log(
     async with connected(system) as nc:
         subject = subjects.executor_command_subject(agent["id"])
         start = await last_command(nc, subject)
-        before = await subject_events(nc, subjects.agent_subject(agent["id"]))
+        before = await event_types(nc, subjects.agent_subject(agent["id"]))
         reply = await publish_again(nc, subject, start)
         # Also under a new envelope id: the run's id is what makes it the same run.
         renamed = Envelope.wrap(start.data, aggregate_id=agent["id"], producer="test")
         reply_renamed = await publish_again(nc, subject, renamed)
-        after = await subject_events(nc, subjects.agent_subject(agent["id"]))
+        after = await event_types(nc, subjects.agent_subject(agent["id"]))
     assert reply.ok and reply.result == {"stop_reason": "end_turn"}
     assert reply_renamed.ok and reply_renamed.seq == reply.seq
     # Answered from the record: the completion's sequence, nothing appended.
@@ -137,9 +123,9 @@ async def test_a_memory_edit_delivered_again_is_not_applied_twice(
         subject = subjects.memory_command_subject(agent["id"])
         edit = await last_command(nc, subject)
         assert edit.type == "RunMemoryTool"
-        before = await subject_events(nc, subjects.block_subject(block["id"]))
+        before = await event_types(nc, subjects.block_subject(block["id"]))
         reply = await publish_again(nc, subject, edit)
-        after = await subject_events(nc, subjects.block_subject(block["id"]))
+        after = await event_types(nc, subjects.block_subject(block["id"]))
     assert reply.ok, reply.error
     assert reply.seq == before[-1][0]
     assert after == before
@@ -167,9 +153,9 @@ async def test_block_commands_delivered_again_answer_as_the_first_time(system: S
             commands.append(decode(msg.data or b""))
             seq = int(msg.seq or 0) + 1
         assert [c.type for c in commands] == ["CreateBlock", "UpdateBlock"]
-        before = await subject_events(nc, subjects.block_subject(block_id))
+        before = await event_types(nc, subjects.block_subject(block_id))
         replies = [await publish_again(nc, subject, c) for c in commands]
-        after = await subject_events(nc, subjects.block_subject(block_id))
+        after = await event_types(nc, subjects.block_subject(block_id))
     assert [(r.ok, r.status) for r in replies] == [(True, 200), (True, 200)]
     assert [r.seq for r in replies] == [seq for seq, _ in before]
     assert after == before
@@ -205,10 +191,10 @@ async def test_archival_commands_delivered_again_answer_as_the_first_time(
         sent = await commands_on(nc, subjects.memory_command_subject(agent["id"]))
         assert [c.type for c in sent] == ["InsertPassage", "DeletePassage"]
         archive = subjects.archival_subject(agent["id"])
-        before = await subject_events(nc, archive)
+        before = await event_types(nc, archive)
         subject = subjects.memory_command_subject(agent["id"])
         replies = [await publish_again(nc, subject, c) for c in sent]
-        after = await subject_events(nc, archive)
+        after = await event_types(nc, archive)
     # The insert's passage is gone since: it says so, as a late insert reply would.
     assert [(r.ok, r.status) for r in replies] == [(False, 409), (True, 200)]
     assert replies[1].seq == before[-1][0]
@@ -360,9 +346,9 @@ async def test_block_deletes_and_restores_delivered_again_answer_as_the_first_ti
         subject = subjects.memory_command_subject(block_id)
         sent = await commands_on(nc, subject)
         assert [c.type for c in sent][-2:] == ["RestoreBlockVersion", "DeleteBlock"]
-        before = await subject_events(nc, subjects.block_subject(block_id))
+        before = await event_types(nc, subjects.block_subject(block_id))
         replies = [await publish_again(nc, subject, c) for c in sent[-2:]]
-        after = await subject_events(nc, subjects.block_subject(block_id))
+        after = await event_types(nc, subjects.block_subject(block_id))
     # The restore made version 3, the delete ended the block: both recorded outcomes.
     assert [(r.ok, r.seq) for r in replies] == [(True, before[-2][0]), (True, before[-1][0])]
     assert after == before
@@ -393,10 +379,10 @@ async def test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome(
         subject = subjects.sandbox_command_subject(agent["id"])
         run_tool = await last_command(nc, subject)
         execution = subjects.tool_execution_subject(run_tool.id)
-        before = await subject_events(nc, execution)
+        before = await event_types(nc, execution)
         # The sandbox answers a repeat from the execution's subject, even past its deadline.
         reply = await publish_again(nc, subject, run_tool)
-        after = await subject_events(nc, execution)
+        after = await event_types(nc, execution)
     assert [kind for _, kind in before] == ["ToolExecutionStarted", "ToolExecuted"]
     assert reply.ok and reply.seq == before[-1][0]
     assert after == before
@@ -416,14 +402,14 @@ async def test_a_reflection_delivered_again_is_answered_from_its_record(
     async with connected(system) as nc:
         async with asyncio.timeout(15):  # (the reflection follows the insert's reply)
             while True:
-                if "MemoriesReflected" in [k for _, k in await subject_events(nc, archive)]:
+                if "MemoriesReflected" in [k for _, k in await event_types(nc, archive)]:
                     break
                 await asyncio.sleep(0.05)
         reflect = await last_command(nc, subjects.memory_command_subject(agent["id"]))
         assert reflect.type == "ReflectOnMemories"
-        before = await subject_events(nc, archive)
+        before = await event_types(nc, archive)
         reply = await publish_again(nc, subjects.memory_command_subject(agent["id"]), reflect)
-        after = await subject_events(nc, archive)
+        after = await event_types(nc, archive)
     assert reply.ok and reply.seq == before[-1][0] and reply.result == {"insights": 1}
     assert after == before
     assert len(llm.requests) == 1
@@ -458,9 +444,9 @@ async def test_evolution_commands_delivered_again_change_nothing(system: System)
             await system.http.post(base + path, json=body)
             command = await last_command(nc, commands)
             assert command.type == kind
-            before = await subject_events(nc, decisions)
+            before = await event_types(nc, decisions)
             again = await publish_again(nc, commands, command)
-            assert await subject_events(nc, decisions) == before
+            assert await event_types(nc, decisions) == before
             if kind not in refused:
                 assert again.ok, again.error
             seen.add(kind)
@@ -486,9 +472,9 @@ async def test_an_evolution_tool_call_delivered_again_is_answered_from_its_recor
     async with connected(system) as nc:
         command = await last_command(nc, commands)
         assert command.type == "RunEvolutionTool"
-        before = await subject_events(nc, decisions)
+        before = await event_types(nc, decisions)
         again = await publish_again(nc, commands, command)
-        assert await subject_events(nc, decisions) == before
+        assert await event_types(nc, decisions) == before
     assert again.ok and "recorded" in (again.result or {})["text"]
     assert len((await system.http.get(f"{base}/proposals")).json()) == 1
 

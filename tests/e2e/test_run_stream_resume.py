@@ -17,8 +17,9 @@ import letta_client
 import pytest
 from letta_client import Letta
 
+from o_devtools.health import wait_healthy
 from o_devtools.supervisor import ServiceSpec, Supervisor
-from tests.e2e.conftest import System, free_port, wait_until_healthy
+from tests.e2e.conftest import System, free_port
 from tests.e2e.support import new_agent, parse_sse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -143,7 +144,7 @@ async def second_gateway(system: System) -> AsyncIterator[tuple[httpx.AsyncClien
         timeout=60,
     )
     try:
-        await wait_until_healthy(http, supervisor)
+        await wait_healthy(http)
         yield http, supervisor
     finally:
         await http.aclose()
