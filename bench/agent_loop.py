@@ -19,10 +19,8 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,21 +30,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
+from bench.local_system import local_system  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
-from o_devtools.embedded import start_servers  # noqa: E402
-from o_devtools.health import wait_healthy  # noqa: E402
-from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 AGENTS = 20
 # The evolution service follows every run's end (sleep-time turns): part of the loop's cost.
 SERVICES = ("gateway", "executor", "memory", "evolution")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def scripted(body: dict[str, Any]) -> dict[str, Any]:
@@ -160,73 +149,52 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
 async def main(runs: int, warmup: int, timeline: bool = False) -> None:
     llm = ZeroLatencyLLM(scripted)
     llm.start()
-    with tempfile.TemporaryDirectory() as tmp, start_servers(Path(tmp)) as servers:
-        assert servers.nats is not None and servers.postgres is not None
-        port = free_port()
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
-            "NATS_URL": servers.nats.url,
-            "DATABASE_URL": servers.postgres.url,
-            "OPENAI_BASE_URL": llm.base_url,
-            "OPENAI_API_KEY": "sk-bench",
-            "O_HTTP_PORT": str(port),
-            "O_API_KEY": "bench",
-            "O_LOG_LEVEL": "WARNING",
-        }
-        supervisor = Supervisor([ServiceSpec.module(s, f"o_{s}") for s in SERVICES], env)
-        await supervisor.start()
-        try:
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{port}",
-                headers={"Authorization": "Bearer bench"},
-                timeout=60,
-            ) as http:
-                await wait_healthy(http)
-                # Runs go round-robin over AGENTS agents, so each conversation stays
-                # short: the figures are the loop's overhead, not the cost of ever
-                # longer contexts (which summarization bounds in real use).
-                agent_ids = []
-                for _ in range(AGENTS):
-                    created = await http.post(
-                        "/v1/agents/",
-                        json={
-                            "model": "openai/gpt-4o-mini",
-                            "memory_blocks": [{"label": "human", "value": "bench"}],
-                        },
-                    )
-                    agent_ids.append(created.json()["id"])
-                agent_id = agent_ids[-1]
-                print(
-                    f"{runs} timed runs each (after {warmup} warm-up) over {AGENTS} agents, ms;"
-                    " gateway: from the gateway receiving the POST to its response"
-                    " (Server-Timing), client: as the HTTP client saw it"
+    try:
+        async with local_system(llm.base_url, SERVICES) as system:
+            http, supervisor, servers = system.http, system.supervisor, system.servers
+            # Runs go round-robin over AGENTS agents, so each conversation stays
+            # short: the figures are the loop's overhead, not the cost of ever
+            # longer contexts (which summarization bounds in real use).
+            agent_ids = []
+            for _ in range(AGENTS):
+                created = await http.post(
+                    "/v1/agents/",
+                    json={
+                        "model": "openai/gpt-4o-mini",
+                        "memory_blocks": [{"label": "human", "value": "bench"}],
+                    },
                 )
-                # CPU each part of the system spends per run: on a shared,
-                # noisy machine this moves less than wall-clock time does.
-                parts = {name: supervisor.pids(name) for name in SERVICES} | {
-                    "nats": [servers.nats.pid or 0],
-                    "postgres": postgres_pids(servers.postgres.pid or 0),
-                    "client": [os.getpid()],
-                    "llm": [llm.pid],
-                }
-                for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
-                    await measure(http, agent_ids, text, warmup)
-                    before = cpu_by_part(parts)
-                    client, server = await measure(http, agent_ids, text, runs)
-                    after = cpu_by_part(parts)
-                    print(summary(f"{label} gateway:", server))
-                    print(summary(f"{label} client:", client))
-                    spent = {n: (after[n] - before[n]) * 1000 / runs for n in parts}
-                    print(
-                        f"    CPU ms per run: total {sum(spent.values()):.1f} = "
-                        + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
-                    )
-                if timeline:
-                    await print_timeline(servers.nats.url, agent_id)
-        finally:
-            await supervisor.stop()
-            llm.stop()
+                agent_ids.append(created.json()["id"])
+            agent_id = agent_ids[-1]
+            print(
+                f"{runs} timed runs each (after {warmup} warm-up) over {AGENTS} agents, ms;"
+                " gateway: from the gateway receiving the POST to its response"
+                " (Server-Timing), client: as the HTTP client saw it"
+            )
+            # CPU each part of the system spends per run: on a shared,
+            # noisy machine this moves less than wall-clock time does.
+            parts = {name: supervisor.pids(name) for name in SERVICES} | {
+                "nats": [servers.nats.pid or 0],
+                "postgres": postgres_pids(servers.postgres.pid or 0),
+                "client": [os.getpid()],
+                "llm": [llm.pid],
+            }
+            for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
+                await measure(http, agent_ids, text, warmup)
+                before = cpu_by_part(parts)
+                client, server = await measure(http, agent_ids, text, runs)
+                after = cpu_by_part(parts)
+                print(summary(f"{label} gateway:", server))
+                print(summary(f"{label} client:", client))
+                spent = {n: (after[n] - before[n]) * 1000 / runs for n in parts}
+                print(
+                    f"    CPU ms per run: total {sum(spent.values()):.1f} = "
+                    + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
+                )
+            if timeline:
+                await print_timeline(servers.nats.url, agent_id)
+    finally:
+        llm.stop()
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,11 +27,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
-from bench.agent_loop import free_port, percentile, server_ms  # noqa: E402
+from bench.agent_loop import percentile, server_ms  # noqa: E402
+from bench.local_system import local_system  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
-from o_devtools.embedded import start_servers  # noqa: E402
-from o_devtools.health import wait_healthy  # noqa: E402
-from o_devtools.supervisor import ServiceSpec, Supervisor  # noqa: E402
 
 SUMMARY = "The user sent numbered messages about the weather and the agent acknowledged each."
 
@@ -65,66 +61,43 @@ async def summaries(http: httpx.AsyncClient, agent_id: str) -> int:
 async def main(messages: int, block: int, window: int) -> None:
     llm = ZeroLatencyLLM(scripted, realistic_usage=True)
     llm.start()
-    with tempfile.TemporaryDirectory() as tmp, start_servers(Path(tmp)) as servers:
-        assert servers.nats is not None and servers.postgres is not None
-        port = free_port()
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
-            "NATS_URL": servers.nats.url,
-            "DATABASE_URL": servers.postgres.url,
-            "OPENAI_BASE_URL": llm.base_url,
-            "OPENAI_API_KEY": "sk-bench",
-            "O_HTTP_PORT": str(port),
-            "O_API_KEY": "bench",
-            "O_LOG_LEVEL": "WARNING",
-        }
-        supervisor = Supervisor(
-            [ServiceSpec.module(s, f"o_{s}") for s in ("gateway", "executor", "memory")], env
-        )
-        await supervisor.start()
-        try:
-            async with httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{port}",
-                headers={"Authorization": "Bearer bench"},
-                timeout=120,
-            ) as http:
-                await wait_healthy(http)
-                created = await http.post(
-                    "/v1/agents/",
-                    json={
-                        "model": "openai/gpt-4o-mini",
-                        "context_window_limit": window,
-                        "memory_blocks": [{"label": "human", "value": "bench"}],
-                    },
-                )
-                assert created.status_code == 200, created.text
-                agent_id = created.json()["id"]
-                print(
-                    f"{messages} messages to one agent (context window {window} tokens),"
-                    f" per block of {block}: wall s, gateway ms per message (median, p99)"
-                )
-                for first in range(0, messages, block):
-                    timings = []
-                    start = time.perf_counter()
-                    for i in range(first, min(first + block, messages)):
-                        text = f"Message {i}: it rained a little today, then the sun came out."
-                        response = await http.post(
-                            f"/v1/agents/{agent_id}/messages", json={"input": text}
-                        )
-                        assert response.status_code == 200, response.text
-                        timings.append(server_ms(response))
-                    wall = time.perf_counter() - start
-                    print(
-                        f"  {first:>6}-{first + len(timings) - 1:<6} {wall:7.1f} s"
-                        f"   median {statistics.median(timings):6.2f}"
-                        f"   p99 {percentile(timings, 0.99):7.2f}"
-                        f"   summaries so far {await summaries(http, agent_id)}",
-                        flush=True,
+    try:
+        async with local_system(llm.base_url, ("gateway", "executor", "memory")) as system:
+            http = system.http
+            created = await http.post(
+                "/v1/agents/",
+                json={
+                    "model": "openai/gpt-4o-mini",
+                    "context_window_limit": window,
+                    "memory_blocks": [{"label": "human", "value": "bench"}],
+                },
+            )
+            assert created.status_code == 200, created.text
+            agent_id = created.json()["id"]
+            print(
+                f"{messages} messages to one agent (context window {window} tokens),"
+                f" per block of {block}: wall s, gateway ms per message (median, p99)"
+            )
+            for first in range(0, messages, block):
+                timings = []
+                start = time.perf_counter()
+                for i in range(first, min(first + block, messages)):
+                    text = f"Message {i}: it rained a little today, then the sun came out."
+                    response = await http.post(
+                        f"/v1/agents/{agent_id}/messages", json={"input": text}
                     )
-        finally:
-            await supervisor.stop()
-            llm.stop()
+                    assert response.status_code == 200, response.text
+                    timings.append(server_ms(response))
+                wall = time.perf_counter() - start
+                print(
+                    f"  {first:>6}-{first + len(timings) - 1:<6} {wall:7.1f} s"
+                    f"   median {statistics.median(timings):6.2f}"
+                    f"   p99 {percentile(timings, 0.99):7.2f}"
+                    f"   summaries so far {await summaries(http, agent_id)}",
+                    flush=True,
+                )
+    finally:
+        llm.stop()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -36,6 +37,8 @@ class LocalSystem:
     base_url: str
     http: httpx.AsyncClient
     supervisor: Supervisor
+    # The embedded NATS and Postgres (their urls and pids).
+    servers: Any
 
 
 def free_port() -> int:
@@ -73,6 +76,6 @@ async def local_system(
                 base_url=base_url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120
             ) as http:
                 await wait_healthy(http)
-                yield LocalSystem(base_url, http, supervisor)
+                yield LocalSystem(base_url, http, supervisor, servers)
         finally:
             await supervisor.stop()
