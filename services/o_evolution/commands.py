@@ -44,6 +44,7 @@ from o_contracts.evolution_commands import (
     StartRollout,
 )
 from o_contracts.ids import derived_id
+from o_contracts.projection_names import AGENTS
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
 from o_evolution.patches import PatchRefused, apply_patch
@@ -369,13 +370,17 @@ class EvolutionCommands:
         spec: VersionSpec,
         decision: Callable[[str], EvolutionDecided] | None,
     ) -> Reply:
-        """Serve `spec`: the decision (made from the version served until now) first, then
-        its effects, each idempotent, so a crash in between is healed by redelivery."""
+        """Serve `spec`: its effects first, then the decision (made from the version served
+        until now). Each is idempotent, so a crash in between is healed by redelivery. In
+        this order a canary's candidate is the agent before its rollout reads as promoted,
+        so no run in between falls back to the stable version."""
+        previous = await self._serving(agent_id, await self.config(agent_id))
+        seq = await self.serve(env, agent_id, spec)
+        if seq:
+            await self.s.watcher.wait(seq, AGENTS)
         decided = 0
         if decision is not None:
-            previous = await self._serving(agent_id, await self.config(agent_id))
             decided = await self.record(env, decision(previous), "served")
-        seq = await self.serve(env, agent_id, spec)
         return _served(spec, decided, seq)
 
     async def _spec(self, agent_id: str, version_id: str) -> Any:

@@ -254,6 +254,8 @@ async def test_a_canary_advances_step_by_step_and_promotes_the_candidate(
             break
     promoted = await decided(system, aid, pid, "VersionPromoted")
     assert promoted["status"] == "promoted"
+    # The candidate is the agent before its promotion is recorded: no run between the
+    # two falls back to the stable version.
     rollout = await rollout_of(system, aid)
     assert rollout["status"] == "promoted" and rollout["weight"] == 100
     assert [(d["type"], d["weight"]) for d in rollout["decisions"]] == [
