@@ -16,6 +16,7 @@ from o_contracts.events.archival import (
     PassagesAccessed,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
+from o_contracts.events.concurrency import RunRolledBack, RunSteered, RunSteerRequested
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -110,7 +111,10 @@ __all__ = [
     "RunCancellationRequested",
     "RunCompleted",
     "RunQueued",
+    "RunRolledBack",
     "RunStarted",
+    "RunSteerRequested",
+    "RunSteered",
     "SleeptimeTurnCounted",
     "StepFeedbackGiven",
     "SystemPromptRecompiled",
