@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from o_contracts import limits
+from o_gateway.callbacks.settings import CallbackSettings
 from o_runtime.env import Env
 
 
@@ -28,6 +29,8 @@ class GatewaySettings:
     # How long a sleep-time primary's reply waits for the evolution service to count its
     # turn (to name the companion runs it started); past it, the reply names none.
     sleeptime_turn_wait: float = 2.0
+    # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
+    callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -42,4 +45,5 @@ class GatewaySettings:
             stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
+            callbacks=CallbackSettings.from_env(env),
         )
