@@ -221,6 +221,31 @@ CHANNELS = (
         "receive",
     ),
     Channel(
+        "callbackEvents",
+        f"{subjects.EVENTS_PREFIX}.callback.{{run_id}}",
+        "run_id",
+        "One run's completion callback (StartRun.callback_url), appended only by the "
+        "gateway: the delivery with its signed body, every attempt and its outcome, then "
+        f"delivered or abandoned (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.CallbackScheduled,
+            events.CallbackAttempted,
+            events.CallbackDelivered,
+            events.CallbackAbandoned,
+        ),
+        "send",
+    ),
+    Channel(
+        "callbackCommands",
+        f"{subjects.COMMANDS_PREFIX}.callback.{{run_id}}",
+        "run_id",
+        "The gateway's own wake-ups for a run's callback delivery (sent when a run with a "
+        "callback_url ends; retries are redeliveries with a delay) "
+        f"(stream {subjects.COMMANDS_STREAM}); a repeat changes nothing.",
+        (commands.DeliverCallback,),
+        "receive",
+    ),
+    Channel(
         "memoryCommands",
         f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
         "key",

@@ -26,6 +26,8 @@ IdPrefix = Literal[
     "group",
     "proposal",
     "rollout",
+    # A completion callback's delivery (one per run that asked for one).
+    "callback",
 ]
 
 _ID_RE = re.compile(

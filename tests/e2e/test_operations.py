@@ -12,6 +12,7 @@ import pytest
 
 from o_evolution.projection import evolution
 from o_executor.projections import runs
+from o_gateway.callbacks.projection import callbacks
 from o_gateway.groups_projection import groups
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
@@ -20,6 +21,7 @@ from o_memory.archival_projection import archival
 from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
+from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -46,6 +48,7 @@ TABLES = {
     "evolution_serving": "agent_id",
     "mcp_tools": "id",
     "passages": "id",
+    "run_callbacks": "run_id",
     "projection_checkpoints": "projection",
 }
 
@@ -104,6 +107,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     )
     sent = await send(system, agent["id"], "before the rebuild")
     (run_id,) = sent["usage"]["run_ids"]
+    called = await called_back(system, agent["id"])
     first_step = (
         await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})
     ).json()[0]
@@ -131,6 +135,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         (None, []),
     ]
     assert before["mcp_servers"]
+    assert [r["state"] for r in before["run_callbacks"] if r["run_id"] == called] == ["delivered"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -151,6 +156,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "mcp_servers",
         "groups",
         "evolution",
+        "callbacks",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -159,6 +165,25 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     llm.push(Reply(content="still here"))
     result = await send(system, agent["id"], "after the rebuild")
     assert result["messages"][0]["content"] == "still here"
+
+
+async def called_back(system: System, agent_id: str) -> str:
+    """A run with a completion callback, delivered (a row of projection "callbacks")."""
+    system.llm.push(Reply(content="calling back"))
+    with receiving() as receiver:
+        run = await system.http.post(
+            f"/v1/agents/{agent_id}/messages/async",
+            json={"messages": [{"role": "user", "content": "hi"}], "callback_url": receiver.url},
+        )
+        assert run.status_code == 200, run.text
+        await asyncio.to_thread(receiver.wait_for, 1)
+    run_id: str = run.json()["id"]
+    async with asyncio.timeout(30):
+        while True:
+            shown = (await system.http.get(f"/v1/runs/{run_id}")).json()
+            if shown["callback_status_code"] == 200:
+                return run_id
+            await asyncio.sleep(0.05)
 
 
 async def caught_up(system: System) -> None:
@@ -171,7 +196,17 @@ async def caught_up(system: System) -> None:
     watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
     await watcher.start()
     try:
-        for projection in (agents, archival, memory, runs, tools, mcp_servers, groups, evolution):
+        for projection in (
+            agents,
+            archival,
+            memory,
+            runs,
+            tools,
+            mcp_servers,
+            groups,
+            evolution,
+            callbacks,
+        ):
             last = 0
             async for raw in log.replay(projection.filter_subject):
                 last = raw.seq

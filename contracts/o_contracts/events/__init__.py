@@ -16,6 +16,12 @@ from o_contracts.events.archival import (
     PassagesAccessed,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
+from o_contracts.events.callbacks import (
+    CallbackAbandoned,
+    CallbackAttempted,
+    CallbackDelivered,
+    CallbackScheduled,
+)
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -76,6 +82,10 @@ __all__ = [
     "BlockDeleted",
     "BlockDetached",
     "BlockUpdated",
+    "CallbackAbandoned",
+    "CallbackAttempted",
+    "CallbackDelivered",
+    "CallbackScheduled",
     "CandidateEvaluated",
     "CaseEvaluated",
     "ChangeProposed",
