@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from o_contracts import commands, events, evolution_commands, subjects
+from o_contracts import commands, events, evolution_commands, schedule_commands, subjects
 from o_contracts.base import Message
 from o_contracts.registry import all_messages
 
@@ -176,6 +176,37 @@ CHANNELS = (
             evolution_commands.AbortRollout,
             evolution_commands.RollBackVersion,
             evolution_commands.RunEvolutionTool,
+        ),
+        "receive",
+    ),
+    Channel(
+        "scheduleEvents",
+        f"{subjects.EVENTS_PREFIX}.schedule.{{schedule_id}}",
+        "schedule_id",
+        "One schedule of an agent (O's scheduled runs), appended by the scheduler one after "
+        "the other: its creation and changes, each slot fired (with the run it starts, whose "
+        "id derives from the schedule and the slot) or skipped by the missed-slot policy, and "
+        "its deletion, also when its agent is deleted; a fired slot's run then appears on "
+        f"agentEvents like any other (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.ScheduleCreated,
+            events.ScheduleUpdated,
+            events.ScheduleFired,
+            events.ScheduleSlotsSkipped,
+            events.ScheduleDeleted,
+        ),
+        "send",
+    ),
+    Channel(
+        "scheduleCommands",
+        f"{subjects.COMMANDS_PREFIX}.schedule.{{agent_id}}",
+        "agent_id",
+        "Ask the scheduler to create, change (enable, disable) or delete a schedule of an "
+        f"agent (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get a Reply.",
+        (
+            schedule_commands.CreateSchedule,
+            schedule_commands.UpdateSchedule,
+            schedule_commands.DeleteSchedule,
         ),
         "receive",
     ),

@@ -28,6 +28,7 @@ IdPrefix = Literal[
     "rollout",
     # A completion callback's delivery (one per run that asked for one).
     "callback",
+    "schedule",
 ]
 
 _ID_RE = re.compile(

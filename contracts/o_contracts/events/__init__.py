@@ -71,6 +71,13 @@ from o_contracts.events.runs import (
     ToolReturned,
 )
 from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_contracts.events.schedules import (
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    ScheduleSlotsSkipped,
+    ScheduleUpdated,
+)
 from o_contracts.events.tools import ToolCreated, ToolDeleted, ToolUpdated
 
 __all__ = [
@@ -121,6 +128,11 @@ __all__ = [
     "RunCompleted",
     "RunQueued",
     "RunStarted",
+    "ScheduleCreated",
+    "ScheduleDeleted",
+    "ScheduleFired",
+    "ScheduleSlotsSkipped",
+    "ScheduleUpdated",
     "SleeptimeTurnCounted",
     "StepFeedbackGiven",
     "SystemPromptRecompiled",
