@@ -31,6 +31,7 @@ PROJECTIONS = {
     names.GROUPS: "o_gateway.groups_projection:groups",
     names.EVOLUTION: "o_evolution.projection:evolution",
     names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",
+    names.SCHEDULES: "o_schedules.projection:schedules",
 }
 
 
