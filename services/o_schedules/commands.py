@@ -177,18 +177,18 @@ class ScheduleCommands:
     async def on_agents_deleted(self, records: list[Recorded]) -> None:
         """A deleted agent's schedules go with it.
 
-        The read waits until the agents projection shows the deletion and the schedules
-        projection shows the log as it stood after it: a schedule created before this read
-        is found here, and one created after it finds the agent gone when its CreateSchedule
-        looks again (create), so none outlives its agent. (Until then the timer fires no
-        schedule whose agent it cannot see.)
+        The read waits until the agents projection shows the deletion, then until the
+        schedules projection shows every schedule event the log holds: a schedule created
+        before this read is found here, and one created after it finds the agent gone when
+        its CreateSchedule looks again (create), so none outlives its agent. (Until then the
+        timer fires no schedule whose agent it cannot see.)
         """
         for rec in records:
             agent_id = rec.envelope.data
             assert isinstance(agent_id, AgentDeleted)
-            info = await self.eventlog.js.stream_info(subjects.EVENTS_STREAM)
-            end = max(info.state.last_seq, rec.seq)
             await self.reads.watcher.wait(rec.seq, AGENTS, timeout=30.0)
+            # (The last event on any schedule's subject: a wildcard direct get.)
+            end = await self.eventlog.last_seq(subjects.SCHEDULE_EVENTS)
             async with self.reads.at(end, SCHEDULES, timeout=30.0) as conn:
                 ids = await conn.fetch(
                     "SELECT id FROM schedules WHERE agent_id = $1", agent_id.agent_id

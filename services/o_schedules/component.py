@@ -1,5 +1,5 @@
 """The scheduler as a component of a service process: its projection, its command consumer,
-its timer and the reactor that turns fires into runs.
+its timer and the follower that turns fires into runs.
 
 It lives in the evolution service's process (o_evolution/service.py): that process already
 decides when agents think on their own (sleep-time turns), and it needs nothing the
@@ -12,19 +12,16 @@ from __future__ import annotations
 
 from o_contracts import subjects
 from o_contracts.base import Message
-from o_contracts.events import AgentDeleted, ScheduleFired
+from o_contracts.events import AgentDeleted
 from o_contracts.schedule_commands import CreateSchedule, DeleteSchedule, UpdateSchedule
 from o_runtime.commands import CommandConsumer
 from o_runtime.projector import Projector
-from o_runtime.reactor import EventReactor, Reaction
+from o_runtime.reactor import Reaction
 from o_runtime.service import Service
 from o_schedules.commands import ScheduleCommands
-from o_schedules.dispatch import Dispatch
+from o_schedules.dispatch import Dispatch, FiresFollower
 from o_schedules.projection import schedules
 from o_schedules.timer import Timer
-
-# A scheduler killed between a fire and its run is handed the fire again after this long.
-DISPATCH_ACK_WAIT = 5.0
 
 
 class Scheduler:
@@ -57,15 +54,7 @@ class Scheduler:
                 },
             )
         )
-        s.reactors.append(
-            EventReactor(
-                s.eventlog,
-                "schedule-fires",
-                subjects.SCHEDULE_EVENTS,
-                {ScheduleFired: Dispatch(s.eventlog, s.pool).on_fired},
-                ack_wait=DISPATCH_ACK_WAIT,
-            )
-        )
+        self.fires = FiresFollower(s.eventlog, Dispatch(s.eventlog, s.pool))
 
     def agent_reactions(self) -> dict[type[Message], Reaction]:
         """What the scheduler does on agents' events (for the host's reactor on them)."""
@@ -76,7 +65,9 @@ class Scheduler:
         self.timer.poke()
 
     async def start(self) -> None:
+        await self.fires.start()
         await self.timer.start()
 
     async def stop(self) -> None:
         await self.timer.stop()
+        await self.fires.stop()
