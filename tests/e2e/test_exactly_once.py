@@ -21,7 +21,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from o_contracts import evolution_commands, subjects
+from o_contracts import evolution_commands, schedule_commands, subjects
 from o_contracts.base import Reply as CommandReply
 from o_contracts.envelope import Envelope, decode
 from o_contracts.registry import all_messages
@@ -510,6 +510,49 @@ async def test_a_callback_delivered_again_is_not_sent_again(
     assert again.ok and again.result == {"state": "delivered", "status_code": 200}
 
 
+async def test_schedule_commands_delivered_again_change_nothing(system: System) -> None:
+    agent = await new_agent(system)
+    url = f"/v1/agents/{agent['id']}/schedules"
+    commands = subjects.schedule_command_subject(agent["id"])
+    body = {"cron": "0 7 * * *", "messages": [{"role": "user", "content": "morning"}]}
+    made = await system.http.post(url, json=body)
+    assert made.status_code == 201, made.text
+    one = f"{url}/{made.json()['id']}"
+    facts = subjects.schedule_subject(made.json()["id"])
+    async with connected(system) as nc:
+        create = await last_command(nc, commands)
+        assert create.type == "CreateSchedule"
+        before = await event_types(nc, facts)
+        again = await publish_again(nc, commands, create)
+        assert again.ok and again.seq == before[-1][0]
+        assert await event_types(nc, facts) == before
+
+        assert (await system.http.patch(one, json={"enabled": False})).status_code == 200
+        disable = await last_command(nc, commands)
+        assert disable.type == "UpdateSchedule"
+        assert (await system.http.patch(one, json={"enabled": True})).status_code == 200
+        before = await event_types(nc, facts)
+        # The older change, delivered again after a newer one, is not applied again.
+        again = await publish_again(nc, commands, disable)
+        assert again.ok and again.seq == before[-2][0]
+        assert await event_types(nc, facts) == before
+        assert (await system.http.get(one)).json()["enabled"] is True
+
+        assert (await system.http.delete(one)).status_code == 200
+        delete = await last_command(nc, commands)
+        assert delete.type == "DeleteSchedule"
+        before = await event_types(nc, facts)
+        again = await publish_again(nc, commands, delete)
+        assert again.ok and again.seq == before[-1][0]
+        assert await event_types(nc, facts) == before
+    assert [k for _, k in before] == [
+        "ScheduleCreated",
+        "ScheduleUpdated",
+        "ScheduleUpdated",
+        "ScheduleDeleted",
+    ]
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -525,9 +568,13 @@ REDELIVERY_TESTS = {
     "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
     "RunEvolutionTool": test_an_evolution_tool_call_delivered_again_is_answered_from_its_record,
     "DeliverCallback": test_a_callback_delivered_again_is_not_sent_again,
+    "CreateSchedule": test_schedule_commands_delivered_again_change_nothing,
+    "UpdateSchedule": test_schedule_commands_delivered_again_change_nothing,
+    "DeleteSchedule": test_schedule_commands_delivered_again_change_nothing,
 }
 EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
 assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)
+assert schedule_commands.CreateSchedule  # (and the scheduler's)
 # (Configure and propose are delivered again by the same test through their retries: a
 # repeated id is deduplicated, and a known proposal is answered from its record.)
 for _kind in (

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
+from o_contracts import subjects
 from o_evolution.projection import evolution
 from o_executor.projections import runs
 from o_gateway.callbacks.projection import callbacks
@@ -21,9 +23,10 @@ from o_memory.archival_projection import archival
 from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
+from o_schedules.projection import schedules
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -49,6 +52,9 @@ TABLES = {
     "mcp_tools": "id",
     "passages": "id",
     "run_callbacks": "run_id",
+    "schedules": "id",
+    "schedule_fires": "schedule_id, slot",
+    "schedule_commands": "command_id",
     "projection_checkpoints": "projection",
 }
 
@@ -122,6 +128,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     found = await system.http.get(f"{archive}/search", params={"query": "rebuild"})
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
+    await scheduled(system, agent["id"])
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
@@ -136,6 +143,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     ]
     assert before["mcp_servers"]
     assert [r["state"] for r in before["run_callbacks"] if r["run_id"] == called] == ["delivered"]
+    assert before["schedule_fires"] and before["schedule_commands"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -157,6 +165,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "groups",
         "evolution",
         "callbacks",
+        "schedules",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -186,6 +195,28 @@ async def called_back(system: System, agent_id: str) -> str:
             await asyncio.sleep(0.05)
 
 
+async def scheduled(system: System, agent_id: str) -> None:
+    """Schedules of every kind the projection keeps: one fired (its run finished), one
+    changed twice, one deleted."""
+    url = f"/v1/agents/{agent_id}/schedules"
+    tick = [{"role": "user", "content": "scheduled before the rebuild"}]
+    at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    once = await system.http.post(url, json={"at": at, "messages": tick})
+    assert once.status_code == 201, once.text
+    daily = (await system.http.post(url, json={"cron": "0 7 * * *", "messages": tick})).json()
+    for change in ({"enabled": False}, {"name": "daily", "missed": "skip"}):
+        changed = await system.http.patch(f"{url}/{daily['id']}", json=change)
+        assert changed.status_code == 200, changed.text
+    gone = (await system.http.post(url, json={"cron": "0 8 * * *", "messages": tick})).json()
+    assert (await system.http.delete(f"{url}/{gone['id']}")).status_code == 200
+    async with subject_events(system, subjects.schedule_subject(once.json()["id"])) as fires:
+        fired = await fires.wait_until(lambda e: e.type == "ScheduleFired")
+    async with subject_events(system, subjects.agent_subject(agent_id)) as events:
+        await events.wait_until(
+            lambda e: e.type == "RunCompleted" and e.data.run_id == fired.data.run_id
+        )
+
+
 async def caught_up(system: System) -> None:
     """Wait until every projection has reached the last event it follows.
 
@@ -206,6 +237,7 @@ async def caught_up(system: System) -> None:
             groups,
             evolution,
             callbacks,
+            schedules,
         ):
             last = 0
             async for raw in log.replay(projection.filter_subject):
