@@ -232,6 +232,43 @@ async def test_killing_the_scheduler_and_the_executors_loses_and_repeats_no_slot
     once_each(agent_events, run_ids)
 
 
+async def test_slots_missed_while_no_scheduler_ran_follow_the_policy(system: System) -> None:
+    """run_once: of the slots that passed while the scheduler's process was stopped (longer
+    than the grace), the latest runs late and the others are recorded as skipped."""
+    agent = await new_agent(system)
+    schedule = await create(
+        system, agent["id"], cron=EVERY_SECOND, grace_seconds=1, missed="run_once"
+    )
+    async with schedule_events(system, schedule["id"]) as events:
+        await events.wait_for("ScheduleFired")
+        stopped = system.supervisor.pids("evolution")
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # The outage itself (not a synchronisation): slots come due, and pass their
+            # grace, while no scheduler runs.
+            await asyncio.sleep(4)
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        await events.wait_for("ScheduleSlotsSkipped")
+        await events.wait_for("ScheduleFired", len(fired(events.seen)) + 2)
+    await patch(system, schedule, enabled=False)
+    log = await recorded(system, subjects.schedule_subject(schedule["id"]))
+    (skip,) = [e.data for e in log if e.type == "ScheduleSlotsSkipped"]
+    fires = fired(log)
+    (late,) = [f for f in fires if f.late]
+    # The latest missed slot ran, late, right after the skipped ones; every second from the
+    # first fire to the last was fired or skipped, once.
+    assert skip.count >= 2 and skip.counted_all
+    assert late.slot == skip.last + timedelta(seconds=1)
+    skipped = [skip.first + timedelta(seconds=n) for n in range(skip.count)]
+    assert skipped[-1] == skip.last
+    consecutive_seconds(sorted([f.slot for f in fires] + skipped))
+    run_ids = [f.run_id for f in fires]
+    once_each(await runs_finished(system, agent["id"], set(run_ids)), run_ids)
+
+
 async def test_more_schedulers_racing_fire_each_slot_once(system: System, llm: FakeOpenAI) -> None:
     """Two more timers (as more replicas would run) beside the evolution service's own."""
     log = await EventLog.connect(system.env["NATS_URL"], "test-timers")
