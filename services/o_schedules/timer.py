@@ -65,7 +65,11 @@ _DUE = (
     " WHERE s.enabled AND s.next_due_at <= $1"
     " ORDER BY s.next_due_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED"
 )
-_EARLIEST = "SELECT min(next_due_at) FROM schedules WHERE enabled AND next_due_at IS NOT NULL"
+# The next slot to wake for, among the schedules a tick could decide (not those left alone).
+_EARLIEST = (
+    "SELECT min(s.next_due_at) FROM schedules s JOIN agents a ON a.id = s.agent_id"
+    " WHERE s.enabled AND s.next_due_at IS NOT NULL AND NOT (s.id = ANY($1::text[]))"
+)
 
 
 @dataclass(frozen=True)
@@ -124,10 +128,15 @@ class Timer:
                 await asyncio.wait_for(self._poked.wait(), pause)
 
     async def _until_next(self) -> float:
-        earliest: datetime | None = await self.pool.fetchval(_EARLIEST)
+        left_alone = [k for k, until in self._failed.items() if until > time.monotonic()]
+        earliest: datetime | None = await self.pool.fetchval(_EARLIEST, left_alone)
         if earliest is None:
             return MAX_SLEEP
-        return min(max((earliest - self.clock()).total_seconds(), 0.0), MAX_SLEEP)
+        ahead = (earliest - self.clock()).total_seconds()
+        if ahead <= 0:
+            # Due already, yet the tick found nothing to decide: another replica has it.
+            return BEHIND_PAUSE
+        return min(ahead, MAX_SLEEP)
 
     async def tick(self) -> Tick:
         """Decide every schedule due now (up to BATCH of them)."""
