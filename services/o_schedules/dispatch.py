@@ -4,9 +4,9 @@ run lists as `created` at once, as an async message's does) and StartRun to the 
 A durable consumer of the schedules' subjects hands every ScheduleFired here at least
 once: each is acknowledged on its own once its run is on its way, so a scheduler killed
 between a fire and its run has the fire handed again (after DISPATCH_ACK_WAIT) to
-whichever replica pulls next. (Not o_runtime's EventReactor: its cumulative acks would
-let a later fire, acknowledged by a restarted process, acknowledge the one that died with
-the old process, and that run would never start.) Doing it twice does nothing twice:
+whichever replica pulls next. (Not o_runtime's EventReactor, which handles one batch at a
+time in log order: fires are dispatched for many agents at once, each agent's in order.)
+Doing it twice does nothing twice:
 the run's id comes from the fire, the command's and the RunQueued's from the run's (the
 stream drops a repeat within its window; after it, the executor answers a StartRun of a
 finished run from the log, and a RunQueued of a run the projection has is not appended).
