@@ -86,6 +86,7 @@ class StdioProcess:
         self._ready = asyncio.Event()
         self._ended = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._cleaned = asyncio.Event()  # ended, and its scratch folder and uid given back
         self._reason = ""
         self._tail = _Tail(STDERR_KEPT)
         self._garbage: str | None = None
@@ -132,6 +133,11 @@ class StdioProcess:
             raise StdioFailure(
                 f"the MCP server was still starting after {timeout:g} s{self._notes()}"
             )
+
+    async def finished(self) -> None:
+        """Wait until the server is gone (stopped, crashed or failed to start) and
+        cleaned up after."""
+        await self._cleaned.wait()
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -204,6 +210,7 @@ class StdioProcess:
             for task in self._checks:
                 task.cancel()
             self._cleanup()
+            self._cleaned.set()
             log.info("stdio MCP server %s ended: %s", self.server_id, self.reason())
 
     async def _read_stderr(self, fd: int) -> None:

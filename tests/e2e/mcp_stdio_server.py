@@ -87,8 +87,19 @@ def crash() -> str:
 
 @server.tool()
 def hang() -> str:
-    """Never answer."""
+    """Never answer (the server still answers other requests)."""
     time.sleep(3600)
+    return "woke up"
+
+
+def _block() -> None:
+    time.sleep(3600)
+
+
+@server.tool()
+async def freeze() -> str:
+    """Block the server's event loop: it answers nothing any more, not even a ping."""
+    _block()  # on purpose, in the loop's own thread
     return "woke up"
 
 

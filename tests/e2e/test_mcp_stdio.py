@@ -37,7 +37,10 @@ SITE_PACKAGES = str(Path(mcp.__file__).resolve().parents[1])
 # Under root the server runs as a uid of its own, so its interpreter must be one any user
 # can run: the one the sandbox chooses for tools.
 PYTHON = interpreter.choose(unprivileged=os.geteuid() == 0)[0]
-TOOLS = ["echo", "add", "whisper", "whoami", "reach", "write_file", "read_file", "crash", "hang"]
+TOOLS = [
+    *("echo", "add", "whisper", "whoami", "reach", "write_file", "read_file"),
+    *("crash", "hang", "freeze"),
+]
 # O_MCP_STDIO_CALL_SECONDS in tests/e2e/conftest.py
 CALL_SECONDS = 4
 
