@@ -33,6 +33,7 @@ from o_gateway.routes import (
     messages,
     models,
     runs,
+    schedules,
     steps,
     tags,
     tools,
@@ -139,6 +140,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         mcp_legacy,
         groups,
         evolution,
+        schedules,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):
