@@ -230,6 +230,7 @@ class StdioProcess:
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 if not self.isolation and line.startswith(CONFINED_PREFIX):
                     self.isolation = json.loads(line.removeprefix(CONFINED_PREFIX))
+                    log.info("stdio MCP server %s confined: %s", self.server_id, self.isolation)
                 else:
                     self._tail.add(line)
         finally:
