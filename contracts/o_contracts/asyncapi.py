@@ -52,6 +52,7 @@ CHANNELS = (
         f"Everything that happens to one agent, in order (stream {subjects.EVENTS_STREAM}).",
         (
             events.AgentCreated,
+            events.MessagesImported,
             events.AgentUpdated,
             events.AgentDeleted,
             events.BlockAttached,

@@ -19,3 +19,13 @@ def position(seq: int, offset: int = 0) -> int:
 def before(kept: int) -> int:
     """The position right before `kept` (a summary's, before the first message it kept)."""
     return kept - 1
+
+
+# An imported history's messages in one event (MessagesImported) take every other
+# slot, so there is room for a summary before each; at most this many per event.
+MAX_IMPORTED_PER_EVENT = (SLOTS - 1) // 2
+
+
+def imported_offset(index: int) -> int:
+    """The offset, within its event, of the `index`-th message of an imported history part."""
+    return 2 * index + 1

@@ -8,6 +8,7 @@ conversation a run's messages belong to (None: the agent's default one).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,7 @@ from o_contracts.events import (
     ConversationDeleted,
     ConversationUpdated,
     LLMResponded,
+    MessagesImported,
     MessagesReset,
     RunCancellationRequested,
     RunCompleted,
@@ -34,7 +36,7 @@ from o_contracts.events import (
     ToolReturned,
 )
 from o_contracts.models import ChatMessage, answers_message
-from o_contracts.ordering import before, position
+from o_contracts.ordering import before, imported_offset, position
 from o_contracts.projection_names import RUNS
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
@@ -68,11 +70,13 @@ async def _insert_message(
     *,
     seq: int | None = None,
     compiled_system: bool = False,
+    created_at: datetime | None = None,
+    in_context: bool = True,
 ) -> None:
     await conn.execute(
         "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
-        " conversation_id, compiled_system)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (id) DO NOTHING",
+        " conversation_id, compiled_system, in_context)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (id) DO NOTHING",
         message.id,
         agent_id,
         run_id,
@@ -81,9 +85,10 @@ async def _insert_message(
         message.model_dump(mode="json", exclude_none=True),
         # Several messages from one event keep their order within the event.
         position(rec.seq, offset) if seq is None else seq,
-        rec.envelope.time,
+        created_at or rec.envelope.time,
         subjects.conversation_of(rec.subject),
         compiled_system,
+        in_context,
     )
 
 
@@ -95,6 +100,24 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
     for i, m in enumerate([*first, *e.initial_messages]):
         system = e.system_message is not None and i == 0
         await _insert_message(conn, rec, e.agent_id, None, None, m, i, compiled_system=system)
+
+
+@runs.on(MessagesImported)
+async def messages_imported(conn: asyncpg.Connection, e: MessagesImported, rec: Recorded) -> None:
+    # Every other slot (1, 3, 5 ...): a summary placed right before an imported
+    # message it kept (ordering.before) never shares a position with another.
+    for i, item in enumerate(e.messages):
+        await _insert_message(
+            conn,
+            rec,
+            e.agent_id,
+            None,
+            None,
+            item.message,
+            imported_offset(i),
+            created_at=item.created_at,
+            in_context=item.in_context,
+        )
 
 
 @runs.on(AgentDeleted)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
 
 from o_contracts.base import Event
 from o_contracts.concurrency import Concurrency
-from o_contracts.models import ChatMessage, ToolRule
+from o_contracts.models import ChatMessage, ToolRule, Value
 
 
 class AgentCreated(Event):
@@ -77,3 +78,29 @@ class ToolAttached(Event):
 class ToolDetached(Event):
     agent_id: str
     tool_id: str
+
+
+class ImportedMessage(Value):
+    """One message of an imported agent's history, as the agent file had it."""
+
+    message: ChatMessage
+    # When it was said (the file's created_at); None: when it was imported.
+    created_at: datetime | None = None
+    # Whether the agent still had it in its context window (the file's
+    # in_context_message_ids); the others are history only (listed, searched).
+    in_context: bool = True
+
+
+class MessagesImported(Event):
+    """Part of the history an agent file brought, in order, right after its AgentCreated.
+
+    Appended by the gateway on the agent's subject, one event per part (a long
+    history does not fit in one NATS message), each expecting the subject's
+    previous position; its id derives from the agent's and the part's, so a
+    retried import appends each part once. Messages sit after the agent's
+    system message, in file order.
+    """
+
+    agent_id: str
+    part: int = Field(ge=0)
+    messages: list[ImportedMessage]

@@ -28,6 +28,7 @@ from o_contracts.events import (
     ConversationCreated,
     LLMResponded,
     MemoriesReflected,
+    MessagesImported,
     MessagesReset,
     PassageDeleted,
     PassageInserted,
@@ -42,7 +43,7 @@ from o_contracts.events import (
     ToolUpdated,
 )
 from o_contracts.models import ChatMessage
-from o_contracts.ordering import before, position
+from o_contracts.ordering import before, imported_offset, position
 from o_executor.run.agent import AgentConfig, UserTool
 from o_memory.core_memory import CoreMemory
 from o_runtime.eventlog import EventLog
@@ -114,10 +115,12 @@ class ConversationFold:
             if source.in_context[message_id]:
                 self._add(at, message, run_id)
 
-    def _add(self, at: int, message: ChatMessage, run_id: str | None) -> None:
+    def _add(
+        self, at: int, message: ChatMessage, run_id: str | None, in_context: bool = True
+    ) -> None:
         if message.id not in self.messages:
             self.messages[message.id] = (at, message, run_id)
-            self.in_context[message.id] = True
+            self.in_context[message.id] = in_context
 
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, AgentCreated):
@@ -125,6 +128,9 @@ class ConversationFold:
             # which a run never reads: it compiles its own prompt).
             for i, m in enumerate(event.initial_messages, start=1):
                 self._add(position(seq, i), m, None)
+        elif isinstance(event, MessagesImported):
+            for i, item in enumerate(event.messages):
+                self._add(position(seq, imported_offset(i)), item.message, None, item.in_context)
         elif isinstance(event, MessagesReset):
             for message_id in self.in_context:
                 self.in_context[message_id] = False
