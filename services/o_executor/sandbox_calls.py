@@ -1,32 +1,19 @@
-"""Calling the tool sandbox for a user tool: one `RunTool` command, its outcome event, a
-bounded wait."""
+"""Calling the tool sandbox for a run's user tool: one `RunTool` command, its outcome event,
+a bounded wait (o_runtime/sandbox_requests.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import nats.errors
-from nats.js.errors import NotFoundError
-
-from o_contracts import subjects
 from o_contracts.commands import RunTool
-from o_contracts.envelope import Envelope, decode
-from o_contracts.events import ToolExecuted, ToolExecutionFailed
+from o_contracts.envelope import Envelope
 from o_contracts.ids import derived_id
 from o_executor.run.agent import AgentConfig, UserTool
 from o_runtime.eventlog import EventLog
+from o_runtime.sandbox_requests import request_execution, wait_budget
 
-# The sandbox's redelivery after a replica dies (its consumer's ack_wait) and
-# the one retry an idempotent tool may get: the executor waits for all of that
-# and then gives up, so a run never hangs on a sandbox.
-SANDBOX_REDELIVERY = 10.0
-
-
-def wait_budget(timeout: float) -> float:
-    return 2 * (timeout + SANDBOX_REDELIVERY) + 5.0
+__all__ = ["request_execution", "run_user_tool"]
 
 
 async def run_user_tool(
@@ -69,57 +56,3 @@ async def run_user_tool(
         id=derived_id("cmd", run_id, tool_call_id, "sandbox"),
     )
     return await request_execution(eventlog, command, budget)
-
-
-async def request_execution(
-    eventlog: EventLog, command: Envelope[RunTool], timeout: float
-) -> dict[str, Any]:
-    """Send the command and wait for its outcome *event*, not a reply.
-
-    A resumed run re-sends the same command id; within the stream's dedup
-    window that publish is dropped as a duplicate and would never be
-    answered. The outcome event on the execution's subject is there either
-    way: we listen on the subject first, then send, then look for an outcome
-    already recorded, so none can slip between.
-    """
-    subject = subjects.tool_execution_subject(command.id)
-    sub = await eventlog.nc.subscribe(subject)
-    try:
-        await eventlog.send_command(
-            subjects.sandbox_command_subject(command.data.agent_id), command
-        )
-        try:
-            last = await eventlog.js.get_last_msg(subjects.EVENTS_STREAM, subject)
-            outcome = _outcome(last.data or b"")
-            if outcome is not None:
-                return outcome
-        except NotFoundError:
-            pass
-        async with asyncio.timeout(timeout):
-            while True:
-                msg = await sub.next_msg(timeout=timeout)
-                outcome = _outcome(msg.data)
-                if outcome is not None:
-                    return outcome
-    except (TimeoutError, nats.errors.TimeoutError):
-        return _error(
-            f"the tool sandbox did not answer within {timeout:g}s; the tool may not have run"
-        )
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-
-
-def _outcome(raw: bytes) -> dict[str, Any] | None:
-    event = decode(raw).data
-    if isinstance(event, ToolExecuted):
-        result = {"status": "success", "tool_return": event.tool_return}
-    elif isinstance(event, ToolExecutionFailed):
-        result = {"status": "error", "tool_return": event.error, "failure": event.failure}
-    else:
-        return None
-    return result | {"stdout": event.stdout, "stderr": event.stderr, "sandbox": event.sandbox}
-
-
-def _error(text: str) -> dict[str, Any]:
-    return {"status": "error", "tool_return": text, "stdout": [], "stderr": []}
