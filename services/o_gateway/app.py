@@ -36,6 +36,7 @@ from o_gateway.routes import (
     schedules,
     steps,
     tags,
+    tool_actions,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -133,6 +134,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         context,
         models,
         runs,
+        tool_actions,
         tools,
         agent_tools,
         archival,

@@ -54,6 +54,9 @@ class GatewaySettings:
     sleeptime_turn_wait: float = 2.0
     # Browser origins that may call the API (CORS, with credentials, any method and header).
     cors_origins: tuple[str, ...] = field(default=LETTA_ORIGINS)
+    # Wall-clock limit of a tool the API runs directly (/v1/tools/run, an agent's tool
+    # run by name): the executor's limit per tool call, O_TOOL_TIMEOUT.
+    tool_timeout: float = 30.0
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
@@ -71,5 +74,6 @@ class GatewaySettings:
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
+            tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
             callbacks=CallbackSettings.from_env(env),
         )

@@ -13,11 +13,11 @@ from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
 from o_contracts.projection_names import TOOLS
 from o_gateway.commands import PRODUCER
-from o_gateway.mcp_tools import all_mcp_rows
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
 from o_gateway.state import GW, Gateway, checked_id
+from o_gateway.tool_filters import ToolFilter, all_tools
 from o_gateway.tool_registry import (
     BUILTIN_IDS,
     attachable_row,
@@ -151,27 +151,21 @@ async def list_tools(
     names: Annotated[list[str] | None, Query()] = None,
     tool_ids: Annotated[list[str] | None, Query()] = None,
     search: str | None = None,
+    tool_types: Annotated[list[str] | None, Query()] = None,
+    exclude_tool_types: Annotated[list[str] | None, Query()] = None,
+    return_only_letta_tools: bool | None = False,
     before: str | None = None,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     order: Literal["asc", "desc"] = "desc",
     order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
-    # Oldest first: built-in tools, then user tools in creation order; few enough to
-    # page in memory.
-    rows = await gw.pool.fetch("SELECT * FROM tools ORDER BY created_at, id")
-    everything = [tool_state(n) for n in SCHEMAS] + [render_user_tool(dict(r)) for r in rows]
-    # MCP servers' tools too, as Letta's registry holds them (tool_type external_mcp).
-    everything += [render_user_tool(r) for r in await all_mcp_rows(gw)]
-    wanted = {*(names or []), *([name] if name is not None else [])}
-    if wanted:
-        everything = [t for t in everything if t["name"] in wanted]
-    if tool_ids:
-        # Letta takes repeated parameters or comma-separated values.
-        ids = {i.strip() for item in tool_ids for i in item.split(",") if i.strip()}
-        everything = [t for t in everything if t["id"] in ids]
-    if search:
-        everything = [t for t in everything if search.lower() in t["name"].lower()]
+    # Built-in, users' and MCP servers' tools (as Letta's registry holds them), filtered
+    # as Letta filters them (o_gateway/tool_filters.py); few enough to page in memory.
+    wanted = ToolFilter.of(
+        name, names, tool_ids, search, tool_types, exclude_tool_types, return_only_letta_tools
+    )
+    everything = wanted.apply(await all_tools(gw))
     return page_of(everything, lambda t: str(t["id"]), before, after, order, limit)
 
 
