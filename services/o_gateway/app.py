@@ -17,6 +17,7 @@ from o_gateway import openapi
 from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
 from o_gateway.render import VERSION
 from o_gateway.routes import (
+    agent_files,
     agent_tools,
     agents,
     all_messages,
@@ -126,6 +127,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     app.state.gateway = gateway
     for module in (
         health,
+        agent_files,
         agents,
         blocks,
         messages,

@@ -37,6 +37,17 @@ _LANE = (
 )
 
 
+async def lane_in_context(pool: asyncpg.Pool, lane: Lane) -> list[asyncpg.Record]:
+    """The conversation's in-context messages (its system prompt first), in order."""
+    return list(
+        await pool.fetch(
+            f"SELECT * FROM ({_LANE}) t WHERE in_context ORDER BY seq",
+            lane.agent_id,
+            lane.conversation_id,
+        )
+    )
+
+
 async def lane_messages(
     db: Gateway | asyncpg.Pool,
     lane: Lane,
