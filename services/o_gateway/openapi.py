@@ -47,6 +47,10 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     # Letta's older MCP routes: a server that cannot be reached is a 502, as Letta's.
     ("get", "/v1/tools/mcp/servers/{mcp_server_name}/tools"): (502,),
     ("post", "/v1/tools/mcp/servers/{mcp_server_name}/tools/{tool_name}/execute"): (502,),
+    # Options Letta refuses with 400: an unknown tool type, the legacy export format.
+    ("get", "/v1/tools/"): (400,),
+    ("get", "/v1/tools/count"): (400,),
+    ("get", "/v1/agents/{agent_id}/export"): (400,),
 }
 
 # Operations that answer a stream of server-sent events (with `streaming: true`, or always).
