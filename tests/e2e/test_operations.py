@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -129,8 +131,18 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
     await scheduled(system, agent["id"])
+    # An imported agent, whose history came in MessagesImported events.
+    agent_file = Path(__file__).parents[1] / "fixtures/agent_files/loop.af.gz"
+    imported = await system.http.post(
+        "/v1/agents/import",
+        files={"file": ("a.af", gzip.decompress(agent_file.read_bytes()), "application/json")},
+        data={"model": "openai/gpt-4o-mini"},
+    )
+    assert imported.status_code == 200, imported.text
+    (imported_id,) = imported.json()["agent_ids"]
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
+    assert len([r for r in before["messages"] if r["agent_id"] == imported_id]) == 3
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
     rated_run = sorted(
         (r["step_number"], r["feedback"], r["tags"])
