@@ -104,6 +104,11 @@ async def system(
         "O_EXECUTOR_ACK_WAIT": "3",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
+        # Folders: a small upload limit (test_folders.py goes over it), a file held by a
+        # killed memory service taken up again soon, small embedding batches (many steps).
+        "O_MAX_FILE_BYTES": str(512 * 1024),
+        "O_FILES_ACK_WAIT": "3",
+        "O_FILE_EMBED_BATCH": "4",
     }
     # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(
