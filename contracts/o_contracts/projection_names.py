@@ -13,7 +13,21 @@ RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
+CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
+SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
 # The memory service's folders, their files and chunks, and which agent sees which file.
 FOLDERS: Final = "folders"
 
-ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS, GROUPS, EVOLUTION, FOLDERS)
+ALL: Final = (
+    AGENTS,
+    TOOLS,
+    MEMORY,
+    ARCHIVAL,
+    RUNS,
+    MCP_SERVERS,
+    GROUPS,
+    EVOLUTION,
+    CALLBACKS,
+    SCHEDULES,
+    FOLDERS,
+)

@@ -43,6 +43,10 @@ FOLDER_EVENTS: Final = f"{EVENTS_PREFIX}.folder.>"
 FILE_UPLOADS: Final = f"{EVENTS_PREFIX}.folder.*"
 # Which files an agent has open, and where (o.evt.agent_files.<agent_id>).
 AGENT_FILES_EVENTS: Final = f"{EVENTS_PREFIX}.agent_files.*"
+# One run's completion callback: its delivery and every attempt (events/callbacks.py).
+CALLBACK_EVENTS: Final = f"{EVENTS_PREFIX}.callback.*"
+# One schedule's life: created, changed, each slot fired or skipped, deleted (O's scheduled runs).
+SCHEDULE_EVENTS: Final = f"{EVENTS_PREFIX}.schedule.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -55,6 +59,8 @@ MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
 # Processing an uploaded file (parse, chunk, embed): the memory service's own work queue,
 # apart from memory commands, so a long file never holds up an agent's memory edit.
 FILES_COMMANDS: Final = f"{COMMANDS_PREFIX}.files.*"
+CALLBACK_COMMANDS: Final = f"{COMMANDS_PREFIX}.callback.*"
+SCHEDULE_COMMANDS: Final = f"{COMMANDS_PREFIX}.schedule.*"
 
 # Request/reply reads (core NATS, not persisted): nothing changes state here.
 MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
@@ -141,8 +147,24 @@ def evolution_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.evolution.{agent_id}"
 
 
+def callback_subject(run_id: str) -> str:
+    return f"{EVENTS_PREFIX}.callback.{run_id}"
+
+
+def callback_command_subject(run_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.callback.{run_id}"
+
+
 def evolution_command_subject(agent_id: str) -> str:
     return f"{COMMANDS_PREFIX}.evolution.{agent_id}"
+
+
+def schedule_subject(schedule_id: str) -> str:
+    return f"{EVENTS_PREFIX}.schedule.{schedule_id}"
+
+
+def schedule_command_subject(agent_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.schedule.{agent_id}"
 
 
 def executor_command_subject(agent_id: str) -> str:

@@ -31,6 +31,8 @@ PROJECTIONS = {
     names.GROUPS: "o_gateway.groups_projection:groups",
     names.EVOLUTION: "o_evolution.projection:evolution",
     names.FOLDERS: "o_memory.files.projection:folders",
+    names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",
+    names.SCHEDULES: "o_schedules.projection:schedules",
 }
 
 

@@ -35,6 +35,7 @@ from o_gateway.routes import (
     messages,
     models,
     runs,
+    schedules,
     steps,
     tags,
     tools,
@@ -143,6 +144,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         evolution,
         folders,
         agent_folders,
+        schedules,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

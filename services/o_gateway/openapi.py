@@ -38,6 +38,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     # Folders keep Letta's "source-" ids (they were sources first).
     "folder_id": "source",
     "file_id": "file",
+    "schedule_id": "schedule",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

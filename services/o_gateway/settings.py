@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from o_contracts import limits
+from o_gateway.callbacks.settings import CallbackSettings
 from o_runtime.env import Env
 
 # The browser origins Letta's server allows (its settings' defaults and the ADE at
@@ -59,6 +60,8 @@ class GatewaySettings:
     # A file uploaded to a folder may be this large (Letta's file processor takes 50 MiB);
     # more is a 413 before the upload is read.
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
+    callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -75,4 +78,5 @@ class GatewaySettings:
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
             max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
+            callbacks=CallbackSettings.from_env(env),
         )
