@@ -77,3 +77,20 @@ async def open_files_of(system: System, agent_id: str, count: int) -> list[dict[
             if sum(f["is_open"] for f in files) >= count:
                 return files
             await asyncio.sleep(0.05)
+
+
+async def processed_up_to(
+    system: System, folder_id: str, file_id: str, chunks: int
+) -> dict[str, Any]:
+    """The file once at least `chunks` of its chunks are embedded (or it ended), polled."""
+    async with asyncio.timeout(DEADLINE):
+        while True:
+            response = await system.http.get(f"/v1/folders/{folder_id}/files/{file_id}")
+            assert response.status_code == 200, response.text
+            file: dict[str, Any] = response.json()
+            if (file["chunks_embedded"] or 0) >= chunks or file["processing_status"] in (
+                "completed",
+                "error",
+            ):
+                return file
+            await asyncio.sleep(0.05)

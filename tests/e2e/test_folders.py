@@ -12,17 +12,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from typing import Any
 
+import asyncpg
+import nats
+import nats.js.errors
 import pytest
 from letta_client import Letta
 
+from o_contracts import subjects
+from o_contracts.envelope import decode
+from o_contracts.events import FileChunksEmbedded
 from tests.e2e.conftest import System
 from tests.e2e.folder_support import (
     agent_files,
     markdown,
     new_folder,
     processed,
+    processed_up_to,
     upload,
 )
 from tests.e2e.support import new_agent, send
@@ -195,3 +203,149 @@ async def test_an_attached_folder_shows_as_file_blocks_and_the_files_tools_read_
     window = after_open["messages"][0]["content"]
     assert "[Viewing sentences 1 to 2 (out of 43 sentences)]\n1: ## Section 0: onboarding" in window
     assert "2: Sentence 1 of section 0" in window and "3: Sentence 2 of section 0" not in window
+
+
+async def test_an_upload_over_the_limit_is_413_and_an_unsupported_type_415(
+    system: System,
+) -> None:
+    folder = await new_folder(system)
+    limit = int(system.env["O_MAX_FILE_BYTES"])
+    over = await system.http.post(
+        f"/v1/folders/{folder['id']}/upload",
+        files={"file": ("big.txt", b"a" * (limit + 1), "text/plain")},
+    )
+    assert over.status_code == 413
+    assert over.json() == {
+        "detail": f"the file is over the upload limit of {limit} bytes (O_MAX_FILE_BYTES)"
+    }
+    # Far over it (more than the multipart room): refused before the body is read.
+    far = await system.http.post(
+        f"/v1/sources/{folder['id']}/upload",
+        files={"file": ("big.txt", b"a" * (2 * limit), "text/plain")},
+    )
+    assert far.status_code == 413 and "O_MAX_FILE_BYTES" in far.json()["detail"]
+    exe = await system.http.post(
+        f"/v1/folders/{folder['id']}/upload",
+        files={"file": ("tool.exe", b"MZ\x90\x00", "application/x-msdownload")},
+    )
+    assert exe.status_code == 415
+    assert exe.json()["detail"].startswith(
+        "Unsupported file type: application/x-msdownload (filename: tool.exe). Supported types:"
+    )
+    # Nothing was recorded for either.
+    files = await system.http.get(f"/v1/folders/{folder['id']}/files")
+    assert files.json() == []
+    # Exactly the limit is taken.
+    at = await upload(system, folder["id"], "at.txt", b"a" * limit, "text/plain")
+    assert at["file_size"] == limit
+
+
+async def _chunk_rows(system: System, folder_id: str) -> list[tuple[str, int]]:
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        rows = await conn.fetch(
+            "SELECT file_id, idx FROM folder_file_chunks WHERE folder_id = $1"
+            " ORDER BY file_id, idx",
+            folder_id,
+        )
+    finally:
+        await conn.close()
+    return [(r["file_id"], r["idx"]) for r in rows]
+
+
+async def test_deleting_a_file_and_then_its_folder_removes_their_chunks_and_detaches_it(
+    system: System,
+) -> None:
+    folder = await new_folder(system)
+    kept = await upload(
+        system, folder["id"], "kept.md", markdown(["a", "b"]).encode(), "text/markdown"
+    )
+    gone = await upload(system, folder["id"], "gone.txt", b"Only line.\n", "text/plain")
+    for f in (kept, gone):
+        assert (await processed(system, folder["id"], f["id"]))["processing_status"] == "completed"
+    agent = await new_agent(system)
+    attach = await system.http.patch(f"/v1/agents/{agent['id']}/folders/attach/{folder['id']}")
+    assert attach.status_code == 200, attach.text
+    assert sorted(await _chunk_rows(system, folder["id"])) == sorted(
+        [(kept["id"], 0), (kept["id"], 1), (gone["id"], 0)]
+    )
+
+    deleted = await system.http.delete(f"/v1/folders/{folder['id']}/{gone['id']}")
+    assert deleted.status_code == 204
+    assert await _chunk_rows(system, folder["id"]) == [(kept["id"], 0), (kept["id"], 1)]
+    assert [f["file_id"] for f in await agent_files(system, agent["id"])] == [kept["id"]]
+    missing = await system.http.get(f"/v1/folders/{folder['id']}/files/{gone['id']}")
+    assert missing.status_code == 404
+
+    assert (await system.http.delete(f"/v1/folders/{folder['id']}")).status_code == 200
+    assert await _chunk_rows(system, folder["id"]) == []
+    assert (await system.http.get(f"/v1/folders/{folder['id']}")).status_code == 404
+    assert (await system.http.get(f"/v1/agents/{agent['id']}/folders")).json() == []
+    assert await agent_files(system, agent["id"]) == []
+    shown = await system.http.get(f"/v1/agents/{agent['id']}")
+    assert shown.json()["sources"] == []
+
+
+async def _chunk_indices_in_the_log(system: System, folder_id: str, file_id: str) -> list[int]:
+    """Every chunk index recorded by FileChunksEmbedded on the file's subject, in order."""
+    nc = await nats.connect(system.env["NATS_URL"])
+    js = nc.jetstream()
+    indices: list[int] = []
+    seq = 1
+    try:
+        while True:
+            try:
+                msg = await js.get_msg(
+                    subjects.EVENTS_STREAM,
+                    seq=seq,
+                    subject=subjects.file_subject(folder_id, file_id),
+                    next=True,
+                )
+            except nats.js.errors.NotFoundError:
+                return indices
+            event = decode(msg.data or b"").data
+            if isinstance(event, FileChunksEmbedded):
+                indices += [c.index for c in event.chunks]
+            seq = int(msg.seq or 0) + 1
+    finally:
+        await nc.close()
+
+
+async def test_a_memory_service_killed_mid_file_leaves_it_completed_with_each_chunk_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    client = system.client()
+    folder = await asyncio.to_thread(
+        client.folders.create, name="killed-" + os.urandom(3).hex(), embedding=FAKE_EMBEDDING
+    )
+    topics = [f"topic {n}" for n in range(24)]
+    # 24 chunks in batches of 4 (O_FILE_EMBED_BATCH): answer two batches, hold the third.
+    llm.hold_embeddings_after(2)
+    try:
+        up = await upload(system, folder.id, "long.md", markdown(topics).encode(), "text/markdown")
+        assert await asyncio.to_thread(llm.wait_for_embedding_requests, 3)
+        before = await processed_up_to(system, folder.id, up["id"], 8)
+        assert (before["processing_status"], before["total_chunks"]) == ("embedding", 24)
+        memory = system.supervisor.pids("memory")
+        restarts = system.supervisor.restart_count("memory")
+        for pid in memory:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.wait_for(
+            system.supervisor.wait_for_restarts("memory", restarts + len(memory)), 60
+        )
+    finally:
+        llm.release_embeddings()
+    done = await processed(system, folder.id, up["id"])
+    assert (done["processing_status"], done["total_chunks"], done["chunks_embedded"]) == (
+        "completed",
+        24,
+        24,
+    )
+    assert await _chunk_indices_in_the_log(system, folder.id, up["id"]) == list(range(24))
+    assert await _chunk_rows(system, folder.id) == [(up["id"], i) for i in range(24)]
+    passages = await system.http.get(
+        f"/v1/folders/{folder.id}/passages", params={"order": "asc", "limit": 100}
+    )
+    assert [p["text"].strip().split("\n", 1)[0] for p in passages.json()] == [
+        f"## Section {n}: topic {n}" for n in range(24)
+    ]
