@@ -252,12 +252,16 @@ class FileWorker:
         )
 
     async def _open_in_agents(self, state: FileState) -> None:
-        """Open the processed file for the agents its folder is attached to (as Letta puts
-        a new file in their context windows). Each open's id derives from the file and
-        the agent: done once, whoever asks again."""
+        """Open the processed file for the agents its folder was attached to before it
+        was processed (as Letta puts a new file in their context windows); an agent that
+        attached the folder later had it opened by the attachment, and may have closed
+        it since, so a late redelivery leaves it alone. Each open's id derives from the
+        file and the agent: done once, whoever asks again."""
         agents = await self.s.pool.fetch(
-            "SELECT agent_id FROM agent_folders WHERE folder_id = $1 ORDER BY attached_seq",
+            "SELECT agent_id FROM agent_folders WHERE folder_id = $1 AND attached_seq < $2"
+            " ORDER BY attached_seq",
             state.folder_id,
+            state.file_seq,
         )
         for row in agents:
             agent_id = row["agent_id"]
