@@ -25,6 +25,8 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     state["message_ids"] = await message_ids(gw, row["id"])
     state["enable_sleeptime"] = row.get("enable_sleeptime")
     state["sources"] = [render_folder(f) for f in await agent_folder_rows(gw, row["id"])]
+    # (An O extension: o_contracts/concurrency.py. '' or NULL: the route's, Letta's.)
+    state["concurrency"] = row.get("concurrency") or None
     group = await managed_group(gw.pool, row["id"])
     rendered = await render_group(gw.pool, group) if group is not None else None
     state["multi_agent_group"] = state["managed_group"] = rendered

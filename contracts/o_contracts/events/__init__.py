@@ -28,6 +28,7 @@ from o_contracts.events.callbacks import (
     CallbackDelivered,
     CallbackScheduled,
 )
+from o_contracts.events.concurrency import RunRolledBack, RunSteered, RunSteerRequested
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -159,7 +160,10 @@ __all__ = [
     "RunCancellationRequested",
     "RunCompleted",
     "RunQueued",
+    "RunRolledBack",
     "RunStarted",
+    "RunSteerRequested",
+    "RunSteered",
     "ScheduleCreated",
     "ScheduleDeleted",
     "ScheduleFired",
