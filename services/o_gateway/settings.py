@@ -20,6 +20,9 @@ LETTA_ORIGINS = (
 )
 
 
+DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+
+
 def cors_origins(env: Env) -> tuple[str, ...]:
     """O_CORS_ORIGINS (comma-separated) in place of Letta's defaults, and Letta's own
     ACCEPTABLE_ORIGINS added to either, as Letta adds it."""
@@ -57,6 +60,9 @@ class GatewaySettings:
     # Wall-clock limit of a tool the API runs directly (/v1/tools/run, an agent's tool
     # run by name): the executor's limit per tool call, O_TOOL_TIMEOUT.
     tool_timeout: float = 30.0
+    # A file uploaded to a folder may be this large (Letta's file processor takes 50 MiB);
+    # more is a 413 before the upload is read.
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
@@ -75,5 +81,6 @@ class GatewaySettings:
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
+            max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
             callbacks=CallbackSettings.from_env(env),
         )
