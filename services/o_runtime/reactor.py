@@ -28,6 +28,7 @@ from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
+from o_runtime.tracing import reacting
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +85,23 @@ class EventReactor:
             msgs = await pulled(self._sub, BATCH, self.name)
             if not msgs:
                 continue
-            by_type: dict[str, list[tuple[Recorded, bytes]]] = {}
+            by_type: dict[str, list[Msg]] = {}
             for msg in msgs:
                 name = known_type(msg.data)
-                if name not in self.handlers:
+                if name in self.handlers:
+                    by_type.setdefault(name, []).append(msg)
+            for name, handled in by_type.items():
+                events = []
+                for msg in handled:
+                    with contextlib.suppress(MalformedMessage):
+                        # (Not an event anyone could have appended: projections refuse it.)
+                        seq = msg.metadata.sequence.stream
+                        events.append((Recorded(seq, msg.subject, decode(msg.data)), msg.data))
+                if not events:
                     continue
-                with contextlib.suppress(MalformedMessage):
-                    # (Not an event anyone could have appended: projections refuse it too.)
-                    record = Recorded(msg.metadata.sequence.stream, msg.subject, decode(msg.data))
-                    by_type.setdefault(name, []).append((record, msg.data))
-            for name, events in by_type.items():
-                await self._handle(self.handlers[name], events, msgs[-1])
+                # The reaction is part of the trace of the events it reacts to.
+                with reacting(f"{self.name} {name}", [msg.headers for msg in handled]):
+                    await self._handle(self.handlers[name], events, msgs[-1])
             await msgs[-1].ack()
             if len(msgs) < BATCH:
                 await asyncio.sleep(GATHER)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_memory.core_memory import CoreMemory
 from o_runtime.commands import Delivery
+from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
 
 if TYPE_CHECKING:
@@ -90,6 +92,8 @@ class LiveRun:
         self._core: tuple[int, asyncio.Task[CoreMemory]] | None = None
         # Set when a RunCancellationRequested for this run is published.
         self._cancel_requested = asyncio.Event()
+        # When this delivery began (o.run.duration).
+        self._delivered = time.perf_counter()
 
     async def execute(self) -> Reply:
         delivery = self.delivery
@@ -264,6 +268,10 @@ class LiveRun:
                 outcome = await run_agent(inputs, deps)
         finally:
             deps.drop_reads_ahead()
+        if isinstance(outcome, Completed):
+            ended = {"stop_reason": outcome.stop_reason.value}
+            measured.runs_completed.add(1, ended)
+            measured.run_duration.record(time.perf_counter() - self._delivered, ended)
         if not isinstance(outcome, Completed):
             return Reply(ok=False, status=outcome.status, error=outcome.error)
         result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}
