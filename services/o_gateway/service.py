@@ -33,6 +33,8 @@ class _Server(uvicorn.Server):
 
 class GatewayService(Service):
     name = "gateway"
+    # The gateway samples the dead letters kept (o_runtime/sampling.py).
+    samples_dead_letters = True
 
     def configure(self, env: Env) -> None:
         self.config = GatewaySettings.from_env(env)
@@ -44,7 +46,7 @@ class GatewayService(Service):
         self.project(groups)
 
     async def started(self) -> None:
-        gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)
+        gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config, operated=self)
         app = create_app(gateway, self.config)
         config = uvicorn.Config(
             app,
