@@ -34,6 +34,7 @@ from o_gateway.routes import (
     models,
     operations,
     runs,
+    schedules,
     steps,
     tags,
     tools,
@@ -209,6 +210,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         mcp_legacy,
         groups,
         evolution,
+        schedules,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):

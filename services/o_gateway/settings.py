@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from o_contracts import limits
+from o_gateway.callbacks.settings import CallbackSettings
 from o_runtime.env import Env
 
 # The browser origins Letta's server allows (its settings' defaults and the ADE at
@@ -53,6 +54,8 @@ class GatewaySettings:
     sleeptime_turn_wait: float = 2.0
     # Browser origins that may call the API (CORS, with credentials, any method and header).
     cors_origins: tuple[str, ...] = field(default=LETTA_ORIGINS)
+    # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
+    callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -68,4 +71,5 @@ class GatewaySettings:
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
+            callbacks=CallbackSettings.from_env(env),
         )
