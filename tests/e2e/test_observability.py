@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -80,13 +81,14 @@ def fake_llm_here() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-async def observed(
-    tmp_path_factory: pytest.TempPathFactory,
-    collector: OtlpCollector,
-    fake_llm_here: FakeOpenAI,
-) -> AsyncIterator[Observed]:
-    base = tmp_path_factory.mktemp("observed")
-    with start_servers(base) as servers:
+async def observed(collector: OtlpCollector, fake_llm_here: FakeOpenAI) -> AsyncIterator[Observed]:
+    # Not under pytest's tmp_path: another pytest session starting meanwhile makes
+    # /tmp/pytest-of-<user> private again, and Postgres (its own user) could then not open
+    # its files when this module restarts it.
+    with (
+        tempfile.TemporaryDirectory(prefix="o-observed-") as base,
+        start_servers(Path(base)) as servers,
+    ):
         assert servers.nats is not None and servers.postgres is not None
         port = free_port()
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "O_TRACE"))}
