@@ -12,7 +12,8 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events.evolution import EvolutionDecided
 from o_contracts.projection_names import EVOLUTION
 from o_evolution.chain import GENESIS, link_hash
-from o_runtime.eventlog import EventLog
+from o_runtime.eventlog import Appended, EventLog
+from o_runtime.instruments import measured
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 
@@ -26,6 +27,13 @@ async def last_hash(eventlog: EventLog, last_seq: int) -> str:
     event = decode(msg.data or b"").data
     assert isinstance(event, EvolutionDecided)
     return event.hash
+
+
+def counted(decision: EvolutionDecided, appended: Appended) -> None:
+    """o.evolution.decisions, by type: once per decision (a repeat the log deduplicated
+    is the same decision)."""
+    if not appended.duplicate:
+        measured.evolution_decisions.add(1, {"decision": decision.type_name()})
 
 
 async def record(
@@ -45,6 +53,7 @@ async def record(
 
     appended = await eventlog.append_decided(subject, decide)
     assert appended is not None
+    counted(decision, appended)
     await watcher.wait(appended.seq, EVOLUTION)
     return appended.seq
 
@@ -62,17 +71,21 @@ async def record_if(
     subject's last decision (read from the projection at that position), or nothing;
     decided again if another decision lands first. Its seq once projected, or None."""
     subject = subjects.evolution_subject(agent_id)
+    # The decision appended (the last one decided).
+    made: list[EvolutionDecided] = []
 
     async def decide_at(last: int) -> Envelope[EvolutionDecided] | None:
         async with reads.at(last, EVOLUTION) as conn:
             decision = await decide(conn)
         if decision is None:
             return None
+        made.append(decision)
         linked = decision.chained(await last_hash(eventlog, last), link_hash)
         return cause.caused(linked, aggregate_id=agent_id, producer=PRODUCER, id=event_id)
 
     appended = await eventlog.append_decided(subject, decide_at)
     if appended is None:
         return None
+    counted(made[-1], appended)
     await watcher.wait(appended.seq, EVOLUTION)
     return appended.seq

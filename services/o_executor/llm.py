@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor import images
 from o_executor.anthropic_format import from_anthropic, to_anthropic
+from o_executor.llm_telemetry import llm_call
 from o_executor.model_settings import (
     DEFAULTS,
     ModelSettings,
@@ -128,28 +129,44 @@ async def complete(
     # Tool-call pieces do not stop a retry: they are a preview, and the call the
     # retry records (under its own id) is what the client is sent in full.
     streamed = Streamed(on_text, on_tool_call)
-    while True:
-        try:
-            if config.protocol == "anthropic":
-                return await _anthropic(
-                    handle, messages, tools, stream, settings, force_tool, streamed
-                )
-            return await _openai(handle, messages, tools, stream, settings, force_tool, streamed)
-        except (openai.APIError, anthropic.APIError) as exc:
-            # Text already streamed to the client cannot be taken back: a retry would
-            # show it twice, so a stream that fails part-way is not retried.
-            if not _retryable(exc) or attempt >= retries.max_retries or emitted:
-                suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-                if emitted:
-                    suffix += " (failed part-way through a streamed answer)"
-                raise LLMError(_describe(handle, exc) + suffix) from exc
-            delay = min(retries.backoff * 2**attempt, BACKOFF_MAX)
-            hinted = _retry_after(exc)
-            if hinted is not None:
-                delay = min(hinted, BACKOFF_MAX)
-            attempt += 1
-            log.info("%s failed (%s); retry %d in %.2fs", handle, exc, attempt, delay)
-            await asyncio.sleep(delay)
+    with llm_call(handle.provider, handle.model) as call:
+        while True:
+            try:
+                if config.protocol == "anthropic":
+                    result = await _anthropic(
+                        handle, messages, tools, stream, settings, force_tool, streamed
+                    )
+                else:
+                    result = await _openai(
+                        handle, messages, tools, stream, settings, force_tool, streamed
+                    )
+                call.answered(result.usage, result.finish_reason)
+                return result
+            except (openai.APIError, anthropic.APIError) as exc:
+                call.failed_attempt(exc)
+                delay = _retry_delay(handle, exc, attempt, retries, emitted)
+                attempt += 1
+                log.info("%s failed (%s); retry %d in %.2fs", handle, exc, attempt, delay)
+                await asyncio.sleep(delay)
+
+
+def _retry_delay(
+    handle: Handle, exc: Exception, attempt: int, retries: Retries, emitted: bool
+) -> float:
+    """How long to wait before trying `attempt` + 1; raises LLMError when it is not tried
+    again."""
+    # Text already streamed to the client cannot be taken back: a retry would
+    # show it twice, so a stream that fails part-way is not retried.
+    if not _retryable(exc) or attempt >= retries.max_retries or emitted:
+        suffix = f" (after {attempt + 1} attempts)" if attempt else ""
+        if emitted:
+            suffix += " (failed part-way through a streamed answer)"
+        raise LLMError(_describe(handle, exc) + suffix) from exc
+    delay: float = min(retries.backoff * 2.0**attempt, BACKOFF_MAX)
+    hinted = _retry_after(exc)
+    if hinted is not None:
+        delay = min(hinted, BACKOFF_MAX)
+    return delay
 
 
 async def _openai(

@@ -7,7 +7,7 @@ import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from starlette.datastructures import MutableHeaders
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,6 +35,7 @@ from o_gateway.routes import (
     mcp_servers,
     messages,
     models,
+    operations,
     runs,
     schedules,
     steps,
@@ -48,19 +49,32 @@ from o_gateway.state import Gateway
 from o_runtime.commands import CommandTimeout
 from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
-from o_runtime.tracing import tracer
+from o_runtime.instruments import measured
+from o_runtime.tracing import recording, tracer
 from o_runtime.waiting import ProjectionLag
 
-# Answered without the API key: health (probes), and with O_OPEN_DOCS=1 the docs.
+# Answered without the API key: health (probes), metrics (scrapers), and with
+# O_OPEN_DOCS=1 the docs.
 HEALTH_PATH = "/v1/health"
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 
 
+def route_template(scope: Scope) -> str:
+    """The matched route's template (`/v1/agents/{agent_id}`), never the path itself, so
+    metrics stay bounded; one form for the two each route answers (with and without a
+    trailing slash). Empty when nothing matched."""
+    route = scope.get("route")
+    path: str = getattr(route, "path", "") or ""
+    return path.rstrip("/") or path
+
+
 class Instrumented:
-    """Per request: the root span of a user message's trace (NATS headers carry it onwards),
-    and `Server-Timing: app;dur=<ms>` on the response: from the request reaching the
-    application to its response starting, so clients (and bench/agent_loop.py) can tell the
-    server's share of a request's time from the network's and their own."""
+    """Per request: the root span of a user message's trace (NATS headers carry it onwards;
+    a caller's `traceparent` is continued), `http.server.request.duration` by route
+    template, method and status, and `Server-Timing: app;dur=<ms>` on the response: from the
+    request reaching the application to its response starting, so clients (and
+    bench/agent_loop.py) can tell the server's share of a request's time from the
+    network's and their own."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -70,17 +84,56 @@ class Instrumented:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        status = 500
 
         async def timed(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 took = (time.perf_counter() - start) * 1000
                 headers = MutableHeaders(scope=message)
                 headers.append("server-timing", f"app;dur={took:.2f}")
             await send(message)
 
-        name = f"{scope['method']} {scope['path']}"
-        with tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER):
-            await self.app(scope, receive, timed)
+        method = scope["method"]
+        if not recording():
+            try:
+                await self.app(scope, receive, timed)
+            finally:
+                self._measure(scope, method, status, start)
+            return
+        caller = propagate.extract(
+            {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        )
+        with tracer.start_as_current_span(
+            method,
+            context=caller,
+            kind=trace.SpanKind.SERVER,
+            attributes={"http.request.method": method, "url.path": scope["path"]},
+        ) as span:
+            try:
+                await self.app(scope, receive, timed)
+            finally:
+                route = self._measure(scope, method, status, start)
+                if route:
+                    span.update_name(f"{method} {route}")
+                    span.set_attribute("http.route", route)
+                span.set_attribute("http.response.status_code", status)
+                if status >= 500:
+                    span.set_status(trace.StatusCode.ERROR)
+
+    @staticmethod
+    def _measure(scope: Scope, method: str, status: int, start: float) -> str:
+        route = route_template(scope)
+        measured.http_duration.record(
+            time.perf_counter() - start,
+            {
+                "http.request.method": method,
+                "http.route": route,
+                "http.response.status_code": status,
+            },
+        )
+        return route
 
 
 class Authenticated:
@@ -95,6 +148,8 @@ class Authenticated:
 
     def is_open(self, path: str) -> bool:
         if path == HEALTH_PATH or path.startswith(HEALTH_PATH + "/"):
+            return True
+        if path == operations.METRICS_PATH:
             return True
         return self.open_docs and path in DOC_PATHS
 
@@ -125,10 +180,25 @@ class Authenticated:
 def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> FastAPI:
     """The HTTP app; `settings` default to the environment's (read now, once)."""
     settings = settings or GatewaySettings.from_env(Env())
-    app = FastAPI(title="O", version=VERSION, description="Letta v1 API, event-sourced")
+    app = FastAPI(
+        title="O",
+        version=VERSION,
+        description="Letta v1 API, event-sourced",
+        # FastAPI's own OpenTelemetry (a span per request and per dependency, its own
+        # http.server.request.duration) stays off: Instrumented does the request's span and
+        # metric, by route template, and nothing else costs a request anything.
+        telemetry={
+            "tracing": False,
+            "metrics": False,
+            "logs": False,
+            "operation_spans": False,
+            "auto_configure": False,
+        },
+    )
     app.state.gateway = gateway
     for module in (
         health,
+        operations,
         agent_files,
         agents,
         blocks,

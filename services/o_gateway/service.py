@@ -45,12 +45,14 @@ class _Server(uvicorn.Server):
 
 class GatewayService(Service):
     name = "gateway"
+    # The gateway samples the dead letters kept (o_runtime/sampling.py).
+    samples_dead_letters = True
 
     def configure(self, env: Env) -> None:
         self.config = GatewaySettings.from_env(env)
 
     async def setup(self) -> None:
-        self.gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)
+        self.gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config, operated=self)
         self.project(agents)
         self.project(tools)
         self.project(mcp_servers)

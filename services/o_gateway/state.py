@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import asyncpg
 from fastapi import Depends, HTTPException, Request
@@ -11,11 +11,20 @@ from fastapi import Depends, HTTPException, Request
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
 from o_gateway.settings import GatewaySettings
 from o_runtime.eventlog import EventLog
+from o_runtime.readiness import Readiness
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionWatcher
 
 # How long a write waits for its effect to be visible in the read models.
 READ_YOUR_WRITES_TIMEOUT = 10.0
+
+
+class Operated(Protocol):
+    """The process behind the gateway, as its operators' endpoints see it (o_runtime/service.py)."""
+
+    async def readiness(self) -> Readiness: ...
+
+    async def metrics_text(self) -> bytes | None: ...
 
 
 @dataclass
@@ -24,6 +33,8 @@ class Gateway:
     pool: asyncpg.Pool
     watcher: ProjectionWatcher
     settings: GatewaySettings = field(default_factory=GatewaySettings)
+    # Readiness and metrics (routes/operations.py); None outside a running service.
+    operated: Operated | None = None
 
     @property
     def reads(self) -> ProjectionReads:

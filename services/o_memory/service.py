@@ -5,6 +5,8 @@ folders' files: processing uploads, agents' open files, the file tools' searches
 
 from __future__ import annotations
 
+import asyncio
+
 import msgpack
 
 from o_contracts import subjects
@@ -26,6 +28,7 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.core_memory import read_core_memory
+from o_memory.embeddings import local_embedder
 from o_memory.evolution_archive import EvolutionArchive, archived_types
 from o_memory.files import search
 from o_memory.files.handlers import FileViews
@@ -46,7 +49,26 @@ class MemoryService(Service):
     name = "memory"
 
     def configure(self, env: Env) -> None:
+        # Load the local embedding model at start rather than at the first archival
+        # insert or search (seconds of CPU, ~0.7 GB): the service reports itself not
+        # ready until it has (set in k8s/, where readiness gates a rollout).
+        self.preload_embedder = env.flag("O_EMBEDDER_PRELOAD")
+        self._preloading: asyncio.Task[None] | None = None
         self.file_settings = FileSettings.from_env(env)
+
+    def readiness_checks(self) -> dict[str, str | None]:
+        embedder = local_embedder()
+        preload = self._preloading
+        if preload is not None and preload.done() and not preload.cancelled():
+            failed = preload.exception()
+            if failed is not None:
+                return {"embedder": f"the local embedding model did not load: {failed!r}"}
+        loading = embedder.loading or (self.preload_embedder and not embedder.loaded)
+        return {"embedder": "the local embedding model is loading" if loading else None}
+
+    async def started(self) -> None:
+        if self.preload_embedder:
+            self._preloading = asyncio.create_task(local_embedder().load())
 
     async def setup(self) -> None:
         self.project(memory)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,7 @@ from o_contracts.base import Command, Message, Reply
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import AppendRejected, EventLog
+from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
 from o_runtime.tracing import continued
 
@@ -199,6 +201,20 @@ class CommandConsumer:
             log.error("%s: handling a command failed", self.name, exc_info=task.exception())
 
     async def _handle(self, raw: Msg) -> None:
+        """Handle one command, timed (o.command.duration, by type and outcome)."""
+        start = time.perf_counter()
+        handled = ("unknown", "failed")
+        try:
+            handled = await self._process(raw)
+        finally:
+            measured.command_duration.record(
+                time.perf_counter() - start,
+                {"consumer": self.name, "command": handled[0], "outcome": handled[1]},
+            )
+
+    async def _process(self, raw: Msg) -> tuple[str, str]:
+        """Handle one command: its type, and what became of it (ok, refused, deferred,
+        outage, failed, dead_lettered)."""
         meta = raw.metadata
         reply_to = (raw.headers or {}).get(REPLY_HEADER)
         try:
@@ -218,7 +234,7 @@ class CommandConsumer:
             )
             await self._reply(reply_to, Reply(ok=False, error=str(exc), status=400))
             await raw.ack()
-            return
+            return "malformed", "dead_lettered"
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(raw))
@@ -235,14 +251,14 @@ class CommandConsumer:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
         except Deferred as exc:
             await raw.nak(delay=exc.delay)
-            return
+            return envelope.type, "deferred"
         except Exception as exc:
             if is_outage(exc):
                 # Not the command's fault: tried again once the server is back,
                 # however long that takes (never dead-lettered for it).
                 log.warning("%s: %s met an outage (%r); will retry", self.name, envelope.type, exc)
                 await raw.nak(delay=retry_delay(meta.num_delivered, outage=True))
-                return
+                return envelope.type, "outage"
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
                 await dead_letter(
@@ -255,16 +271,17 @@ class CommandConsumer:
                 )
                 await self._reply(reply_to, Reply(ok=False, error=reason, status=500))
                 await raw.ack()
-            else:
-                log.exception("%s: %s failed; will retry", self.name, envelope.type)
-                await raw.nak(delay=retry_delay(meta.num_delivered, outage=False))
-            return
+                return envelope.type, "dead_lettered"
+            log.exception("%s: %s failed; will retry", self.name, envelope.type)
+            await raw.nak(delay=retry_delay(meta.num_delivered, outage=False))
+            return envelope.type, "failed"
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         await self._reply(reply_to, reply)
         await raw.ack()
+        return envelope.type, "ok" if reply.ok else "refused"
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:

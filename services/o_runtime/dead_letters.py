@@ -11,6 +11,7 @@ import logging
 from nats.js import JetStreamContext
 
 from o_contracts import subjects
+from o_runtime.instruments import measured
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,12 @@ async def dead_letter(
         "O-Origin-Subject": origin_subject,
         "O-Origin-Seq": str(origin_seq),
     }
-    await js.publish(
+    ack = await js.publish(
         subjects.dead_letter_subject(consumer),
         data,
         stream=subjects.DEAD_LETTER_STREAM,
         headers=headers,
     )
+    if not ack.duplicate:
+        measured.dead_letters.add(1, {"consumer": consumer})
     log.warning("dead-lettered %s seq %d for %s: %s", origin_subject, origin_seq, consumer, reason)

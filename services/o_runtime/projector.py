@@ -41,6 +41,7 @@ from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
+from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
 from o_runtime.settings import ProjectionSettings
 from o_runtime.tracing import continued
@@ -261,6 +262,7 @@ class Projector:
         # The highest checkpoint this follower has seen or committed: it never
         # moves the checkpoint on from below it (CheckpointRegressed).
         self._floor = 0
+        self._attributes = {"projection": projection.name}
 
     @property
     def name(self) -> str:
@@ -581,6 +583,7 @@ class Projector:
     ) -> list[Outcome]:
         """Apply the events past checkpoint `at` (the caller has claimed the checkpoint)."""
         outcomes = []
+        handled = 0
         for event in events:
             if event.seq <= at:
                 outcomes.append(Outcome.SKIPPED)
@@ -606,6 +609,11 @@ class Projector:
             with continued(f"project {self.name}", event.headers, seq=event.seq):
                 await handler(conn, Recorded(event.seq, event.subject, envelope))
             outcomes.append(Outcome.APPLIED)
+            handled += 1
+        if live and handled:
+            # (Counted before the commit: a batch that then fails is applied again and
+            # counted again; the counter says how much work the projection did.)
+            measured.projection_events.add(handled, self._attributes)
         return outcomes
 
     async def _give_up(self, event: RawEvent, reason: str) -> None:

@@ -37,6 +37,7 @@ from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
+from o_runtime.tracing import reacting
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,9 @@ class EventReactor:
                     continue
                 by_type.setdefault(name, []).append((record, msg))
             for name, events in by_type.items():
-                await self._handle(self.handlers[name], events)
+                # The reaction is part of the trace of the events it reacts to.
+                with reacting(f"{self.name} {name}", [msg.headers for _, msg in events]):
+                    await self._handle(self.handlers[name], events)
                 for _, msg in events:
                     await _settled(msg.ack)
             if len(msgs) < BATCH:

@@ -11,18 +11,22 @@ from typing import Any
 import asyncpg
 from faststream.nats import NatsBroker
 
-from o_runtime import llm_providers, tool_secrets
+from o_contracts import subjects
+from o_runtime import llm_providers, metrics, tool_secrets
 from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
 from o_runtime.env import BadSetting, Env
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
+from o_runtime.instruments import samples
 from o_runtime.logging_setup import setup_logging
 from o_runtime.projector import Projection, Projector
 from o_runtime.reactor import EventReactor
+from o_runtime.readiness import Readiness, check_readiness
 from o_runtime.reads import ProjectionReads
+from o_runtime.sampling import FRESH, Durable, Followed, Sampler
 from o_runtime.settings import Settings
-from o_runtime.tracing import setup_tracing
+from o_runtime.telemetry import setup_telemetry
 from o_runtime.waiting import ProjectionWatcher
 
 log = logging.getLogger(__name__)
@@ -50,6 +54,9 @@ class Service:
     name = "service"
     # The tool sandbox is cut off from Postgres (it may reach only NATS).
     needs_database = True
+    # Whether this service samples the dead letters kept (one service does: the
+    # stream is the whole system's).
+    samples_dead_letters = False
 
     def __init__(self, settings: Settings, env: Env | None = None) -> None:
         self.settings = settings
@@ -98,13 +105,33 @@ class Service:
     async def stopping(self) -> None:
         """Runs first on shutdown."""
 
-    async def ready(self) -> bool:
-        if self.needs_database:
-            try:
-                await self.pool.fetchval("SELECT 1")
-            except Exception:
-                return False
-        return self.eventlog.nc.is_connected
+    def readiness_checks(self) -> dict[str, str | None]:
+        """The service's own readiness checks by name: None if fine, else why not
+        (NATS, Postgres and the projections' lag are checked for every service)."""
+        return {}
+
+    async def readiness(self) -> Readiness:
+        return await check_readiness(self)
+
+    async def metrics_text(self) -> bytes | None:
+        """This process's metrics for Prometheus (sampled afresh), None if metrics are off."""
+        if not metrics.serving():
+            return None
+        await self.sampler.refresh(fresh=FRESH)
+        return metrics.prometheus_text()
+
+    def _sampler(self) -> Sampler:
+        durables = [Durable(subjects.COMMANDS_STREAM, c.name) for c in self.consumers]
+        durables += [Durable(subjects.EVENTS_STREAM, r.name) for r in self.reactors]
+        return Sampler(
+            self.eventlog.js,
+            self.pool if self.needs_database else None,
+            samples,
+            durables=durables,
+            projections=[Followed(p.name, p.projection.filter_subject) for p in self.projectors],
+            dead_letters=self.samples_dead_letters,
+            interval=self.settings.telemetry.sample_interval,
+        )
 
     async def start(self) -> None:
         self.eventlog = await EventLog.connect(
@@ -124,6 +151,7 @@ class Service:
             max_reconnect_attempts=-1,
         )
         await self.setup()
+        self.sampler = self._sampler()
         for projector in self.projectors:
             projector.start()
         for consumer in self.consumers:
@@ -131,10 +159,13 @@ class Service:
         for reactor in self.reactors:
             await reactor.start()
         await self.broker.start()
+        if metrics.serving():
+            self.sampler.start()
         await self.started()
 
     async def stop(self) -> None:
         await self.stopping()
+        await self.sampler.stop()
         for consumer in self.consumers:
             await consumer.stop()
         for reactor in self.reactors:
@@ -159,7 +190,9 @@ class Service:
         gc.freeze()
         health: Any = None
         if self.settings.health_port:
-            health = await serve_health(self.settings.health_port, self.ready)
+            health = await serve_health(
+                self.settings.health_port, self.readiness, self.metrics_text
+            )
         log.info("%s started", self.name)
         await self._stop.wait()
         log.info("%s stopping", self.name)
@@ -181,5 +214,5 @@ def main(service_cls: type[Service]) -> None:
     except BadSetting as exc:
         raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_logging(service_cls.name, settings.log_level)
-    setup_tracing(service_cls.name, settings.trace_console)
+    setup_telemetry(service_cls.name, settings.telemetry)
     asyncio.run(service.run_forever())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from o_runtime.env import BadSetting, Env
+from o_runtime.telemetry_settings import TelemetrySettings
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Settings:
     log_level: str = "INFO"
     # JetStream replicas of O's streams: 1 on one server, 3 on a NATS cluster.
     stream_replicas: int = 1
-    trace_console: bool = False
+    # Traces, metrics and readiness (o_runtime/telemetry_settings.py).
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     projections: ProjectionSettings = field(default_factory=ProjectionSettings)
 
     @classmethod
@@ -63,6 +65,6 @@ class Settings:
             health_port=health or None,
             log_level=level,
             stream_replicas=env.integer("O_STREAM_REPLICAS", 1, minimum=1),
-            trace_console=env.flag("O_TRACE_CONSOLE"),
+            telemetry=TelemetrySettings.from_env(env),
             projections=ProjectionSettings.from_env(env),
         )

@@ -34,6 +34,7 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import ConcurrencyConflict, EventLog
+from o_runtime.instruments import measured
 from o_runtime.tool_secrets import SecretsUnavailable, decrypt_all
 from o_tool_sandbox.pool import Outcome, WorkerPool
 
@@ -119,8 +120,10 @@ class Executions:
         try:
             env = decrypt_all(cmd.encrypted_secrets)
         except SecretsUnavailable as exc:
+            measured.sandbox_executions.add(1, {"outcome": "refused"})
             return self._failed(envelope, attempt, "refused", str(exc))
         if not _isolated(self.pool.isolation):
+            measured.sandbox_executions.add(1, {"outcome": "refused"})
             return self._failed(
                 envelope,
                 attempt,
@@ -131,6 +134,9 @@ class Executions:
         result: Outcome = await self.pool.run(
             cmd.source_code, cmd.tool_name, cmd.arguments, env, cmd.timeout
         )
+        ended = {"outcome": "success" if result.ok else result.failure or "error"}
+        measured.sandbox_executions.add(1, ended)
+        measured.sandbox_duration.record(result.duration_ms / 1000, ended)
         common: dict[str, Any] = {
             "execution_id": envelope.id,
             "agent_id": cmd.agent_id,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from o_runtime.instruments import SandboxUse
 from o_tool_sandbox import interpreter
 from o_tool_sandbox.limits import Limits
 
@@ -188,9 +189,15 @@ class WorkerPool:
         self._filling: set[asyncio.Task[None]] = set()
         self._disposing: set[asyncio.Task[None]] = set()
         self.isolation: dict[str, Any] = {}
+        # Workers running a tool now.
+        self.busy = 0
         self._closed = False
         self._zygote = Zygote(self.python)
         self._zygote_lock = asyncio.Lock()
+
+    def use(self) -> SandboxUse:
+        """Workers ready and busy, and how many are kept ready (the sandbox's metrics)."""
+        return SandboxUse(self._ready.qsize(), self.busy, self.limits.pool_size)
 
     async def start(self) -> None:
         # One worker first, so we know (and can report) what this host enforces.
@@ -315,9 +322,11 @@ class WorkerPool:
             # It died waiting (its zygote was killed, say): take another.
             await self._dispose(worker)
         self._refill()
+        self.busy += 1
         try:
             return await self._run_in(worker, source, name, args, env, timeout)
         finally:
+            self.busy -= 1
             # Cleaning up (reaping, removing the scratch folder) is off the
             # caller's path; the worker is already dead or being killed.
             task = asyncio.create_task(self._dispose(worker))

@@ -13,6 +13,7 @@ from o_contracts import subjects
 from o_contracts.commands import RunTool
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
+from o_runtime.instruments import samples
 from o_runtime.service import Service
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
@@ -41,6 +42,7 @@ class ToolSandboxService(Service):
     async def setup(self) -> None:
         self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
         await self.pool.start()
+        samples.sandbox = self.pool.use
         self.replica = replica_name()
         executions = Executions(self.eventlog, self.pool, self.replica)
         self.consume(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_memory.core_memory import CoreMemory
 from o_runtime.commands import Delivery
+from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
 
 if TYPE_CHECKING:
@@ -122,6 +124,8 @@ class LiveRun:
         self._cancel_requested = asyncio.Event()
         # Requests to steer this run, by their own run's id (run/steering.py).
         self._steers: dict[str, RunSteerRequested] = {}
+        # When this delivery began (o.run.duration).
+        self._delivered = time.perf_counter()
 
     async def execute(self) -> Reply:
         delivery = self.delivery
@@ -317,6 +321,10 @@ class LiveRun:
                 outcome = await run_agent(inputs, deps)
         finally:
             deps.drop_reads_ahead()
+        if isinstance(outcome, Completed):
+            ended = {"stop_reason": outcome.stop_reason.value}
+            measured.runs_completed.add(1, ended)
+            measured.run_duration.record(time.perf_counter() - self._delivered, ended)
         if not isinstance(outcome, Completed):
             return Reply(ok=False, status=outcome.status, error=outcome.error)
         result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}

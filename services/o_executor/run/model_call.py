@@ -16,7 +16,6 @@ from o_executor.run import policy
 from o_executor.run.context import Run
 from o_executor.run.deps import ModelRequest, OnText, OnToolCall
 from o_executor.run.summarize import SUMMARIZE_AT, summarize
-from o_runtime.tracing import tracer
 
 
 class ContextOverflow(Exception):
@@ -110,19 +109,19 @@ async def ask_model(
             estimated = tokens.estimate_request(system, wire, tools, family)
     reply_id = run.message_id(step, "assistant")
     streaming = run.cmd.stream_tokens
-    with tracer.start_as_current_span(f"llm {handle}", attributes={"step": step}):
-        result = await run.deps.complete(
-            ModelRequest(
-                handle,
-                [{"role": "system", "content": system}, *wire],
-                tools,
-                stream=streaming,
-                force_tool=force_tool,
-                settings=run.model.settings,
-                on_text=text_publisher(run, reply_id) if streaming else None,
-                on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
-            )
+    # (The call's span and metrics: o_executor/llm_telemetry.py, around every LLM call.)
+    result = await run.deps.complete(
+        ModelRequest(
+            handle,
+            [{"role": "system", "content": system}, *wire],
+            tools,
+            stream=streaming,
+            force_tool=force_tool,
+            settings=run.model.settings,
+            on_text=text_publisher(run, reply_id) if streaming else None,
+            on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
         )
+    )
     state.tokens.learn(estimated, result.usage.prompt_tokens)
     content = storable(result.content) if result.content is not None else None
     calls = [storable_call(c) for c in result.tool_calls]

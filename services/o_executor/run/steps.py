@@ -20,6 +20,7 @@ from o_executor.run.deps import RunCancelled
 from o_executor.run.model_call import ContextOverflow, ask_model
 from o_executor.run.stop import Stopped, StopReason
 from o_executor.run.summarize import apply_summary
+from o_executor.run.timing import StepClock
 from o_executor.run.tool_step import refuse, tool_step
 from o_runtime.llm_providers import ProviderNotConfigured
 
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 
 async def run_steps(run: Run, messages: list[ChatMessage]) -> Stopped:
     """Take steps until the turn ends; `messages` grows with the run's messages."""
+    clock = StepClock()
+    try:
+        return await _take_steps(run, messages, clock)
+    finally:
+        clock.stop()
+
+
+async def _take_steps(run: Run, messages: list[ChatMessage], clock: StepClock) -> Stopped:
     state, agent, cmd = run.state, run.agent, run.cmd
     try:
         handle = Handle.parse(run.model.handle)
@@ -41,6 +50,7 @@ async def run_steps(run: Run, messages: list[ChatMessage]) -> Stopped:
     recorded = run.inputs.recorded
     last_output: str | None = None
     for step in range(cmd.max_steps):
+        clock.next()
         final = step == cmd.max_steps - 1
         state.steps = step + 1
         step_id = run.step_id(step)
@@ -60,6 +70,7 @@ async def run_steps(run: Run, messages: list[ChatMessage]) -> Stopped:
             state.usage = state.usage + done.usage
         else:
             tools = policy.tool_schemas(agent, allowed, state.client_tools)
+            clock.asked(handle)
             try:
                 reply = await ask_model(
                     run, handle, tools, messages, step, step_id, state.rules.forces_tool_call()

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Literal
 
+from opentelemetry.trace import StatusCode
+
 from o_contracts.base_tools import EVOLUTION_TOOLS, MEMORY_TOOLS
 from o_contracts.events import ToolCallRequested, ToolReturned
 from o_contracts.ids import derived_id
 from o_contracts.limits import check_storable
 from o_contracts.models import ChatMessage, ContentPart, ToolCall
+from o_executor.llm_telemetry import tool_span
 from o_executor.outputs import MAX_TOOL_RETURN_CHARS, bounded, tool_output
 from o_executor.run import policy
 from o_executor.run.context import Run
@@ -43,7 +46,12 @@ async def call_tool(run: Run, call: ToolCall) -> ToolOutcome:
     args.pop("request_heartbeat", None)
     if call.name == "send_message":
         return ToolOutcome(True, "None", ends_turn=True)
-    return await run.deps.run_tool(call, args)
+    with tool_span(call.name, call.id) as span:
+        outcome = await run.deps.run_tool(call, args)
+        if not outcome.ok and span.is_recording():
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(StatusCode.ERROR)
+        return outcome
 
 
 async def tool_step(run: Run, call: ToolCall, step: int, step_id: str) -> tuple[ChatMessage, bool]:
