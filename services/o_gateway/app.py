@@ -22,6 +22,7 @@ from o_gateway.routes import (
     all_messages,
     archival,
     blocks,
+    console,
     context,
     conversations,
     evolution,
@@ -36,6 +37,7 @@ from o_gateway.routes import (
     schedules,
     steps,
     tags,
+    timeline,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -47,7 +49,9 @@ from o_runtime.eventlog import AppendRejected
 from o_runtime.tracing import tracer
 from o_runtime.waiting import ProjectionLag
 
-# Answered without the API key: health (probes), and with O_OPEN_DOCS=1 the docs.
+# Answered without the API key: health (probes), the console's files (they hold no data:
+# the page asks for the key and sends it with every API call), and with O_OPEN_DOCS=1 the
+# docs.
 HEALTH_PATH = "/v1/health"
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 
@@ -91,6 +95,8 @@ class Authenticated:
 
     def is_open(self, path: str) -> bool:
         if path == HEALTH_PATH or path.startswith(HEALTH_PATH + "/"):
+            return True
+        if path == console.CONSOLE_PATH or path.startswith(console.CONSOLE_PATH + "/"):
             return True
         return self.open_docs and path in DOC_PATHS
 
@@ -143,8 +149,10 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, tags):
+    for module in (all_messages, steps, tags, timeline):
         app.include_router(module.router)
+    if settings.console:
+        app.include_router(console.router)
 
     @app.exception_handler(AppendRejected)
     async def rejected(_: Request, exc: AppendRejected) -> JSONResponse:

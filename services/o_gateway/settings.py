@@ -54,6 +54,8 @@ class GatewaySettings:
     sleeptime_turn_wait: float = 2.0
     # Browser origins that may call the API (CORS, with credentials, any method and header).
     cors_origins: tuple[str, ...] = field(default=LETTA_ORIGINS)
+    # The console at /console (docs/console.md); O_CONSOLE=0 turns it off (a 404).
+    console: bool = True
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
@@ -72,4 +74,5 @@ class GatewaySettings:
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
             callbacks=CallbackSettings.from_env(env),
+            console=env.flag("O_CONSOLE") if env.optional("O_CONSOLE") is not None else True,
         )
