@@ -25,7 +25,7 @@ import pytest
 
 T = TypeVar("T")
 # The W3C key for a web element's reference in JSON.
-ELEMENT = "element-6066-11e4-a52e-4f735466cecc"
+ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -92,7 +92,14 @@ class Browser:
     def find(self, css: str) -> Element:
         """The first element matching `css`, waited for up to the implicit wait."""
         found = self.command("POST", "/element", {"using": "css selector", "value": css})
+        if not isinstance(found, dict) or ELEMENT not in found:
+            raise WebDriverError(f"no {css}: {found!r}; the page's console: {self.log()}")
         return Element(self, found[ELEMENT])
+
+    def log(self) -> list[str]:
+        """What the page wrote to its console (errors included), as chromedriver keeps it."""
+        entries = self.command("POST", "/se/log", {"type": "browser"})
+        return [str(e.get("message")) for e in entries or []]
 
     def find_all(self, css: str) -> list[Element]:
         found = self.command("POST", "/elements", {"using": "css selector", "value": css})
@@ -189,7 +196,11 @@ def chromium(implicit_wait: float = 10.0) -> Iterator[Browser]:
             f"{url}/session",
             json={
                 "capabilities": {
-                    "alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": options}
+                    "alwaysMatch": {
+                        "browserName": "chrome",
+                        "goog:chromeOptions": options,
+                        "goog:loggingPrefs": {"browser": "ALL"},
+                    }
                 }
             },
         ).json()["value"]

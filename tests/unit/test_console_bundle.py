@@ -30,6 +30,7 @@ def test_nothing_is_loaded_from_another_host_and_no_script_is_inline() -> None:
     assets = load_bundle(BUNDLE)
     html = assets["index.html"].body.decode()
     assert re.findall(r'(?:src|href)="([^"#]+)"', html) == [
+        "data:,",  # (no favicon to fetch)
         "/console/console.css",
         "/console/app.js",
     ]

@@ -25,7 +25,7 @@ function keyForm(reason) {
   const input = h("input", { type: "password", name: "key", autocomplete: "off", required: true, "aria-label": "API key" });
   const form = h(
     "form",
-    { id: "key-form", class: "card narrow" },
+    { id: "key-form", class: "card narrow", novalidate: true },
     h("h1", {}, "API key"),
     h("p", {}, reason),
     h("p", { class: "muted" }, "The key is kept in this tab only (sessionStorage) and sent with every API call as a bearer token."),

@@ -46,8 +46,7 @@ export async function evolutionView(root, [agentId], params, ctx) {
       { id: "proposals" },
     ),
     proposal ? proposalView(proposal, base, ctx) : "",
-    h("h2", {}, "Canaries"),
-    rollouts.length ? rollouts.map((r) => rolloutView(r, base, ctx)) : h("p", { class: "muted" }, "none"),
+    h("section", { id: "canaries" }, h("h2", {}, "Canaries"), rollouts.length ? rollouts.map((r) => rolloutView(r, base, ctx)) : h("p", { class: "muted" }, "none")),
   );
 }
 
