@@ -200,8 +200,7 @@ async def test_the_console_walkthrough(system: System, browser: Browser, llm: Fa
     set_value(browser, f"{human} textarea", "x" * (block["limit"] + 1))
     submit(browser, human)
     assert message_of(browser, human) == (
-        f"The value is {block['limit'] + 1} characters; this block holds at most"
-        f" {block['limit']}."
+        f"The value is {block['limit'] + 1} characters; this block holds at most {block['limit']}."
     )
     set_value(browser, f"{human} textarea", "Name: Sam\nLikes: coffee")
     submit(browser, human)
