@@ -185,6 +185,9 @@ function proposalView(p, base, ctx) {
 function rolloutView(r, base, ctx) {
   const started = Date.parse(r.started_at);
   const points = r.decisions.filter((d) => typeof d.weight === "number").map((d) => [(Date.parse(d.created_at) - started) / 1000, d.weight]);
+  // The weight holds until now (running) or until the canary's last change.
+  const until = r.status === "running" ? Date.now() : Date.parse(r.updated_at);
+  if (points.length && until > started) points.push([(until - started) / 1000, r.status === "running" ? r.weight : points[points.length - 1][1]]);
   const reason = h("input", { name: "reason", maxlength: MAX_NOTE, placeholder: "aborted by an operator" });
   const form = h("form", { class: "row", novalidate: true }, reason);
   if (r.status === "running") {
