@@ -12,8 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
-from o_contracts import commands, events, evolution_commands, schedule_commands, subjects
+from o_contracts import (
+    commands,
+    events,
+    evolution_commands,
+    file_commands,
+    mcp_stdio,
+    schedule_commands,
+    subjects,
+)
 from o_contracts.base import Message
 from o_contracts.registry import all_messages
 
@@ -50,9 +59,14 @@ CHANNELS = (
             events.BlockDetached,
             events.ToolAttached,
             events.ToolDetached,
+            events.FolderAttached,
+            events.FolderDetached,
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
+            events.RunSteerRequested,
+            events.RunSteered,
+            events.RunRolledBack,
             events.LLMResponded,
             events.ToolCallRequested,
             events.ToolReturned,
@@ -80,6 +94,9 @@ CHANNELS = (
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
+            events.RunSteerRequested,
+            events.RunSteered,
+            events.RunRolledBack,
             events.LLMResponded,
             events.ToolCallRequested,
             events.ToolReturned,
@@ -281,7 +298,7 @@ CHANNELS = (
         f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
         "key",
         f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
-        "the block id, or the agent id for memory tools and archival memory.",
+        "the block id, or the agent id for memory tools, archival memory and its open files.",
         (
             commands.CreateBlock,
             commands.UpdateBlock,
@@ -291,10 +308,128 @@ CHANNELS = (
             commands.InsertPassage,
             commands.DeletePassage,
             commands.ReflectOnMemories,
+            file_commands.OpenFiles,
+            file_commands.CloseFiles,
         ),
         "receive",
     ),
+    Channel(
+        "folderEvents",
+        f"{subjects.EVENTS_PREFIX}.folder.{{folder_id}}",
+        "folder_id",
+        "One folder: its creation, changes and deletion, and its files' uploads and "
+        "deletions (an upload's bytes are in the object store "
+        f"{subjects.FILES_BUCKET}, named by their SHA-256) (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.FolderCreated,
+            events.FolderUpdated,
+            events.FolderDeleted,
+            events.FileUploaded,
+            events.FileDeleted,
+        ),
+        "send",
+    ),
+    Channel(
+        "fileEvents",
+        f"{subjects.EVENTS_PREFIX}.folder.{{folder_id}}.file.{{file_id}}",
+        ("folder_id", "file_id"),
+        "The processing of one uploaded file, a step per event: started, parsed, chunks "
+        f"embedded (in batches), processed or failed (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.FileProcessingStarted,
+            events.FileParsed,
+            events.FileChunksEmbedded,
+            events.FileProcessed,
+            events.FileFailed,
+        ),
+        "send",
+    ),
+    Channel(
+        "agentFilesEvents",
+        f"{subjects.EVENTS_PREFIX}.agent_files.{{agent_id}}",
+        "agent_id",
+        "Which files of its folders an agent has open, and which lines of each "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (events.FilesOpened, events.FilesClosed),
+        "send",
+    ),
+    Channel(
+        "filesCommands",
+        f"{subjects.COMMANDS_PREFIX}.files.{{file_id}}",
+        "file_id",
+        "Ask the memory service to process an uploaded file (it sends these itself for "
+        f"every FileUploaded) (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get a "
+        "Reply when it is done.",
+        (file_commands.ProcessFile,),
+        "receive",
+    ),
 )
+
+
+@dataclass(frozen=True)
+class RequestChannel:
+    """A core NATS request/reply subject (not persisted): payloads are plain MessagePack
+    objects, not envelopes; the answer goes to the request's reply inbox."""
+
+    key: str
+    address: str
+    description: str
+    request: type[BaseModel]
+    reply: type[BaseModel]
+
+
+REQUEST_CHANNELS = (
+    RequestChannel(
+        "sandboxMcpStdio",
+        subjects.SANDBOX_MCP_STDIO,
+        "Ask a stdio MCP server for its tools or to run one: any tool-sandbox replica "
+        "answers, starting the server (confined like a user tool) if it is not running "
+        "there. The server's environment travels as Fernet ciphertext.",
+        mcp_stdio.McpStdioRequest,
+        mcp_stdio.McpStdioReply,
+    ),
+)
+
+
+def _request_channels(
+    channels: dict[str, Any],
+    operations: dict[str, Any],
+    messages: dict[str, Any],
+    schemas: dict[str, Any],
+) -> None:
+    for ch in REQUEST_CHANNELS:
+        refs = {}
+        for cls in (ch.request, ch.reply):
+            name = cls.__name__
+            payload = cls.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(payload.pop("$defs", {}))
+            messages[name] = {
+                "name": name,
+                "title": name,
+                "summary": (cls.__doc__ or name).strip().splitlines()[0],
+                "contentType": "application/msgpack",
+                "payload": payload,
+            }
+            refs[name] = {"$ref": f"#/components/messages/{name}"}
+        channels[ch.key] = {
+            "address": ch.address,
+            "description": ch.description,
+            "messages": refs,
+        }
+        request, reply = ch.request.__name__, ch.reply.__name__
+        operations[f"receive{ch.key[0].upper()}{ch.key[1:]}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{ch.key}"},
+            "messages": [{"$ref": f"#/channels/{ch.key}/messages/{request}"}],
+            "reply": {
+                "address": {
+                    "description": "The request's NATS reply inbox.",
+                    "location": "$message.header#/reply_to",
+                },
+                "messages": [{"$ref": f"#/channels/{ch.key}/messages/{reply}"}],
+            },
+        }
+
 
 HEADERS = {
     "type": "object",
@@ -366,6 +501,7 @@ def document() -> dict[str, Any]:
             "channel": {"$ref": f"#/channels/{ch.key}"},
             "messages": [{"$ref": f"#/channels/{ch.key}/messages/{m}"} for m in refs],
         }
+    _request_channels(channels, operations, messages, schemas)
     channels["deadLetters"] = {
         "address": f"{subjects.DEAD_LETTER_PREFIX}.{{consumer}}",
         "description": f"Rejected messages with O-Reason, O-Origin-Subject and O-Origin-Seq "

@@ -9,6 +9,8 @@ from o_contracts.events import (
     AgentCreated,
     AgentDeleted,
     AgentUpdated,
+    FolderAttached,
+    FolderDetached,
     ToolAttached,
     ToolDetached,
 )
@@ -35,6 +37,7 @@ _COLUMNS = (
     "encrypted_secrets",
     "tool_ids",
     "enable_sleeptime",
+    "concurrency",
 )
 
 
@@ -43,8 +46,8 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
     await conn.execute(
         "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
         " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq,"
-        " tool_ids, encrypted_secrets, enable_sleeptime)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16,$17)"
+        " tool_ids, encrypted_secrets, enable_sleeptime, concurrency)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16,$17,$18)"
         " ON CONFLICT (id) DO NOTHING",
         e.agent_id,
         e.name,
@@ -63,6 +66,7 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
         e.tool_ids,
         e.encrypted_secrets,
         e.enable_sleeptime,
+        e.concurrency,
     )
 
 
@@ -109,3 +113,28 @@ async def tool_detached(conn: asyncpg.Connection, e: ToolDetached, rec: Recorded
         rec.envelope.time,
         rec.seq,
     )
+
+
+async def _folder_tools(
+    conn: asyncpg.Connection, agent_id: str, tools: list[str] | None, rec: Recorded
+) -> None:
+    """A folder's attachment itself is the memory service's (projection "folders"); the
+    agent's built-in tools change with it when it gains or loses the files tools."""
+    if tools is not None:
+        await conn.execute(
+            "UPDATE agents SET tools = $2, updated_at = $3, last_seq = $4 WHERE id = $1",
+            agent_id,
+            tools,
+            rec.envelope.time,
+            rec.seq,
+        )
+
+
+@agents.on(FolderAttached)
+async def folder_attached(conn: asyncpg.Connection, e: FolderAttached, rec: Recorded) -> None:
+    await _folder_tools(conn, e.agent_id, e.tools, rec)
+
+
+@agents.on(FolderDetached)
+async def folder_detached(conn: asyncpg.Connection, e: FolderDetached, rec: Recorded) -> None:
+    await _folder_tools(conn, e.agent_id, e.tools, rec)

@@ -106,10 +106,17 @@ async def system(
         "O_SECRETS_KEY": SECRETS_KEY,
         # The tests' MCP servers listen on 127.0.0.1, which O refuses unless allowed.
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
+        # A stdio MCP server's call that gets no answer ends this soon (test_mcp_stdio.py).
+        "O_MCP_STDIO_CALL_SECONDS": "4",
         # A killed executor's run is taken over this soon (tests kill them on purpose).
         "O_EXECUTOR_ACK_WAIT": "3",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
+        # Folders: a small upload limit (test_folders.py goes over it), a file held by a
+        # killed memory service taken up again soon, small embedding batches (many steps).
+        "O_MAX_FILE_BYTES": str(512 * 1024),
+        "O_FILES_ACK_WAIT": "3",
+        "O_FILE_EMBED_BATCH": "4",
         # Completion callbacks (test_callbacks.py): signed with a secret the tests know, to a
         # receiver on 127.0.0.1 (refused unless allowed), retried quickly, and taken over
         # soon from a gateway killed mid-delivery.

@@ -1,5 +1,11 @@
 """Every event O appends to the log. Importing this package registers them all."""
 
+from o_contracts.events.agent_files import (
+    FilesClosed,
+    FilesOpened,
+    FolderAttached,
+    FolderDetached,
+)
 from o_contracts.events.agents import (
     AgentCreated,
     AgentDeleted,
@@ -22,6 +28,7 @@ from o_contracts.events.callbacks import (
     CallbackDelivered,
     CallbackScheduled,
 )
+from o_contracts.events.concurrency import RunRolledBack, RunSteered, RunSteerRequested
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -46,6 +53,18 @@ from o_contracts.events.evolution import (
     RolloutStarted,
     VersionPromoted,
     VersionRolledBack,
+)
+from o_contracts.events.folders import (
+    FileChunksEmbedded,
+    FileDeleted,
+    FileFailed,
+    FileParsed,
+    FileProcessed,
+    FileProcessingStarted,
+    FileUploaded,
+    FolderCreated,
+    FolderDeleted,
+    FolderUpdated,
 )
 from o_contracts.events.groups import (
     GroupCreated,
@@ -104,6 +123,20 @@ __all__ = [
     "EvolutionBudgetExhausted",
     "EvolutionConfigured",
     "EvolutionToolCalled",
+    "FileChunksEmbedded",
+    "FileDeleted",
+    "FileFailed",
+    "FileParsed",
+    "FileProcessed",
+    "FileProcessingStarted",
+    "FileUploaded",
+    "FilesClosed",
+    "FilesOpened",
+    "FolderAttached",
+    "FolderCreated",
+    "FolderDeleted",
+    "FolderDetached",
+    "FolderUpdated",
     "GroupCreated",
     "GroupDeleted",
     "GroupUpdated",
@@ -127,7 +160,10 @@ __all__ = [
     "RunCancellationRequested",
     "RunCompleted",
     "RunQueued",
+    "RunRolledBack",
     "RunStarted",
+    "RunSteerRequested",
+    "RunSteered",
     "ScheduleCreated",
     "ScheduleDeleted",
     "ScheduleFired",
