@@ -74,6 +74,7 @@ def other_origin() -> Iterator[int]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
+    # (Asked for before the system: without Chromium the test skips before starting it.)
     browser_or_skip()
     with chromium() as b:
         yield b
@@ -109,7 +110,7 @@ def set_value(browser: Browser, css: str, value: str) -> None:
 
 
 async def test_a_page_on_another_origin_calls_the_api_with_fetch(
-    system: System, browser: Browser, other_origin: int
+    browser: Browser, system: System, other_origin: int
 ) -> None:
     browser.open(f"http://127.0.0.1:{other_origin}/?api={system.base_url}")
     assert browser.wait_text("#result", "status") == "status 200 list"
@@ -118,7 +119,7 @@ async def test_a_page_on_another_origin_calls_the_api_with_fetch(
     assert browser.wait_text("#result", "refused") == "refused TypeError"
 
 
-async def test_the_console_walkthrough(system: System, browser: Browser, llm: FakeOpenAI) -> None:
+async def test_the_console_walkthrough(browser: Browser, system: System, llm: FakeOpenAI) -> None:
     console = f"{system.base_url}/console"
     browser.open(console)
     # The key is asked for once; an empty one is refused before anything is sent.
@@ -242,7 +243,7 @@ async def test_the_console_walkthrough(system: System, browser: Browser, llm: Fa
 
 
 async def test_the_evolution_page_shows_an_experiment_and_its_buttons_call_the_api(
-    system: System, browser: Browser, llm: FakeOpenAI
+    browser: Browser, system: System, llm: FakeOpenAI
 ) -> None:
     """A proposal evaluated in the shadow with the demo's scripted model and judge
     (bench/demo_evolution.py): its pair table, SPRT trace and slice table; start a canary
