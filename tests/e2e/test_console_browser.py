@@ -182,6 +182,9 @@ async def test_the_console_walkthrough(browser: Browser, system: System, llm: Fa
     try:
         browser.wait_text("#timeline", "tool memory_insert")
         assert "live" in browser.wait_text("#run-summary", "running")
+        # The second LLM call (held) is drawn open.
+        drawn = browser.script("return document.querySelector('svg.waterfall').textContent")
+        assert "LLM call in progress" in drawn
         shot(browser, "run-live")
     finally:
         held.set()

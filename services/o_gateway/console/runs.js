@@ -51,17 +51,23 @@ function label(e) {
   return e.kind;
 }
 
-function bars(tl) {
+function bars(tl, live) {
   const origin = tl.started_at ? Date.parse(tl.started_at) : null;
   if (origin === null) return [];
   const at = (iso) => (iso ? Date.parse(iso) - origin : null);
-  return tl.entries
+  const rows = tl.entries
     .filter((e) => e.kind === "llm_call" || e.kind === "tool_call" || e.kind === "summarized")
     .map((e) => {
       const end = e.kind === "tool_call" ? at(e.ended_at) : at(e.at);
       const start = e.kind === "summarized" ? end - (e.duration_ms || 0) : at(e.started_at);
       return { label: label(e), start: start ?? 0, end, cls: e.kind };
     });
+  // In flight with no tool call open: the model is being asked, since the last fact.
+  if (live && !rows.some((r) => r.end === null)) {
+    const last = tl.entries[tl.entries.length - 1];
+    rows.push({ label: "LLM call in progress", start: at(last.at), end: null, cls: "llm_call" });
+  }
+  return rows;
 }
 
 function detail(e) {
@@ -103,7 +109,8 @@ function render(root, tl) {
       h("span", {}, "took: ", ms(tl.duration_ms)),
       h("a", { href: `#/agents/${encodeURIComponent(run.agent_id)}` }, "agent"),
     ),
-    waterfall(bars(tl), tl.duration_ms),
+    // (In flight, the axis runs to now.)
+    waterfall(bars(tl, live), live && tl.started_at ? Date.now() - Date.parse(tl.started_at) : tl.duration_ms),
     table(
       [
         ["#", (e) => String(e.seq)],
