@@ -24,6 +24,7 @@ from o_gateway.routes import (
     all_messages,
     archival,
     blocks,
+    console,
     context,
     conversations,
     evolution,
@@ -41,6 +42,7 @@ from o_gateway.routes import (
     steps,
     tags,
     tool_actions,
+    timeline,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -53,7 +55,8 @@ from o_runtime.instruments import measured
 from o_runtime.tracing import recording, tracer
 from o_runtime.waiting import ProjectionLag
 
-# Answered without the API key: health (probes), metrics (scrapers), and with
+# Answered without the API key: health (probes), metrics (scrapers), the console's files
+# (they hold no data: the page asks for the key and sends it with every API call), and with
 # O_OPEN_DOCS=1 the docs.
 HEALTH_PATH = "/v1/health"
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
@@ -151,6 +154,8 @@ class Authenticated:
             return True
         if path == operations.METRICS_PATH:
             return True
+        if path == console.CONSOLE_PATH or path.startswith(console.CONSOLE_PATH + "/"):
+            return True
         return self.open_docs and path in DOC_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -221,8 +226,10 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, tags):
+    for module in (all_messages, steps, tags, timeline):
         app.include_router(module.router)
+    if settings.console:
+        app.include_router(console.router)
 
     @app.exception_handler(AppendRejected)
     async def rejected(_: Request, exc: AppendRejected) -> JSONResponse:

@@ -60,6 +60,8 @@ class GatewaySettings:
     # Wall-clock limit of a tool the API runs directly (/v1/tools/run, an agent's tool
     # run by name): the executor's limit per tool call, O_TOOL_TIMEOUT.
     tool_timeout: float = 30.0
+    # The console at /console (docs/console.md); O_CONSOLE=0 turns it off (a 404).
+    console: bool = True
     # A file uploaded to a folder may be this large (Letta's file processor takes 50 MiB);
     # more is a 413 before the upload is read.
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
@@ -83,4 +85,5 @@ class GatewaySettings:
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
             max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
             callbacks=CallbackSettings.from_env(env),
+            console=env.flag("O_CONSOLE") if env.optional("O_CONSOLE") is not None else True,
         )

@@ -32,6 +32,11 @@ def free_port() -> int:
         return port
 
 
+# A page on another origin calls the API from a real browser (test_console_browser.py):
+# its origin is allowed as Letta's own ACCEPTABLE_ORIGINS adds one to the defaults.
+OTHER_ORIGIN_PORT = free_port()
+
+
 @dataclass
 class System:
     base_url: str
@@ -121,6 +126,7 @@ async def system(
         "O_CALLBACK_RETRY_MAX_DELAY": "1",
         "O_CALLBACK_RETRY_FOR": "60",
         "O_CALLBACK_ACK_WAIT": "3",
+        "ACCEPTABLE_ORIGINS": f"http://127.0.0.1:{OTHER_ORIGIN_PORT}",
     }
     # Two executor replicas: every e2e test also checks that runs work across them.
     supervisor = Supervisor(
