@@ -3,6 +3,8 @@ every agent's evolution decisions kept in its archival memory (evolution_archive
 
 from __future__ import annotations
 
+import asyncio
+
 import msgpack
 
 from o_contracts import subjects
@@ -21,6 +23,7 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.core_memory import read_core_memory
+from o_memory.embeddings import local_embedder
 from o_memory.evolution_archive import EvolutionArchive, archived_types
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
@@ -34,6 +37,10 @@ class MemoryService(Service):
     name = "memory"
 
     async def setup(self) -> None:
+        # The local embedder loads before anything is consumed, and so before /readyz answers
+        # (run_forever serves health only once start() returns): the first archival insert
+        # waits for no model (docs/memory.md#embeddings).
+        await asyncio.to_thread(local_embedder().load)
         self.project(memory)
         self.project(archival)
         cmds = MemoryCommands(self)
