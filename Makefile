@@ -72,8 +72,9 @@ BENCH_RUNS ?= 200
 bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
 	$(BIN)/python bench/sandbox_roundtrip.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
+	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/latency.py
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.footprint
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
