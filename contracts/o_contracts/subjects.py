@@ -59,6 +59,9 @@ EXECUTOR_GENERATE: Final = f"{RPC_PREFIX}.executor.generate"
 EXECUTOR_READ_CONTEXT: Final = f"{RPC_PREFIX}.executor.context"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
+# List the tools of, or call a tool of, a stdio MCP server: any sandbox replica answers,
+# starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
+SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).

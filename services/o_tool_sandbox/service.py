@@ -16,12 +16,17 @@ from o_runtime.env import Env
 from o_runtime.service import Service
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
+from o_tool_sandbox.mcp_requests import McpStdioRequests
+from o_tool_sandbox.mcp_servers import StdioServers
+from o_tool_sandbox.mcp_settings import McpStdioSettings
 from o_tool_sandbox.pool import WorkerPool
 
 # A command whose replica died is delivered again (after SandboxSettings.ack_wait),
 # at most MAX_DELIVER times in all.
 MAX_DELIVER = 3
 MAX_IN_FLIGHT = 1024
+# Requests to stdio MCP servers one replica answers at once (each mostly waits on a server).
+MCP_STDIO_WORKERS = 64
 
 
 class ToolSandboxService(Service):
@@ -31,6 +36,7 @@ class ToolSandboxService(Service):
     def configure(self, env: Env) -> None:
         self.config = SandboxSettings.from_env(env)
         self.limits = self.config.limits
+        self.mcp_config = McpStdioSettings.from_env(env, self.limits)
 
     async def setup(self) -> None:
         self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
@@ -54,6 +60,15 @@ class ToolSandboxService(Service):
         self.broker.subscriber(
             subjects.SANDBOX_CAPABILITIES, queue="tool_sandbox", title="sandbox isolation"
         )(self.capabilities)
+        # stdio MCP servers: long-lived confined children of this replica (docs/mcp.md).
+        self.mcp_servers = StdioServers(self.mcp_config, self.pool)
+        self.mcp_servers.start()
+        self.broker.subscriber(
+            subjects.SANDBOX_MCP_STDIO,
+            queue="tool_sandbox",
+            title="stdio MCP servers",
+            max_workers=MCP_STDIO_WORKERS,
+        )(McpStdioRequests(self.mcp_servers, self.replica).handle)
 
     async def capabilities(self, body: bytes) -> bytes:
         """What this replica enforces on every tool run, for /v1/health/."""
@@ -88,7 +103,9 @@ class ToolSandboxService(Service):
                 "output_bytes_kept": lim.output_keep,
             },
             "python": self.pool.python,
+            "mcp_stdio": self.mcp_servers.report(),
         }
 
     async def stopping(self) -> None:
+        await self.mcp_servers.close()
         await self.pool.close()
