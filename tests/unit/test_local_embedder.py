@@ -18,8 +18,9 @@ SENTENCES = [
     "Share prices dropped on Wall Street.",
     "How do I bake sourdough bread?",
 ]
-# Cosines of the pairs above from the float32 model run by sentence-transformers (the
-# embedder O used before, 2026-11-24); the int8 weights stay within 0.005 of each.
+# Cosines of the pairs above from the same weights run by sentence-transformers and torch
+# (the embedder O used before, 2026-11-24), to 4 decimals; the numpy forward pass gives
+# them to float32 rounding.
 FLOAT32_COSINES = {(0, 1): 0.6526, (2, 3): 0.5906, (0, 2): 0.0823, (1, 3): 0.0659, (1, 4): -0.0022}
 
 
@@ -44,7 +45,7 @@ def test_paraphrases_are_nearer_than_other_topics(vectors: np.ndarray) -> None:
 def test_similarities_match_the_float32_model(vectors: np.ndarray) -> None:
     cos = vectors @ vectors.T
     for (i, j), expected in FLOAT32_COSINES.items():
-        assert abs(float(cos[i, j]) - expected) < 0.005, (i, j, float(cos[i, j]))
+        assert abs(float(cos[i, j]) - expected) < 0.001, (i, j, float(cos[i, j]))
 
 
 def test_a_text_gets_the_same_vector_alone_and_padded_in_a_batch() -> None:
