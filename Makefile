@@ -82,7 +82,7 @@ bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
-	HF_HUB_OFFLINE=1 PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form
