@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from o_memory.safetensors_weights import read_tensors
+from o_memory.safetensors_weights import Checkpoint, FileRows
 
 DIM = 384
 LAYERS, HEADS = 6, 12
@@ -117,7 +117,7 @@ class MiniLM:
         # and batches are padded here, to their longest text.
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.w = model_weights(read_tensors(weights_path()))
+        self.w = model_weights(Checkpoint(weights_path()))
         # Callers may embed from several threads; one batch at a time keeps memory bounded.
         self._lock = threading.Lock()
 
@@ -207,21 +207,24 @@ class Layer:
 
 @dataclass(frozen=True)
 class Weights:
-    word: np.ndarray
+    word: FileRows
     position: np.ndarray
     token_type: np.ndarray
     embeddings_norm: tuple[np.ndarray, np.ndarray]
     layers: list[Layer]
 
 
-def model_weights(t: dict[str, np.ndarray]) -> Weights:
-    """BERT's weights by role, from the checkpoint's tensors (named after PyTorch modules)."""
+def model_weights(checkpoint: Checkpoint) -> Weights:
+    """BERT's weights by role, from the checkpoint's tensors (named after PyTorch modules).
+
+    All are views on the mapped file (~43 MB, every page used by every text) except the word
+    embeddings (47 MB), read from the file a row per token (safetensors_weights.py)."""
+    for entry in checkpoint.entries.values():
+        if entry.dtype != np.float32 and entry.shape != (1, 512):  # position_ids: unused
+            raise ValueError(f"{checkpoint.path}: {entry.dtype} weights, not float32")
 
     def f32(name: str) -> np.ndarray:
-        array = t[name]
-        if array.dtype != np.float32:
-            raise ValueError(f"{name} is {array.dtype}, not float32")
-        return array
+        return checkpoint.tensor(name)
 
     def norm(module: str) -> tuple[np.ndarray, np.ndarray]:
         return f32(f"{module}.weight"), f32(f"{module}.bias")
@@ -248,7 +251,7 @@ def model_weights(t: dict[str, np.ndarray]) -> Weights:
             )
         )
     return Weights(
-        word=f32("embeddings.word_embeddings.weight"),
+        word=checkpoint.rows("embeddings.word_embeddings.weight"),
         position=f32("embeddings.position_embeddings.weight"),
         token_type=f32("embeddings.token_type_embeddings.weight"),
         embeddings_norm=norm("embeddings.LayerNorm"),
