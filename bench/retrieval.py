@@ -212,7 +212,6 @@ def main() -> None:
         help="print each question whose answer is not first, with its score components",
     )
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     defaults = StreamSettings()
     configs: dict[str, tuple[StreamSettings, str]] = {
         "relevance-only": (RELEVANCE_ONLY, "convex"),

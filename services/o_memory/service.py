@@ -49,28 +49,18 @@ class MemoryService(Service):
     name = "memory"
 
     def configure(self, env: Env) -> None:
-        # Load the local embedding model at start rather than at the first archival
-        # insert or search (seconds of CPU, ~0.7 GB): the service reports itself not
-        # ready until it has (set in k8s/, where readiness gates a rollout).
-        self.preload_embedder = env.flag("O_EMBEDDER_PRELOAD")
-        self._preloading: asyncio.Task[None] | None = None
         self.file_settings = FileSettings.from_env(env)
 
     def readiness_checks(self) -> dict[str, str | None]:
-        embedder = local_embedder()
-        preload = self._preloading
-        if preload is not None and preload.done() and not preload.cancelled():
-            failed = preload.exception()
-            if failed is not None:
-                return {"embedder": f"the local embedding model did not load: {failed!r}"}
-        loading = embedder.loading or (self.preload_embedder and not embedder.loaded)
+        # (setup() loads the model before health answers; this says so if that changes.)
+        loading = local_embedder().loading or not local_embedder().loaded
         return {"embedder": "the local embedding model is loading" if loading else None}
 
-    async def started(self) -> None:
-        if self.preload_embedder:
-            self._preloading = asyncio.create_task(local_embedder().load())
-
     async def setup(self) -> None:
+        # The local embedder loads before anything is consumed, and so before /readyz answers
+        # (run_forever serves health only once start() returns): the first archival insert
+        # waits for no model (docs/memory.md#embeddings).
+        await asyncio.to_thread(local_embedder().load)
         self.project(memory)
         self.project(archival)
         self.project(folders)

@@ -44,9 +44,3 @@ def test_probes_and_scrapes_use_the_port_that_serves_them() -> None:
         assert annotations["prometheus.io/scrape"] == "true"
         assert annotations["prometheus.io/path"] == "/metrics"
         assert int(annotations["prometheus.io/port"]) in ports.values(), service
-
-
-def test_the_memory_service_loads_its_embedder_before_it_is_ready() -> None:
-    _, spec = container("memory")
-    env = {e["name"]: e.get("value") for e in spec["env"]}
-    assert env["O_EMBEDDER_PRELOAD"] == "1"

@@ -26,8 +26,7 @@ from o_gateway.state import GW, Gateway, checked_id
 
 router = APIRouter()
 SEARCH_TIMEOUT = 30.0
-# An insert may wait for the agent's LLM to rate importance and, the first time,
-# for the local embedding model to load.
+# An insert may wait for the agent's LLM to rate importance.
 INSERT_TIMEOUT = 90.0
 
 
