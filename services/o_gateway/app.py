@@ -41,8 +41,8 @@ from o_gateway.routes import (
     schedules,
     steps,
     tags,
-    tool_actions,
     timeline,
+    tool_actions,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
