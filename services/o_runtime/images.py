@@ -12,16 +12,16 @@ limit): an image lives as long as the messages that show it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import OrderedDict
 
 from nats.js import JetStreamContext
-from nats.js.api import ObjectStoreConfig, StorageType
-from nats.js.errors import BadRequestError, ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from o_contracts.subjects import IMAGES_BUCKET
+from o_runtime.content_store import ContentMissing, ContentStore, digest, ensure_object_store
+
+__all__ = ["ImageMissing", "Images", "digest", "ensure_image_store"]
 
 log = logging.getLogger(__name__)
 
@@ -30,34 +30,24 @@ log = logging.getLogger(__name__)
 CACHE_BYTES = 64 * 1024 * 1024
 
 
-class ImageMissing(LookupError):
+class ImageMissing(ContentMissing):
     """No image with this SHA-256 in the store (it was never put, or was removed)."""
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 async def ensure_image_store(js: JetStreamContext, replicas: int = 1) -> ObjectStore:
     """The images object store, created when missing (idempotent)."""
-    config = ObjectStoreConfig(
-        bucket=IMAGES_BUCKET,
-        description="Images of messages, named by the SHA-256 of their bytes",
-        storage=StorageType.FILE,
-        replicas=replicas,
+    return await ensure_object_store(
+        js, IMAGES_BUCKET, "Images of messages, named by the SHA-256 of their bytes", replicas
     )
-    try:
-        return await js.create_object_store(IMAGES_BUCKET, config=config)
-    except BadRequestError:
-        # Exists with other settings (replicas changed): use it as it is.
-        return await js.object_store(IMAGES_BUCKET)
 
 
-class Images:
+class Images(ContentStore):
     """Put and read images by their SHA-256, with an in-memory cache of recent reads."""
 
+    missing = ImageMissing
+
     def __init__(self, store: ObjectStore, cache_bytes: int = CACHE_BYTES) -> None:
-        self.store = store
+        super().__init__(store)
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cached = 0
         self._cache_bytes = cache_bytes
@@ -66,28 +56,13 @@ class Images:
     async def open(cls, js: JetStreamContext, replicas: int = 1) -> Images:
         return cls(await ensure_image_store(js, replicas))
 
-    async def put(self, data: bytes) -> str:
-        """Store `data` (unless it is there already); its SHA-256, the name it has."""
-        name = digest(data)
-        try:
-            await self.store.get_info(name)
-        except ObjectNotFoundError:
-            await self.store.put(name, data)
-        return name
-
     async def get(self, sha256: str) -> bytes:
         """The bytes named `sha256` (checked against it); ImageMissing if none."""
         cached = self._cache.get(sha256)
         if cached is not None:
             self._cache.move_to_end(sha256)
             return cached
-        try:
-            result = await self.store.get(sha256)
-        except ObjectNotFoundError as exc:
-            raise ImageMissing(sha256) from exc
-        data = result.data or b""
-        if digest(data) != sha256:  # named by content: anything else is not this image
-            raise ImageMissing(sha256)
+        data = await self.read(sha256)
         self._remember(sha256, data)
         return data
 
