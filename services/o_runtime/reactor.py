@@ -24,7 +24,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode, known_type
-from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
+from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
@@ -39,6 +39,13 @@ BATCH = 256
 # that events arriving one by one are pulled (and acked) together: one pull and one ack
 # per pause instead of per event. A reaction comes at most this much later.
 GATHER = 0.01
+
+
+def reactor_config(ack_wait: float = 30.0) -> ConsumerConfig:
+    """A reactor's consumer on the server: from the events appended after it was made."""
+    return ConsumerConfig(
+        ack_policy=AckPolicy.ALL, ack_wait=ack_wait, deliver_policy=DeliverPolicy.NEW
+    )
 
 
 class EventReactor:
@@ -61,15 +68,13 @@ class EventReactor:
         # Acks are cumulative (AckPolicy.ALL): a batch is acked once, at its last event,
         # after every event in it was handled in order. Most events concern no reactor;
         # one ack per event cost the agent loop a measurable share of the machine.
-        self._sub = await self.eventlog.js.pull_subscribe(
+        # The durable is made by the setup role (o_setup/topology.py).
+        self._sub = await bind_durable(
+            self.eventlog,
             self.filter_subject,
-            durable=self.name,
-            stream=subjects.EVENTS_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.ALL,
-                ack_wait=self.ack_wait,
-                deliver_policy=DeliverPolicy.NEW,
-            ),
+            subjects.EVENTS_STREAM,
+            self.name,
+            reactor_config(self.ack_wait),
         )
         self._pulling = asyncio.create_task(self._pull(), name=f"reactor {self.name}")
 

@@ -14,7 +14,8 @@ import pytest
 from letta_client import Letta
 
 from o_devtools.health import wait_healthy
-from o_devtools.supervisor import ServiceSpec, Supervisor
+from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
+from o_setup import apply_topology
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -105,12 +106,21 @@ async def system(
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
     }
-    # Two executor replicas: every e2e test also checks that runs work across them.
+    # The durable consumers with this system's settings (O_EXECUTOR_ACK_WAIT): the setup
+    # role's work, as a deployment's setup Job does it.
+    await apply_topology(env["NATS_URL"], servers.identity("setup"), env)
+    # Two executor replicas: every e2e test also checks that runs work across them. Each
+    # service connects as its own role (O_NATS_NKEY), as it is deployed.
     supervisor = Supervisor(
-        [
-            ServiceSpec.module(s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1)
-            for s in SERVICES
-        ],
+        with_identities(
+            [
+                ServiceSpec.module(
+                    s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1
+                )
+                for s in SERVICES
+            ],
+            servers.seed_file,
+        ),
         env,
         backoff_initial=0.2,
     )

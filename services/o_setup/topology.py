@@ -1,0 +1,113 @@
+"""What O needs on its NATS before any service starts: streams, buckets, durable consumers.
+
+Only the setup role makes or changes them (`python -m o_setup apply`: a Job in `k8s/`, the
+embedded server's first start for `make run` and the tests); services bind to what is
+there. A service that could make consumers could also point a push consumer of one stream
+at another stream's subjects (nats-server does not check a consumer's deliver subject
+against its maker's permissions): commands an outside publisher sent would become events.
+So durable consumers are declared here, with the settings their services run them with,
+and `apply` creates them or brings them up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, KeyValueConfig, StorageType
+from nats.js.errors import BadRequestError, BucketNotFoundError
+
+from o_contracts import subjects
+from o_executor.run_queue import BUCKET as RUNS_BUCKET
+from o_executor.settings import ExecutorSettings
+from o_runtime.commands import command_consumer_config
+from o_runtime.env import Env
+from o_runtime.eventlog import ensure_streams
+from o_runtime.images import ensure_image_store
+from o_runtime.reactor import reactor_config
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DURABLE", "RUNS_BUCKET", "Durable", "apply", "durables"]
+
+
+@dataclass(frozen=True)
+class Durable:
+    stream: str
+    name: str
+    filter_subject: str
+    # Which role pulls from it (o_setup/roles.py grants it).
+    owner: str
+
+    def config(self, env: Env) -> ConsumerConfig:
+        config = _CONFIGS[self.name](env)
+        config.durable_name = self.name
+        config.name = self.name
+        config.filter_subject = self.filter_subject
+        return config
+
+
+# Every durable consumer of O, by name: the same name, filter and settings the services'
+# CommandConsumer / EventReactor are built with (tests/unit/test_nats_roles.py compares).
+_DECLARED = (
+    Durable(subjects.COMMANDS_STREAM, "executor", subjects.EXECUTOR_COMMANDS, "executor"),
+    Durable(subjects.COMMANDS_STREAM, "memory", subjects.MEMORY_COMMANDS, "memory"),
+    Durable(subjects.COMMANDS_STREAM, "evolution", subjects.EVOLUTION_COMMANDS, "evolution"),
+    Durable(
+        subjects.EVENTS_STREAM, "memory-evolution-archive", subjects.EVOLUTION_EVENTS, "memory"
+    ),
+    Durable(
+        subjects.EVENTS_STREAM,
+        "evolution-turns",
+        subjects.AGENT_AND_CONVERSATION_EVENTS,
+        "evolution",
+    ),
+)
+DURABLE: Mapping[str, Durable] = {d.name: d for d in _DECLARED}
+
+_CONFIGS = {
+    # A run's command comes back this soon after its executor died (ExecutorSettings).
+    "executor": lambda env: command_consumer_config(
+        ExecutorSettings.from_env(env).ack_wait, max_ack_pending=16
+    ),
+    "memory": lambda env: command_consumer_config(10.0, max_ack_pending=16),
+    # An evaluation heartbeats while it works; a dead replica's command returns in 30 s.
+    "evolution": lambda env: command_consumer_config(30.0, max_ack_pending=4),
+    "memory-evolution-archive": lambda env: reactor_config(),
+    "evolution-turns": lambda env: reactor_config(),
+}
+
+
+def durables() -> tuple[Durable, ...]:
+    return _DECLARED
+
+
+async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
+    try:
+        await js.key_value(RUNS_BUCKET)
+    except BucketNotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(
+                bucket=RUNS_BUCKET,
+                history=1,
+                direct=True,
+                storage=StorageType.FILE,
+                replicas=replicas,
+            )
+        )
+
+
+async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:
+    """Create O's streams, buckets and durable consumers, or bring them up to date."""
+    await ensure_streams(js, replicas)
+    await _ensure_kv(js, replicas)
+    await ensure_image_store(js, replicas)
+    for durable in _DECLARED:
+        config = durable.config(env)
+        try:
+            await js.add_consumer(durable.stream, config=config)
+        except BadRequestError as exc:
+            # A setting the server cannot change in place (the filter, the start): keep it.
+            log.warning("durable %s on %s not updated: %s", durable.name, durable.stream, exc)
