@@ -87,9 +87,7 @@ def embedded(base: Path) -> Iterator[Servers]:
 
     with start_servers(base) as servers:
         assert servers.nats is not None and servers.postgres is not None
-        yield Servers(
-            servers.nats.url, servers.postgres.url, "embedded", servers.nats.credentials
-        )
+        yield Servers(servers.nats.url, servers.postgres.url, "embedded", servers.nats.credentials)
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 acts on.
 
 Commands are keyed by what they act on (`o.cmd.executor.<agent or conversation>`,
-`o.cmd.memory.<block or agent>`, `o.cmd.evolution.<agent>`), and a NATS identity can be
+`o.cmd.memory.<block or agent>`, `o.cmd.evolution.<agent>`, `o.cmd.schedule.<agent>`,
+`o.cmd.callback.<run>`), and a NATS identity can be
 allowed to publish on some keys only (an outside publisher restricted to its agents:
 o_setup/roles.py). So every consumer refuses a command whose body acts on something else
 than its subject's key: the server's permission on the subject is then the whole of
@@ -12,7 +13,7 @@ ownership. O's own senders always key commands this way.
 from __future__ import annotations
 
 from o_contracts.base import Message
-from o_contracts.commands import StartRun
+from o_contracts.commands import DeliverCallback, StartRun
 
 
 def subject_key(subject: str) -> str:
@@ -23,6 +24,8 @@ def acts_on(command: Message) -> str | None:
     """The key a command's subject must carry; None for a command with no such key."""
     if isinstance(command, StartRun):
         return command.lane.key
+    if isinstance(command, DeliverCallback):  # (one run's delivery: o.cmd.callback.<run>)
+        return command.run_id
     for field in ("block_id", "agent_id"):
         value = getattr(command, field, None)
         if isinstance(value, str):

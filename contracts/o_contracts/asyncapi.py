@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from o_contracts import commands, events, evolution_commands, subjects
+from o_contracts import commands, events, evolution_commands, schedule_commands, subjects
 from o_contracts.base import Message
 from o_contracts.registry import all_messages
 
@@ -180,6 +180,37 @@ CHANNELS = (
         "receive",
     ),
     Channel(
+        "scheduleEvents",
+        f"{subjects.EVENTS_PREFIX}.schedule.{{schedule_id}}",
+        "schedule_id",
+        "One schedule of an agent (O's scheduled runs), appended by the scheduler one after "
+        "the other: its creation and changes, each slot fired (with the run it starts, whose "
+        "id derives from the schedule and the slot) or skipped by the missed-slot policy, and "
+        "its deletion, also when its agent is deleted; a fired slot's run then appears on "
+        f"agentEvents like any other (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.ScheduleCreated,
+            events.ScheduleUpdated,
+            events.ScheduleFired,
+            events.ScheduleSlotsSkipped,
+            events.ScheduleDeleted,
+        ),
+        "send",
+    ),
+    Channel(
+        "scheduleCommands",
+        f"{subjects.COMMANDS_PREFIX}.schedule.{{agent_id}}",
+        "agent_id",
+        "Ask the scheduler to create, change (enable, disable) or delete a schedule of an "
+        f"agent (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get a Reply.",
+        (
+            schedule_commands.CreateSchedule,
+            schedule_commands.UpdateSchedule,
+            schedule_commands.DeleteSchedule,
+        ),
+        "receive",
+    ),
+    Channel(
         "toolExecutionEvents",
         f"{subjects.EVENTS_PREFIX}.sandbox.{{execution_id}}",
         "execution_id",
@@ -218,6 +249,31 @@ CHANNELS = (
         f"Ask the executor to run an agent (stream {subjects.COMMANDS_STREAM}). Set "
         "Nats-Msg-Id to the envelope id; add O-Reply-To to get a Reply when the run ends.",
         (commands.StartRun,),
+        "receive",
+    ),
+    Channel(
+        "callbackEvents",
+        f"{subjects.EVENTS_PREFIX}.callback.{{run_id}}",
+        "run_id",
+        "One run's completion callback (StartRun.callback_url), appended only by the "
+        "gateway: the delivery with its signed body, every attempt and its outcome, then "
+        f"delivered or abandoned (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.CallbackScheduled,
+            events.CallbackAttempted,
+            events.CallbackDelivered,
+            events.CallbackAbandoned,
+        ),
+        "send",
+    ),
+    Channel(
+        "callbackCommands",
+        f"{subjects.COMMANDS_PREFIX}.callback.{{run_id}}",
+        "run_id",
+        "The gateway's own wake-ups for a run's callback delivery (sent when a run with a "
+        "callback_url ends; retries are redeliveries with a delay) "
+        f"(stream {subjects.COMMANDS_STREAM}); a repeat changes nothing.",
+        (commands.DeliverCallback,),
         "receive",
     ),
     Channel(

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from o_contracts import limits
 from o_contracts.base import Command
+from o_contracts.callback_urls import CallbackUrl
 from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
 from o_contracts.subjects import Lane
 
@@ -70,6 +71,9 @@ class StartRun(Command):
     override_model: str | None = Field(default=None, max_length=256)
     # llm_config fields this run uses over its model's (a conversation's model_settings).
     override_settings: dict[str, Any] = Field(default_factory=dict)
+    # POST the run's outcome here when it ends, signed (Letta's callback_url;
+    # docs/callbacks.md). Recorded on the run; the gateway delivers it.
+    callback_url: CallbackUrl | None = None
 
     @model_validator(mode="after")
     def _has_input(self) -> StartRun:
@@ -180,3 +184,19 @@ class ReflectOnMemories(Command):
     agent_id: str
     # The sleep-time companion's run that asked (None: the memory service's own trigger).
     run_id: str | None = None
+
+
+class DeliverCallback(Command):
+    """Gateway: deliver the completion callback of a run that ended (docs/callbacks.md).
+
+    Sent by the gateway itself when it sees a run with a `callback_url` end, on
+    `o.cmd.callback.<run_id>`; the handler reads the delivery's state from its
+    subject (`o.evt.callback.<run_id>`), so a repeat attempts nothing already
+    acknowledged and answers with the recorded outcome.
+    """
+
+    run_id: str
+    agent_id: str
+    # The run's RunCompleted in the log: the read models the body is rendered from
+    # must show it first.
+    completed_seq: int = Field(ge=1)

@@ -26,6 +26,9 @@ IdPrefix = Literal[
     "group",
     "proposal",
     "rollout",
+    # A completion callback's delivery (one per run that asked for one).
+    "callback",
+    "schedule",
 ]
 
 _ID_RE = re.compile(

@@ -13,5 +13,18 @@ RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
+CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
+SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
 
-ALL: Final = (AGENTS, TOOLS, MEMORY, ARCHIVAL, RUNS, MCP_SERVERS, GROUPS, EVOLUTION)
+ALL: Final = (
+    AGENTS,
+    TOOLS,
+    MEMORY,
+    ARCHIVAL,
+    RUNS,
+    MCP_SERVERS,
+    GROUPS,
+    EVOLUTION,
+    CALLBACKS,
+    SCHEDULES,
+)

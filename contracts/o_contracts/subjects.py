@@ -34,6 +34,10 @@ SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 # One agent's evolution decisions, hash-chained (events/evolution.py).
 EVOLUTION_EVENTS: Final = f"{EVENTS_PREFIX}.evolution.*"
+# One run's completion callback: its delivery and every attempt (events/callbacks.py).
+CALLBACK_EVENTS: Final = f"{EVENTS_PREFIX}.callback.*"
+# One schedule's life: created, changed, each slot fired or skipped, deleted (O's scheduled runs).
+SCHEDULE_EVENTS: Final = f"{EVENTS_PREFIX}.schedule.*"
 ALL_COMMANDS: Final = f"{COMMANDS_PREFIX}.>"
 ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 
@@ -42,6 +46,8 @@ ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 EXECUTOR_COMMANDS: Final = f"{COMMANDS_PREFIX}.executor.*"
 EVOLUTION_COMMANDS: Final = f"{COMMANDS_PREFIX}.evolution.*"
 MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
+CALLBACK_COMMANDS: Final = f"{COMMANDS_PREFIX}.callback.*"
+SCHEDULE_COMMANDS: Final = f"{COMMANDS_PREFIX}.schedule.*"
 
 # Request/reply reads (core NATS, not persisted): nothing changes state here.
 MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
@@ -132,8 +138,24 @@ def evolution_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.evolution.{agent_id}"
 
 
+def callback_subject(run_id: str) -> str:
+    return f"{EVENTS_PREFIX}.callback.{run_id}"
+
+
+def callback_command_subject(run_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.callback.{run_id}"
+
+
 def evolution_command_subject(agent_id: str) -> str:
     return f"{COMMANDS_PREFIX}.evolution.{agent_id}"
+
+
+def schedule_subject(schedule_id: str) -> str:
+    return f"{EVENTS_PREFIX}.schedule.{schedule_id}"
+
+
+def schedule_command_subject(agent_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.schedule.{agent_id}"
 
 
 def executor_command_subject(agent_id: str) -> str:

@@ -556,6 +556,9 @@ async def run(env: Mapping[str, str]) -> int:
     # Before the embedded servers: a second supervisor on this folder must not touch them.
     await claim_state_file(state_file)
     child_env = with_key(dict(env), base)
+    # `make run` is a system on one machine, on loopback: callbacks to a receiver on the
+    # same machine are how one develops against it (a deployment refuses them by default).
+    child_env.setdefault("O_CALLBACK_ALLOWED_TARGETS", "localhost 127.0.0.0/8 ::1")
     # The children are not the ones systemd (or a test) waits for.
     notify_socket = child_env.pop("NOTIFY_SOCKET", None)
     keepers: list[ServerKeeper] = []

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.envelope import Envelope
 from o_contracts.events import CandidateEvaluated, CaseEvaluated, EvaluationStarted
@@ -26,6 +25,7 @@ from o_contracts.ids import derived_id
 from o_evolution import gate, judge
 from o_evolution.commands import EvolutionCommands, canary_follows
 from o_evolution.feedback import rated_steps_of, run_feedback
+from o_evolution.live_first import Sampler, executor_load, wait_for_turn
 from o_evolution.shadow_cases import (
     MeteredModel,
     TokenLimitExceeded,
@@ -62,6 +62,12 @@ class Evaluation:
 
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _running: asyncio.Semaphore | None = None
+    # How busy users keep the executor (live_first.py); a test may sample otherwise.
+    live_load: Sampler | None = None
+
+    def __post_init__(self) -> None:
+        if self.live_load is None:
+            self.live_load = executor_load(self.commands.s.eventlog)
 
     async def evaluate(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: EvaluateProposal = env.data
@@ -144,7 +150,8 @@ class Evaluation:
             if elapsed > config.shadow_experiment_seconds:
                 report = timed_out(done, settings, config.shadow_experiment_seconds)
                 break
-            await self._while_live_is_backed_up()
+            assert self.live_load is not None
+            await wait_for_turn(self.commands.settings.shadow_yield, self.live_load)
             ref = refs[n]
             working = time.process_time()
             case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config, log)
@@ -186,21 +193,6 @@ class Evaluation:
         duty = self.commands.settings.shadow_duty
         if duty < 1.0:
             await asyncio.sleep(worked * (1 - duty) / duty)
-
-    async def _while_live_is_backed_up(self) -> None:
-        """Wait while users' runs queue up at the executor: live work goes first."""
-        js = self.commands.s.eventlog.js
-        limit = self.commands.settings.shadow_pause_pending
-        delay = 0.5
-        while True:
-            try:
-                info = await js.consumer_info(subjects.COMMANDS_STREAM, "executor")
-            except Exception:  # (no executor consumer yet, NATS busy: do not hold shadow work)
-                return
-            if info.num_pending + info.num_ack_pending <= limit:
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
 
     async def _case(
         self,

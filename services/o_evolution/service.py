@@ -7,6 +7,8 @@
   patches to an agent, evaluate them in the shadow, and promote or roll back versions;
   every decision is hash-chained on the agent's evolution subject (projection
   "evolution", hosted here). The same run ends drive canary rollouts' analysis.
+- Scheduled runs (docs/schedules.md): the scheduler (o_schedules) fires agents' schedules
+  and keeps their projection "schedules" here.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from o_runtime.env import Env
 from o_runtime.eventlog import Recorded
 from o_runtime.reactor import EventReactor, Reaction
 from o_runtime.service import Service
+from o_schedules.component import Scheduler
 
 
 def both(*reactions: Reaction) -> Reaction:
@@ -64,6 +67,8 @@ class EvolutionService(Service):
 
     async def setup(self) -> None:
         self.project(evolution)
+        self.scheduler = Scheduler(self)
+        self.scheduler.setup()
         cmds = EvolutionCommands(self, self.config)
         evaluation = Evaluation(cmds)
         rollouts = Rollouts(cmds)
@@ -100,6 +105,13 @@ class EvolutionService(Service):
                 {
                     RunCompleted: both(turns.on_runs_completed, rollouts.on_runs_completed),
                     SleeptimeTurnCounted: proposals.on_turns_counted,
+                    **self.scheduler.agent_reactions(),
                 },
             )
         )
+
+    async def started(self) -> None:
+        await self.scheduler.start()
+
+    async def stopping(self) -> None:
+        await self.scheduler.stop()

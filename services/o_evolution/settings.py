@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from o_evolution.live_first import YieldPolicy
 from o_executor.llm import Retries
 from o_runtime.env import Env
 
@@ -26,10 +27,9 @@ class EvolutionSettings:
     judge_model: str = "openai/gpt-4o-mini"
     retries: Retries = field(default_factory=Retries)
     # Shadow work never slows users: at most this many evaluations run at once in a
-    # replica, and a case waits while the executor has more than `shadow_pause_pending`
-    # runs waiting for it (live queues backed up).
+    # replica, and a case waits for the executor to be idle a moment (live_first.py).
     shadow_concurrency: int = 1
-    shadow_pause_pending: int = 20
+    shadow_yield: YieldPolicy = field(default_factory=YieldPolicy)
     # The shadow worker's memory (this process's resident set, MB): a case that would
     # start above it is not run, and is inconclusive. 0: no limit.
     shadow_max_rss_mb: int = 0
@@ -49,7 +49,11 @@ class EvolutionSettings:
             enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
             judge_model=env.text("O_EVOLUTION_JUDGE_MODEL", "openai/gpt-4o-mini"),
             shadow_concurrency=env.integer("O_SHADOW_CONCURRENCY", 1, minimum=1),
-            shadow_pause_pending=env.integer("O_SHADOW_PAUSE_PENDING", 20, minimum=0),
+            shadow_yield=YieldPolicy(
+                quiet=env.number("O_SHADOW_QUIET", 0.05, minimum=0.001),
+                max_yield=env.number("O_SHADOW_MAX_YIELD", 2.0, minimum=0.0),
+                pause_pending=env.integer("O_SHADOW_PAUSE_PENDING", 20, minimum=0),
+            ),
             shadow_max_rss_mb=env.integer("O_SHADOW_MAX_RSS_MB", 0, minimum=0),
             nice=env.integer("O_EVOLUTION_NICE", 10, minimum=0),
             shadow_duty=min(env.number("O_SHADOW_DUTY", 0.5, minimum=0.01), 1.0),

@@ -231,11 +231,12 @@ async def _insert_created_run(
     background: bool,
     request_config: Mapping[str, object],
     conversation_id: str | None,
+    callback_url: str | None = None,
 ) -> None:
     """A run accepted and not started yet (status `created`)."""
     await conn.execute(
         "INSERT INTO runs (id, agent_id, status, created_at, last_seq, background, request_config,"
-        " conversation_id) VALUES ($1, $2, 'created', $3, $4, $5, $6, $7)"
+        " conversation_id, callback_url) VALUES ($1, $2, 'created', $3, $4, $5, $6, $7, $8)"
         " ON CONFLICT (id) DO NOTHING",
         run_id,
         agent_id,
@@ -244,6 +245,7 @@ async def _insert_created_run(
         background,
         request_config,
         conversation_id,
+        callback_url,
     )
 
 
@@ -251,7 +253,14 @@ async def _insert_created_run(
 async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> None:
     conversation_id = subjects.conversation_of(rec.subject)
     await _insert_created_run(
-        conn, rec, e.run_id, e.agent_id, e.background, e.request_config, conversation_id
+        conn,
+        rec,
+        e.run_id,
+        e.agent_id,
+        e.background,
+        e.request_config,
+        conversation_id,
+        e.callback_url,
     )
 
 
@@ -324,6 +333,13 @@ async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) ->
     if e.version is not None:
         # (Only while a canary runs: the usual run keeps its one statement.)
         await _run_version(conn, e)
+    if e.callback_url is not None:
+        # (A run started over NATS with a callback_url has no RunQueued that set it.)
+        await conn.execute(
+            "UPDATE runs SET callback_url = $2 WHERE id = $1 AND callback_url IS NULL",
+            e.run_id,
+            e.callback_url,
+        )
 
 
 async def _run_rows(

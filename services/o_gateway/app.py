@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from starlette.datastructures import MutableHeaders
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from o_contracts.ids import InvalidId
@@ -32,6 +33,7 @@ from o_gateway.routes import (
     messages,
     models,
     runs,
+    schedules,
     steps,
     tags,
     tools,
@@ -138,6 +140,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         mcp_legacy,
         groups,
         evolution,
+        schedules,
     ):
         app.include_router(module.router)
     for module in (all_messages, steps, tags):
@@ -172,8 +175,17 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     openapi.install(app, secured=settings.api_key is not None)
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
-    # The last added runs first: Instrumented, Authenticated, InputLimits.
+    # The last added runs first: Instrumented, CORS, Authenticated, InputLimits. CORS
+    # answers a browser's preflight before authentication (a preflight carries no key)
+    # and marks refusals too, so a browser app can read why it was refused.
     app.add_middleware(InputLimits, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(Authenticated, api_key=settings.api_key, open_docs=settings.open_docs)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.cors_origins),
+        allow_credentials=True,
+        allow_methods=["*"],
+        allow_headers=["*"],
+    )
     app.add_middleware(Instrumented)
     return app

@@ -35,6 +35,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "group_id": "group",
     "proposal_id": "proposal",
     "rollout_id": "rollout",
+    "schedule_id": "schedule",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

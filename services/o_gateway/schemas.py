@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, AgentType
+from o_contracts.callback_urls import CallbackUrl
 from o_contracts.limits import (
     INT32_MAX,
     MAX_CLIENT_TOOLS,
@@ -386,6 +387,13 @@ class SendMessageBody(Body):
             if too_much:
                 raise ValueError(too_much)
         return self
+
+
+class AsyncMessageBody(SendMessageBody):
+    """Letta's LettaAsyncRequest: a message run in the background, its outcome POSTed to
+    `callback_url` when it ends (docs/callbacks.md)."""
+
+    callback_url: CallbackUrl | None = None
 
 
 class CancelRunsBody(Body):

@@ -1,4 +1,4 @@
-"""The gateway process: the HTTP API plus the agent-registry projection."""
+"""The gateway process: the HTTP API, the registry projections, and completion callbacks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from o_contracts import subjects
+from o_contracts.commands import DeliverCallback
+from o_contracts.events import RunCompleted
 from o_gateway.app import create_app
+from o_gateway.callbacks.deliveries import CallbackDeliveries
+from o_gateway.callbacks.projection import callbacks
+from o_gateway.callbacks.scheduler import CallbackScheduler
 from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.mcp_projection import mcp_servers
@@ -17,10 +23,16 @@ from o_gateway.projections import agents
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
+from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
+from o_runtime.reactor import EventReactor
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
+
+# Deliveries in the consumer's hands at once across replicas, most of them waiting for
+# their next attempt (JetStream counts a nacked-with-delay message as pending).
+MAX_WAITING_DELIVERIES = 100_000
 
 
 class _Server(uvicorn.Server):
@@ -38,13 +50,44 @@ class GatewayService(Service):
         self.config = GatewaySettings.from_env(env)
 
     async def setup(self) -> None:
+        self.gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)
         self.project(agents)
         self.project(tools)
         self.project(mcp_servers)
         self.project(groups)
+        self.project(callbacks)
+        self.deliver_callbacks()
+
+    def deliver_callbacks(self) -> None:
+        """Completion callbacks (docs/callbacks.md): a reactor sees runs end, a command
+        consumer delivers (retries are the command again, after a delay)."""
+        settings = self.config.callbacks
+        scheduler = CallbackScheduler(self.eventlog, self.reads)
+        self.reactors.append(
+            EventReactor(
+                self.eventlog,
+                "gateway-callbacks",
+                subjects.AGENT_AND_CONVERSATION_EVENTS,
+                {RunCompleted: scheduler.on_runs_completed},
+            )
+        )
+        deliveries = CallbackDeliveries(self.gateway)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "gateway-callbacks",
+                subjects.CALLBACK_COMMANDS,
+                {DeliverCallback: deliveries.deliver},
+                ack_wait=settings.ack_wait,
+                concurrency=settings.concurrency,
+                # A delivery waiting for its next attempt stays pending in the consumer:
+                # those may be many (receivers down) without holding up the others.
+                max_ack_pending=MAX_WAITING_DELIVERIES,
+            )
+        )
 
     async def started(self) -> None:
-        gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config)
+        gateway = self.gateway
         app = create_app(gateway, self.config)
         config = uvicorn.Config(
             app,

@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from o_contracts import limits
+from o_gateway.callbacks.settings import CallbackSettings
 from o_runtime.env import Env
+
+# The browser origins Letta's server allows (its settings' defaults and the ADE at
+# app.letta.com), so Letta's browser apps reach O as they reach Letta.
+LETTA_ORIGINS = (
+    "http://letta.localhost",
+    "http://localhost:8283",
+    "http://localhost:8083",
+    "http://localhost:3000",
+    "http://localhost:4200",
+    "https://app.letta.com",
+)
+
+
+def cors_origins(env: Env) -> tuple[str, ...]:
+    """O_CORS_ORIGINS (comma-separated) in place of Letta's defaults, and Letta's own
+    ACCEPTABLE_ORIGINS added to either, as Letta adds it."""
+    chosen = env.optional("O_CORS_ORIGINS")
+    base = tuple(_origins(chosen)) if chosen is not None else LETTA_ORIGINS
+    return base + tuple(_origins(env.optional("ACCEPTABLE_ORIGINS") or ""))
+
+
+def _origins(raw: str) -> list[str]:
+    return [o.strip().rstrip("/") for o in raw.split(",") if o.strip()]
 
 
 @dataclass(frozen=True)
@@ -28,6 +52,10 @@ class GatewaySettings:
     # How long a sleep-time primary's reply waits for the evolution service to count its
     # turn (to name the companion runs it started); past it, the reply names none.
     sleeptime_turn_wait: float = 2.0
+    # Browser origins that may call the API (CORS, with credentials, any method and header).
+    cors_origins: tuple[str, ...] = field(default=LETTA_ORIGINS)
+    # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
+    callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -42,4 +70,6 @@ class GatewaySettings:
             stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
+            cors_origins=cors_origins(env),
+            callbacks=CallbackSettings.from_env(env),
         )

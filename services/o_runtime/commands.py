@@ -105,7 +105,9 @@ async def pulled(sub: JetStreamContext.PullSubscription, batch: int, name: str) 
     or if pulling failed (said, and after a pause, so a broken server is not hammered)."""
     try:
         msgs: list[Msg] = await sub.fetch(batch, timeout=PULL_EXPIRES)
-    except NatsTimeoutError:
+    except (NatsTimeoutError, TimeoutError):
+        # (nats-py also raises a plain TimeoutError when its no-wait probe used up the
+        # whole timeout: nothing came, not a failure worth a pause.)
         return []
     except asyncio.CancelledError:
         raise

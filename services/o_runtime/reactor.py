@@ -9,6 +9,11 @@ does not react to its history). Events are handled one at a time in log order
 again in place with backoff; after MAX_DELIVERIES it is dead-lettered, so one
 bad event never stops the rest. Handlers must be idempotent: a crash between
 their effect and the ack delivers the event again.
+
+Each event is acked on its own, once its reaction is done (AckPolicy.EXPLICIT).
+Cumulative acks (AckPolicy.ALL) lost events: an ack of event N also acks every
+earlier event still held by another replica, or by a process that died while
+reacting, so those were never delivered again (tests/integration/test_reactor.py).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
 from o_contracts.base import Message
@@ -36,16 +43,68 @@ Reaction = Callable[[list[Recorded]], Awaitable[None]]
 # Up to this many events are pulled at once (most concern no reaction).
 BATCH = 256
 # After a batch that was not full the reactor waits this long before pulling again, so
-# that events arriving one by one are pulled (and acked) together: one pull and one ack
-# per pause instead of per event. A reaction comes at most this much later.
+# that events arriving one by one are pulled together: one pull per pause instead of per
+# event. A reaction comes at most this much later.
 GATHER = 0.01
 
 
-def reactor_config(ack_wait: float = 30.0) -> ConsumerConfig:
-    """A reactor's consumer on the server: from the events appended after it was made."""
+async def _settled(send: Callable[[], Awaitable[None]]) -> None:
+    """Ack (or say in progress); one that cannot be sent only means the event comes
+    again, which idempotent handlers allow, so it must not stop the reactor."""
+    try:
+        await send()
+    except Exception:
+        log.warning("an ack could not be sent; the event will come again", exc_info=True)
+
+
+def reactor_config(
+    name: str,
+    filter_subject: str,
+    ack_wait: float = 30.0,
+    deliver: DeliverPolicy = DeliverPolicy.NEW,
+    start_seq: int | None = None,
+) -> ConsumerConfig:
+    """A reactor's consumer on the server: from the events appended after it was made,
+    each acked on its own (its durable is made by the setup role: o_setup/topology.py)."""
     return ConsumerConfig(
-        ack_policy=AckPolicy.ALL, ack_wait=ack_wait, deliver_policy=DeliverPolicy.NEW
+        durable_name=name,
+        filter_subject=filter_subject,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait,
+        deliver_policy=deliver,
+        opt_start_seq=start_seq,
     )
+
+
+async def replace_cumulative_consumer(
+    js: JetStreamContext, name: str, filter_subject: str, ack_wait: float = 30.0
+) -> None:
+    """A consumer made with cumulative acks (before per-event acks; NATS cannot change
+    an ack policy in place) is replaced by one starting after its last acked event:
+    what was acked is not reacted to again, what was not is not skipped.
+
+    The setup role does it (o_setup/topology.py): services may not delete consumers."""
+    try:
+        info: ConsumerInfo = await js.consumer_info(subjects.EVENTS_STREAM, name)
+    except NotFoundError:
+        return
+    if info.config.ack_policy != AckPolicy.ALL:
+        return
+    floor = info.ack_floor.stream_seq if info.ack_floor else 0
+    log.warning(
+        "%s: replacing a consumer with cumulative acks; reactions resume after event %d",
+        name,
+        floor,
+    )
+    await js.delete_consumer(subjects.EVENTS_STREAM, name)
+    with contextlib.suppress(Exception):
+        # (Another setup run replacing it at the same moment made the same one.)
+        await js.add_consumer(
+            subjects.EVENTS_STREAM,
+            reactor_config(
+                name, filter_subject, ack_wait, DeliverPolicy.BY_START_SEQUENCE, floor + 1
+            ),
+        )
 
 
 class EventReactor:
@@ -65,16 +124,14 @@ class EventReactor:
         self.ack_wait = ack_wait
 
     async def start(self) -> None:
-        # Acks are cumulative (AckPolicy.ALL): a batch is acked once, at its last event,
-        # after every event in it was handled in order. Most events concern no reactor;
-        # one ack per event cost the agent loop a measurable share of the machine.
-        # The durable is made by the setup role (o_setup/topology.py).
+        # The durable is made (and a cumulative-ack one replaced) by the setup role
+        # (o_setup/topology.py); the service binds to it.
         self._sub = await bind_durable(
             self.eventlog,
             self.filter_subject,
             subjects.EVENTS_STREAM,
             self.name,
-            reactor_config(self.ack_wait),
+            reactor_config(self.name, self.filter_subject, self.ack_wait),
         )
         self._pulling = asyncio.create_task(self._pull(), name=f"reactor {self.name}")
 
@@ -89,26 +146,29 @@ class EventReactor:
             msgs = await pulled(self._sub, BATCH, self.name)
             if not msgs:
                 continue
-            by_type: dict[str, list[tuple[Recorded, bytes]]] = {}
+            by_type: dict[str, list[tuple[Recorded, Msg]]] = {}
             for msg in msgs:
                 name = known_type(msg.data)
                 if name not in self.handlers:
+                    await _settled(msg.ack)
                     continue
-                with contextlib.suppress(MalformedMessage):
-                    # (Not an event anyone could have appended: projections refuse it too.)
+                try:
                     record = Recorded(msg.metadata.sequence.stream, msg.subject, decode(msg.data))
-                    by_type.setdefault(name, []).append((record, msg.data))
+                except MalformedMessage:
+                    # (Not an event anyone could have appended: projections refuse it too.)
+                    await _settled(msg.ack)
+                    continue
+                by_type.setdefault(name, []).append((record, msg))
             for name, events in by_type.items():
-                await self._handle(self.handlers[name], events, msgs[-1])
-            await msgs[-1].ack()
+                await self._handle(self.handlers[name], events)
+                for _, msg in events:
+                    await _settled(msg.ack)
             if len(msgs) < BATCH:
                 await asyncio.sleep(GATHER)
 
-    async def _handle(
-        self, handler: Reaction, events: list[tuple[Recorded, bytes]], last: Msg
-    ) -> None:
-        """Handle the events, trying again in place until done or dead-lettered (acking
-        a later event would ack these too)."""
+    async def _handle(self, handler: Reaction, events: list[tuple[Recorded, Msg]]) -> None:
+        """Handle the events, trying again in place until done or dead-lettered (so that
+        later events of the same kind are not reacted to before them)."""
         attempt = 0
         while True:
             attempt += 1
@@ -119,21 +179,22 @@ class EventReactor:
                 if is_outage(exc):
                     log.warning("%s: reacting met an outage (%r); will retry", self.name, exc)
                     await asyncio.sleep(retry_delay(attempt, outage=True))
-                    continue
-                if attempt >= MAX_DELIVERIES:
-                    for record, raw in events:
+                elif attempt >= MAX_DELIVERIES:
+                    for record, msg in events:
                         await dead_letter(
                             self.eventlog.js,
                             self.name,
-                            raw,
+                            msg.data,
                             f"failed {MAX_DELIVERIES} times: {exc!r}",
                             origin_subject=record.subject,
                             origin_seq=record.seq,
                         )
                     return
-                log.exception(
-                    "%s: reacting to %d events failed; will retry", self.name, len(events)
-                )
-                await asyncio.sleep(retry_delay(attempt, outage=False))
-                # A long retry keeps the batch from being delivered again meanwhile.
-                await last.in_progress()
+                else:
+                    log.exception(
+                        "%s: reacting to %d events failed; will retry", self.name, len(events)
+                    )
+                    await asyncio.sleep(retry_delay(attempt, outage=False))
+                # A long retry keeps the events from being delivered again meanwhile.
+                for _, msg in events:
+                    await _settled(msg.in_progress)

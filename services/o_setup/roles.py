@@ -31,7 +31,11 @@ from o_setup import topology
 
 JS_API = "$JS.API"
 # Commands from outside: what other systems may publish (contracts/README.md).
-PUBLIC_COMMANDS = (subjects.EXECUTOR_COMMANDS, subjects.MEMORY_COMMANDS)
+PUBLIC_COMMANDS = (
+    subjects.EXECUTOR_COMMANDS,
+    subjects.MEMORY_COMMANDS,
+    subjects.SCHEDULE_COMMANDS,
+)
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,7 @@ def service() -> Grant:
 
 # -- roles ------------------------------------------------------------------------------
 
-D = topology.DURABLE
+cmd, evt = topology.commands, topology.events
 
 OPERATOR = Role(
     "operator",
@@ -209,7 +213,17 @@ GATEWAY = Role(
             subjects.TOOL_EVENTS,
             subjects.MCP_SERVER_EVENTS,
         ),
-        sends(subjects.EXECUTOR_COMMANDS, subjects.MEMORY_COMMANDS, subjects.EVOLUTION_COMMANDS),
+        sends(
+            subjects.EXECUTOR_COMMANDS,
+            subjects.MEMORY_COMMANDS,
+            subjects.EVOLUTION_COMMANDS,
+            subjects.SCHEDULE_COMMANDS,
+        ),
+        # Completion callbacks (docs/callbacks.md): runs' ends seen, deliveries recorded.
+        appends(subjects.CALLBACK_EVENTS),
+        sends(subjects.CALLBACK_COMMANDS),
+        handles_commands(cmd("gateway-callbacks")),
+        consumes(evt("gateway-callbacks")),
         asks(
             subjects.MEMORY_SEARCH_ARCHIVAL,
             subjects.MEMORY_READ_CORE,
@@ -229,7 +243,7 @@ EXECUTOR = Role(
         service(),
         # Runs (on the agent's and its conversations' subjects) and tool executions.
         appends(subjects.AGENT_AND_CONVERSATION_EVENTS, subjects.SANDBOX_EVENTS),
-        handles_commands(D["executor"]),
+        handles_commands(cmd("executor")),
         # Multi-agent runs, memory tools, evolution tools.
         sends(subjects.EXECUTOR_COMMANDS, subjects.MEMORY_COMMANDS, subjects.EVOLUTION_COMMANDS),
         # The run queue reads an agent's next command by subject.
@@ -253,7 +267,8 @@ MEMORY = Role(
         inbox("memory"),
         service(),
         appends(subjects.BLOCK_EVENTS, subjects.ARCHIVAL_EVENTS),
-        handles_commands(D["memory"], D["memory-evolution-archive"]),
+        handles_commands(cmd("memory")),
+        consumes(evt("memory-evolution-archive")),
         sends(subjects.MEMORY_COMMANDS),
         serves(subjects.MEMORY_READ_CORE, subjects.MEMORY_SEARCH_ARCHIVAL),
     ),
@@ -265,7 +280,12 @@ EVOLUTION = Role(
         inbox("evolution"),
         service(),
         appends(subjects.EVOLUTION_EVENTS, subjects.AGENT_AND_CONVERSATION_EVENTS),
-        handles_commands(D["evolution"], D["evolution-turns"]),
+        handles_commands(cmd("evolution")),
+        consumes(evt("evolution-turns")),
+        # Schedules (o_schedules, in this process: docs/schedules.md).
+        appends(subjects.SCHEDULE_EVENTS),
+        handles_commands(cmd("schedules")),
+        consumes(evt("schedule-dispatch")),
         sends(subjects.EVOLUTION_COMMANDS, subjects.EXECUTOR_COMMANDS, subjects.MEMORY_COMMANDS),
         # Shadow work waits while users' runs queue up at the executor.
         Grant(publish=(f"{JS_API}.CONSUMER.INFO.{subjects.COMMANDS_STREAM}.executor",)),
@@ -290,7 +310,8 @@ def publisher(name: str, agents: Iterable[str] | None = None) -> Role:
     """An outside system: commands on the public command subjects and their replies.
 
     With `agents`, only commands keyed by those agents: `o.cmd.executor.<agent>` (runs in
-    the agent's default conversation) and `o.cmd.memory.<agent>` (its archival memory).
+    the agent's default conversation), `o.cmd.memory.<agent>` (its archival memory) and
+    `o.cmd.schedule.<agent>` (its schedules).
     Every consumer also refuses a command whose subject and body name different agents
     (o_runtime/admission.py), so the subject is the whole of ownership.
     """
@@ -303,11 +324,12 @@ def publisher(name: str, agents: Iterable[str] | None = None) -> Role:
             for s in (
                 subjects.executor_command_subject(agent),
                 subjects.memory_command_subject(agent),
+                subjects.schedule_command_subject(agent),
             )
         )
     return Role(
         name,
         sends(*allowed) + inbox(name),
         "outside publisher: public commands"
-        + ("" if agents is None else f" for {len(allowed) // 2} agents"),
+        + ("" if agents is None else f" for {len(allowed) // 3} agents"),
     )

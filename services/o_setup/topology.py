@@ -12,11 +12,11 @@ and `apply` creates them or brings them up to date.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, KeyValueConfig, StorageType
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StorageType
 from nats.js.errors import BadRequestError, BucketNotFoundError
 
 from o_contracts import subjects
@@ -26,11 +26,12 @@ from o_runtime.commands import command_consumer_config
 from o_runtime.env import Env
 from o_runtime.eventlog import ensure_streams
 from o_runtime.images import ensure_image_store
-from o_runtime.reactor import reactor_config
+from o_runtime.reactor import reactor_config, replace_cumulative_consumer
+from o_schedules.dispatch import dispatch_consumer_config
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DURABLE", "RUNS_BUCKET", "Durable", "apply", "durables"]
+__all__ = ["DURABLE", "RUNS_BUCKET", "Durable", "apply", "commands", "durables", "events"]
 
 
 @dataclass(frozen=True)
@@ -42,19 +43,22 @@ class Durable:
     owner: str
 
     def config(self, env: Env) -> ConsumerConfig:
-        config = _CONFIGS[self.name](env)
+        config = _CONFIGS[f"{self.stream}/{self.name}"](env)
         config.durable_name = self.name
         config.name = self.name
         config.filter_subject = self.filter_subject
         return config
 
 
-# Every durable consumer of O, by name: the same name, filter and settings the services'
-# CommandConsumer / EventReactor are built with (tests/unit/test_nats_roles.py compares).
+# Every durable consumer of O: the same name, filter and settings the services'
+# CommandConsumer / EventReactor / followers are built with (tests/unit/test_nats_roles.py
+# compares). A new one is one line here and one grant in roles.py.
 _DECLARED = (
     Durable(subjects.COMMANDS_STREAM, "executor", subjects.EXECUTOR_COMMANDS, "executor"),
     Durable(subjects.COMMANDS_STREAM, "memory", subjects.MEMORY_COMMANDS, "memory"),
     Durable(subjects.COMMANDS_STREAM, "evolution", subjects.EVOLUTION_COMMANDS, "evolution"),
+    Durable(subjects.COMMANDS_STREAM, "schedules", subjects.SCHEDULE_COMMANDS, "evolution"),
+    Durable(subjects.COMMANDS_STREAM, "gateway-callbacks", subjects.CALLBACK_COMMANDS, "gateway"),
     Durable(
         subjects.EVENTS_STREAM, "memory-evolution-archive", subjects.EVOLUTION_EVENTS, "memory"
     ),
@@ -64,19 +68,59 @@ _DECLARED = (
         subjects.AGENT_AND_CONVERSATION_EVENTS,
         "evolution",
     ),
+    Durable(
+        subjects.EVENTS_STREAM,
+        "gateway-callbacks",
+        subjects.AGENT_AND_CONVERSATION_EVENTS,
+        "gateway",
+    ),
+    Durable(subjects.EVENTS_STREAM, "schedule-dispatch", subjects.SCHEDULE_EVENTS, "evolution"),
 )
-DURABLE: Mapping[str, Durable] = {d.name: d for d in _DECLARED}
+# By "<stream>/<name>" (a command consumer and a reactor may share a name).
+DURABLE: Mapping[str, Durable] = {f"{d.stream}/{d.name}": d for d in _DECLARED}
 
-_CONFIGS = {
+
+def commands(name: str) -> Durable:
+    return DURABLE[f"{subjects.COMMANDS_STREAM}/{name}"]
+
+
+def events(name: str) -> Durable:
+    return DURABLE[f"{subjects.EVENTS_STREAM}/{name}"]
+
+
+def _callbacks_config(env: Env) -> ConsumerConfig:
+    from o_gateway.callbacks.settings import CallbackSettings
+    from o_gateway.service import MAX_WAITING_DELIVERIES
+
+    return command_consumer_config(
+        CallbackSettings.from_env(env).ack_wait, max_ack_pending=MAX_WAITING_DELIVERIES
+    )
+
+
+def _reactor(env: Env) -> ConsumerConfig:
+    return reactor_config("", "")
+
+
+_CONFIGS: dict[str, Callable[[Env], ConsumerConfig]] = {
     # A run's command comes back this soon after its executor died (ExecutorSettings).
-    "executor": lambda env: command_consumer_config(
+    f"{subjects.COMMANDS_STREAM}/executor": lambda env: command_consumer_config(
         ExecutorSettings.from_env(env).ack_wait, max_ack_pending=16
     ),
-    "memory": lambda env: command_consumer_config(10.0, max_ack_pending=16),
+    f"{subjects.COMMANDS_STREAM}/memory": lambda env: command_consumer_config(
+        10.0, max_ack_pending=16
+    ),
     # An evaluation heartbeats while it works; a dead replica's command returns in 30 s.
-    "evolution": lambda env: command_consumer_config(30.0, max_ack_pending=4),
-    "memory-evolution-archive": lambda env: reactor_config(),
-    "evolution-turns": lambda env: reactor_config(),
+    f"{subjects.COMMANDS_STREAM}/evolution": lambda env: command_consumer_config(
+        30.0, max_ack_pending=4
+    ),
+    f"{subjects.COMMANDS_STREAM}/schedules": lambda env: command_consumer_config(
+        10.0, max_ack_pending=16
+    ),
+    f"{subjects.COMMANDS_STREAM}/gateway-callbacks": _callbacks_config,
+    f"{subjects.EVENTS_STREAM}/memory-evolution-archive": _reactor,
+    f"{subjects.EVENTS_STREAM}/evolution-turns": _reactor,
+    f"{subjects.EVENTS_STREAM}/gateway-callbacks": _reactor,
+    f"{subjects.EVENTS_STREAM}/schedule-dispatch": lambda env: dispatch_consumer_config(),
 }
 
 
@@ -106,6 +150,11 @@ async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:
     await ensure_image_store(js, replicas)
     for durable in _DECLARED:
         config = durable.config(env)
+        if durable.stream == subjects.EVENTS_STREAM and config.ack_policy == AckPolicy.EXPLICIT:
+            # Reactors made before per-event acks (NATS cannot change an ack policy in place).
+            await replace_cumulative_consumer(
+                js, durable.name, durable.filter_subject, config.ack_wait or 30.0
+            )
         try:
             await js.add_consumer(durable.stream, config=config)
         except BadRequestError as exc:

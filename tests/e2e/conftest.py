@@ -16,6 +16,7 @@ from letta_client import Letta
 from o_devtools.health import wait_healthy
 from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
 from o_setup import apply_topology
+from tests.e2e.callback_receiver import CALLBACK_SECRET
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -105,6 +106,15 @@ async def system(
         "O_EXECUTOR_ACK_WAIT": "3",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
+        # Completion callbacks (test_callbacks.py): signed with a secret the tests know, to a
+        # receiver on 127.0.0.1 (refused unless allowed), retried quickly, and taken over
+        # soon from a gateway killed mid-delivery.
+        "O_CALLBACK_SECRET": CALLBACK_SECRET,
+        "O_CALLBACK_ALLOWED_TARGETS": "127.0.0.1",
+        "O_CALLBACK_RETRY_INITIAL": "0.2",
+        "O_CALLBACK_RETRY_MAX_DELAY": "1",
+        "O_CALLBACK_RETRY_FOR": "60",
+        "O_CALLBACK_ACK_WAIT": "3",
     }
     # The durable consumers with this system's settings (O_EXECUTOR_ACK_WAIT): the setup
     # role's work, as a deployment's setup Job does it.

@@ -22,7 +22,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from o_contracts import evolution_commands, subjects
+from o_contracts import evolution_commands, schedule_commands, subjects
 from o_contracts.base import Reply as CommandReply
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
@@ -34,6 +34,7 @@ from o_gateway.routes.messages import idempotent_run_id, queued_event, start_run
 from o_gateway.schemas import SendMessageBody
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.eventlog import EventLog
+from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
 from tests.e2e.support import event_types, evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -504,6 +505,79 @@ async def test_an_evolution_tool_call_delivered_again_is_answered_from_its_recor
     assert len((await system.http.get(f"{base}/proposals")).json()) == 1
 
 
+async def test_a_callback_delivered_again_is_not_sent_again(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    llm.push(Reply(content="once"))
+    with receiving() as receiver:
+        sent = await system.http.post(
+            f"/v1/agents/{agent['id']}/messages/async",
+            json={"messages": [{"role": "user", "content": "hi"}], "callback_url": receiver.url},
+        )
+        run_id = sent.json()["id"]
+        await asyncio.to_thread(receiver.wait_for, 1)
+        commands = subjects.callback_command_subject(run_id)
+        delivery = subjects.callback_subject(run_id)
+        async with connected(system) as nc:
+            command = await last_command(nc, commands)
+            assert command.type == "DeliverCallback"
+            # (Until the first delivery has recorded its outcome, a repeat would wait for it.)
+            async with asyncio.timeout(30):
+                while True:
+                    if (await event_types(nc, delivery))[-1][1] == "CallbackDelivered":
+                        break
+                    await asyncio.sleep(0.05)
+            before = await event_types(nc, delivery)
+            again = await publish_again(nc, commands, command)
+            assert await event_types(nc, delivery) == before
+        assert len(receiver.received) == 1
+    assert again.ok and again.result == {"state": "delivered", "status_code": 200}
+
+
+async def test_schedule_commands_delivered_again_change_nothing(system: System) -> None:
+    agent = await new_agent(system)
+    url = f"/v1/agents/{agent['id']}/schedules"
+    commands = subjects.schedule_command_subject(agent["id"])
+    body = {"cron": "0 7 * * *", "messages": [{"role": "user", "content": "morning"}]}
+    made = await system.http.post(url, json=body)
+    assert made.status_code == 201, made.text
+    one = f"{url}/{made.json()['id']}"
+    facts = subjects.schedule_subject(made.json()["id"])
+    async with connected(system) as nc:
+        create = await last_command(nc, commands)
+        assert create.type == "CreateSchedule"
+        before = await event_types(nc, facts)
+        again = await publish_again(nc, commands, create)
+        assert again.ok and again.seq == before[-1][0]
+        assert await event_types(nc, facts) == before
+
+        assert (await system.http.patch(one, json={"enabled": False})).status_code == 200
+        disable = await last_command(nc, commands)
+        assert disable.type == "UpdateSchedule"
+        assert (await system.http.patch(one, json={"enabled": True})).status_code == 200
+        before = await event_types(nc, facts)
+        # The older change, delivered again after a newer one, is not applied again.
+        again = await publish_again(nc, commands, disable)
+        assert again.ok and again.seq == before[-2][0]
+        assert await event_types(nc, facts) == before
+        assert (await system.http.get(one)).json()["enabled"] is True
+
+        assert (await system.http.delete(one)).status_code == 200
+        delete = await last_command(nc, commands)
+        assert delete.type == "DeleteSchedule"
+        before = await event_types(nc, facts)
+        again = await publish_again(nc, commands, delete)
+        assert again.ok and again.seq == before[-1][0]
+        assert await event_types(nc, facts) == before
+    assert [k for _, k in before] == [
+        "ScheduleCreated",
+        "ScheduleUpdated",
+        "ScheduleUpdated",
+        "ScheduleDeleted",
+    ]
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -518,9 +592,14 @@ REDELIVERY_TESTS = {
     "RunTool": test_a_tool_run_asked_again_is_answered_from_its_recorded_outcome,
     "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
     "RunEvolutionTool": test_an_evolution_tool_call_delivered_again_is_answered_from_its_record,
+    "DeliverCallback": test_a_callback_delivered_again_is_not_sent_again,
+    "CreateSchedule": test_schedule_commands_delivered_again_change_nothing,
+    "UpdateSchedule": test_schedule_commands_delivered_again_change_nothing,
+    "DeleteSchedule": test_schedule_commands_delivered_again_change_nothing,
 }
 EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
 assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)
+assert schedule_commands.CreateSchedule  # (and the scheduler's)
 # (Configure and propose are delivered again by the same test through their retries: a
 # repeated id is deduplicated, and a known proposal is answered from its record.)
 for _kind in (

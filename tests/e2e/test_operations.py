@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
+from o_contracts import subjects
 from o_evolution.projection import evolution
 from o_executor.projections import runs
+from o_gateway.callbacks.projection import callbacks
 from o_gateway.groups_projection import groups
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
@@ -20,8 +23,10 @@ from o_memory.archival_projection import archival
 from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
+from o_schedules.projection import schedules
+from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +51,10 @@ TABLES = {
     "evolution_serving": "agent_id",
     "mcp_tools": "id",
     "passages": "id",
+    "run_callbacks": "run_id",
+    "schedules": "id",
+    "schedule_fires": "schedule_id, slot",
+    "schedule_commands": "command_id",
     "projection_checkpoints": "projection",
 }
 
@@ -104,6 +113,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     )
     sent = await send(system, agent["id"], "before the rebuild")
     (run_id,) = sent["usage"]["run_ids"]
+    called = await called_back(system, agent["id"])
     first_step = (
         await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})
     ).json()[0]
@@ -118,6 +128,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     found = await system.http.get(f"{archive}/search", params={"query": "rebuild"})
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
+    await scheduled(system, agent["id"])
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
@@ -131,6 +142,8 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         (None, []),
     ]
     assert before["mcp_servers"]
+    assert [r["state"] for r in before["run_callbacks"] if r["run_id"] == called] == ["delivered"]
+    assert before["schedule_fires"] and before["schedule_commands"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -151,6 +164,8 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "mcp_servers",
         "groups",
         "evolution",
+        "callbacks",
+        "schedules",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -159,6 +174,47 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     llm.push(Reply(content="still here"))
     result = await send(system, agent["id"], "after the rebuild")
     assert result["messages"][0]["content"] == "still here"
+
+
+async def called_back(system: System, agent_id: str) -> str:
+    """A run with a completion callback, delivered (a row of projection "callbacks")."""
+    system.llm.push(Reply(content="calling back"))
+    with receiving() as receiver:
+        run = await system.http.post(
+            f"/v1/agents/{agent_id}/messages/async",
+            json={"messages": [{"role": "user", "content": "hi"}], "callback_url": receiver.url},
+        )
+        assert run.status_code == 200, run.text
+        await asyncio.to_thread(receiver.wait_for, 1)
+    run_id: str = run.json()["id"]
+    async with asyncio.timeout(30):
+        while True:
+            shown = (await system.http.get(f"/v1/runs/{run_id}")).json()
+            if shown["callback_status_code"] == 200:
+                return run_id
+            await asyncio.sleep(0.05)
+
+
+async def scheduled(system: System, agent_id: str) -> None:
+    """Schedules of every kind the projection keeps: one fired (its run finished), one
+    changed twice, one deleted."""
+    url = f"/v1/agents/{agent_id}/schedules"
+    tick = [{"role": "user", "content": "scheduled before the rebuild"}]
+    at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    once = await system.http.post(url, json={"at": at, "messages": tick})
+    assert once.status_code == 201, once.text
+    daily = (await system.http.post(url, json={"cron": "0 7 * * *", "messages": tick})).json()
+    for change in ({"enabled": False}, {"name": "daily", "missed": "skip"}):
+        changed = await system.http.patch(f"{url}/{daily['id']}", json=change)
+        assert changed.status_code == 200, changed.text
+    gone = (await system.http.post(url, json={"cron": "0 8 * * *", "messages": tick})).json()
+    assert (await system.http.delete(f"{url}/{gone['id']}")).status_code == 200
+    async with subject_events(system, subjects.schedule_subject(once.json()["id"])) as fires:
+        fired = await fires.wait_until(lambda e: e.type == "ScheduleFired")
+    async with subject_events(system, subjects.agent_subject(agent_id)) as events:
+        await events.wait_until(
+            lambda e: e.type == "RunCompleted" and e.data.run_id == fired.data.run_id
+        )
 
 
 async def caught_up(system: System) -> None:
@@ -171,7 +227,18 @@ async def caught_up(system: System) -> None:
     watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
     await watcher.start()
     try:
-        for projection in (agents, archival, memory, runs, tools, mcp_servers, groups, evolution):
+        for projection in (
+            agents,
+            archival,
+            memory,
+            runs,
+            tools,
+            mcp_servers,
+            groups,
+            evolution,
+            callbacks,
+            schedules,
+        ):
             last = 0
             async for raw in log.replay(projection.filter_subject):
                 last = raw.seq

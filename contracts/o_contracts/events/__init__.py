@@ -16,6 +16,12 @@ from o_contracts.events.archival import (
     PassagesAccessed,
 )
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
+from o_contracts.events.callbacks import (
+    CallbackAbandoned,
+    CallbackAttempted,
+    CallbackDelivered,
+    CallbackScheduled,
+)
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -65,6 +71,13 @@ from o_contracts.events.runs import (
     ToolReturned,
 )
 from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_contracts.events.schedules import (
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    ScheduleSlotsSkipped,
+    ScheduleUpdated,
+)
 from o_contracts.events.tools import ToolCreated, ToolDeleted, ToolUpdated
 
 __all__ = [
@@ -76,6 +89,10 @@ __all__ = [
     "BlockDeleted",
     "BlockDetached",
     "BlockUpdated",
+    "CallbackAbandoned",
+    "CallbackAttempted",
+    "CallbackDelivered",
+    "CallbackScheduled",
     "CandidateEvaluated",
     "CaseEvaluated",
     "ChangeProposed",
@@ -111,6 +128,11 @@ __all__ = [
     "RunCompleted",
     "RunQueued",
     "RunStarted",
+    "ScheduleCreated",
+    "ScheduleDeleted",
+    "ScheduleFired",
+    "ScheduleSlotsSkipped",
+    "ScheduleUpdated",
     "SleeptimeTurnCounted",
     "StepFeedbackGiven",
     "SystemPromptRecompiled",

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from o_contracts.base import Event
+from o_contracts.callback_urls import CallbackUrl
 from o_contracts.evolution import ServedVersion
 from o_contracts.models import ApprovalDecision, ChatMessage, Usage
 
@@ -24,6 +25,8 @@ class RunQueued(Event):
     request_config: dict[str, Any] = Field(default_factory=dict)
     # The conversation it belongs to (None: the agent's default one).
     conversation_id: str | None = None
+    # Where the run's outcome is POSTed when it ends (Letta's callback_url; docs/callbacks.md).
+    callback_url: CallbackUrl | None = None
 
 
 class RunStarted(Event):
@@ -43,6 +46,8 @@ class RunStarted(Event):
     override_settings: dict[str, Any] = Field(default_factory=dict)
     # The arm of an evolution canary this run took (None: no canary was running).
     version: ServedVersion | None = None
+    # (StartRun.callback_url: a run started over NATS with no RunQueued before it.)
+    callback_url: CallbackUrl | None = None
 
 
 class RunCancellationRequested(Event):

@@ -58,6 +58,7 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
                     override_model=cmd.override_model,
                     override_settings=cmd.override_settings,
                     version=inputs.agent.served,
+                    callback_url=cmd.callback_url,
                 )
             )
         messages = inputs.history + list(cmd.messages)

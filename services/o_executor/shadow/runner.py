@@ -146,6 +146,8 @@ async def read_run(
             request_config=start.request_config,
             override_model=start.override_model,
             override_settings=start.override_settings,
+            # (So a replay records the same RunStarted; the shadow delivers nothing.)
+            callback_url=start.callback_url,
         ),
         aggregate_id=agent_id,
         producer="shadow",

@@ -18,6 +18,7 @@ from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_gateway import render, sleeptime
+from o_gateway.callbacks.accept import accepted_callback_url
 from o_gateway.commands import PRODUCER, answered
 from o_gateway.conversation_reads import in_context_ids, lane_messages, rendered_messages
 from o_gateway.idempotency import (
@@ -33,6 +34,7 @@ from o_gateway.routes.paths import route
 from o_gateway.routes.runs import ACTIVE, run_json, run_row
 from o_gateway.schemas import (
     ApprovalCreateBody,
+    AsyncMessageBody,
     CancelRunsBody,
     CompactBody,
     MessageCreateBody,
@@ -288,6 +290,7 @@ def start_run(
     run_id: str | None = None,
     isolated_block_ids: list[str] | None = None,
     override_settings: dict[str, Any] | None = None,
+    callback_url: str | None = None,
 ) -> Envelope[StartRun]:
     """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
     retryable = run_id is not None
@@ -312,6 +315,7 @@ def start_run(
         override_settings=override_settings or {},
         client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
         override_model=override_handle(body.override_model) if body.override_model else None,
+        callback_url=callback_url,
     )
     return Envelope.wrap(
         cmd,
@@ -552,6 +556,7 @@ def queued_event(command: Envelope[StartRun]) -> Envelope[RunQueued]:
             conversation_id=cmd.conversation_id,
             background=cmd.background,
             request_config=cmd.request_config,
+            callback_url=cmd.callback_url,
         ),
         aggregate_id=cmd.agent_id,
         producer=PRODUCER,
@@ -577,19 +582,28 @@ async def stream_message(
 
 @route(router, "POST", "/v1/agents/{agent_id}/messages/async")
 async def send_message_async(
-    agent_id: str, body: SendMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
+    agent_id: str, body: AsyncMessageBody, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> dict[str, Any]:
-    """Accept the run and return it at once (status "created"); it runs in the background."""
+    """Accept the run and return it at once (status "created"); it runs in the background,
+    and its outcome is POSTed to `callback_url` when it ends (docs/callbacks.md)."""
     lane = Lane(checked_id(agent_id, "agent"))
+    callback_url = accepted_callback_url(body.callback_url, gw.settings.callbacks)
     _, pending = await agent_and_pending(gw, agent_id)
     retry_of = idempotent_run_id(lane, body, idempotency_key)
     known = await known_run(gw, lane, retry_of) if retry_of is not None else None
     if retry_of is not None and known is not None and known["status"] != "created":
         return run_json(await run_row(gw, retry_of))
     await store_images(gw, body)
-    body = await answered_before(gw, lane, body, pending)
-    approvals = checked_answers(body, pending)
-    command = start_run(lane, body, background=True, approvals=approvals, run_id=retry_of)
+    sent = await answered_before(gw, lane, body, pending)
+    approvals = checked_answers(sent, pending)
+    command = start_run(
+        lane,
+        sent,
+        background=True,
+        approvals=approvals,
+        run_id=retry_of,
+        callback_url=callback_url,
+    )
     seq = 0
     if known is None:
         # The run exists (and can be listed or cancelled) before the executor sees it.

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_contracts.subjects import Lane
 from o_gateway import render
+from o_gateway.callbacks.reads import callback_fields
 from o_gateway.conversation_reads import rendered_messages
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
@@ -21,7 +22,9 @@ router = APIRouter()
 ACTIVE = ("created", "running")
 
 
-def run_json(row: dict[str, Any]) -> dict[str, Any]:
+def run_json(row: dict[str, Any], callback: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A runs row as Letta's Run; `callback`: its delivery's fields (callbacks/reads.py)."""
+    callback = callback or {}
     created, completed = row["created_at"], row["completed_at"]
     duration = int((completed - created).total_seconds() * 1e9) if completed else None
     return {
@@ -36,10 +39,10 @@ def run_json(row: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"run_type": "send_message"},
         "request_config": row["request_config"],
         "stop_reason": row["stop_reason"],
-        "callback_url": None,
-        "callback_sent_at": None,
-        "callback_status_code": None,
-        "callback_error": None,
+        "callback_url": row.get("callback_url"),
+        "callback_sent_at": render.iso(callback.get("callback_sent_at")),
+        "callback_status_code": callback.get("callback_status_code"),
+        "callback_error": callback.get("callback_error"),
         "ttft_ns": None,
         "total_duration_ns": duration,
     }
@@ -126,12 +129,15 @@ async def list_runs(
     if ascending is not None:
         order = "asc" if ascending else "desc"
     rows = await q.page(gw.pool, "run", before, after, order, limit)
-    return [run_json(dict(r)) for r in rows]
+    callbacks = await callback_fields(gw.pool, [r["id"] for r in rows if r["callback_url"]])
+    return [run_json(dict(r), callbacks.get(r["id"])) for r in rows]
 
 
 @route(router, "GET", "/v1/runs/{run_id}")
 async def retrieve_run(run_id: str, gw: GW) -> dict[str, Any]:
-    return run_json(await run_row(gw, run_id))
+    row = await run_row(gw, run_id)
+    callbacks = await callback_fields(gw.pool, [row["id"]] if row["callback_url"] else [])
+    return run_json(row, callbacks.get(row["id"]))
 
 
 @route(router, "GET", "/v1/runs/{run_id}/messages")

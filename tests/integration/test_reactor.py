@@ -1,0 +1,153 @@
+"""Event reactors against real JetStream: no event is lost when a replica dies mid-reaction.
+
+A reactor replica that dies holds events it was delivered but never reacted to. They
+must come again to a live replica, whatever that replica acks meanwhile: an ack is the
+promise that the acked event's reaction happened, and only that event's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from o_contracts import subjects
+from o_contracts.envelope import Envelope
+from o_contracts.events import AgentDeleted
+from o_runtime.eventlog import EventLog, Recorded
+from o_runtime.reactor import EventReactor, replace_cumulative_consumer
+
+
+class Reactions:
+    """What one replica reacted to; blocks (as a dying process would) when told to."""
+
+    def __init__(self, block: bool = False) -> None:
+        self.seen: list[str] = []
+        self.block = block
+        self.entered = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    async def on_deleted(self, records: list[Recorded]) -> None:
+        self.entered.set()
+        if self.block:
+            await asyncio.Event().wait()  # never returns: the replica dies here
+        self.seen.extend(r.envelope.aggregate_id for r in records)
+        self.changed.set()
+
+    async def until(self, wanted: set[str], timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while not wanted <= set(self.seen):
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def deleted(agent_id: str) -> Envelope[AgentDeleted]:
+    return Envelope.wrap(AgentDeleted(agent_id=agent_id), aggregate_id=agent_id, producer="test")
+
+
+@pytest.fixture
+def tag() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+async def append_deleted(eventlog: EventLog, tag: str, agent_ids: list[str]) -> None:
+    # (On subjects of the test's own: o.evt.agent.<tag>.conv.<id>.)
+    for agent_id in agent_ids:
+        await eventlog.append(subjects.conversation_subject(tag, agent_id), deleted(agent_id))
+
+
+def replica(eventlog: EventLog, name: str, reactions: Reactions, tag: str) -> EventReactor:
+    return EventReactor(
+        eventlog,
+        name,
+        f"{subjects.EVENTS_PREFIX}.agent.{tag}.>",
+        {AgentDeleted: reactions.on_deleted},
+        ack_wait=1.0,
+    )
+
+
+async def test_events_held_by_a_dead_replica_come_again_although_a_live_one_acks_later_events(
+    eventlog: EventLog, tag: str
+) -> None:
+    name = f"reactor-{tag}"
+    dying = Reactions(block=True)
+    first = replica(eventlog, name, dying, tag)
+    await first.start()
+    held = [f"{tag}-held-{i}" for i in range(3)]
+    await append_deleted(eventlog, tag, held)
+    async with asyncio.timeout(10):
+        await dying.entered.wait()
+    # The replica dies holding the three events it was delivered (no ack was sent).
+    await first.stop()
+
+    live = Reactions()
+    second = replica(eventlog, name, live, tag)
+    await second.start()
+    later = [f"{tag}-later-{i}" for i in range(2)]
+    await append_deleted(eventlog, tag, later)
+    try:
+        await live.until(set(later), timeout=10)
+        # Acking the later events must not have acked the held ones: they come again
+        # once their ack wait has passed.
+        await live.until(set(held), timeout=15)
+    finally:
+        await second.stop()
+    assert sorted(live.seen) == sorted(held + later)
+    assert dying.seen == []
+
+
+async def test_a_replica_reacts_to_each_event_once_when_nothing_fails(
+    eventlog: EventLog, tag: str
+) -> None:
+    reactions = Reactions()
+    one = replica(eventlog, f"reactor-{tag}", reactions, tag)
+    await one.start()
+    ids = [f"{tag}-{i}" for i in range(40)]
+    try:
+        await append_deleted(eventlog, tag, ids)
+        await reactions.until(set(ids), timeout=10)
+    finally:
+        await one.stop()
+    assert reactions.seen == ids
+
+
+async def test_a_consumer_made_with_cumulative_acks_is_replaced_from_its_ack_floor(
+    eventlog: EventLog, tag: str
+) -> None:
+    """Deployments made before per-event acks have consumers with AckPolicy.ALL, which
+    NATS cannot change in place: the setup role (o_setup apply) replaces them, starting
+    after the last acked event, so nothing acked is reacted to again and nothing unacked
+    is skipped."""
+    name = f"reactor-{tag}"
+    filter_subject = f"{subjects.EVENTS_PREFIX}.agent.{tag}.>"
+    await eventlog.js.add_consumer(
+        subjects.EVENTS_STREAM,
+        ConsumerConfig(
+            durable_name=name,
+            filter_subject=filter_subject,
+            ack_policy=AckPolicy.ALL,
+            deliver_policy=DeliverPolicy.NEW,
+        ),
+    )
+    sub = await eventlog.js.pull_subscribe_bind(name, stream=subjects.EVENTS_STREAM)
+    acked = [f"{tag}-acked-{i}" for i in range(2)]
+    await append_deleted(eventlog, tag, acked)
+    msgs = await sub.fetch(2, timeout=5)
+    await msgs[-1].ack_sync()
+    await sub.unsubscribe()
+    pending = [f"{tag}-pending-{i}" for i in range(2)]
+    await append_deleted(eventlog, tag, pending)
+
+    await replace_cumulative_consumer(eventlog.js, name, filter_subject)
+    reactions = Reactions()
+    upgraded = replica(eventlog, name, reactions, tag)
+    await upgraded.start()
+    try:
+        await reactions.until(set(pending), timeout=10)
+        info = await eventlog.js.consumer_info(subjects.EVENTS_STREAM, name)
+    finally:
+        await upgraded.stop()
+    assert info.config.ack_policy == AckPolicy.EXPLICIT
+    assert reactions.seen == pending
