@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,10 @@ class Servers:
     kind: str
     # The NATS identities (o_setup/credentials.py): the server accepts no one else.
     credentials: Credentials
+    # Tell the running nats-server the credentials folder's keys (a configuration reload).
+    reload: Callable[[], None]
+    # Where nats-server keeps JetStream's files (None: inside a container).
+    nats_store: Path | None = None
 
     def seed_file(self, role: str) -> Path:
         return self.credentials.seed_file(role)
@@ -78,7 +82,12 @@ def containers() -> Iterator[Servers]:
         url = f"nats://{host}:{port}"
         setup = Identity.from_file("setup", credentials.seed_file("setup"))
         apply_topology_blocking(url, setup, os.environ)
-        yield Servers(url, pg.get_connection_url(), "testcontainers", credentials)
+
+        def reload() -> None:
+            (folder / "nats-server.conf").write_text(authorization(credentials.users()))
+            nats.get_wrapped_container().kill(signal="SIGHUP")
+
+        yield Servers(url, pg.get_connection_url(), "testcontainers", credentials, reload)
 
 
 @contextlib.contextmanager
@@ -87,7 +96,14 @@ def embedded(base: Path) -> Iterator[Servers]:
 
     with start_servers(base) as servers:
         assert servers.nats is not None and servers.postgres is not None
-        yield Servers(servers.nats.url, servers.postgres.url, "embedded", servers.nats.credentials)
+        yield Servers(
+            servers.nats.url,
+            servers.postgres.url,
+            "embedded",
+            servers.nats.credentials,
+            servers.nats.reload,
+            servers.nats.dir,
+        )
 
 
 @contextlib.contextmanager
