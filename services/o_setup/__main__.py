@@ -6,6 +6,8 @@
   config [--dir D]           print nats-server's authorization block for D's keys
   publisher NAME [--agent A ...] [--dir D]
                              an outside publisher's identity (restricted to agents A)
+  remove-publisher NAME [--dir D]
+                             stop accepting an outside publisher
   rotate ROLE [--dir D]      a new key for ROLE; the old one is accepted until `retire`
   retire ROLE [--dir D]      stop accepting ROLE's previous key
 
@@ -60,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("name")
     pub.add_argument("--agent", action="append", dest="agents")
     pub.add_argument("--dir")
+    gone = sub.add_parser("remove-publisher")
+    gone.add_argument("name")
+    gone.add_argument("--dir")
     for name in ("rotate", "retire"):
         p = sub.add_parser(name)
         p.add_argument("role")
@@ -87,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{args.name}: seed in {seed} (hand it over securely; inbox prefix _INBOX.{args.name})"
         )
+        _reloaded(base)
+    elif args.command == "remove-publisher":
+        creds.remove_publisher(args.name)
+        print(f"{args.name}: no longer accepted")
         _reloaded(base)
     elif args.command == "rotate":
         seed = creds.rotate(args.role)
