@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -415,3 +417,66 @@ async def test_a_tools_secret_is_nowhere_in_plaintext_after_a_run(
     if capture is not None:
         out, err = capture.read_global_capture()
         assert secret not in out and secret not in err
+
+
+# -- rotation ---------------------------------------------------------------------------
+
+
+async def accepted(url: str, identity: Identity) -> bool:
+    try:
+        conn = await connect(url, identity)
+    except Exception:
+        return False
+    await conn.nc.close()
+    return True
+
+
+async def until_server_says(url: str, identity: Identity, accepts: bool) -> None:
+    """Return once the server accepts (or refuses) `identity`: after its reload."""
+    async with asyncio.timeout(30):
+        while True:
+            if await accepted(url, identity) == accepts:
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_rotating_the_executors_key_with_the_system_running_loses_no_request(
+    system: System, servers: Servers
+) -> None:
+    """docs/security.md's procedure: rotate (both keys accepted), restart the executors
+    one by one (each takes the new seed), retire the old key; messages sent all the while
+    are each answered once, and runs go on with the new key alone."""
+    agent = await new_agent(system)
+    answered: list[str] = []
+    retired = asyncio.Event()
+
+    async def keep_sending() -> None:
+        n, after = 0, 0
+        while after < 2:
+            n += 1
+            after += retired.is_set()
+            reply = await send(system, agent["id"], f"m{n}")
+            answered.append(reply["messages"][-1]["content"])
+
+    sending = asyncio.create_task(keep_sending())
+    old = servers.identity("executor")
+    servers.credentials.rotate("executor")
+    servers.reload()
+    new = servers.identity("executor")
+    assert new.public_key != old.public_key
+    await until_server_says(servers.nats_url, new, accepts=True)
+    for pid in system.supervisor.pids("executor"):
+        restarts = system.supervisor.restart_count("executor")
+        os.kill(pid, signal.SIGTERM)
+        await asyncio.wait_for(system.supervisor.wait_for_restarts("executor", restarts + 1), 60)
+    servers.credentials.retire("executor")
+    servers.reload()
+    await until_server_says(servers.nats_url, old, accepts=False)
+    retired.set()
+    await asyncio.wait_for(sending, 120)
+    assert answered == [f"echo: m{i + 1}" for i in range(len(answered))]
+    # Each message ran once: one RunCompleted per answer.
+    completed = [
+        e for e in await events_on(subjects.agent_subject(agent["id"])) if e.type == "RunCompleted"
+    ]
+    assert len(completed) == len(answered)
