@@ -12,8 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
-from o_contracts import commands, events, evolution_commands, schedule_commands, subjects
+from o_contracts import (
+    commands,
+    events,
+    evolution_commands,
+    mcp_stdio,
+    schedule_commands,
+    subjects,
+)
 from o_contracts.base import Message
 from o_contracts.registry import all_messages
 
@@ -53,6 +61,9 @@ CHANNELS = (
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
+            events.RunSteerRequested,
+            events.RunSteered,
+            events.RunRolledBack,
             events.LLMResponded,
             events.ToolCallRequested,
             events.ToolReturned,
@@ -80,6 +91,9 @@ CHANNELS = (
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
+            events.RunSteerRequested,
+            events.RunSteered,
+            events.RunRolledBack,
             events.LLMResponded,
             events.ToolCallRequested,
             events.ToolReturned,
@@ -296,6 +310,72 @@ CHANNELS = (
     ),
 )
 
+
+@dataclass(frozen=True)
+class RequestChannel:
+    """A core NATS request/reply subject (not persisted): payloads are plain MessagePack
+    objects, not envelopes; the answer goes to the request's reply inbox."""
+
+    key: str
+    address: str
+    description: str
+    request: type[BaseModel]
+    reply: type[BaseModel]
+
+
+REQUEST_CHANNELS = (
+    RequestChannel(
+        "sandboxMcpStdio",
+        subjects.SANDBOX_MCP_STDIO,
+        "Ask a stdio MCP server for its tools or to run one: any tool-sandbox replica "
+        "answers, starting the server (confined like a user tool) if it is not running "
+        "there. The server's environment travels as Fernet ciphertext.",
+        mcp_stdio.McpStdioRequest,
+        mcp_stdio.McpStdioReply,
+    ),
+)
+
+
+def _request_channels(
+    channels: dict[str, Any],
+    operations: dict[str, Any],
+    messages: dict[str, Any],
+    schemas: dict[str, Any],
+) -> None:
+    for ch in REQUEST_CHANNELS:
+        refs = {}
+        for cls in (ch.request, ch.reply):
+            name = cls.__name__
+            payload = cls.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(payload.pop("$defs", {}))
+            messages[name] = {
+                "name": name,
+                "title": name,
+                "summary": (cls.__doc__ or name).strip().splitlines()[0],
+                "contentType": "application/msgpack",
+                "payload": payload,
+            }
+            refs[name] = {"$ref": f"#/components/messages/{name}"}
+        channels[ch.key] = {
+            "address": ch.address,
+            "description": ch.description,
+            "messages": refs,
+        }
+        request, reply = ch.request.__name__, ch.reply.__name__
+        operations[f"receive{ch.key[0].upper()}{ch.key[1:]}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{ch.key}"},
+            "messages": [{"$ref": f"#/channels/{ch.key}/messages/{request}"}],
+            "reply": {
+                "address": {
+                    "description": "The request's NATS reply inbox.",
+                    "location": "$message.header#/reply_to",
+                },
+                "messages": [{"$ref": f"#/channels/{ch.key}/messages/{reply}"}],
+            },
+        }
+
+
 HEADERS = {
     "type": "object",
     "properties": {
@@ -366,6 +446,7 @@ def document() -> dict[str, Any]:
             "channel": {"$ref": f"#/channels/{ch.key}"},
             "messages": [{"$ref": f"#/channels/{ch.key}/messages/{m}"} for m in refs],
         }
+    _request_channels(channels, operations, messages, schemas)
     channels["deadLetters"] = {
         "address": f"{subjects.DEAD_LETTER_PREFIX}.{{consumer}}",
         "description": f"Rejected messages with O-Reason, O-Origin-Subject and O-Origin-Seq "

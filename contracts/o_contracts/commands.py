@@ -61,6 +61,11 @@ class StartRun(Command):
     # A sleep-time reflection (o_evolution/turns.py): the run has the memory service
     # reflect on this agent's memories and records what it cost; no step of its own.
     reflect_on: str | None = None
+    # Sent by a request to steer a run in flight (concurrency "steer"), before that was
+    # decided: if the run took this run's messages (RunSteered names it), this run has
+    # nothing left to do and records nothing; otherwise it runs them, so they are never
+    # lost.
+    steer: bool = False
 
     @property
     def lane(self) -> Lane:

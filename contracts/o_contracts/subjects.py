@@ -64,6 +64,9 @@ SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 SANDBOX_RUN: Final = f"{RPC_PREFIX}.sandbox.run"
 # Every replica hears it; the one holding the execution answers (requests.ExecutionStatus).
 SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
+# List the tools of, or call a tool of, a stdio MCP server: any sandbox replica answers,
+# starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
+SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).

@@ -25,7 +25,9 @@ from o_contracts.events import (
     RunCancellationRequested,
     RunCompleted,
     RunQueued,
+    RunRolledBack,
     RunStarted,
+    RunSteered,
     SleeptimeTurnCounted,
     StepFeedbackGiven,
     SystemPromptRecompiled,
@@ -262,6 +264,41 @@ async def run_queued(conn: asyncpg.Connection, e: RunQueued, rec: Recorded) -> N
         conversation_id,
         e.callback_url,
     )
+    if e.interrupts:
+        # (Concurrency interrupt or rollback: each stops as if cancelled. A rollback
+        # asked for sticks: a later plain interrupt does not take it over.)
+        await conn.execute(
+            "UPDATE runs SET cancel_requested = true,"
+            " interrupted_by = CASE WHEN rolled_back AND NOT $3 THEN interrupted_by ELSE $2 END,"
+            " rolled_back = rolled_back OR $3 WHERE id = ANY($1) AND agent_id = $4",
+            e.interrupts,
+            e.run_id,
+            e.rollback,
+            e.agent_id,
+        )
+
+
+@runs.on(RunRolledBack)
+async def run_rolled_back(conn: asyncpg.Connection, e: RunRolledBack, rec: Recorded) -> None:
+    # Out of the context and of the conversation's listings; the rows stay (the run's
+    # own messages route shows them).
+    await conn.execute(
+        "UPDATE messages SET in_context = false, rolled_back = true"
+        " WHERE run_id = $1 AND agent_id = $2",
+        e.run_id,
+        e.agent_id,
+    )
+    await conn.execute(
+        "DELETE FROM pending_approvals WHERE agent_id = $1 AND run_id = $2", e.agent_id, e.run_id
+    )
+
+
+@runs.on(RunSteered)
+async def run_steered(conn: asyncpg.Connection, e: RunSteered, rec: Recorded) -> None:
+    # The steering messages are the run's from here on, where it took them.
+    for i, m in enumerate(e.messages):
+        await _insert_message(conn, rec, e.agent_id, e.run_id, None, m, i)
+    await conn.execute("UPDATE runs SET last_seq = $2 WHERE id = $1", e.run_id, rec.seq)
 
 
 @runs.on(SleeptimeTurnCounted)

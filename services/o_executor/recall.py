@@ -68,7 +68,7 @@ async def search(pool: asyncpg.Pool, agent_id: str, args: dict[str, Any]) -> lis
         "), ' | '), ''), 'zzzzzz')) AS q)"
         " SELECT m.id, m.role, m.body, m.created_at,"
         " ts_rank_cd(to_tsvector('english', coalesce(m.body->>'content', '')), q.q) AS rank"
-        " FROM messages m, q WHERE m.agent_id = $1 AND m.role = ANY($3)"
+        " FROM messages m, q WHERE m.agent_id = $1 AND m.role = ANY($3) AND NOT m.rolled_back"
         " AND (to_tsvector('english', coalesce(m.body->>'content', '')) @@ q.q"
         "      OR m.body->>'content' ILIKE '%' || $2 || '%')"
         " AND ($4::timestamptz IS NULL OR m.created_at >= $4)"

@@ -17,6 +17,8 @@ from o_contracts.events import (
     LLMResponded,
     RunCompleted,
     RunStarted,
+    RunSteered,
+    RunSteerRequested,
     ToolCallRequested,
     ToolReturned,
 )
@@ -34,6 +36,9 @@ class RunLog:
     summaries: dict[int, ContextSummarized] = field(default_factory=dict)
     completed: RunCompleted | None = None
     completed_seq: int = 0
+    # Requests to steer the run, by their own run's id, and what it took, by step.
+    steer_requests: dict[str, RunSteerRequested] = field(default_factory=dict)
+    steered: dict[int, RunSteered] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -63,4 +68,8 @@ class RunLog:
                 found.summaries[event.step_number] = event
             elif isinstance(event, RunCompleted):
                 found.completed, found.completed_seq = event, raw.seq
+            elif isinstance(event, RunSteerRequested):
+                found.steer_requests.setdefault(event.steer_run_id, event)
+            elif isinstance(event, RunSteered):
+                found.steered[event.step_number] = event
         return found

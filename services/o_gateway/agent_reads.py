@@ -23,6 +23,8 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
     state["message_ids"] = await message_ids(gw, row["id"])
     state["enable_sleeptime"] = row.get("enable_sleeptime")
+    # (An O extension: o_contracts/concurrency.py. '' or NULL: the route's, Letta's.)
+    state["concurrency"] = row.get("concurrency") or None
     group = await managed_group(gw.pool, row["id"])
     rendered = await render_group(gw.pool, group) if group is not None else None
     state["multi_agent_group"] = state["managed_group"] = rendered

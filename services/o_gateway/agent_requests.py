@@ -128,6 +128,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
             for i, m in enumerate(body.initial_message_sequence or [])
         ],
         enable_sleeptime=body.enable_sleeptime,
+        concurrency=body.concurrency,
     )
 
 
@@ -169,6 +170,12 @@ async def update_agent(gw: Gateway, agent_id: str, body: UpdateAgentBody) -> Upd
         tool_ids=tool_ids,
         encrypted_secrets=secrets_of(body.tool_exec_environment_variables, body.secrets),
         enable_sleeptime=body.enable_sleeptime,
+        # (null sets the agent's default back to none: the route's policy, Letta's)
+        concurrency=(
+            body.concurrency
+            if body.concurrency is not None or "concurrency" not in body.model_fields_set
+            else ""
+        ),
     )
     return UpdateAgent(agent_id=agent_id, changes=changes, llm_settings=llm_settings(body) or None)
 

@@ -25,10 +25,12 @@ Order = Literal["asc", "desc"]
 
 _COLUMNS = "id, seq, body, created_at, run_id, step_id, compiled_system, conversation_id"
 
-# The lane's messages as one relation ($1: the agent, $2: the conversation or NULL).
+# The lane's messages as one relation ($1: the agent, $2: the conversation or NULL),
+# but a rolled-back run's (concurrency "rollback": as if it never ran; a fork keeps
+# what it inherited before).
 _LANE = (
     f"SELECT {_COLUMNS}, in_context FROM messages"
-    " WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT FROM $2"
+    " WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT FROM $2 AND NOT rolled_back"
     " UNION ALL SELECT m.id, c.seq, m.body, m.created_at, m.run_id, m.step_id,"
     " m.compiled_system, m.conversation_id, c.in_context FROM conversation_messages c"
     " JOIN messages m ON m.id = c.message_id WHERE c.conversation_id = $2"

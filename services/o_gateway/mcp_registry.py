@@ -9,9 +9,11 @@ from urllib.parse import urlparse
 
 from fastapi import HTTPException
 
+from o_contracts.mcp_stdio import StdioServerSpec
 from o_gateway.state import Gateway
 from o_runtime import tool_secrets
 from o_runtime.mcp_client import McpEndpoint, http_headers
+from o_runtime.mcp_stdio_relay import NatsStdioRelay
 from o_runtime.tool_secrets import REDACTED, SecretsUnavailable
 
 # Names that always mean "inside": refused like private addresses.
@@ -79,6 +81,8 @@ class McpServer:
     auth_token: str | None
     custom_headers: dict[str, str] | None
     env: dict[str, str] | None
+    # As recorded: the sandbox, not the gateway, decrypts it to start the server.
+    encrypted_env: dict[str, str] | None
     last_seq: int
     secrets_readable: bool
 
@@ -100,16 +104,26 @@ class McpServer:
             auth_token=token["t"] if token else None,
             custom_headers=headers,
             env=env,
+            encrypted_env=row["encrypted_env"],
             last_seq=row["last_seq"],
             secrets_readable=token_ok and headers_ok and env_ok,
         )
 
     def endpoint(self) -> McpEndpoint:
+        stdio = None
+        if self.server_type == "stdio":
+            stdio = StdioServerSpec(
+                mcp_server_id=self.id,
+                command=self.command or "",
+                args=self.args,
+                encrypted_env=self.encrypted_env or {},
+            )
         return McpEndpoint(
             self.server_type,
             self.server_url,
             http_headers(self.auth_header, self.auth_token, self.custom_headers),
             self.secrets_readable,
+            stdio,
         )
 
     def render(self) -> dict[str, Any]:
@@ -129,6 +143,11 @@ class McpServer:
             "auth_token": self.auth_token,
             "custom_headers": self.custom_headers,
         }
+
+
+def relay(gw: Gateway) -> NatsStdioRelay:
+    """How the gateway reaches stdio servers: through the tool sandbox that runs them."""
+    return NatsStdioRelay(gw.eventlog.nc)
 
 
 async def server_by_id(gw: Gateway, mcp_server_id: str) -> McpServer:

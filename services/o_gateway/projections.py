@@ -35,6 +35,7 @@ _COLUMNS = (
     "encrypted_secrets",
     "tool_ids",
     "enable_sleeptime",
+    "concurrency",
 )
 
 
@@ -43,8 +44,8 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
     await conn.execute(
         "INSERT INTO agents (id, name, system, agent_type, llm_config, embedding_config, tools,"
         " tool_rules, tags, metadata, description, timezone, created_at, updated_at, last_seq,"
-        " tool_ids, encrypted_secrets, enable_sleeptime)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16,$17)"
+        " tool_ids, encrypted_secrets, enable_sleeptime, concurrency)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,$15,$16,$17,$18)"
         " ON CONFLICT (id) DO NOTHING",
         e.agent_id,
         e.name,
@@ -63,6 +64,7 @@ async def agent_created(conn: asyncpg.Connection, e: AgentCreated, rec: Recorded
         e.tool_ids,
         e.encrypted_secrets,
         e.enable_sleeptime,
+        e.concurrency,
     )
 
 

@@ -27,6 +27,7 @@ from pydantic import (
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, AgentType
 from o_contracts.callback_urls import CallbackUrl
+from o_contracts.concurrency import Concurrency
 from o_contracts.limits import (
     INT32_MAX,
     MAX_CLIENT_TOOLS,
@@ -196,6 +197,9 @@ class CreateAgentBody(Body):
     enable_reasoner: bool | None = None
     # A sleep-time companion keeps the agent's memory (o_gateway/sleeptime.py).
     enable_sleeptime: bool | None = None
+    # An O extension: what a message arriving mid-run does by default
+    # (o_contracts/concurrency.py); None: the route's policy (Letta's).
+    concurrency: Concurrency | None = None
 
 
 class UpdateAgentBody(Body):
@@ -219,6 +223,8 @@ class UpdateAgentBody(Body):
     parallel_tool_calls: bool | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     enable_sleeptime: bool | None = None
+    # (As on create; null sets it back to none.)
+    concurrency: Concurrency | None = None
 
 
 class TextPart(Body):
@@ -373,6 +379,9 @@ class SendMessageBody(Body):
     client_skills: Annotated[list[ClientSkillBody], Field(max_length=MAX_LIST_ITEMS)] | None = None
     # A model handle for this request only (the agent keeps its own).
     override_model: Name | None = None
+    # An O extension: what this message does if a run of its conversation is in flight
+    # (o_contracts/concurrency.py); None: the agent's default, else the route's.
+    concurrency: Concurrency | None = None
 
     @model_validator(mode="after")
     def _bounded_input(self) -> SendMessageBody:

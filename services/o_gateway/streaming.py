@@ -22,7 +22,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, ToolReturned
+from o_contracts.events import LLMResponded, RunCompleted, RunStarted, RunSteered, ToolReturned
 from o_contracts.models import ChatMessage, answers_message
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
@@ -121,6 +121,7 @@ async def stream_run(
     include_pings: bool = True,
     view: render.AssistantView = render.DEFAULT_VIEW,
     numbering: Numbering | None = None,
+    steered_into: str | None = None,
 ) -> AsyncIterator[bytes]:
     """Follow the run's events on its conversation's subject and send them as Letta chunks.
 
@@ -132,7 +133,14 @@ async def stream_run(
     completes whatever a lost delta left out (deltas.py). A client that goes
     away does not cancel the run. With `numbering` (a background run) the chunks
     carry seq_ids, and those the client already has are left out.
+
+    With `steered_into` (concurrency steer: `run_id` asked that run to take its
+    messages), what that run does once it took them is sent, as its own; if it
+    ends without taking them, `run_id` runs them and is followed instead.
     """
+    # The run whose events are sent, and whether they are sent yet.
+    following = steered_into or run_id
+    sending = steered_into is None
     inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
     async def on_event(msg: Any) -> None:
@@ -196,7 +204,15 @@ async def stream_run(
             except MalformedMessage:
                 continue
             event = env.data
-            if getattr(event, "run_id", None) != run_id:
+            if not sending:
+                if getattr(event, "run_id", None) != following:
+                    continue
+                if isinstance(event, RunSteered) and run_id in event.steer_run_ids:
+                    sending = True  # (what the run does from here answers the request)
+                elif isinstance(event, RunCompleted):
+                    following, sending = run_id, True  # not taken: its own run runs it
+                continue
+            if getattr(event, "run_id", None) != following:
                 continue
             if (
                 isinstance(event, RunStarted)
@@ -205,11 +221,11 @@ async def stream_run(
             ):
                 # The answers the run opened with, first, as Letta's step stream has them
                 # (its token stream leaves them out).
-                answers = answers_message(run_id, event.approvals)
+                answers = answers_message(following, event.approvals)
                 chunks = render.letta_messages(
                     answers,
                     env.time,
-                    run_id,
+                    following,
                     None,
                     agent_type,
                     hidden,
@@ -223,7 +239,7 @@ async def stream_run(
                 chunks = render.letta_messages(
                     message,
                     env.time,
-                    run_id,
+                    following,
                     event.step_id,
                     agent_type,
                     hidden,
@@ -238,13 +254,13 @@ async def stream_run(
                 try:
                     await gw.visible(msg.metadata.sequence.stream, RUNS)
                 except ProjectionLag as exc:  # the stream still ends; the reads catch up
-                    log.warning("run %s streamed before it was readable: %s", run_id, exc)
+                    log.warning("run %s streamed before it was readable: %s", following, exc)
                 ending = [
                     render.stop_reason(event.stop_reason),
-                    render.usage(event.usage, event.step_count, [run_id]),
+                    render.usage(event.usage, event.step_count, [following]),
                 ]
                 if event.error and event.stop_reason != "end_turn":
-                    ending.insert(0, _error(run_id, event.stop_reason, event.error))
+                    ending.insert(0, _error(following, event.stop_reason, event.error))
                 for chunk in recorded(ending):
                     is_error = chunk["message_type"] == "error_message"
                     yield sse(chunk, event="error" if is_error else None)

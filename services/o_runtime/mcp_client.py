@@ -3,11 +3,13 @@
 Used by the gateway (listing, refresh, a tool run from the API) and by the executor (an
 agent's call of an MCP tool); docs/mcp.md says why there.
 
-Each call opens a session, does one thing and closes it: the gateway keeps no
-connection to anything a client registered, so any replica can answer and a server
-that went away costs one failed call, not a broken pool. Every failure (refused,
-timed out, garbage on the wire, the `mcp` package missing) is an `McpUnavailable`
-with the reason.
+sse and streamable_http servers are asked from here: each call opens a session, does
+one thing and closes it: the gateway keeps no connection to anything a client
+registered, so any replica can answer and a server that went away costs one failed
+call, not a broken pool. stdio servers are programs users bring: the tool sandbox runs
+them, confined, and a `StdioRelay` (mcp_stdio_relay.py) asks it over NATS. Every
+failure (refused, timed out, garbage on the wire, crashed) is an `McpUnavailable` with
+the reason.
 """
 
 from __future__ import annotations
@@ -16,16 +18,9 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-# A stdio server is a program a user brings: it must start confined like user tools
-# (docs/mcp.md), and that is not built yet, so O does not start it at all.
-STDIO_NOT_RUN = (
-    "stdio MCP servers are not started by O yet: they are programs users bring and "
-    "must run confined like user tools (see docs/mcp.md); use an sse or "
-    "streamable_http server"
-)
-
+from o_contracts.mcp_stdio import StdioServerSpec
 
 T = TypeVar("T")
 
@@ -44,6 +39,8 @@ class McpEndpoint:
     headers: dict[str, str]
     # False when a secret did not decrypt (the key was rotated): calls fail saying so.
     secrets_readable: bool = True
+    # A stdio server: how the sandbox starts it (its environment as ciphertext).
+    stdio: StdioServerSpec | None = None
 
 
 def http_headers(
@@ -69,6 +66,16 @@ class ToolOutcome:
     ok: bool
 
 
+class StdioRelay(Protocol):
+    """Asks the tool sandbox, which runs stdio servers (mcp_stdio_relay.py)."""
+
+    async def list_tools(self, server: StdioServerSpec, timeout: float) -> list[OfferedTool]: ...
+
+    async def call_tool(
+        self, server: StdioServerSpec, name: str, args: dict[str, Any], timeout: float
+    ) -> ToolOutcome: ...
+
+
 def _reason(exc: BaseException) -> str:
     # anyio task groups wrap the transport's error: the innermost one says what happened.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -79,8 +86,6 @@ def _reason(exc: BaseException) -> str:
 
 @asynccontextmanager
 async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
-    if server.server_type == "stdio":
-        raise McpUnavailable(STDIO_NOT_RUN)
     if not server.secrets_readable:
         raise McpUnavailable(
             "this server's token or headers do not decrypt with the current O_SECRETS_KEY "
@@ -106,7 +111,19 @@ async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
         yield session
 
 
-async def list_tools(server: McpEndpoint, timeout: float) -> list[OfferedTool]:
+def _stdio(server: McpEndpoint, relay: StdioRelay | None) -> tuple[StdioServerSpec, StdioRelay]:
+    if server.stdio is None or relay is None:
+        raise McpUnavailable("stdio MCP servers are reached through the tool sandbox only")
+    return server.stdio, relay
+
+
+async def list_tools(
+    server: McpEndpoint, timeout: float, relay: StdioRelay | None = None
+) -> list[OfferedTool]:
+    if server.server_type == "stdio":
+        spec, sandbox = _stdio(server, relay)
+        return await sandbox.list_tools(spec, timeout)
+
     async def ask() -> list[OfferedTool]:
         async with _session(server, timeout) as session:
             listed = await session.list_tools()
@@ -118,8 +135,16 @@ async def list_tools(server: McpEndpoint, timeout: float) -> list[OfferedTool]:
 
 
 async def call_tool(
-    server: McpEndpoint, name: str, args: dict[str, Any], timeout: float
+    server: McpEndpoint,
+    name: str,
+    args: dict[str, Any],
+    timeout: float,
+    relay: StdioRelay | None = None,
 ) -> ToolOutcome:
+    if server.server_type == "stdio":
+        spec, sandbox = _stdio(server, relay)
+        return await sandbox.call_tool(spec, name, args, timeout)
+
     async def ask() -> ToolOutcome:
         async with _session(server, timeout) as session:
             result = await session.call_tool(name, args)

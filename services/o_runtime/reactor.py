@@ -14,6 +14,9 @@ Each event is acked on its own, once its reaction is done (AckPolicy.EXPLICIT).
 Cumulative acks (AckPolicy.ALL) lost events: an ack of event N also acks every
 earlier event still held by another replica, or by a process that died while
 reacting, so those were never delivered again (tests/integration/test_reactor.py).
+Per-event acks cost ~4 us of the reactor's CPU and ~2 us of nats-server's per event
+(5,000 ignored events, paired runs, 2026-11-24), beside ~37 us the reactor spends
+pulling and typing each event either way.
 """
 
 from __future__ import annotations

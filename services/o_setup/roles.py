@@ -230,6 +230,8 @@ GATEWAY = Role(
             subjects.EXECUTOR_GENERATE,
             subjects.EXECUTOR_READ_CONTEXT,
             subjects.SANDBOX_CAPABILITIES,
+            # stdio MCP servers run in the sandbox (o_runtime/mcp_stdio_relay.py).
+            subjects.SANDBOX_MCP_STDIO,
         ),
         Grant(subscribe=(f"{subjects.RUN_TOKENS_PREFIX}.*",)),
         objects(subjects.IMAGES_BUCKET, write=True),
@@ -254,6 +256,7 @@ EXECUTOR = Role(
             subjects.MEMORY_SEARCH_ARCHIVAL,
             subjects.SANDBOX_RUN,
             subjects.SANDBOX_EXECUTIONS,
+            subjects.SANDBOX_MCP_STDIO,
         ),
         appends(f"{subjects.RUN_TOKENS_PREFIX}.*"),
         kv(topology.RUNS_BUCKET),
@@ -298,7 +301,12 @@ EVOLUTION = Role(
 # requests it is sent (docs/security.md).
 TOOL_SANDBOX = Role(
     "tool_sandbox",
-    serves(subjects.SANDBOX_RUN, subjects.SANDBOX_EXECUTIONS, subjects.SANDBOX_CAPABILITIES),
+    serves(
+        subjects.SANDBOX_RUN,
+        subjects.SANDBOX_EXECUTIONS,
+        subjects.SANDBOX_CAPABILITIES,
+        subjects.SANDBOX_MCP_STDIO,
+    ),
     "runs users' tools: answers its own requests, nothing else",
 )
 

@@ -61,10 +61,14 @@ def _arch() -> _Arch | None:
     return _ARCH.get(os.uname().machine)
 
 
-def unshare_namespaces() -> list[str]:
-    """New network and PID namespaces if the kernel lets us (needs CAP_SYS_ADMIN)."""
+def unshare_namespaces(new_network: bool = True) -> list[str]:
+    """New network and PID namespaces if the kernel lets us (needs CAP_SYS_ADMIN).
+
+    `new_network=False` keeps the host's network (an MCP server the operator lets out).
+    """
     done = []
-    for flag, name in ((CLONE_NEWNET, "network"), (CLONE_NEWPID, "pid")):
+    wanted = ((CLONE_NEWNET, "network"), (CLONE_NEWPID, "pid"))
+    for flag, name in wanted if new_network else wanted[1:]:
         if _libc.unshare(flag) == 0:
             done.append(name)
     return done
@@ -108,8 +112,17 @@ def _fs_rights(abi: int) -> int:
     return (1 << bits) - 1
 
 
-def landlock(read_paths: Iterable[str], write_paths: Iterable[str], files: Iterable[str]) -> str:
-    """Restrict this process (and its children) to these paths; returns what applied."""
+def landlock(
+    read_paths: Iterable[str],
+    write_paths: Iterable[str],
+    files: Iterable[str],
+    allow_tcp: bool = False,
+) -> str:
+    """Restrict this process (and its children) to these paths; returns what applied.
+
+    TCP bind and connect are denied too, unless `allow_tcp` (an MCP server the
+    operator lets reach the network).
+    """
     arch = _arch()
     if arch is None:
         return "unavailable (architecture)"
@@ -118,7 +131,7 @@ def landlock(read_paths: Iterable[str], write_paths: Iterable[str], files: Itera
     if abi < 1:
         return "unavailable (kernel)"
     fs = _fs_rights(abi)
-    net = 0b11 if abi >= 4 else 0  # bind_tcp | connect_tcp
+    net = 0b11 if abi >= 4 and not allow_tcp else 0  # bind_tcp | connect_tcp
     scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets | signals
     attr = struct.pack("QQQ", fs, net, scoped)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)

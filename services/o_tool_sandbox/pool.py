@@ -235,6 +235,14 @@ class WorkerPool:
                 return uid
         raise RuntimeError("no free sandbox uid")
 
+    def lease_uid(self) -> int | None:
+        """A uid of this replica's range for a long-lived process (a stdio MCP server)."""
+        return self._take_uid()
+
+    def release_uid(self, uid: int | None) -> None:
+        if uid is not None:
+            self._uids.discard(uid)
+
     async def _zygote_ready(self) -> Zygote:
         async with self._zygote_lock:
             if not self._zygote.alive:

@@ -22,10 +22,15 @@ from o_runtime.env import Env
 from o_runtime.service import Service
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
+from o_tool_sandbox.mcp_requests import McpStdioRequests
+from o_tool_sandbox.mcp_servers import StdioServers
+from o_tool_sandbox.mcp_settings import McpStdioSettings
 from o_tool_sandbox.pool import WorkerPool
 
 log = logging.getLogger(__name__)
 QUEUE = "tool_sandbox"
+# Requests to stdio MCP servers one replica answers at once (each mostly waits on a server).
+MCP_STDIO_WORKERS = 64
 
 
 class ToolSandboxService(Service):
@@ -36,6 +41,7 @@ class ToolSandboxService(Service):
     def configure(self, env: Env) -> None:
         self.config = SandboxSettings.from_env(env)
         self.limits = self.config.limits
+        self.mcp_config = McpStdioSettings.from_env(env, self.limits)
 
     async def setup(self) -> None:
         self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
@@ -51,6 +57,15 @@ class ToolSandboxService(Service):
         self.broker.subscriber(
             subjects.SANDBOX_CAPABILITIES, queue=QUEUE, title="sandbox isolation"
         )(self.capabilities)
+        # stdio MCP servers: long-lived confined children of this replica (docs/mcp.md).
+        self.mcp_servers = StdioServers(self.mcp_config, self.pool)
+        self.mcp_servers.start()
+        self.broker.subscriber(
+            subjects.SANDBOX_MCP_STDIO,
+            queue="tool_sandbox",
+            title="stdio MCP servers",
+            max_workers=MCP_STDIO_WORKERS,
+        )(McpStdioRequests(self.mcp_servers, self.replica).handle)
 
     async def _take_calls(self) -> None:
         if self._taking is None:
@@ -121,6 +136,7 @@ class ToolSandboxService(Service):
                 "output_bytes_kept": lim.output_keep,
             },
             "python": self.pool.python,
+            "mcp_stdio": self.mcp_servers.report(),
         }
 
     async def stopping(self) -> None:
@@ -130,4 +146,5 @@ class ToolSandboxService(Service):
                     await sub.unsubscribe()
         for task in list(self._answering):
             task.cancel()
+        await self.mcp_servers.close()
         await self.pool.close()

@@ -102,6 +102,8 @@ async def system(
         "O_SECRETS_KEY": SECRETS_KEY,
         # The tests' MCP servers listen on 127.0.0.1, which O refuses unless allowed.
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
+        # A stdio MCP server's call that gets no answer ends this soon (test_mcp_stdio.py).
+        "O_MCP_STDIO_CALL_SECONDS": "4",
         # A killed executor's run is taken over this soon (tests kill them on purpose).
         "O_EXECUTOR_ACK_WAIT": "3",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).

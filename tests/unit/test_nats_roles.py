@@ -20,8 +20,8 @@ from o_setup.server_config import authorization
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 # Whose code runs as which role.
 PACKAGES = {
-    "gateway": ("o_gateway",),
-    "executor": ("o_executor",),
+    "gateway": ("o_gateway", "o_runtime/mcp_stdio_relay.py"),
+    "executor": ("o_executor", "o_runtime/mcp_stdio_relay.py"),
     "memory": ("o_memory",),
     "evolution": ("o_evolution", "o_schedules"),
     "tool_sandbox": ("o_tool_sandbox",),
@@ -57,7 +57,8 @@ def may_subscribe(grant: Grant, subject: str) -> bool:
 def named_subjects(package: str) -> set[str]:
     """The NATS subjects a package's code names through o_contracts.subjects."""
     names: set[str] = set()
-    for path in (SERVICES / package).rglob("*.py"):
+    root = SERVICES / package
+    for path in [root] if root.is_file() else root.rglob("*.py"):
         text = path.read_text()
         names |= set(re.findall(r"\bsubjects\.([A-Za-z_]+)", text))
         for imported in re.findall(r"from o_contracts\.subjects import ([^\n(]+)", text):
@@ -104,7 +105,8 @@ def bound_durables() -> set[tuple[str, str, str, str]]:
     out: set[tuple[str, str, str, str]] = set()
     for role, packages in PACKAGES.items():
         for package in packages:
-            for path in (SERVICES / package).rglob("*.py"):
+            root = SERVICES / package
+            for path in [root] if root.is_file() else root.rglob("*.py"):
                 for kind, name, filter_name in CONSUMER.findall(path.read_text()):
                     stream = (
                         subjects.COMMANDS_STREAM
@@ -180,6 +182,7 @@ def test_the_sandbox_answers_its_own_requests_and_nothing_else() -> None:
         subjects.SANDBOX_RUN,
         subjects.SANDBOX_EXECUTIONS,
         subjects.SANDBOX_CAPABILITIES,
+        subjects.SANDBOX_MCP_STDIO,
     }
 
 

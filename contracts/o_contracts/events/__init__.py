@@ -22,6 +22,7 @@ from o_contracts.events.callbacks import (
     CallbackDelivered,
     CallbackScheduled,
 )
+from o_contracts.events.concurrency import RunRolledBack, RunSteered, RunSteerRequested
 from o_contracts.events.conversations import (
     ConversationCreated,
     ConversationDeleted,
@@ -127,7 +128,10 @@ __all__ = [
     "RunCancellationRequested",
     "RunCompleted",
     "RunQueued",
+    "RunRolledBack",
     "RunStarted",
+    "RunSteerRequested",
+    "RunSteered",
     "ScheduleCreated",
     "ScheduleDeleted",
     "ScheduleFired",

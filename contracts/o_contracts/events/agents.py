@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from o_contracts.base import Event
+from o_contracts.concurrency import Concurrency
 from o_contracts.models import ChatMessage, ToolRule
 
 
@@ -37,6 +38,10 @@ class AgentCreated(Event):
     initial_messages: list[ChatMessage] = Field(default_factory=list)
     # Letta's flag: memory is kept by a sleep-time companion (a managed group names it).
     enable_sleeptime: bool | None = None
+    # What a message that arrives while a run is in flight does by default (an O
+    # extension, o_contracts/concurrency.py); None: what the route does (Letta's).
+    # AgentUpdated sets it under changes["concurrency"] ("" for None).
+    concurrency: Concurrency | None = None
 
 
 class AgentUpdated(Event):

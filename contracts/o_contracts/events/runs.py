@@ -25,6 +25,12 @@ class RunQueued(Event):
     request_config: dict[str, Any] = Field(default_factory=dict)
     # The conversation it belongs to (None: the agent's default one).
     conversation_id: str | None = None
+    # Runs of the conversation this one interrupts (Letta-style cancellation: each stops
+    # at its next safe point, `cancelled`), decided with its admission (concurrency
+    # `interrupt` or `rollback`); with `rollback` their messages also leave the context
+    # once they have stopped (RunRolledBack).
+    interrupts: list[str] = Field(default_factory=list)
+    rollback: bool = False
     # Where the run's outcome is POSTed when it ends (Letta's callback_url; docs/callbacks.md).
     callback_url: CallbackUrl | None = None
 

@@ -11,7 +11,7 @@ import msgpack
 
 from o_contracts import subjects
 from o_contracts.base import Event
-from o_contracts.events import RunStarted
+from o_contracts.events import RunStarted, RunSteerRequested
 from o_contracts.models import ToolCall
 from o_contracts.projection_names import MEMORY
 from o_executor import images, llm
@@ -60,6 +60,10 @@ class LiveDeps:
 
     def cancelled(self) -> bool:
         return self._cancelled or self.recorder.cancelled or self._cancel_requested.is_set()
+
+    async def steering(self) -> list[RunSteerRequested]:
+        # Heard live (LiveRun), read with the news (Recorder) or from the log on resuming.
+        return list(self.recorder.steers.values())
 
     # -- reading ----------------------------------------------------------------
 

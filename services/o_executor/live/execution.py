@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
@@ -20,12 +20,18 @@ from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
-from o_contracts.events import RunCancellationRequested
+from o_contracts.events import (
+    RunCancellationRequested,
+    RunQueued,
+    RunRolledBack,
+    RunSteerRequested,
+)
+from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_executor.live.deps import LiveDeps, read_core
 from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
-from o_executor.live.tools import LiveTools
+from o_executor.live.tools import PRODUCER, LiveTools
 from o_executor.run import Completed, RunInputs, evolution_tools, run_agent, versions
 from o_executor.run.agent import AgentConfig
 from o_executor.run.context import Run
@@ -56,17 +62,40 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class SteeredInto:
+    """The run that took this run's messages (StartRun.steer): this one has nothing to do."""
+
+    run_id: str
+    stop_reason: str | None
+    last_seq: int
+
+
+@dataclass(frozen=True)
 class LogState:
     """The run and its agent's history as of a log position (checked, o_runtime/reads.py)."""
 
     cancelled: bool
     history: list[ChatMessage]
     record: RunRecord | None
+    # Runs this one rolls back before it starts (concurrency rollback), not yet done.
+    rolls_back: list[str] = field(default_factory=list)
+    steered_into: SteeredInto | None = None
 
 
 _RUN_RECORD = (
-    "SELECT status, stop_reason, last_seq, started_seq, cancel_requested FROM runs WHERE id = $1"
+    "SELECT status, stop_reason, last_seq, started_seq, cancel_requested,"
+    # (Only a run admitted with RunQueued and not started yet can have runs to roll back.)
+    " CASE WHEN status = 'created' THEN ARRAY(SELECT r.id FROM runs r"
+    " WHERE r.interrupted_by = runs.id AND r.rolled_back AND EXISTS (SELECT 1 FROM messages m"
+    " WHERE m.run_id = r.id AND NOT m.rolled_back)) END AS rolls_back FROM runs WHERE id = $1"
 )
+# The run that took a steering run's first message ($1), other than itself ($2).
+_TAKEN_BY = (
+    "SELECT r.id, r.stop_reason, r.last_seq FROM messages m JOIN runs r ON r.id = m.run_id"
+    " WHERE m.id = $1 AND m.run_id <> $2"
+)
+# What a run listens for on its conversation's subject while it runs.
+_HEARD = frozenset(t.type_name() for t in (RunCancellationRequested, RunQueued, RunSteerRequested))
 
 
 class LiveRun:
@@ -88,8 +117,11 @@ class LiveRun:
         self._agent: asyncio.Task[AgentConfig | None] | None = None
         self._ahead: tuple[int, asyncio.Task[tuple[int, LogState]]] | None = None
         self._core: tuple[int, asyncio.Task[CoreMemory]] | None = None
-        # Set when a RunCancellationRequested for this run is published.
+        # Set when a RunCancellationRequested for this run (or a RunQueued interrupting
+        # it) is published.
         self._cancel_requested = asyncio.Event()
+        # Requests to steer this run, by their own run's id (run/steering.py).
+        self._steers: dict[str, RunSteerRequested] = {}
 
     async def execute(self) -> Reply:
         delivery = self.delivery
@@ -171,13 +203,21 @@ class LiveRun:
                 await self.recorder.close()
 
     async def _on_agent_event(self, msg: Msg) -> None:
-        if known_type(msg.data) != RunCancellationRequested.type_name():
+        if known_type(msg.data) not in _HEARD:
             return
         try:
             event = decode(msg.data).data
         except MalformedMessage:
             return
-        if getattr(event, "run_id", None) == self.cmd.run_id:
+        run_id = self.cmd.run_id
+        if isinstance(event, RunQueued):
+            if run_id in event.interrupts:  # a later message interrupts this run
+                self._cancel_requested.set()
+        elif getattr(event, "run_id", None) != run_id:
+            return
+        elif isinstance(event, RunSteerRequested):
+            self._steers.setdefault(event.steer_run_id, event)
+        else:
             self._cancel_requested.set()
 
     async def _run(self, cursor: Cursor) -> Reply:
@@ -215,7 +255,18 @@ class LiveRun:
         if record is not None and record.finished:
             self.last = max(self.last, record.last_seq)
             return Reply(ok=True, seq=record.last_seq, result={"stop_reason": record.stop_reason})
-        self.recorder = Recorder(self.s, self.command, self.last)
+        if state.steered_into is not None:
+            # Another run took this one's messages (concurrency steer): nothing to do.
+            into = state.steered_into
+            self.last = max(self.last, into.last_seq)
+            taken = {"stop_reason": into.stop_reason, "steered_into": into.run_id}
+            return Reply(ok=True, seq=into.last_seq, result=taken)
+        if state.rolls_back:
+            # Those runs have stopped (they came before this one): their messages leave
+            # the context before this run reads it.
+            await self._roll_back(state.rolls_back)
+            state = await self._state_at(self.last)
+        self.recorder = Recorder(self.s, self.command, self.last, self._steers)
         if agent is None and await self.recorder.agent_exists():
             agent = await self.s.load_agent(self.cmd.agent_id)  # (its projection was behind)
         if agent is None and record is None and not await self._agent_ever_existed():
@@ -228,6 +279,8 @@ class LiveRun:
             # (runs started before started_seq was projected: from the cursor)
             since = record.started_seq - 1 if record.started_seq else cursor.event_seq
             recorded = await RunLog.read(self.s.eventlog, self.subject, self.cmd.run_id, since)
+            for steer_run_id, request in recorded.steer_requests.items():
+                self._steers.setdefault(steer_run_id, request)
             # Memory edits made before the crash must show in the next prompt.
             info = await self.s.eventlog.js.stream_info(subjects.EVENTS_STREAM)
             memory_seq = info.state.last_seq
@@ -291,11 +344,31 @@ class LiveRun:
         checked = self.s.reads.row_at(
             seq, RUNS, _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
         )
+        taken = None
         async with checked as (conn, row):
             history = await self.s.load_history(
                 self.cmd.lane, exclude_run=self.cmd.run_id, conn=conn
             )
+            if row is None and self.cmd.steer and self.cmd.messages:
+                taken = await conn.fetchrow(_TAKEN_BY, self.cmd.messages[0].id, self.cmd.run_id)
         if row is None:
-            return LogState(False, history, None)
+            into = None
+            if taken is not None:
+                into = SteeredInto(taken["id"], taken["stop_reason"], taken["last_seq"])
+            return LogState(False, history, None, steered_into=into)
         record = RunRecord(row["status"], row["stop_reason"], row["last_seq"], row["started_seq"])
-        return LogState(bool(row["cancel_requested"]), history, record)
+        rolls_back = list(row["rolls_back"] or [])
+        return LogState(bool(row["cancel_requested"]), history, record, rolls_back)
+
+    async def _roll_back(self, run_ids: list[str]) -> None:
+        """RunRolledBack for each run, caused by this run's command (ids derived from it: a
+        redelivery appends the same facts, and finds them done once projected)."""
+        for run_id in run_ids:
+            event = self.command.caused(
+                RunRolledBack(run_id=run_id, agent_id=self.cmd.agent_id, by_run_id=self.cmd.run_id),
+                aggregate_id=self.cmd.agent_id,
+                producer=PRODUCER,
+                id=derived_id("evt", self.cmd.run_id, "rolled-back", run_id),
+            )
+            appended = await self.s.eventlog.append(self.subject, event)
+            self.last = max(self.last, appended.seq)

@@ -20,7 +20,10 @@ from o_contracts.events import (
     LLMResponded,
     RunCancellationRequested,
     RunCompleted,
+    RunQueued,
     RunStarted,
+    RunSteered,
+    RunSteerRequested,
     ToolCallRequested,
     ToolReturned,
 )
@@ -35,7 +38,14 @@ if TYPE_CHECKING:
 
 # Only an executor running the run appends these; seeing one we did not write
 # means another executor has the run.
-EXECUTOR_EVENTS = (RunStarted, LLMResponded, ToolCallRequested, ToolReturned, RunCompleted)
+EXECUTOR_EVENTS = (
+    RunStarted,
+    LLMResponded,
+    ToolCallRequested,
+    ToolReturned,
+    RunCompleted,
+    RunSteered,
+)
 # A killed process may hold the projection's next event until its ack_wait ends.
 PROJECTION_TIMEOUT = 60.0
 MAX_CONFLICTS = 10
@@ -46,15 +56,24 @@ class RunTakenOver(Exception):
 
 
 class Recorder:
-    def __init__(self, service: ExecutorService, command: Envelope[StartRun], last: int) -> None:
+    def __init__(
+        self,
+        service: ExecutorService,
+        command: Envelope[StartRun],
+        last: int,
+        steers: dict[str, RunSteerRequested] | None = None,
+    ) -> None:
         self.s = service
         self.command = command
         self.cmd = command.data
         self.subject = self.cmd.lane.events
         # The subject's last sequence as this run knows it.
         self.last = last
-        # A RunCancellationRequested for this run was read among the news.
+        # A RunCancellationRequested for this run (or a RunQueued that interrupts it) was
+        # read among the news.
         self.cancelled = False
+        # Requests to steer this run, by their own run's id (shared with the run's deps).
+        self.steers = steers if steers is not None else {}
         # Where this delivery's RunStarted landed (0: not recorded by it).
         self.started_seq = 0
         self._starting: asyncio.Task[int] | None = None
@@ -115,9 +134,15 @@ class Recorder:
                 event = decode(raw.data).data
             except MalformedMessage:
                 continue
+            if isinstance(event, RunQueued):
+                # A later message interrupts this run (concurrency interrupt or rollback).
+                self.cancelled = self.cancelled or self.cmd.run_id in event.interrupts
+                continue
             if getattr(event, "run_id", None) != self.cmd.run_id:
                 continue
-            if isinstance(event, RunCancellationRequested):
+            if isinstance(event, RunSteerRequested):
+                self.steers.setdefault(event.steer_run_id, event)
+            elif isinstance(event, RunCancellationRequested):
                 self.cancelled = True
             elif isinstance(event, EXECUTOR_EVENTS):
                 raise RunTakenOver(self.cmd.run_id)

@@ -36,6 +36,7 @@ from o_executor.sandbox_calls import run_user_tool
 from o_executor.settings import ExecutorSettings
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
+from o_runtime.mcp_stdio_relay import NatsStdioRelay
 from o_runtime.reads import ProjectionReads
 
 PRODUCER = "executor"
@@ -87,7 +88,11 @@ class LiveTools:
         user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None and user_tool.mcp is not None:
             return await run_mcp_tool(
-                user_tool.mcp, user_tool.name, args, self.settings.tool_timeout
+                user_tool.mcp,
+                user_tool.name,
+                args,
+                self.settings.tool_timeout,
+                NatsStdioRelay(self.eventlog.nc),
             )
         if user_tool is not None:
             result = await run_user_tool(

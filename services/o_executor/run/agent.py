@@ -18,13 +18,18 @@ DEFAULT_WINDOW = 128000
 
 @dataclass(frozen=True)
 class McpServerRef:
-    """Where an MCP tool's server is; its token and header values as ciphertext."""
+    """Where an MCP tool's server is; its token and header values as ciphertext. A stdio
+    server is how the tool sandbox starts it (its environment as ciphertext too)."""
 
     server_type: str
     url: str | None
     auth_header: str | None
     encrypted_auth_token: str | None
     encrypted_custom_headers: dict[str, str] | None
+    server_id: str = ""
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    encrypted_env: dict[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> McpServerRef:
@@ -34,6 +39,10 @@ class McpServerRef:
             auth_header=row.get("auth_header"),
             encrypted_auth_token=row.get("encrypted_auth_token"),
             encrypted_custom_headers=row.get("encrypted_custom_headers"),
+            server_id=row.get("server_id") or "",
+            command=row.get("command"),
+            args=tuple(row.get("args") or ()),
+            encrypted_env=row.get("encrypted_env"),
         )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from o_contracts.base import Event
-from o_contracts.events import RunStarted
+from o_contracts.events import RunStarted, RunSteerRequested
 from o_contracts.models import ToolCall, Usage
 from o_executor.llm import LLMResult
 from o_executor.model_settings import DEFAULTS, ModelSettings
@@ -87,6 +87,10 @@ class RunDeps(Protocol):
 
     def cancelled(self) -> bool:
         """Whether the run has been asked to stop (checked between steps)."""
+
+    async def steering(self) -> list[RunSteerRequested]:
+        """Requests to steer this run known so far, in the order they came (steering.py
+        leaves out those it took)."""
 
     async def core_memory(self) -> CoreMemory:
         """The agent's blocks and archival summary as they are now (after this run's edits)."""

@@ -49,3 +49,5 @@ class RunState:
     summary: ContextSummarized | None = None
     # Where this run's own messages begin in the context (summaries never cut there).
     run_start: int = 0
+    # The steering requests (their runs' ids) this run has taken (steering.py).
+    steered: set[str] = field(default_factory=set)

@@ -13,7 +13,7 @@ from o_contracts.models import ChatMessage
 from o_contracts.tool_rules import ToolRuleSolver
 from o_executor import llm
 from o_executor.providers import Handle, UnknownProvider
-from o_executor.run import policy
+from o_executor.run import policy, steering
 from o_executor.run.approvals import answer_approvals
 from o_executor.run.context import Run
 from o_executor.run.deps import RunCancelled
@@ -52,6 +52,8 @@ async def run_steps(run: Run, messages: list[ChatMessage]) -> Stopped:
         if done is None and run.deps.cancelled():
             state.steps = step
             return Stopped(StopReason.CANCELLED)
+        # Messages sent to steer the run join it here, before the model is asked.
+        await steering.before_model_call(run, step, messages, asking=done is None)
         if done is not None:
             # Answered before a crash: never ask the LLM again.
             reply = done.message

@@ -20,7 +20,7 @@ from o_contracts.base import Event
 from o_contracts.base_tools import MEMORY_TOOLS
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
-from o_contracts.events import BlockUpdated, RunStarted
+from o_contracts.events import BlockUpdated, RunStarted, RunSteerRequested
 from o_contracts.events.blocks import ValueEdit
 from o_contracts.ids import derived_id
 from o_contracts.limits import NATS_MAX_PAYLOAD
@@ -98,6 +98,11 @@ class ShadowDeps:
 
     def cancelled(self) -> bool:
         return False
+
+    async def steering(self) -> list[RunSteerRequested]:
+        # Nobody steers a shadow run; a replay takes what the recorded run took, at the
+        # same steps (RunInputs.recorded.steered).
+        return []
 
     # -- reading ------------------------------------------------------------------
 

@@ -12,12 +12,19 @@ from typing import Any
 from o_contracts import subjects
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, decode
-from o_contracts.events import ContextSummarized, LLMResponded, RunStarted, ToolReturned
+from o_contracts.events import (
+    ContextSummarized,
+    LLMResponded,
+    RunStarted,
+    RunSteered,
+    ToolReturned,
+)
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor.llm import LLMResult
 from o_executor.run import Completed, Refused, RunInputs, run_agent
 from o_executor.run.deps import ModelRequest, ToolOutcome
 from o_executor.run.summarize import SUMMARIZER_PROMPT, SUMMARY_PREFIX
+from o_executor.run_log import RunLog
 from o_executor.shadow.deps import Model, OtherTools, Overlay, ShadowDeps, not_run
 from o_executor.shadow.snapshot import Snapshot, take_snapshot
 from o_runtime.eventlog import EventLog
@@ -45,6 +52,8 @@ def run_messages(events: list[Any]) -> list[ChatMessage]:
             out.append(event.message)
         elif isinstance(event, ContextSummarized):
             out.append(event.summary)
+        elif isinstance(event, RunSteered):
+            out += event.messages
     return out
 
 
@@ -53,10 +62,14 @@ async def shadow_run(
     command: Envelope[StartRun],
     model: Model,
     other_tools: OtherTools = not_run,
+    steered: list[RunSteered] | None = None,
 ) -> ShadowResult:
-    """Run `command` on `snapshot`; nothing leaves the run but its result."""
+    """Run `command` on `snapshot`; nothing leaves the run but its result. `steered`: what
+    a recorded run took while it ran (a replay takes it at the same steps)."""
     deps = ShadowDeps(snapshot, command, model, other_tools)
-    inputs = RunInputs(command, snapshot.agent, snapshot.history(exclude_run=command.data.run_id))
+    recorded = RunLog(steered={s.step_number: s for s in steered or []})
+    history = snapshot.history(exclude_run=command.data.run_id)
+    inputs = RunInputs(command, snapshot.agent, history, recorded)
     outcome = await run_agent(inputs, deps)
     return ShadowResult(outcome, deps.overlay, deps.blocks)
 
@@ -169,4 +182,5 @@ async def replay(
         [e for e in recorded.events if isinstance(e, ContextSummarized)],
     )
     tools = RecordedTools([e for e in recorded.events if isinstance(e, ToolReturned)])
-    return recorded, await shadow_run(snapshot, recorded.command, model, tools)
+    steered = [e for e in recorded.events if isinstance(e, RunSteered)]
+    return recorded, await shadow_run(snapshot, recorded.command, model, tools, steered)

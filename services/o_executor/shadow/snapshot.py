@@ -31,7 +31,9 @@ from o_contracts.events import (
     MessagesReset,
     PassageDeleted,
     PassageInserted,
+    RunRolledBack,
     RunStarted,
+    RunSteered,
     ToolAttached,
     ToolCreated,
     ToolDeleted,
@@ -131,6 +133,13 @@ class ConversationFold:
                 self._add(position(seq, i), m, event.run_id)
         elif isinstance(event, LLMResponded | ToolReturned):
             self._add(position(seq), event.message, event.run_id)
+        elif isinstance(event, RunSteered):
+            for i, m in enumerate(event.messages):
+                self._add(position(seq, i), m, event.run_id)
+        elif isinstance(event, RunRolledBack):
+            for message_id, (_, _, run_id) in self.messages.items():
+                if run_id == event.run_id:
+                    self.in_context[message_id] = False
         elif isinstance(event, ContextSummarized):
             everything = event.first_kept_message_id is None
             kept = None if everything else self.messages.get(event.first_kept_message_id or "")

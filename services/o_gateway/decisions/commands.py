@@ -10,8 +10,9 @@ attached? is the tool's name taken?) is for `decide.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
+from o_contracts.concurrency import Concurrency
 from o_contracts.models import BlockSpec, ChatMessage
 
 
@@ -77,6 +78,7 @@ class CreateAgent:
     system_message: ChatMessage | None = None
     initial_messages: list[ChatMessage] = field(default_factory=list)
     enable_sleeptime: bool | None = None
+    concurrency: Concurrency | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class AgentChanges:
     tool_ids: list[str] | None = None
     encrypted_secrets: dict[str, str] | None = None
     enable_sleeptime: bool | None = None
+    # The agent's default concurrency policy; "" sets it back to none (the route's).
+    concurrency: Concurrency | Literal[""] | None = None
 
     def as_event_changes(self) -> dict[str, Any]:
         """AgentUpdated.changes: only what is set."""

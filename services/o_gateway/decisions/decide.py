@@ -71,6 +71,7 @@ def create_agent(command: CreateAgent) -> AgentCreated:
         system_message=command.system_message,
         initial_messages=command.initial_messages,
         enable_sleeptime=command.enable_sleeptime,
+        concurrency=command.concurrency,
     )
 
 

@@ -33,6 +33,7 @@ async def list_all_messages(
     """As an agent's message list, over every agent: after is always newer, and the
     chosen page comes back oldest first."""
     q = Listing("messages", key="seq", columns=COLUMNS)
+    q.filter("NOT rolled_back")  # (concurrency "rollback": as if the run never ran)
     rows = await q.page(
         gw.pool,
         "message",

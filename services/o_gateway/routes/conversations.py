@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock
+from o_contracts.concurrency import CONVERSATION_ROUTES
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     ConversationCreated,
@@ -323,7 +324,8 @@ async def send_conversation_message(
     gw: GW,
     idempotency_key: IdempotencyKey = None,
 ) -> Any:
-    """Run the agent in this conversation; 409 while another of its runs is in progress."""
+    """Run the agent in this conversation; 409 while another of its runs is in progress
+    (unless the request or the agent names another concurrency policy)."""
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
@@ -347,7 +349,7 @@ async def send_conversation_message(
         gw,
         body.streaming,
         idempotency_key,
-        busy_is_conflict=True,
+        route_policy=CONVERSATION_ROUTES,
         isolated_block_ids=isolated,
         override_settings=settings,
     )

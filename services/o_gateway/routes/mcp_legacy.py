@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import ValidationError
 
-from o_gateway.mcp_registry import McpServer, server_by_id, server_id_by_name
+from o_gateway.mcp_registry import McpServer, relay, server_by_id, server_id_by_name
 from o_gateway.mcp_schemas import CreateMcpServerBody, RunMcpToolBody, UpdateMcpServerBody
 from o_gateway.mcp_tools import render_mcp_tool, tools_of
 from o_gateway.routes import mcp_servers as current
@@ -103,7 +103,7 @@ async def list_mcp_tools_by_server(mcp_server_name: str, gw: GW) -> list[dict[st
     # Letta asks the server here, not its registry; an unreachable one is a 502.
     server = await by_name(gw, mcp_server_name)
     try:
-        listed = await mcp_client.list_tools(server.endpoint(), current.CALL_SECONDS)
+        listed = await mcp_client.list_tools(server.endpoint(), current.CALL_SECONDS, relay(gw))
     except mcp_client.McpUnavailable as exc:
         reason = f"MCP server '{mcp_server_name}' could not be reached: {exc}"
         raise HTTPException(502, reason) from exc
@@ -126,7 +126,7 @@ async def execute_mcp_tool(
     args = body.args if body is not None else {}
     try:
         outcome = await mcp_client.call_tool(
-            server.endpoint(), tool_name, args, current.CALL_SECONDS
+            server.endpoint(), tool_name, args, current.CALL_SECONDS, relay(gw)
         )
     except mcp_client.McpUnavailable as exc:
         reason = f"MCP server '{mcp_server_name}' could not be called: {exc}"

@@ -2,8 +2,8 @@
 refresh, run one).
 
 Where the calls run (docs/mcp.md): the gateway asks sse and streamable_http servers
-itself, one short session per request; stdio servers are not started (they are
-programs users bring, and must first run confined like user tools).
+itself, one short session per request; stdio servers are programs users bring, run
+confined by the tool sandbox, which the gateway asks over NATS.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from o_gateway.mcp_registry import (
     check_url,
     encrypt,
     encrypt_one,
+    relay,
     server_by_id,
     server_id_by_name,
 )
@@ -77,7 +78,7 @@ async def check_name_free(gw: Gateway, name: str, server_id: str | None = None) 
 
 async def sync_tools(gw: Gateway, server: McpServer, timeout: float) -> list[str]:
     """Ask the server for its tools and record the answer; the names, in its order."""
-    listed = await mcp_client.list_tools(server.endpoint(), timeout)
+    listed = await mcp_client.list_tools(server.endpoint(), timeout, relay(gw))
     tools = [offered(server.id, t) for t in listed]
     await append(
         gw,
@@ -119,13 +120,12 @@ async def create(gw: Gateway, body: CreateMcpServerBody) -> McpServer:
         )
     await append(gw, server_id, event, expected=0)
     server = await server_by_id(gw, server_id)
-    if server.server_type != "stdio":
-        try:
-            await sync_tools(gw, server, SYNC_ON_CREATE_SECONDS)
-        except mcp_client.McpUnavailable:
-            pass  # created all the same, as Letta does; a refresh says why
-        else:
-            server = await server_by_id(gw, server_id)
+    try:
+        await sync_tools(gw, server, SYNC_ON_CREATE_SECONDS)
+    except mcp_client.McpUnavailable:
+        pass  # created all the same, as Letta does; a refresh says why
+    else:
+        server = await server_by_id(gw, server_id)
     return server
 
 
@@ -227,7 +227,9 @@ async def run_mcp_tool(
     tool = await tool_of(gw, server, tool_id)
     args = body.args if body is not None else {}
     try:
-        outcome = await mcp_client.call_tool(server.endpoint(), tool["name"], args, CALL_SECONDS)
+        outcome = await mcp_client.call_tool(
+            server.endpoint(), tool["name"], args, CALL_SECONDS, relay(gw)
+        )
         status, text = ("success" if outcome.ok else "error"), outcome.text
     except mcp_client.McpUnavailable as exc:
         # The server being down is the tool's failure, not the request's.
@@ -254,7 +256,7 @@ async def refresh(gw: Gateway, server: McpServer) -> dict[str, list[str]]:
     """Ask the server again and record its answer: what was deleted, updated, added."""
     before = {r["name"]: r["json_schema"] for r in await tools_of(gw, server)}
     try:
-        listed = await mcp_client.list_tools(server.endpoint(), CALL_SECONDS)
+        listed = await mcp_client.list_tools(server.endpoint(), CALL_SECONDS, relay(gw))
     except mcp_client.McpUnavailable as exc:
         # Letta's answer when the server cannot be reached: 404 with its reason.
         raise HTTPException(

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import StartRun
+from o_contracts.concurrency import AGENT_ROUTES, Concurrency, policy_for
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunCancellationRequested, RunCompleted, RunQueued
 from o_contracts.ids import derived_id, new_id
@@ -17,7 +18,7 @@ from o_contracts.limits import MAX_NAME_CHARS
 from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
-from o_gateway import render, sleeptime
+from o_gateway import concurrency, render, sleeptime
 from o_gateway.callbacks.accept import accepted_callback_url
 from o_gateway.commands import PRODUCER, answered
 from o_gateway.conversation_reads import in_context_ids, lane_messages, rendered_messages
@@ -290,6 +291,7 @@ def start_run(
     run_id: str | None = None,
     isolated_block_ids: list[str] | None = None,
     override_settings: dict[str, Any] | None = None,
+    steer: bool = False,
     callback_url: str | None = None,
 ) -> Envelope[StartRun]:
     """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
@@ -315,6 +317,7 @@ def start_run(
         override_settings=override_settings or {},
         client_skills=[ClientSkill(**c.model_dump()) for c in body.client_skills or []],
         override_model=override_handle(body.override_model) if body.override_model else None,
+        steer=steer,
         callback_url=callback_url,
     )
     return Envelope.wrap(
@@ -330,7 +333,7 @@ _RUN_AND_MESSAGES = (
     "SELECT r.stop_reason, r.usage, r.step_count, r.conversation_id, m.body::text AS body,"
     " m.created_at, m.step_id"
     " FROM runs r LEFT JOIN messages m ON m.run_id = r.id AND m.role <> 'user'"
-    " WHERE r.id = $1 ORDER BY m.seq"
+    " AND ($2::bigint IS NULL OR m.seq > $2) WHERE r.id = $1 ORDER BY m.seq"
 )
 
 
@@ -340,11 +343,14 @@ async def run_response(
     run_id: str,
     seq: int | None,
     view: render.AssistantView = render.DEFAULT_VIEW,
+    after: int | None = None,
 ) -> dict[str, Any]:
+    """The run's reply; with `after`, only its messages past that position (what a run
+    did after it took a steering message)."""
     await gw.visible(seq, RUNS)
     # The run and its messages in one round trip: a row per message (one with
     # no message if it has none), the run's columns on each.
-    rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id)
+    rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id, after)
     if not rows:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
     run = rows[0]
@@ -380,6 +386,22 @@ async def send(
     return await send_in(Lane(checked_id(agent_id, "agent")), body, gw, streaming, key)
 
 
+async def admit(
+    gw: Gateway, command: Envelope[StartRun], policy: Concurrency
+) -> bool | Literal["steer"]:
+    """Decide how the run meets the runs of its conversation in flight (concurrency.py):
+    True if it was admitted by this request, False if by a first try of it meanwhile
+    (follow that), "steer" for the steering path. 409 (ConversationBusy) under reject."""
+    if policy == "reject":
+        return await admitted(gw, command) is not None
+    if policy in ("interrupt", "rollback"):
+        seq = await concurrency.interrupting(gw, command, policy == "rollback", queued_event)
+        return seq is not None
+    if policy == "steer" and command.data.steer:
+        return "steer"
+    return True
+
+
 async def send_in(
     lane: Lane,
     body: SendMessageBody,
@@ -387,18 +409,20 @@ async def send_in(
     streaming: bool,
     key: str | None,
     *,
-    busy_is_conflict: bool = False,
+    route_policy: Concurrency = AGENT_ROUTES,
     isolated_block_ids: list[str] | None = None,
     override_settings: dict[str, Any] | None = None,
 ) -> Any:
     """Run the agent on `body` in the conversation `lane`, streamed or answered when done.
 
-    With `busy_is_conflict` (Letta's conversation routes) a request that finds
-    another run of the conversation in progress is refused with 409 instead of
-    waiting its turn; a retry of the request in progress (same otids) follows it.
+    A run of the conversation in flight meets the request's concurrency policy, else
+    the agent's, else `route_policy` (o_contracts/concurrency.py): Letta's
+    conversation routes refuse it with 409 (a retry of the request in progress, same
+    otids, follows it), its agent-level routes queue it.
     """
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
+    policy = policy_for(body.concurrency, agent.get("concurrency"), route_policy)
     run_id = idempotent_run_id(lane, body, key)
     view = render.AssistantView.of(request_config(body))
     # A background run's chunks are numbered, so that its stream can be resumed.
@@ -416,16 +440,24 @@ async def send_in(
     # Images first: a client tool's image result is part of its answer.
     await store_images(gw, body)
     body = await answered_before(gw, lane, body, pending)
+    approvals = checked_answers(body, pending)
     command = start_run(
         lane,
         body,
-        approvals=checked_answers(body, pending),
+        approvals=approvals,
         run_id=run_id,
         isolated_block_ids=isolated_block_ids,
         override_settings=override_settings,
+        # (Answers to pending calls steer nothing: no run is in flight while calls wait.)
+        steer=policy == "steer" and not approvals,
     )
-    if busy_is_conflict and not queued:
-        if await admitted(gw, command) is None:
+    if not queued:
+        admission = await admit(gw, command, policy)
+        if admission == "steer":
+            from o_gateway.routes.steering import send_steering  # (it uses this module's)
+
+            return await send_steering(gw, command, agent["agent_type"], streaming, view)
+        if not admission:
             # Admitted by this request's first try meanwhile: follow that.
             run = await known_run(gw, lane, command.data.run_id)
             assert run is not None
@@ -588,7 +620,7 @@ async def send_message_async(
     and its outcome is POSTed to `callback_url` when it ends (docs/callbacks.md)."""
     lane = Lane(checked_id(agent_id, "agent"))
     callback_url = accepted_callback_url(body.callback_url, gw.settings.callbacks)
-    _, pending = await agent_and_pending(gw, agent_id)
+    agent, pending = await agent_and_pending(gw, agent_id)
     retry_of = idempotent_run_id(lane, body, idempotency_key)
     known = await known_run(gw, lane, retry_of) if retry_of is not None else None
     if retry_of is not None and known is not None and known["status"] != "created":
@@ -607,7 +639,15 @@ async def send_message_async(
     seq = 0
     if known is None:
         # The run exists (and can be listed or cancelled) before the executor sees it.
-        seq = (await gw.eventlog.append(lane.events, queued_event(command))).seq
+        # (Under concurrency steer it queues: the answer here is the run, before it runs.)
+        policy = policy_for(body.concurrency, agent.get("concurrency"), AGENT_ROUTES)
+        if policy == "reject":
+            seq = await admitted(gw, command) or 0
+        elif policy in ("interrupt", "rollback"):
+            rollback = policy == "rollback"
+            seq = await concurrency.interrupting(gw, command, rollback, queued_event) or 0
+        else:
+            seq = (await gw.eventlog.append(lane.events, queued_event(command))).seq
     # (Again for a retry of a run still created: its first try may have died between its
     # RunQueued and this; the command's ids derive from the run, so it runs once.)
     await gw.eventlog.send_command(lane.commands, command)

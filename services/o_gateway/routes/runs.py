@@ -36,7 +36,7 @@ def run_json(row: dict[str, Any], callback: dict[str, Any] | None = None) -> dic
         "conversation_id": row.get("conversation_id"),
         "base_template_id": None,
         "background": row["background"],
-        "metadata": {"run_type": "send_message"},
+        "metadata": {"run_type": "send_message", **interruption(row)},
         "request_config": row["request_config"],
         "stop_reason": row["stop_reason"],
         "callback_url": row.get("callback_url"),
@@ -46,6 +46,13 @@ def run_json(row: dict[str, Any], callback: dict[str, Any] | None = None) -> dic
         "ttft_ns": None,
         "total_duration_ns": duration,
     }
+
+
+def interruption(row: dict[str, Any]) -> dict[str, Any]:
+    """Who interrupted the run, if a later message did (an O extension in Letta's metadata;
+    docs/conversations.md)."""
+    by = row.get("interrupted_by")
+    return {"interrupted_by": by, "rolled_back": bool(row.get("rolled_back"))} if by else {}
 
 
 def step_json(row: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]:
