@@ -45,18 +45,24 @@ def add(a: int, b: int) -> int:
 '''
 
 
-async def wait_for_sandbox(eventlog: EventLog) -> dict[str, object]:
+async def wait_for_sandbox(nats_url: str, gateway: Identity) -> dict[str, object]:
+    """The sandbox's report, once it answers (asked as the gateway asks for /v1/health)."""
     import msgpack
+    import nats
     from nats.errors import NoRespondersError, TimeoutError
 
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                msg = await eventlog.nc.request(subjects.SANDBOX_CAPABILITIES, b"", timeout=1)
-                report: dict[str, object] = msgpack.unpackb(msg.data, raw=False)
-                return report
-            except (NoRespondersError, TimeoutError):
-                await asyncio.sleep(0.1)
+    nc = await nats.connect(nats_url, **gateway.options())
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                try:
+                    msg = await nc.request(subjects.SANDBOX_CAPABILITIES, b"", timeout=1)
+                    report: dict[str, object] = msgpack.unpackb(msg.data, raw=False)
+                    return report
+                except (NoRespondersError, TimeoutError):
+                    await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
 
 
 async def bench(
@@ -74,7 +80,9 @@ async def bench(
     executor = Identity.from_file("executor", seed_file("executor"))
     eventlog = await EventLog.connect(nats_url, name="bench-executor", identity=executor)
     try:
-        report = await wait_for_sandbox(eventlog)
+        report = await wait_for_sandbox(
+            nats_url, Identity.from_file("gateway", seed_file("gateway"))
+        )
         print(
             f"sandbox isolation: {report['network']}; pid namespace {report['pid_namespace']}; "
             f"{report['user']}; {report['filesystem']}"
