@@ -16,7 +16,8 @@ help:
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
 	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
-	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills"
+	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills,"
+	@echo "             folder ingestion throughput and file search at 1,000 files"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 $(STAMP): pyproject.toml
@@ -77,6 +78,7 @@ bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_cost
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
+	HF_HUB_OFFLINE=1 PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from o_contracts.base import Message
 from o_contracts.commands import DeliverCallback, StartRun
+from o_contracts.file_commands import ProcessFile
 
 
 def subject_key(subject: str) -> str:
@@ -26,6 +27,8 @@ def acts_on(command: Message) -> str | None:
         return command.lane.key
     if isinstance(command, DeliverCallback):  # (one run's delivery: o.cmd.callback.<run>)
         return command.run_id
+    if isinstance(command, ProcessFile):  # (one file's processing: o.cmd.files.<file>)
+        return command.file_id
     for field in ("block_id", "agent_id"):
         value = getattr(command, field, None)
         if isinstance(value, str):

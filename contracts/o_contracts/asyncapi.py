@@ -18,6 +18,7 @@ from o_contracts import (
     commands,
     events,
     evolution_commands,
+    file_commands,
     mcp_stdio,
     schedule_commands,
     subjects,
@@ -58,6 +59,8 @@ CHANNELS = (
             events.BlockDetached,
             events.ToolAttached,
             events.ToolDetached,
+            events.FolderAttached,
+            events.FolderDetached,
             events.RunQueued,
             events.RunStarted,
             events.RunCancellationRequested,
@@ -295,7 +298,7 @@ CHANNELS = (
         f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
         "key",
         f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
-        "the block id, or the agent id for memory tools and archival memory.",
+        "the block id, or the agent id for memory tools, archival memory and its open files.",
         (
             commands.CreateBlock,
             commands.UpdateBlock,
@@ -305,7 +308,59 @@ CHANNELS = (
             commands.InsertPassage,
             commands.DeletePassage,
             commands.ReflectOnMemories,
+            file_commands.OpenFiles,
+            file_commands.CloseFiles,
         ),
+        "receive",
+    ),
+    Channel(
+        "folderEvents",
+        f"{subjects.EVENTS_PREFIX}.folder.{{folder_id}}",
+        "folder_id",
+        "One folder: its creation, changes and deletion, and its files' uploads and "
+        "deletions (an upload's bytes are in the object store "
+        f"{subjects.FILES_BUCKET}, named by their SHA-256) (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.FolderCreated,
+            events.FolderUpdated,
+            events.FolderDeleted,
+            events.FileUploaded,
+            events.FileDeleted,
+        ),
+        "send",
+    ),
+    Channel(
+        "fileEvents",
+        f"{subjects.EVENTS_PREFIX}.folder.{{folder_id}}.file.{{file_id}}",
+        ("folder_id", "file_id"),
+        "The processing of one uploaded file, a step per event: started, parsed, chunks "
+        f"embedded (in batches), processed or failed (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.FileProcessingStarted,
+            events.FileParsed,
+            events.FileChunksEmbedded,
+            events.FileProcessed,
+            events.FileFailed,
+        ),
+        "send",
+    ),
+    Channel(
+        "agentFilesEvents",
+        f"{subjects.EVENTS_PREFIX}.agent_files.{{agent_id}}",
+        "agent_id",
+        "Which files of its folders an agent has open, and which lines of each "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (events.FilesOpened, events.FilesClosed),
+        "send",
+    ),
+    Channel(
+        "filesCommands",
+        f"{subjects.COMMANDS_PREFIX}.files.{{file_id}}",
+        "file_id",
+        "Ask the memory service to process an uploaded file (it sends these itself for "
+        f"every FileUploaded) (stream {subjects.COMMANDS_STREAM}); add O-Reply-To to get a "
+        "Reply when it is done.",
+        (file_commands.ProcessFile,),
         "receive",
     ),
 )

@@ -273,7 +273,91 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["version_id", "reason"],
     ),
+    # The files tools (Letta's FILES_TOOLS): an agent gets them when a folder is attached.
+    "open_files": _fn(
+        "open_files",
+        "Open one or more files and load their contents into the files section of your"
+        " core memory. At most max_files_open files can be open at once; opening more"
+        " closes the least recently used ones. Use it to read a file, or a window of its"
+        " lines (offset and length), or to replace the open files with a new set"
+        " (close_all_others=true).",
+        {
+            "file_requests": {
+                "type": "array",
+                "description": "The files to open, each with an optional window of lines.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file_name": {
+                            "type": "string",
+                            "description": "Name of the file to open, as listed in your"
+                            " directories (e.g. 'project/notes.md').",
+                        },
+                        "offset": {
+                            "type": "integer",
+                            "description": "Optional first line to show (0-indexed); the"
+                            " file's start if omitted.",
+                        },
+                        "length": {
+                            "type": "integer",
+                            "description": "Optional number of lines to show from offset;"
+                            " to the end if omitted.",
+                        },
+                    },
+                    "required": ["file_name"],
+                },
+            },
+            "close_all_others": {
+                "type": "boolean",
+                "description": "Close every other open file first (default false).",
+            },
+        },
+        ["file_requests"],
+    ),
+    "grep_files": _fn(
+        "grep_files",
+        "Search the contents of your files for a keyword or regular expression, with"
+        " lines of context around each match. Shows 20 matches per call, with a summary of"
+        " how many matches each file has; call again with offset to see the next ones.",
+        {
+            "pattern": {
+                "type": "string",
+                "description": "Keyword or regular expression to search for (case-insensitive).",
+            },
+            "include": {
+                "type": "string",
+                "description": "Optional keyword, glob or regular expression the file names"
+                " to search must match.",
+            },
+            "context_lines": {
+                "type": "integer",
+                "description": "Lines of context before and after each match (default 1).",
+            },
+            "offset": {
+                "type": "integer",
+                "description": "How many matches to skip (for the next page: 20, 40 ...).",
+            },
+        },
+        ["pattern"],
+    ),
+    "semantic_search_files": _fn(
+        "semantic_search_files",
+        "Search your files by meaning rather than exact words: finds passages about a"
+        " topic without knowing the words they use.",
+        {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {
+                "type": "integer",
+                "description": "Maximum number of passages to return (default 5).",
+            },
+        },
+        ["query"],
+    ),
 }
+
+# The files tools, in Letta's order: carried out by the memory service
+# (o_executor/file_calls.py); attaching a folder gives them to the agent.
+FILE_TOOLS = ("open_files", "grep_files", "semantic_search_files")
 
 # Evolution in the agent's own hands: given when its evolution is on (see above).
 EVOLUTION_TOOLS = (

@@ -22,6 +22,9 @@ IdPrefix = Literal[
     "evt",
     "conv",
     "file",
+    # Letta names folders' ids "source-<uuid>" (folders were sources first).
+    "source",
+    "file_agent",
     "mcp_server",
     "group",
     "proposal",

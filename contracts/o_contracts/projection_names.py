@@ -15,6 +15,8 @@ GROUPS: Final = "groups"  # the gateway's multi-agent groups
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
 CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
 SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
+# The memory service's folders, their files and chunks, and which agent sees which file.
+FOLDERS: Final = "folders"
 
 ALL: Final = (
     AGENTS,
@@ -27,4 +29,5 @@ ALL: Final = (
     EVOLUTION,
     CALLBACKS,
     SCHEDULES,
+    FOLDERS,
 )

@@ -31,4 +31,4 @@ def all_messages() -> list[type[Message]]:
 def _ensure_loaded() -> None:
     # Importing the definition modules registers them; done lazily so that
     # `registry` itself has no import cycle with them.
-    from o_contracts import commands, events  # noqa: F401
+    from o_contracts import commands, events, file_commands  # noqa: F401

@@ -16,6 +16,9 @@ DEAD_LETTER_STREAM: Final = "O_DEAD_LETTERS"
 # The JetStream object store holding images of messages, each named by the SHA-256 of its
 # bytes (hex): events carry the name, never the bytes (o_runtime/images.py).
 IMAGES_BUCKET: Final = "O_IMAGES"
+# The object store holding folders' uploaded files and their parsed text, each named by
+# the SHA-256 of its bytes (o_runtime/file_store.py; events/folders.py says why).
+FILES_BUCKET: Final = "O_FILES"
 
 EVENTS_PREFIX: Final = "o.evt"
 COMMANDS_PREFIX: Final = "o.cmd"
@@ -34,6 +37,12 @@ SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 # One agent's evolution decisions, hash-chained (events/evolution.py).
 EVOLUTION_EVENTS: Final = f"{EVENTS_PREFIX}.evolution.*"
+# Folders (o.evt.folder.<folder_id>) and the processing of each of their files
+# (o.evt.folder.<folder_id>.file.<file_id>): events/folders.py.
+FOLDER_EVENTS: Final = f"{EVENTS_PREFIX}.folder.>"
+FILE_UPLOADS: Final = f"{EVENTS_PREFIX}.folder.*"
+# Which files an agent has open, and where (o.evt.agent_files.<agent_id>).
+AGENT_FILES_EVENTS: Final = f"{EVENTS_PREFIX}.agent_files.*"
 # One run's completion callback: its delivery and every attempt (events/callbacks.py).
 CALLBACK_EVENTS: Final = f"{EVENTS_PREFIX}.callback.*"
 # One schedule's life: created, changed, each slot fired or skipped, deleted (O's scheduled runs).
@@ -46,6 +55,9 @@ ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 EXECUTOR_COMMANDS: Final = f"{COMMANDS_PREFIX}.executor.*"
 EVOLUTION_COMMANDS: Final = f"{COMMANDS_PREFIX}.evolution.*"
 MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
+# Processing an uploaded file (parse, chunk, embed): the memory service's own work queue,
+# apart from memory commands, so a long file never holds up an agent's memory edit.
+FILES_COMMANDS: Final = f"{COMMANDS_PREFIX}.files.*"
 CALLBACK_COMMANDS: Final = f"{COMMANDS_PREFIX}.callback.*"
 SCHEDULE_COMMANDS: Final = f"{COMMANDS_PREFIX}.schedule.*"
 
@@ -79,6 +91,8 @@ RUN_TOKENS_PREFIX: Final = "o.tokens.run"
 # Archival search is a read that also records which passages were returned
 # (PassagesAccessed), so their recency reflects use.
 MEMORY_SEARCH_ARCHIVAL: Final = f"{RPC_PREFIX}.memory.archival_search"
+# grep_files and semantic_search_files over the files of an agent's folders (a read).
+MEMORY_SEARCH_FILES: Final = f"{RPC_PREFIX}.memory.file_search"
 
 
 def agent_subject(agent_id: str) -> str:
@@ -187,6 +201,25 @@ def tool_subject(tool_id: str) -> str:
 
 def group_subject(group_id: str) -> str:
     return f"{EVENTS_PREFIX}.group.{group_id}"
+
+
+def folder_subject(folder_id: str) -> str:
+    return f"{EVENTS_PREFIX}.folder.{folder_id}"
+
+
+def file_subject(folder_id: str, file_id: str) -> str:
+    """One uploaded file's processing, under its folder's subject: `o.evt.folder.>` reads a
+    folder with all its files; a subject of its own lets the worker append each step with
+    the expected-last-sequence check."""
+    return f"{EVENTS_PREFIX}.folder.{folder_id}.file.{file_id}"
+
+
+def agent_files_subject(agent_id: str) -> str:
+    return f"{EVENTS_PREFIX}.agent_files.{agent_id}"
+
+
+def files_command_subject(file_id: str) -> str:
+    return f"{COMMANDS_PREFIX}.files.{file_id}"
 
 
 def mcp_server_subject(mcp_server_id: str) -> str:

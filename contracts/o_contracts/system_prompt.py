@@ -74,8 +74,13 @@ def compile_system(
     archival_tags: Sequence[str] = (),
     conversation_id: str | None = None,
     now: datetime | None = None,
+    directories: str = "",
 ) -> str:
+    """`directories`: the agent's folders and files, rendered (o_contracts/directories.py);
+    they follow the memory blocks, as in Letta."""
     memory = render_blocks(blocks)
+    if directories:
+        memory = (memory + "\n\n" if memory else "") + directories
     full = (memory + "\n\n" if memory else "") + render_metadata(
         agent_id,
         recall_count,

@@ -31,6 +31,7 @@ PROJECTIONS = {
     names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
     names.GROUPS: "o_gateway.groups_projection:groups",
     names.EVOLUTION: "o_evolution.projection:evolution",
+    names.FOLDERS: "o_memory.files.projection:folders",
     names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",
     names.SCHEDULES: "o_schedules.projection:schedules",
 }

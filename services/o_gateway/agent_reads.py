@@ -7,6 +7,7 @@ from typing import Any
 
 from o_contracts.models import ChatMessage
 from o_gateway import render
+from o_gateway.folder_reads import agent_folder_rows, render_folder
 from o_gateway.group_reads import managed_group, render_group
 from o_gateway.state import Gateway
 from o_gateway.tool_registry import user_tools
@@ -23,6 +24,7 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     state["pending_approval"] = await pending_approval(gw, row["id"], row["agent_type"])
     state["message_ids"] = await message_ids(gw, row["id"])
     state["enable_sleeptime"] = row.get("enable_sleeptime")
+    state["sources"] = [render_folder(f) for f in await agent_folder_rows(gw, row["id"])]
     # (An O extension: o_contracts/concurrency.py. '' or NULL: the route's, Letta's.)
     state["concurrency"] = row.get("concurrency") or None
     group = await managed_group(gw.pool, row["id"])

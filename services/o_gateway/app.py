@@ -17,6 +17,7 @@ from o_gateway import openapi
 from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
 from o_gateway.render import VERSION
 from o_gateway.routes import (
+    agent_folders,
     agent_tools,
     agents,
     all_messages,
@@ -25,6 +26,7 @@ from o_gateway.routes import (
     context,
     conversations,
     evolution,
+    folders,
     generate,
     groups,
     health,
@@ -140,6 +142,8 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         mcp_legacy,
         groups,
         evolution,
+        folders,
+        agent_folders,
         schedules,
     ):
         app.include_router(module.router)
@@ -178,7 +182,11 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     # The last added runs first: Instrumented, CORS, Authenticated, InputLimits. CORS
     # answers a browser's preflight before authentication (a preflight carries no key)
     # and marks refusals too, so a browser app can read why it was refused.
-    app.add_middleware(InputLimits, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        InputLimits,
+        max_body_bytes=settings.max_body_bytes,
+        max_file_bytes=settings.max_file_bytes,
+    )
     app.add_middleware(Authenticated, api_key=settings.api_key, open_docs=settings.open_docs)
     app.add_middleware(
         CORSMiddleware,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -83,17 +84,38 @@ class JsonHttpToolsProtocol(HttpToolsProtocol):
 # Before routing: sizes and the URL.
 
 
+# A file upload's route (folders and Letta's older sources): its own limit, O_MAX_FILE_BYTES.
+_UPLOAD_PATH = re.compile(r"^/v1/(folders|sources)/[^/]+/upload/?$")
+# Room for the multipart framing around the file (boundaries, part headers, the name).
+MULTIPART_ROOM = 64 * 1024
+
+
 class InputLimits:
     """413 for a body over `max_body_bytes`, 422 for a NUL in the URL, 414 for a long query.
 
     A body with a Content-Length over the limit is refused before any of it is read
     (the server discards the rest); a chunked body is counted as the application reads
-    it and refused once it passes the limit, so at most the limit is ever held.
+    it and refused once it passes the limit, so at most the limit is ever held. A file
+    upload may carry `max_file_bytes` (and its multipart framing) instead.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_file_bytes: int = 0) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_file_bytes = max_file_bytes
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        """The body limit of this request, and what a 413 says."""
+        if self.max_file_bytes and scope["method"] == "POST" and _UPLOAD_PATH.match(scope["path"]):
+            return (
+                self.max_file_bytes + MULTIPART_ROOM,
+                f"the file is over the upload limit of {self.max_file_bytes} bytes"
+                " (O_MAX_FILE_BYTES)",
+            )
+        return (
+            self.max_body_bytes,
+            f"the request body is over the limit of {self.max_body_bytes} bytes",
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,23 +139,19 @@ class InputLimits:
             if name == b"content-length":
                 length = value
                 break
+        limit, too_large = self._limit(scope)
         if length is None:
-            await self.app(scope, self._counted(receive), send)
+            await self.app(scope, self._counted(receive, limit, too_large), send)
             return
         if not length.isdigit():
             await _json_error(400, "Content-Length is not a number")(scope, receive, send)
             return
-        if int(length) > self.max_body_bytes:
-            await self._too_large()(scope, receive, send)
+        if int(length) > limit:
+            await _json_error(413, too_large)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _too_large(self) -> JSONResponse:
-        return _json_error(
-            413, f"the request body is over the limit of {self.max_body_bytes} bytes"
-        )
-
-    def _counted(self, receive: Receive) -> Receive:
+    def _counted(self, receive: Receive, limit: int, too_large: str) -> Receive:
         seen = 0
 
         async def counted() -> Message:
@@ -141,10 +159,8 @@ class InputLimits:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    raise HTTPException(
-                        413, f"the request body is over the limit of {self.max_body_bytes} bytes"
-                    )
+                if seen > limit:
+                    raise HTTPException(413, too_large)
             return message
 
         return counted

@@ -35,6 +35,9 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "group_id": "group",
     "proposal_id": "proposal",
     "rollout_id": "rollout",
+    # Folders keep Letta's "source-" ids (they were sources first).
+    "folder_id": "source",
+    "file_id": "file",
     "schedule_id": "schedule",
 }
 
@@ -47,6 +50,9 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     # Letta's older MCP routes: a server that cannot be reached is a 502, as Letta's.
     ("get", "/v1/tools/mcp/servers/{mcp_server_name}/tools"): (502,),
     ("post", "/v1/tools/mcp/servers/{mcp_server_name}/tools/{tool_name}/execute"): (502,),
+    # A file of a type folders do not take, as Letta answers it.
+    ("post", "/v1/folders/{folder_id}/upload"): (415,),
+    ("post", "/v1/sources/{folder_id}/upload"): (415,),
 }
 
 # Operations that answer a stream of server-sent events (with `streaming: true`, or always).
@@ -62,6 +68,7 @@ _DESCRIPTIONS = {
     409: "Conflict with the current state (a concurrent change, a name in use ...)",
     413: "The request body, or a value in it, is over its size limit",
     414: "The query string is over its size limit",
+    415: "The uploaded file's type is not one folders take",
     422: "Invalid input: a value fails validation or cannot be stored",
     500: "Internal error",
     502: "A downstream step failed",

@@ -9,6 +9,8 @@ from o_contracts.events import (
     AgentCreated,
     AgentDeleted,
     AgentUpdated,
+    FolderAttached,
+    FolderDetached,
     ToolAttached,
     ToolDetached,
 )
@@ -111,3 +113,28 @@ async def tool_detached(conn: asyncpg.Connection, e: ToolDetached, rec: Recorded
         rec.envelope.time,
         rec.seq,
     )
+
+
+async def _folder_tools(
+    conn: asyncpg.Connection, agent_id: str, tools: list[str] | None, rec: Recorded
+) -> None:
+    """A folder's attachment itself is the memory service's (projection "folders"); the
+    agent's built-in tools change with it when it gains or loses the files tools."""
+    if tools is not None:
+        await conn.execute(
+            "UPDATE agents SET tools = $2, updated_at = $3, last_seq = $4 WHERE id = $1",
+            agent_id,
+            tools,
+            rec.envelope.time,
+            rec.seq,
+        )
+
+
+@agents.on(FolderAttached)
+async def folder_attached(conn: asyncpg.Connection, e: FolderAttached, rec: Recorded) -> None:
+    await _folder_tools(conn, e.agent_id, e.tools, rec)
+
+
+@agents.on(FolderDetached)
+async def folder_detached(conn: asyncpg.Connection, e: FolderDetached, rec: Recorded) -> None:
+    await _folder_tools(conn, e.agent_id, e.tools, rec)

@@ -20,6 +20,9 @@ LETTA_ORIGINS = (
 )
 
 
+DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+
+
 def cors_origins(env: Env) -> tuple[str, ...]:
     """O_CORS_ORIGINS (comma-separated) in place of Letta's defaults, and Letta's own
     ACCEPTABLE_ORIGINS added to either, as Letta adds it."""
@@ -54,6 +57,9 @@ class GatewaySettings:
     sleeptime_turn_wait: float = 2.0
     # Browser origins that may call the API (CORS, with credentials, any method and header).
     cors_origins: tuple[str, ...] = field(default=LETTA_ORIGINS)
+    # A file uploaded to a folder may be this large (Letta's file processor takes 50 MiB);
+    # more is a 413 before the upload is read.
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
 
@@ -71,5 +77,6 @@ class GatewaySettings:
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
+            max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
             callbacks=CallbackSettings.from_env(env),
         )

@@ -11,7 +11,7 @@ service's core-memory RPC answers other systems with the same read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import asyncpg
 
@@ -29,6 +29,20 @@ BLOCK_FIELDS = (
     "last_seq",
 )
 
+# The agent's folders in attach order, each with its processed files and the window of
+# those it has open (o_contracts/directories.py renders them); [] for most agents (one
+# index lookup).
+_DIRECTORIES = (
+    "coalesce((SELECT jsonb_agg(jsonb_build_object('name', fo.name, 'description',"
+    " fo.description, 'instructions', fo.instructions, 'files', coalesce((SELECT"
+    " jsonb_agg(jsonb_build_object('name', f.file_name, 'open', v.file_id IS NOT NULL,"
+    " 'visible', v.visible_content) ORDER BY f.file_name, f.id) FROM folder_files f"
+    " LEFT JOIN agent_file_views v ON v.file_id = f.id AND v.agent_id = $1"
+    " WHERE f.folder_id = af.folder_id AND f.status = 'completed'), '[]'::jsonb))"
+    " ORDER BY af.attached_seq) FROM agent_folders af JOIN folders fo ON fo.id = af.folder_id"
+    " WHERE af.agent_id = $1), '[]'::jsonb)"
+)
+
 # One round trip: the archive's size and tags as a one-row table, joined to the
 # agent's blocks in order (no blocks: one row of NULL block columns). The
 # archival projection keeps the size and tags: counting passages here grew
@@ -36,10 +50,11 @@ BLOCK_FIELDS = (
 _CORE_MEMORY = (
     "SELECT "
     + ", ".join(f'b."{f}"' for f in BLOCK_FIELDS)
-    + ", a.archival_count, a.archival_tags FROM (SELECT"
+    + ", a.archival_count, a.archival_tags, a.directories FROM (SELECT"
     " coalesce((SELECT passages FROM archival_counts WHERE agent_id = $1), 0)"
     " AS archival_count, coalesce((SELECT array_agg(tag ORDER BY tag)"
-    " FROM archival_tag_counts WHERE agent_id = $1), '{}') AS archival_tags) a"
+    " FROM archival_tag_counts WHERE agent_id = $1), '{}') AS archival_tags,"
+    f" {_DIRECTORIES} AS directories) a"
     " LEFT JOIN (agent_blocks ab JOIN blocks b ON b.id = ab.block_id) ON ab.agent_id = $1"
     " ORDER BY ab.position, b.id"
 )
@@ -49,6 +64,8 @@ class CoreMemory(TypedDict):
     blocks: list[dict[str, Any]]
     archival_count: int
     archival_tags: list[str]
+    # The agent's folders and files (the prompt's <directories>); absent: none.
+    directories: NotRequired[list[dict[str, Any]]]
 
 
 _ISOLATED = (
@@ -73,4 +90,5 @@ async def read_core_memory(
         "blocks": blocks,
         "archival_count": int(rows[0]["archival_count"]),
         "archival_tags": list(rows[0]["archival_tags"]),
+        "directories": list(rows[0]["directories"] or []),
     }

@@ -1,5 +1,7 @@
-"""The memory service process: block projection, memory commands, core-memory reads, and
-every agent's evolution decisions kept in its archival memory (evolution_archive.py)."""
+"""The memory service process: block projection, memory commands, core-memory reads,
+every agent's evolution decisions kept in its archival memory (evolution_archive.py), and
+folders' files: processing uploads, agents' open files, the file tools' searches
+(files/)."""
 
 from __future__ import annotations
 
@@ -16,15 +18,25 @@ from o_contracts.commands import (
     RunMemoryTool,
     UpdateBlock,
 )
+from o_contracts.events import FileUploaded
+from o_contracts.file_commands import CloseFiles, OpenFiles, ProcessFile
+from o_contracts.file_requests import FileSearchAnswer, SearchFiles
 from o_contracts.projection_names import MEMORY
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.core_memory import read_core_memory
 from o_memory.evolution_archive import EvolutionArchive, archived_types
+from o_memory.files import search
+from o_memory.files.handlers import FileViews
+from o_memory.files.processing import FileWorker
+from o_memory.files.projection import folders
+from o_memory.files.settings import FileSettings
+from o_memory.files.uploads import Uploads
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
 from o_runtime.commands import CommandConsumer
+from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
 from o_runtime.reactor import EventReactor
 from o_runtime.service import Service
@@ -33,11 +45,16 @@ from o_runtime.service import Service
 class MemoryService(Service):
     name = "memory"
 
+    def configure(self, env: Env) -> None:
+        self.file_settings = FileSettings.from_env(env)
+
     async def setup(self) -> None:
         self.project(memory)
         self.project(archival)
+        self.project(folders)
         cmds = MemoryCommands(self)
         self.archival = ArchivalCommands(self)
+        views = FileViews(self)
         self.consume(
             CommandConsumer(
                 self.eventlog,
@@ -52,7 +69,30 @@ class MemoryService(Service):
                     InsertPassage: self.archival.insert_passage,
                     DeletePassage: self.archival.delete_passage,
                     ReflectOnMemories: self.archival.reflect,
+                    OpenFiles: views.open_files,
+                    CloseFiles: views.close_files,
                 },
+            )
+        )
+        # Files are parsed and embedded on a work queue of their own (a long file never
+        # holds up a memory edit); FileUploaded events send its commands.
+        worker = FileWorker(self, views, self.file_settings)
+        self.consume(
+            CommandConsumer(
+                self.eventlog,
+                "memory-files",
+                subjects.FILES_COMMANDS,
+                {ProcessFile: worker.process_file},
+                ack_wait=self.file_settings.ack_wait,
+                concurrency=self.file_settings.concurrency,
+            )
+        )
+        self.reactors.append(
+            EventReactor(
+                self.eventlog,
+                "memory-file-uploads",
+                subjects.FILE_UPLOADS,
+                {FileUploaded: Uploads(self.eventlog).on_uploaded},
             )
         )
         decisions = EvolutionArchive(self, self.archival)
@@ -70,6 +110,9 @@ class MemoryService(Service):
         self.broker.subscriber(
             subjects.MEMORY_SEARCH_ARCHIVAL, queue="memory", title="archival memory search"
         )(self.search_archival)
+        self.broker.subscriber(
+            subjects.MEMORY_SEARCH_FILES, queue="memory", title="an agent's file tools' searches"
+        )(self.search_files)
 
     async def read_core_memory(self, body: bytes) -> bytes:
         """Request: msgpack {agent_id, min_seq}.
@@ -95,3 +138,19 @@ class MemoryService(Service):
         except AppendRejected as exc:
             return ArchivalResults(ok=False, status=exc.status, error=exc.reason).encode()
         return ArchivalResults(ok=True, results=results).encode()
+
+    async def search_files(self, body: bytes) -> bytes:
+        """Request: msgpack SearchFiles; reply: msgpack FileSearchAnswer (errors included)."""
+        try:
+            request = SearchFiles.model_validate(msgpack.unpackb(body, raw=False))
+        except Exception as exc:  # malformed msgpack or a ValidationError
+            return FileSearchAnswer(ok=False, text=first_error(exc)).encode()
+        try:
+            if request.tool == "grep_files":
+                async with self.pool.acquire() as conn:
+                    text = await search.grep(conn, request.agent_id, request.arguments)
+            else:
+                text = await search.semantic(self.pool, request.agent_id, request.arguments)
+        except search.FileToolError as exc:
+            return FileSearchAnswer(ok=False, text=str(exc)).encode()
+        return FileSearchAnswer(ok=True, text=text).encode()

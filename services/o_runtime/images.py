@@ -62,6 +62,28 @@ async def ensure_image_store(js: JetStreamContext, replicas: int = 1) -> ObjectS
         return await js.object_store(IMAGES_BUCKET)
 
 
+async def read_object(store: ObjectStore, bucket: str, name: str) -> bytes:
+    """An object's chunks, read one by one with direct gets.
+
+    nats-py's `ObjectStore.get` reads them through a consumer, and an identity that may
+    make consumers on an object store's stream could point one at any subject: these bytes
+    come from users, and must never be relayed into the log (docs/security.md). Direct
+    gets need no consumer.
+    """
+    info = await store.get_info(name)
+    if not info.size:
+        return b""
+    js, stream = store._js, f"OBJ_{bucket}"
+    subject = f"$O.{bucket}.C.{info.nuid}"
+    data = bytearray()
+    seq = 0
+    while len(data) < info.size:
+        msg = await js.get_msg(stream, seq=seq + 1, subject=subject, next=True, direct=True)
+        data += msg.data or b""
+        seq = int(msg.seq or 0)
+    return bytes(data)
+
+
 class Images:
     """Put and read images by their SHA-256, with an in-memory cache of recent reads."""
 
@@ -100,25 +122,7 @@ class Images:
         return data
 
     async def _read(self, name: str) -> bytes:
-        """The object's chunks, read one by one with direct gets.
-
-        nats-py's `ObjectStore.get` reads them through a consumer, and an identity that may
-        make consumers on this stream could point one at any subject: these bytes come
-        from users, and must never be relayed into the log (docs/security.md). Direct
-        gets need no consumer.
-        """
-        info = await self.store.get_info(name)
-        if not info.size:
-            return b""
-        js, stream = self.store._js, f"OBJ_{IMAGES_BUCKET}"
-        subject = f"$O.{IMAGES_BUCKET}.C.{info.nuid}"
-        data = bytearray()
-        seq = 0
-        while len(data) < info.size:
-            msg = await js.get_msg(stream, seq=seq + 1, subject=subject, next=True, direct=True)
-            data += msg.data or b""
-            seq = int(msg.seq or 0)
-        return bytes(data)
+        return await read_object(self.store, IMAGES_BUCKET, name)
 
     def _remember(self, sha256: str, data: bytes) -> None:
         if len(data) > self._cache_bytes:

@@ -219,6 +219,10 @@ GATEWAY = Role(
             subjects.EVOLUTION_COMMANDS,
             subjects.SCHEDULE_COMMANDS,
         ),
+        # Folders (docs/folders.md): the folder's own events; uploads' bytes first.
+        appends(subjects.FILE_UPLOADS),
+        objects(subjects.FILES_BUCKET, write=True),
+        asks(subjects.MEMORY_SEARCH_FILES),
         # Completion callbacks (docs/callbacks.md): runs' ends seen, deliveries recorded.
         appends(subjects.CALLBACK_EVENTS),
         sends(subjects.CALLBACK_COMMANDS),
@@ -257,6 +261,7 @@ EXECUTOR = Role(
             subjects.SANDBOX_RUN,
             subjects.SANDBOX_EXECUTIONS,
             subjects.SANDBOX_MCP_STDIO,
+            subjects.MEMORY_SEARCH_FILES,
         ),
         appends(f"{subjects.RUN_TOKENS_PREFIX}.*"),
         kv(topology.RUNS_BUCKET),
@@ -272,6 +277,14 @@ MEMORY = Role(
         appends(subjects.BLOCK_EVENTS, subjects.ARCHIVAL_EVENTS),
         handles_commands(cmd("memory")),
         consumes(evt("memory-evolution-archive")),
+        # Folders' files: each file's processing (not the folder's own events), agents'
+        # open files, the work queue and the parsed text.
+        appends(subjects.file_subject("*", "*"), subjects.AGENT_FILES_EVENTS),
+        sends(subjects.FILES_COMMANDS),
+        handles_commands(cmd("memory-files")),
+        consumes(evt("memory-file-uploads")),
+        objects(subjects.FILES_BUCKET, write=True),
+        serves(subjects.MEMORY_SEARCH_FILES),
         sends(subjects.MEMORY_COMMANDS),
         serves(subjects.MEMORY_READ_CORE, subjects.MEMORY_SEARCH_ARCHIVAL),
     ),

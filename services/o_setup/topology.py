@@ -25,6 +25,7 @@ from o_executor.settings import ExecutorSettings
 from o_runtime.commands import command_consumer_config
 from o_runtime.env import Env
 from o_runtime.eventlog import ensure_streams
+from o_runtime.file_store import ensure_file_store
 from o_runtime.images import ensure_image_store
 from o_runtime.reactor import reactor_config, replace_cumulative_consumer
 from o_schedules.dispatch import dispatch_consumer_config
@@ -56,6 +57,7 @@ class Durable:
 _DECLARED = (
     Durable(subjects.COMMANDS_STREAM, "executor", subjects.EXECUTOR_COMMANDS, "executor"),
     Durable(subjects.COMMANDS_STREAM, "memory", subjects.MEMORY_COMMANDS, "memory"),
+    Durable(subjects.COMMANDS_STREAM, "memory-files", subjects.FILES_COMMANDS, "memory"),
     Durable(subjects.COMMANDS_STREAM, "evolution", subjects.EVOLUTION_COMMANDS, "evolution"),
     Durable(subjects.COMMANDS_STREAM, "schedules", subjects.SCHEDULE_COMMANDS, "evolution"),
     Durable(subjects.COMMANDS_STREAM, "gateway-callbacks", subjects.CALLBACK_COMMANDS, "gateway"),
@@ -75,6 +77,7 @@ _DECLARED = (
         "gateway",
     ),
     Durable(subjects.EVENTS_STREAM, "schedule-dispatch", subjects.SCHEDULE_EVENTS, "evolution"),
+    Durable(subjects.EVENTS_STREAM, "memory-file-uploads", subjects.FILE_UPLOADS, "memory"),
 )
 # By "<stream>/<name>" (a command consumer and a reactor may share a name).
 DURABLE: Mapping[str, Durable] = {f"{d.stream}/{d.name}": d for d in _DECLARED}
@@ -97,6 +100,13 @@ def _callbacks_config(env: Env) -> ConsumerConfig:
     )
 
 
+def _files_config(env: Env) -> ConsumerConfig:
+    from o_memory.files.settings import FileSettings
+
+    files = FileSettings.from_env(env)
+    return command_consumer_config(files.ack_wait, max_ack_pending=files.concurrency)
+
+
 def _reactor(env: Env) -> ConsumerConfig:
     return reactor_config("", "")
 
@@ -117,6 +127,8 @@ _CONFIGS: dict[str, Callable[[Env], ConsumerConfig]] = {
         10.0, max_ack_pending=16
     ),
     f"{subjects.COMMANDS_STREAM}/gateway-callbacks": _callbacks_config,
+    f"{subjects.COMMANDS_STREAM}/memory-files": _files_config,
+    f"{subjects.EVENTS_STREAM}/memory-file-uploads": _reactor,
     f"{subjects.EVENTS_STREAM}/memory-evolution-archive": _reactor,
     f"{subjects.EVENTS_STREAM}/evolution-turns": _reactor,
     f"{subjects.EVENTS_STREAM}/gateway-callbacks": _reactor,
@@ -148,6 +160,7 @@ async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:
     await ensure_streams(js, replicas)
     await _ensure_kv(js, replicas)
     await ensure_image_store(js, replicas)
+    await ensure_file_store(js, replicas)
     for durable in _DECLARED:
         config = durable.config(env)
         if durable.stream == subjects.EVENTS_STREAM and config.ack_policy == AckPolicy.EXPLICIT:

@@ -108,6 +108,11 @@ async def system(
         "O_EXECUTOR_ACK_WAIT": "3",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
+        # Folders: a small upload limit (test_folders.py goes over it), a file held by a
+        # killed memory service taken up again soon, small embedding batches (many steps).
+        "O_MAX_FILE_BYTES": str(512 * 1024),
+        "O_FILES_ACK_WAIT": "3",
+        "O_FILE_EMBED_BATCH": "4",
         # Completion callbacks (test_callbacks.py): signed with a secret the tests know, to a
         # receiver on 127.0.0.1 (refused unless allowed), retried quickly, and taken over
         # soon from a gateway killed mid-delivery.

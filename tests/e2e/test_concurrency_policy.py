@@ -9,6 +9,8 @@ LLM requests and logged events, never for time.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -492,3 +494,89 @@ async def test_the_projections_rebuilt_from_the_log_show_the_same_policies_outco
     _, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     assert await snapshot(system.env["DATABASE_URL"]) == before
+
+
+async def kill_executors(system: System) -> None:
+    restarts = system.supervisor.restart_count("executor")
+    pids = system.supervisor.pids("executor")
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.wait_for(
+        system.supervisor.wait_for_restarts("executor", restarts + len(pids)), 30.0
+    )
+
+
+async def test_a_steered_run_whose_executors_die_takes_the_message_exactly_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    async with agent_events(system, agent["id"]) as events:
+        with held() as release:
+            # The first answer goes to executors that die; the run asks that step again.
+            llm.push(Reply(tool_calls=SEARCH.tool_calls, release=release), SEARCH)
+            llm.push(Reply(content="both"))
+            first = sent(client, agent["id"], "first")
+            await until(llm, lambda reqs: len(reqs) == 1)
+            second = sent(client, agent["id"], "second", "steer")
+            await events.wait_for("RunSteerRequested")
+            await kill_executors(system)
+        whole, steered = await first, await second
+        recorded = await events.drain()
+    assert said(whole) == ["both"] and said(steered) == ["both"]
+    (run,) = await runs_of(system, agent["id"])
+    assert run["stop_reason"] == "end_turn"
+    assert steered.usage.run_ids == [run["id"]]
+    counts = step_counts(recorded)
+    assert counts["RunSteered"] == 1
+    assert counts["RunCompleted"] == 1
+    # The message is in the conversation once, and the model saw it once.
+    assert [h for h in await history(system, agent["id"]) if h[0] == "user_message"] == [
+        ("user_message", "first"),
+        ("user_message", "second"),
+    ]
+    assert seen(llm.requests[-1]).count(("user", "second")) == 1
+
+
+async def test_an_interrupt_whose_executors_die_cancels_once_and_runs_the_new_message_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    client = system.client()
+    async with agent_events(system, agent["id"]) as events:
+        with held() as release:
+            llm.push(SEARCH, Reply(content="never recorded", release=release))
+            llm.push(Reply(content="second"))
+            first = sent(client, agent["id"], "first")
+            await until(llm, lambda reqs: len(reqs) == 2)  # its second step is in flight
+            second = sent(client, agent["id"], "second", "interrupt")
+            await events.wait_until(
+                lambda e: e.type == "RunQueued" and bool(getattr(e.data, "interrupts", None))
+            )
+            await kill_executors(system)
+        interrupted, answer = await first, await second
+        recorded = await events.drain()
+    assert interrupted.stop_reason.stop_reason == "cancelled"
+    assert said(answer) == ["second"]
+    runs = await runs_of(system, agent["id"])
+    assert [(r["status"], r["stop_reason"]) for r in runs] == [
+        ("cancelled", "cancelled"),
+        ("completed", "end_turn"),
+    ]
+    assert step_counts(recorded)["RunCompleted"] == 2
+    # The new run asked the model once ("never recorded" went to the dead executors).
+    asked = [r for r in llm.requests if ("user", "second") in seen(r)]
+    assert len(asked) == 1
+    assert await history(system, agent["id"]) == [
+        ("user_message", "first"),
+        ("tool_call_message", "conversation_search"),
+        ("user_message", "second"),
+        ("assistant_message", "second"),
+    ]
+
+
+def step_counts(events: list[Envelope[Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for e in events:
+        counts[e.type] = counts.get(e.type, 0) + 1
+    return counts

@@ -36,6 +36,7 @@ from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.eventlog import EventLog
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
+from tests.e2e.folder_support import agent_files, markdown, new_folder, processed, upload
 from tests.e2e.support import event_types, evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
@@ -578,6 +579,40 @@ async def test_schedule_commands_delivered_again_change_nothing(system: System) 
     ]
 
 
+async def test_file_commands_delivered_again_change_nothing(system: System) -> None:
+    """ProcessFile (a file processed to the end), and OpenFiles and CloseFiles (a folder
+    attached, a file closed and opened again), published again: the same replies, no
+    event on the file's subject or the agent's files subject, the same open window."""
+    folder = await new_folder(system)
+    up = await upload(
+        system, folder["id"], "notes.md", markdown(["x", "y"]).encode(), "text/markdown"
+    )
+    assert (await processed(system, folder["id"], up["id"]))["processing_status"] == "completed"
+    agent = await new_agent(system)
+    url = f"/v1/agents/{agent['id']}"
+    assert (await system.http.patch(f"{url}/folders/attach/{folder['id']}")).status_code == 200
+    assert (await system.http.patch(f"{url}/files/{up['id']}/close")).status_code == 200
+    assert (await system.http.patch(f"{url}/files/{up['id']}/open")).status_code == 200
+    shown = await agent_files(system, agent["id"])
+    async with connected(system) as nc:
+        (process,) = await commands_on(nc, subjects.files_command_subject(up["id"]))
+        views = await commands_on(nc, subjects.memory_command_subject(agent["id"]))
+        assert [c.type for c in views] == ["OpenFiles", "CloseFiles", "OpenFiles"]
+        file_subject = subjects.file_subject(folder["id"], up["id"])
+        views_subject = subjects.agent_files_subject(agent["id"])
+        before = (await event_types(nc, file_subject), await event_types(nc, views_subject))
+        again = await publish_again(nc, subjects.files_command_subject(up["id"]), process)
+        replies = [
+            await publish_again(nc, subjects.memory_command_subject(agent["id"]), c) for c in views
+        ]
+        after = (await event_types(nc, file_subject), await event_types(nc, views_subject))
+    assert (again.ok, again.seq, again.result) == (True, before[0][-1][0], {"status": "completed"})
+    assert [t for _, t in before[1]] == ["FilesOpened", "FilesClosed", "FilesOpened"]
+    assert [(r.ok, r.seq) for r in replies] == [(True, seq) for seq, _ in before[1]]
+    assert after == before
+    assert await agent_files(system, agent["id"]) == shown
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -596,6 +631,9 @@ REDELIVERY_TESTS = {
     "CreateSchedule": test_schedule_commands_delivered_again_change_nothing,
     "UpdateSchedule": test_schedule_commands_delivered_again_change_nothing,
     "DeleteSchedule": test_schedule_commands_delivered_again_change_nothing,
+    "ProcessFile": test_file_commands_delivered_again_change_nothing,
+    "OpenFiles": test_file_commands_delivered_again_change_nothing,
+    "CloseFiles": test_file_commands_delivered_again_change_nothing,
 }
 EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
 assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)

@@ -20,12 +20,14 @@ from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.tools_projection import tools
 from o_memory.archival_projection import archival
+from o_memory.files.projection import folders
 from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
 from o_schedules.projection import schedules
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
+from tests.e2e.folder_support import markdown, new_folder, processed, upload
 from tests.e2e.support import new_agent, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -55,6 +57,12 @@ TABLES = {
     "schedules": "id",
     "schedule_fires": "schedule_id, slot",
     "schedule_commands": "command_id",
+    "folders": "id",
+    "folder_files": "id",
+    "folder_file_chunks": "id",
+    "agent_folders": "agent_id, folder_id",
+    "agent_file_views": "agent_id, file_id",
+    "agent_file_effects": "command_id",
     "projection_checkpoints": "projection",
 }
 
@@ -129,6 +137,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
     await scheduled(system, agent["id"])
+    await with_folders(system, agent["id"])
     await caught_up(system)
     before = await snapshot(system.env["DATABASE_URL"])
     assert before["messages"] and before["runs"] and before["agents"] and before["passages"]
@@ -144,6 +153,8 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     assert before["mcp_servers"]
     assert [r["state"] for r in before["run_callbacks"] if r["run_id"] == called] == ["delivered"]
     assert before["schedule_fires"] and before["schedule_commands"]
+    assert before["folder_file_chunks"] and before["agent_file_views"]
+    assert [r["status"] for r in before["folder_files"]] == ["completed"]
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -166,6 +177,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "evolution",
         "callbacks",
         "schedules",
+        "folders",
     }
 
     after = await snapshot(system.env["DATABASE_URL"])
@@ -217,6 +229,35 @@ async def scheduled(system: System, agent_id: str) -> None:
         )
 
 
+async def with_folders(system: System, agent_id: str) -> None:
+    """A folder renamed, with a file processed and one deleted, attached to the agent
+    (which opens its file), a window moved and another folder attached and detached."""
+    folder = await new_folder(system, embedding="openai/text-embedding-3-small")
+    renamed = await system.http.patch(
+        f"/v1/folders/{folder['id']}", json={"description": "rebuilt"}
+    )
+    assert renamed.status_code == 200, renamed.text
+    kept = await upload(
+        system, folder["id"], "kept.md", markdown(["one", "two"]).encode(), "text/markdown"
+    )
+    gone = await upload(system, folder["id"], "gone.txt", b"Deleted.\n", "text/plain")
+    for f in (kept, gone):
+        assert (await processed(system, folder["id"], f["id"]))["processing_status"] == "completed"
+    deleted = await system.http.delete(f"/v1/folders/{folder['id']}/{gone['id']}")
+    assert deleted.status_code == 204, deleted.text
+    agents_url = f"/v1/agents/{agent_id}"
+    attached = await system.http.patch(f"{agents_url}/folders/attach/{folder['id']}")
+    assert attached.status_code == 200, attached.text
+    other = await new_folder(system)
+    for step in ("attach", "detach"):
+        changed = await system.http.patch(f"{agents_url}/folders/{step}/{other['id']}")
+        assert changed.status_code == 200, changed.text
+    closed = await system.http.patch(f"{agents_url}/files/{kept['id']}/close")
+    assert closed.status_code == 200, closed.text
+    opened = await system.http.patch(f"{agents_url}/files/{kept['id']}/open")
+    assert opened.status_code == 200, opened.text
+
+
 async def caught_up(system: System) -> None:
     """Wait until every projection has reached the last event it follows.
 
@@ -238,6 +279,7 @@ async def caught_up(system: System) -> None:
             evolution,
             callbacks,
             schedules,
+            folders,
         ):
             last = 0
             async for raw in log.replay(projection.filter_subject):

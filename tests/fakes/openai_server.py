@@ -439,6 +439,10 @@ class FakeOpenAI:
         self.requests: list[JSONDict] = []
         #: Every ``/v1/embeddings`` request body, in arrival order.
         self.embedding_requests: list[JSONDict] = []
+        #: While not None: embedding requests beyond this many (counted in
+        #: ``embedding_requests``) are held unanswered until ``release_embeddings()``
+        #: (a test kills the caller while its request is held).
+        self.embeddings_answered_up_to: int | None = None
         #: Decides the reply when the queue is empty (default: echo the last user message).
         self.default_reply: Callable[[JSONDict], Reply] = echo_reply
         self._queue: collections.deque[Reply] = collections.deque()
@@ -561,6 +565,8 @@ class FakeOpenAI:
             self.embedding_requests.clear()
             self._call_ids = itertools.count(1)
             self.default_reply = echo_reply
+            self.embeddings_answered_up_to = None
+            self._arrived.notify_all()
 
     def wait_for_requests(
         self, predicate: Callable[[list[JSONDict]], bool], timeout: float = 30.0
@@ -571,6 +577,32 @@ class FakeOpenAI:
         """
         with self._arrived:
             return self._arrived.wait_for(lambda: predicate(self.requests), timeout)
+
+    def hold_embeddings_after(self, count: int) -> None:
+        """Answer `count` more embedding requests, then hold each further one unanswered
+        until ``release_embeddings()``."""
+        with self._arrived:
+            self.embeddings_answered_up_to = len(self.embedding_requests) + count
+
+    def release_embeddings(self) -> None:
+        with self._arrived:
+            self.embeddings_answered_up_to = None
+            self._arrived.notify_all()
+
+    def wait_for_embedding_requests(self, count: int, timeout: float = 30.0) -> bool:
+        """Block until ``count`` embedding requests have arrived (True) or ``timeout``
+        passes (False). Blocking: from async code, run it in a thread."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.embedding_requests) >= count, timeout)
+
+    def _embedding_held(self, position: int) -> None:
+        with self._arrived:
+            self._arrived.wait_for(
+                lambda: (
+                    self.embeddings_answered_up_to is None
+                    or position < self.embeddings_answered_up_to
+                )
+            )
 
     # ------------------------------------------------------------------ internals
 
@@ -678,8 +710,12 @@ class FakeOpenAI:
             body = await read_json(request)
             if isinstance(body, JSONResponse):
                 return body
-            with self._lock:
+            with self._arrived:
                 self.embedding_requests.append(body)
+                position = len(self.embedding_requests) - 1
+                self._arrived.notify_all()
+            if self.embeddings_answered_up_to is not None:
+                await asyncio.to_thread(self._embedding_held, position)
             raw_input = body.get("input")
             inputs: list[str | list[int]]
             if isinstance(raw_input, str):

@@ -101,7 +101,7 @@ async def test_openapi_id_patterns_match_real_ids(secured: httpx.AsyncClient) ->
         if param["in"] == "path" and param["name"].endswith("_id")
     }
     assert {name for name, _ in patterns} >= {"agent_id", "block_id", "tool_id", "run_id"}
-    prefixes = {"memory_id": "passage", "conversation_id": "conv"}
+    prefixes = {"memory_id": "passage", "conversation_id": "conv", "folder_id": "source"}
     for name, pattern in patterns:
         assert pattern is not None, name
         prefix = prefixes.get(name, name.removesuffix("_id"))

@@ -145,6 +145,9 @@ WRITERS = {
     subjects.group_subject("g"): {"gateway"},
     subjects.mcp_server_subject("m"): {"gateway"},
     subjects.tool_execution_subject("e"): {"executor"},
+    subjects.folder_subject("f"): {"gateway"},
+    subjects.file_subject("f", "x"): {"memory"},
+    subjects.agent_files_subject("a"): {"memory"},
 }
 
 

@@ -1,5 +1,11 @@
 """Every event O appends to the log. Importing this package registers them all."""
 
+from o_contracts.events.agent_files import (
+    FilesClosed,
+    FilesOpened,
+    FolderAttached,
+    FolderDetached,
+)
 from o_contracts.events.agents import (
     AgentCreated,
     AgentDeleted,
@@ -47,6 +53,18 @@ from o_contracts.events.evolution import (
     RolloutStarted,
     VersionPromoted,
     VersionRolledBack,
+)
+from o_contracts.events.folders import (
+    FileChunksEmbedded,
+    FileDeleted,
+    FileFailed,
+    FileParsed,
+    FileProcessed,
+    FileProcessingStarted,
+    FileUploaded,
+    FolderCreated,
+    FolderDeleted,
+    FolderUpdated,
 )
 from o_contracts.events.groups import (
     GroupCreated,
@@ -105,6 +123,20 @@ __all__ = [
     "EvolutionBudgetExhausted",
     "EvolutionConfigured",
     "EvolutionToolCalled",
+    "FileChunksEmbedded",
+    "FileDeleted",
+    "FileFailed",
+    "FileParsed",
+    "FileProcessed",
+    "FileProcessingStarted",
+    "FileUploaded",
+    "FilesClosed",
+    "FilesOpened",
+    "FolderAttached",
+    "FolderCreated",
+    "FolderDeleted",
+    "FolderDetached",
+    "FolderUpdated",
     "GroupCreated",
     "GroupDeleted",
     "GroupUpdated",

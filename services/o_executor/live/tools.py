@@ -15,6 +15,7 @@ from o_contracts import subjects
 from o_contracts.base_tools import (
     ARCHIVAL_TOOLS,
     EVOLUTION_TOOLS,
+    FILE_TOOLS,
     MEMORY_TOOLS,
     MULTI_AGENT_TOOLS,
 )
@@ -23,7 +24,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.evolution_commands import RunEvolutionTool
 from o_contracts.ids import derived_id
 from o_contracts.models import ToolCall, Usage
-from o_executor import recall
+from o_executor import file_calls, recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.mcp_calls import run_mcp_tool
 from o_executor.multi_agent.runs import OtherRuns
@@ -81,6 +82,8 @@ class LiveTools:
             return await self._memory_tool(call, args)
         if call.name in EVOLUTION_TOOLS:
             return await self._evolution_tool(call, args)
+        if call.name in FILE_TOOLS and call.name in self.agent.tools:
+            return await self._file_tool(call, args)
         if call.name in MULTI_AGENT_TOOLS:
             runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
             tools = MultiAgentTools(runs, self.settings.agent_reply_timeout, self.cancel_requested)
@@ -115,6 +118,22 @@ class LiveTools:
         if call.name in ARCHIVAL_TOOLS:
             return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
+
+    async def _file_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """The files tools, by the memory service (o_executor/file_calls.py)."""
+        # request_heartbeat is the loop's argument, not the tool's.
+        args = {k: v for k, v in args.items() if k != "request_heartbeat"}
+        if call.name == "open_files":
+            return await file_calls.open_files(
+                self.eventlog, self.command, self.cmd.agent_id, self.cmd.run_id, call.id, args
+            )
+        if call.name == "grep_files":
+            return await file_calls.search_files(
+                self.eventlog, self.cmd.agent_id, "grep_files", args
+            )
+        return await file_calls.search_files(
+            self.eventlog, self.cmd.agent_id, "semantic_search_files", args
+        )
 
     async def _evolution_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
         """Carried out by the evolution service, on the agent it concerns (the agent
@@ -204,9 +223,13 @@ class LiveTools:
         # and the sandbox answers a repeat from its recorded outcome.
         if call.name in PURE_TOOLS or call.name not in self.agent.tools:
             return None
-        if call.name in MULTI_AGENT_TOOLS or call.name in EVOLUTION_TOOLS:
-            # Safe to call again: an evolution tool's command has an id derived from the
-            # call, and the evolution service answers a repeat from its record;
+        if (
+            call.name in MULTI_AGENT_TOOLS
+            or call.name in EVOLUTION_TOOLS
+            or call.name in FILE_TOOLS
+        ):
+            # Safe to call again: an evolution tool's (or open_files') command has an id
+            # derived from the call, and the service answers a repeat from its record;
             # the other agents' runs have ids derived from this call,
             # so the runs it started are found (and waited for, or read back), never
             # started twice (o_executor/multi_agent/runs.py).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from o_contracts.directories import limits_of, render_directories
 from o_contracts.events import LLMResponded
 from o_contracts.models import ChatMessage
 from o_contracts.system_prompt import compile_system, render_skills
@@ -34,6 +35,9 @@ async def system_prompt(run: Run, recall_count: int) -> str:
         # Letta: a request's own system prompt goes to the model exactly as given.
         return run.cmd.override_system
     core = await run.deps.core_memory()
+    # An agent's folders follow its blocks; how many files may be open and how much of
+    # each shows depend on its model's window (the memory service decides opens alike).
+    max_open, char_limit = limits_of(run.agent.llm_config)
     compiled = (
         compile_system(
             run.agent.system_prompt,
@@ -43,6 +47,7 @@ async def system_prompt(run: Run, recall_count: int) -> str:
             archival_count=core["archival_count"],
             archival_tags=core["archival_tags"],
             conversation_id=run.cmd.conversation_id,
+            directories=render_directories(core.get("directories") or [], max_open, char_limit),
         )
         + run.state.rules.prompt()
     )

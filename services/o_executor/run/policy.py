@@ -18,7 +18,14 @@ NON_USER_PREFIX = "[This is an automated system message hidden from the user] "
 # Tools without effects outside the run: running one again after a crash is harmless.
 # Reads (a repeated archival search only refreshes access times): safe to run again.
 PURE_TOOLS = frozenset(
-    {"send_message", "conversation_search", "memory_finish_edits", "archival_memory_search"}
+    {
+        "send_message",
+        "conversation_search",
+        "memory_finish_edits",
+        "archival_memory_search",
+        "grep_files",
+        "semantic_search_files",
+    }
 )
 _HEARTBEAT_PARAMETER = {
     "type": "boolean",
