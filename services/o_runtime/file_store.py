@@ -12,16 +12,23 @@ same replicas, no age limit): the object store cuts an object into chunks itself
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import weakref
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig, StorageType
-from nats.js.errors import BadRequestError, ObjectNotFoundError
+from nats.js.errors import (
+    BadRequestError,
+    BucketNotFoundError,
+    NotFoundError,
+    ObjectNotFoundError,
+)
 from nats.js.object_store import ObjectStore
 
 from o_contracts.subjects import FILES_BUCKET
 from o_runtime.eventlog import EventLog
+from o_runtime.images import read_object
 
 
 class FileMissing(LookupError):
@@ -33,6 +40,10 @@ def digest(data: bytes) -> str:
 
 
 async def ensure_file_store(js: JetStreamContext, replicas: int = 1) -> ObjectStore:
+    """The store, made if missing (by the setup role: o_setup/topology.py)."""
+    # Opened first: services may not create streams.
+    with contextlib.suppress(BucketNotFoundError):
+        return await js.object_store(FILES_BUCKET)
     config = ObjectStoreConfig(
         bucket=FILES_BUCKET,
         description="Folders' files and their parsed text, named by the SHA-256 of their bytes",
@@ -65,10 +76,10 @@ class FileStore:
     async def get(self, sha256: str) -> bytes:
         """The bytes named `sha256`, checked against it; FileMissing if none."""
         try:
-            result = await self.store.get(sha256)
-        except ObjectNotFoundError as exc:
+            # (Direct gets, no consumer: images.read_object says why.)
+            data = await read_object(self.store, FILES_BUCKET, sha256)
+        except (ObjectNotFoundError, NotFoundError) as exc:
             raise FileMissing(sha256) from exc
-        data = result.data or b""
         if digest(data) != sha256:
             raise FileMissing(sha256)
         return data

@@ -12,13 +12,19 @@ limit): an image lives as long as the messages that show it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections import OrderedDict
 
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig, StorageType
-from nats.js.errors import BadRequestError, ObjectNotFoundError
+from nats.js.errors import (
+    BadRequestError,
+    BucketNotFoundError,
+    NotFoundError,
+    ObjectNotFoundError,
+)
 from nats.js.object_store import ObjectStore
 
 from o_contracts.subjects import IMAGES_BUCKET
@@ -46,11 +52,36 @@ async def ensure_image_store(js: JetStreamContext, replicas: int = 1) -> ObjectS
         storage=StorageType.FILE,
         replicas=replicas,
     )
+    # Opened first: services may not create streams (the setup role made it: o_setup).
+    with contextlib.suppress(BucketNotFoundError):
+        return await js.object_store(IMAGES_BUCKET)
     try:
         return await js.create_object_store(IMAGES_BUCKET, config=config)
     except BadRequestError:
-        # Exists with other settings (replicas changed): use it as it is.
+        # Made meanwhile, or exists with other settings: use it as it is.
         return await js.object_store(IMAGES_BUCKET)
+
+
+async def read_object(store: ObjectStore, bucket: str, name: str) -> bytes:
+    """An object's chunks, read one by one with direct gets.
+
+    nats-py's `ObjectStore.get` reads them through a consumer, and an identity that may
+    make consumers on an object store's stream could point one at any subject: these bytes
+    come from users, and must never be relayed into the log (docs/security.md). Direct
+    gets need no consumer.
+    """
+    info = await store.get_info(name)
+    if not info.size:
+        return b""
+    js, stream = store._js, f"OBJ_{bucket}"
+    subject = f"$O.{bucket}.C.{info.nuid}"
+    data = bytearray()
+    seq = 0
+    while len(data) < info.size:
+        msg = await js.get_msg(stream, seq=seq + 1, subject=subject, next=True, direct=True)
+        data += msg.data or b""
+        seq = int(msg.seq or 0)
+    return bytes(data)
 
 
 class Images:
@@ -82,14 +113,16 @@ class Images:
             self._cache.move_to_end(sha256)
             return cached
         try:
-            result = await self.store.get(sha256)
-        except ObjectNotFoundError as exc:
+            data = await self._read(sha256)
+        except (ObjectNotFoundError, NotFoundError) as exc:
             raise ImageMissing(sha256) from exc
-        data = result.data or b""
         if digest(data) != sha256:  # named by content: anything else is not this image
             raise ImageMissing(sha256)
         self._remember(sha256, data)
         return data
+
+    async def _read(self, name: str) -> bytes:
+        return await read_object(self.store, IMAGES_BUCKET, name)
 
     def _remember(self, sha256: str, data: bytes) -> None:
         if len(data) > self._cache_bytes:
