@@ -144,7 +144,8 @@ WRITERS = {
     subjects.tool_subject("t"): {"gateway"},
     subjects.group_subject("g"): {"gateway"},
     subjects.mcp_server_subject("m"): {"gateway"},
-    subjects.tool_execution_subject("e"): {"executor"},
+    # (Tools the API runs directly record their execution too: /v1/tools/run.)
+    subjects.tool_execution_subject("e"): {"executor", "gateway"},
     subjects.folder_subject("f"): {"gateway"},
     subjects.file_subject("f", "x"): {"memory"},
     subjects.agent_files_subject("a"): {"memory"},
