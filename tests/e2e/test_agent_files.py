@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent_files"
 EXAMPLES = sorted(p.name.removesuffix(".af.gz") for p in FIXTURES.glob("*.af.gz"))
 
 WEATHER = '''
-def get_weather(city: str) -> str:
+def trip_weather(city: str) -> str:
     """Get the current weather for a city.
 
     Args:
@@ -93,7 +93,7 @@ async def test_an_agent_exported_and_imported_is_the_same_agent(
         ],
         tool_ids=[tool.id],
         tool_rules=[
-            {"type": "max_count_per_step", "tool_name": "get_weather", "max_count_limit": 2}
+            {"type": "max_count_per_step", "tool_name": "trip_weather", "max_count_limit": 2}
         ],
         tags=["travel"],
         description="trip planner",
@@ -101,14 +101,14 @@ async def test_an_agent_exported_and_imported_is_the_same_agent(
         model_settings={"provider_type": "openai", "temperature": 0.25, "max_output_tokens": 700},
         secrets={"WEATHER_KEY": "k-1"},
     )
-    llm.push(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(content="Sunny, go."))
+    llm.push(Reply(tool_calls=[("trip_weather", {"city": "Paris"})]), Reply(content="Sunny, go."))
     await send(system, agent.id, "Weather in Paris?")
     exported = await asyncio.to_thread(client.agents.export_file, agent.id)
     document = json.loads(exported)
     assert [a["name"] for a in document["agents"]] == ["traveller"]
     (entry,) = document["agents"]
     assert entry["secrets"] == {"WEATHER_KEY": ""}  # names only, never values
-    assert [t["name"] for t in document["tools"] if t["source_code"]] == ["get_weather"]
+    assert [t["name"] for t in document["tools"] if t["source_code"]] == ["trip_weather"]
     assert entry["in_context_message_ids"][0] == entry["messages"][0]["id"]
 
     imported = await asyncio.to_thread(

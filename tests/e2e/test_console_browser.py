@@ -182,9 +182,17 @@ async def test_the_console_walkthrough(browser: Browser, system: System, llm: Fa
     try:
         browser.wait_text("#timeline", "tool memory_insert")
         assert "live" in browser.wait_text("#run-summary", "running")
-        # The second LLM call (held) is drawn open.
-        drawn = browser.script("return document.querySelector('svg.waterfall').textContent")
-        assert "LLM call in progress" in drawn
+
+        # The second LLM call (held) is drawn open once the tool has returned (the page
+        # polls: the tool may still show in progress first).
+        def drawn_open() -> str | None:
+            text = browser.script(
+                "const s = document.querySelector('svg.waterfall'); return s && s.textContent"
+            )
+            return text if isinstance(text, str) and "LLM call in progress" in text else None
+
+        drawn = browser.wait_for(drawn_open, "the held LLM call drawn open")
+        assert "tool memory_insert: in progress" not in drawn
         shot(browser, "run-live")
     finally:
         held.set()
