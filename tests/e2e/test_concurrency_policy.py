@@ -81,6 +81,20 @@ def sent(
     )
 
 
+async def steering(
+    client: letta_client.Letta, llm: FakeOpenAI, events: AgentEvents, agent_id: str, *replies: Reply
+) -> tuple[asyncio.Task[Any], asyncio.Task[Any]]:
+    """Send "first" (the model's `replies` scripted, the first held by the test), then, once
+    its first step is in flight, "second" to steer it: both requests, once the steer is
+    asked for."""
+    llm.push(*replies)
+    first = sent(client, agent_id, "first")
+    await until(llm, lambda reqs: len(reqs) == 1)
+    second = sent(client, agent_id, "second", "steer")
+    await events.wait_for("RunSteerRequested")
+    return first, second
+
+
 @contextmanager
 def held() -> Iterator[threading.Event]:
     """A scripted reply held until set (set at the end whatever happens: no thread waits on)."""
@@ -268,11 +282,14 @@ async def test_steer_adds_the_message_to_the_run_before_its_next_model_call(
     client = system.client()
     async with agent_events(system, agent["id"]) as events:
         with held() as release:
-            llm.push(Reply(tool_calls=SEARCH.tool_calls, release=release), Reply(content="both"))
-            first = sent(client, agent["id"], "first")
-            await until(llm, lambda reqs: len(reqs) == 1)  # its first step is in flight
-            second = sent(client, agent["id"], "second", "steer")
-            await events.wait_for("RunSteerRequested")
+            first, second = await steering(
+                client,
+                llm,
+                events,
+                agent["id"],
+                Reply(tool_calls=SEARCH.tool_calls, release=release),
+                Reply(content="both"),
+            )
             release.set()
             whole, steered = await first, await second
         recorded = await events.drain()
@@ -304,11 +321,14 @@ async def test_steer_that_comes_too_late_runs_the_message_on_its_own(
     client = system.client()
     async with agent_events(system, agent["id"]) as events:
         with held() as release:
-            llm.push(Reply(content="first done", release=release), Reply(content="second"))
-            first = sent(client, agent["id"], "first")
-            await until(llm, lambda reqs: len(reqs) == 1)  # its only step is in flight
-            second = sent(client, agent["id"], "second", "steer")
-            await events.wait_for("RunSteerRequested")
+            first, second = await steering(
+                client,
+                llm,
+                events,
+                agent["id"],
+                Reply(content="first done", release=release),
+                Reply(content="second"),
+            )
             release.set()
             done, answer = await first, await second
     assert said(done) == ["first done"] and said(answer) == ["second"]
@@ -417,11 +437,14 @@ async def test_steering_and_rollback_runs_delivered_again_change_nothing(
     client = system.client()
     async with agent_events(system, agent["id"]) as events:
         with held() as release:
-            llm.push(Reply(tool_calls=SEARCH.tool_calls, release=release), Reply(content="both"))
-            first = sent(client, agent["id"], "first")
-            await until(llm, lambda reqs: len(reqs) == 1)
-            second = sent(client, agent["id"], "second", "steer")
-            await events.wait_for("RunSteerRequested")
+            first, second = await steering(
+                client,
+                llm,
+                events,
+                agent["id"],
+                Reply(tool_calls=SEARCH.tool_calls, release=release),
+                Reply(content="both"),
+            )
             release.set()
             await first, await second
         with held() as release:
@@ -434,9 +457,9 @@ async def test_steering_and_rollback_runs_delivered_again_change_nothing(
     subject = subjects.executor_command_subject(agent["id"])
     async with connected(system) as nc:
         before = await event_types(nc, subjects.agent_subject(agent["id"]))
-        steering, rolling_back = await commands_of(nc, subject, ("second", "fourth"))
+        steered_command, rolling_back = await commands_of(nc, subject, ("second", "fourth"))
         # (The stream holds each once; a late redelivery comes under another Nats-Msg-Id.)
-        taken = await publish_again(nc, subject, steering)
+        taken = await publish_again(nc, subject, steered_command)
         rolled = await publish_again(nc, subject, rolling_back)
         after = await event_types(nc, subjects.agent_subject(agent["id"]))
     assert after == before
@@ -514,12 +537,15 @@ async def test_a_steered_run_whose_executors_die_takes_the_message_exactly_once(
     async with agent_events(system, agent["id"]) as events:
         with held() as release:
             # The first answer goes to executors that die; the run asks that step again.
-            llm.push(Reply(tool_calls=SEARCH.tool_calls, release=release), SEARCH)
-            llm.push(Reply(content="both"))
-            first = sent(client, agent["id"], "first")
-            await until(llm, lambda reqs: len(reqs) == 1)
-            second = sent(client, agent["id"], "second", "steer")
-            await events.wait_for("RunSteerRequested")
+            first, second = await steering(
+                client,
+                llm,
+                events,
+                agent["id"],
+                Reply(tool_calls=SEARCH.tool_calls, release=release),
+                SEARCH,
+                Reply(content="both"),
+            )
             await kill_executors(system)
         whole, steered = await first, await second
         recorded = await events.drain()

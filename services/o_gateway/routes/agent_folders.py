@@ -64,35 +64,21 @@ async def _detach(agent_id: str, folder_id: str, gw: Gateway) -> dict[str, Any]:
     return await agent_state(gw, agent_id)
 
 
+# Each under Letta's two names: folders, and the older sources.
 @route(router, "PATCH", "/v1/agents/{agent_id}/folders/attach/{folder_id}")
+@route(router, "PATCH", "/v1/agents/{agent_id}/sources/attach/{folder_id}")
 async def attach_folder_to_agent(agent_id: str, folder_id: str, gw: GW) -> dict[str, Any]:
     return await _attach(agent_id, folder_id, gw)
 
 
-@route(router, "PATCH", "/v1/agents/{agent_id}/sources/attach/{folder_id}")
-async def attach_source_to_agent(agent_id: str, folder_id: str, gw: GW) -> dict[str, Any]:
-    return await _attach(agent_id, folder_id, gw)
-
-
 @route(router, "PATCH", "/v1/agents/{agent_id}/folders/detach/{folder_id}")
+@route(router, "PATCH", "/v1/agents/{agent_id}/sources/detach/{folder_id}")
 async def detach_folder_from_agent(agent_id: str, folder_id: str, gw: GW) -> dict[str, Any]:
     return await _detach(agent_id, folder_id, gw)
 
 
-@route(router, "PATCH", "/v1/agents/{agent_id}/sources/detach/{folder_id}")
-async def detach_source_from_agent(agent_id: str, folder_id: str, gw: GW) -> dict[str, Any]:
-    return await _detach(agent_id, folder_id, gw)
-
-
-async def _folders(
-    gw: Gateway, agent_id: str, before: str | None, after: str | None, order: str, limit: int
-) -> list[dict[str, Any]]:
-    await gw.agent_row(checked_id(agent_id, "agent"))
-    folders = [render_folder(r) for r in await agent_folder_rows(gw, agent_id)]
-    return page_of(folders, lambda f: str(f["id"]), before, after, order, limit)  # type: ignore[arg-type]
-
-
 @route(router, "GET", "/v1/agents/{agent_id}/folders")
+@route(router, "GET", "/v1/agents/{agent_id}/sources")
 async def list_folders_for_agent(
     agent_id: str,
     gw: GW,
@@ -102,20 +88,9 @@ async def list_folders_for_agent(
     order: Literal["asc", "desc"] = "desc",
     order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
-    return await _folders(gw, agent_id, before, after, order, limit)
-
-
-@route(router, "GET", "/v1/agents/{agent_id}/sources")
-async def list_agent_sources(
-    agent_id: str,
-    gw: GW,
-    before: str | None = None,
-    after: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    order: Literal["asc", "desc"] = "desc",
-    order_by: Literal["created_at"] = "created_at",
-) -> list[dict[str, Any]]:
-    return await _folders(gw, agent_id, before, after, order, limit)
+    await gw.agent_row(checked_id(agent_id, "agent"))
+    folders = [render_folder(r) for r in await agent_folder_rows(gw, agent_id)]
+    return page_of(folders, lambda f: str(f["id"]), before, after, order, limit)
 
 
 _AGENT_FILES = (

@@ -355,7 +355,19 @@ async def upload_file_to_folder(
         return JSONResponse(
             render_file(skipped[0], strip_folder=False), headers={"X-Upload-Result": "skipped"}
         )
-    return render_file(await file_row(gw, file_id), strip_folder=False)
+    # Letta answers with the file as the upload made it: pending, processing not yet begun.
+    # The projected row may already be further on (the memory service is quick), so its
+    # processing fields are reset to what the upload recorded.
+    uploaded = await file_row(gw, file_id)
+    as_uploaded = {
+        **uploaded,
+        "status": "pending",
+        "error_message": None,
+        "total_chunks": None,
+        "chunks_embedded": None,
+        "updated_at": uploaded["created_at"],
+    }
+    return render_file(as_uploaded, strip_folder=False)
 
 
 @each_prefix("GET", "/{folder_id}/agents")
