@@ -36,6 +36,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
 from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.eventlog import ConcurrencyConflict, EventLog
+from o_runtime.tracing import inject
 
 # How often a waiting executor asks who holds its call, how long one question waits for
 # an answer, and after how long without an answer the replica counts as gone.
@@ -145,7 +146,13 @@ class _Execution:
         pause = BUSY_RETRY
         while True:
             asking = asyncio.ensure_future(
-                nc.request(subjects.SANDBOX_RUN, self.command.encode(), timeout=86400)
+                nc.request(
+                    subjects.SANDBOX_RUN,
+                    self.command.encode(),
+                    timeout=86400,
+                    # The caller's trace goes on in the sandbox (o_runtime/tracing.py).
+                    headers=inject({}),
+                )
             )
             watching = asyncio.ensure_future(self._watch())
             try:

@@ -242,6 +242,9 @@ GATEWAY = Role(
             subjects.SANDBOX_MCP_STDIO,
         ),
         Grant(subscribe=(f"{subjects.RUN_TOKENS_PREFIX}.*",)),
+        # The dead-letter counts /metrics shows (o_runtime/sampling.py): the stream's
+        # per-subject totals only, no message of it.
+        Grant(publish=(f"{JS_API}.STREAM.INFO.{subjects.DEAD_LETTER_STREAM}",)),
         objects(subjects.IMAGES_BUCKET, write=True),
     ),
     "HTTP API: registry events, commands to the services, reads",

@@ -21,6 +21,7 @@ from o_contracts import subjects
 from o_runtime.env import Env
 from o_runtime.instruments import samples
 from o_runtime.service import Service
+from o_runtime.tracing import continued
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.mcp_requests import McpStdioRequests
@@ -90,7 +91,8 @@ class ToolSandboxService(Service):
 
     async def _answer(self, msg: Msg) -> None:
         try:
-            answer = await self.executions.run(msg.data)
+            with continued("tool_sandbox RunTool", msg.headers):
+                answer = await self.executions.run(msg.data)
             if msg.reply:
                 await msg.respond(answer)
         except Exception:
