@@ -381,9 +381,10 @@ async def test_a_tools_secret_is_nowhere_in_plaintext_after_a_run(
     if capture is not None:
         capture.read_global_capture()  # (what the services wrote before this test)
     secret = f"sk-live-{uuid.uuid4().hex}"
-    tool = await create_tool(system, TOKEN_CHECK)
+    # (Named apart from test_tools' tool: tool names are unique in the shared system.)
+    tool = await create_tool(system, TOKEN_CHECK.replace("token_fingerprint", "secret_digest"))
     agent = await new_agent(system, tool_ids=[tool["id"]], secrets={"API_TOKEN": secret})
-    llm.push(Reply(tool_calls=[("token_fingerprint", {})]), Reply(content="done"))
+    llm.push(Reply(tool_calls=[("secret_digest", {})]), Reply(content="done"))
     ret = (await send(system, agent["id"], "check"))["messages"][1]
     assert ret["tool_return"] == hashlib.sha256(secret.encode()).hexdigest()
 
