@@ -18,6 +18,7 @@ from tests.e2e.conftest import System
 from tests.e2e.support import event_types, send
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -69,7 +70,7 @@ def shown(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def log_end(system: System) -> int:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         info = await nc.jetstream().stream_info(subjects.EVENTS_STREAM)
         return int(info.state.last_seq)
@@ -183,7 +184,7 @@ async def test_a_retried_import_is_one_import(system: System, llm: FakeOpenAI) -
     assert again.json()["agent_ids"] == first.json()["agent_ids"]
     assert await log_end(system) == end  # nothing written twice
     companion = first.json()["agent_ids"][1]
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         types = [t for _, t in await event_types(nc, subjects.agent_subject(companion))]
     finally:
