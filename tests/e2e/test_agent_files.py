@@ -65,7 +65,10 @@ def shown(message: dict[str, Any]) -> dict[str, Any]:
     dropped = ("id", "run_id", "step_id", "otid", "sender_id", "seq_id")
     kept = {k: v for k, v in message.items() if k not in dropped}
     if message["message_type"] == "system_message":
-        kept.pop("content")  # compiled with the agent's own id and the time
+        # Compiled anew by the import (docs/agent-files.md, "Messages"): with the agent's
+        # own id, the time, and dated when the imported agent was created.
+        kept.pop("content")
+        kept.pop("date")
     return kept
 
 
