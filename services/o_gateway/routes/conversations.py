@@ -314,7 +314,7 @@ async def list_conversation_messages(
     lane = await resolve(gw, conversation_id, agent_id)
     agent = await gw.agent_row(lane.agent_id)
     rows = await lane_messages(gw, lane, before, after, limit, order, cursors_follow_order=True)
-    return await rendered_messages(gw, rows, agent["agent_type"])
+    return await rendered_messages(gw, rows, agent["agent_type"], newest_first=order == "desc")
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/messages")

@@ -45,6 +45,7 @@ from o_gateway.schemas import (
 )
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
+from o_gateway.tool_return_groups import message_key, shown
 
 router = APIRouter()
 
@@ -355,20 +356,23 @@ async def run_response(
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
     run = rows[0]
     hidden: set[str] = set()
-    messages = []
-    for r in rows:
-        if r["body"] is not None:
-            m = ChatMessage.model_validate_json(r["body"])
-            messages += render.letta_messages(
-                m,
-                r["created_at"],
-                run_id,
-                r["step_id"],
-                agent_type,
-                hidden,
-                view,
-                conversation_id=r["conversation_id"],
-            )
+    said = [(ChatMessage.model_validate_json(r["body"]), r) for r in rows if r["body"] is not None]
+
+    def render_one(item: tuple[ChatMessage, Any]) -> list[dict[str, Any]]:
+        m, r = item
+        return render.letta_messages(
+            m,
+            r["created_at"],
+            run_id,
+            r["step_id"],
+            agent_type,
+            hidden,
+            view,
+            conversation_id=r["conversation_id"],
+        )
+
+    # One step's tool results show as one message (tool_return_groups.py).
+    messages = shown(said, lambda m_r: message_key(m_r[0], run_id, m_r[1]["step_id"]), render_one)
     return {
         "messages": messages,
         "stop_reason": render.stop_reason(run["stop_reason"] or "error"),
