@@ -329,6 +329,7 @@ async def send_conversation_message(
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
+    as_sent = body
     isolated: list[str] = []
     settings: dict[str, Any] = {}
     if lane.conversation_id is not None:
@@ -352,6 +353,7 @@ async def send_conversation_message(
         route_policy=CONVERSATION_ROUTES,
         isolated_block_ids=isolated,
         override_settings=settings,
+        as_sent=as_sent,
     )
 
 
