@@ -24,6 +24,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, RunStarted, RunSteered, ToolReturned
 from o_contracts.models import ChatMessage, answers_message
+from o_contracts.ordering import position
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_gateway import render
@@ -111,17 +112,16 @@ async def _follow(
     )
 
 
-async def _answered_calls(gw: Gateway, lane: Lane, run_id: str) -> list[str]:
+async def _answered_calls(gw: Gateway, lane: Lane, started_seq: int) -> list[str]:
     """The calls a run's answers to an approval request carry out (those answered and
     those held with them): the calls of the conversation's last model answer before
-    the run, if it asked for approval."""
+    the run (its RunStarted at `started_seq`), if it asked for approval."""
     body = await gw.pool.fetchval(
         "SELECT body FROM messages WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT"
-        " FROM $2 AND role = 'assistant' AND run_id IS DISTINCT FROM $3"
-        " ORDER BY seq DESC LIMIT 1",
+        " FROM $2 AND role = 'assistant' AND seq < $3 ORDER BY seq DESC LIMIT 1",
         lane.agent_id,
         lane.conversation_id,
-        run_id,
+        position(started_seq),
     )
     if body is None:
         return []
@@ -276,7 +276,8 @@ async def stream_run(
                 for piece in release(results.flush()):
                     yield piece
             if isinstance(event, RunStarted) and event.approvals:
-                results.expect_answers(await _answered_calls(gw, lane, following))
+                started = msg.metadata.sequence.stream
+                results.expect_answers(await _answered_calls(gw, lane, started))
             if (
                 isinstance(event, RunStarted)
                 and event.approvals

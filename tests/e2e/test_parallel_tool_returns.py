@@ -6,6 +6,9 @@ and their resumption; also the answers to an approval with the calls held beside
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
 from typing import Any
 
 import pytest
@@ -137,6 +140,45 @@ async def test_a_steps_results_stream_as_one_message_in_steps_and_in_tokens(
         # What the stream sent is what the history shows.
         listed = await get(system, f"/v1/agents/{agent['id']}/messages", limit=2)
         assert listed[0] == the_group(chunks) | {"date": listed[0]["date"]}
+
+
+@pytest.mark.parametrize("tokens", [False, True])
+async def test_a_stream_sends_a_steps_results_before_the_model_is_asked_again(
+    system: System, llm: FakeOpenAI, tokens: bool
+) -> None:
+    """Sent as soon as the step's last result is recorded: the model's next answer is held
+    until the client has the group."""
+    agent = await new_agent(system)
+    release = threading.Event()
+    llm.push(Reply(tool_calls=SEARCHES), Reply(content="All found.", release=release))
+    seen: list[dict[str, Any]] = []
+    try:
+        async with system.http.stream(
+            "POST",
+            f"/v1/agents/{agent['id']}/messages/stream",
+            json={
+                "messages": [{"role": "user", "content": "find tea, cake and jam"}],
+                "stream_tokens": tokens,
+            },
+        ) as response:
+            lines = response.aiter_lines()
+            async with asyncio.timeout(30):
+                async for line in lines:
+                    if line.startswith("data: {"):
+                        seen.append(json.loads(line.removeprefix("data: ")))
+                        if seen[-1]["message_type"] == "tool_return_message":
+                            break
+                # (The group came while the model's next answer was still held.)
+                release.set()
+                async for line in lines:
+                    if line.startswith("data: {"):
+                        seen.append(json.loads(line.removeprefix("data: ")))
+    finally:
+        release.set()
+    group = the_group(seen)
+    assert len(group["tool_returns"]) == 3
+    said = "".join(m["content"] for m in seen if m["message_type"] == "assistant_message")
+    assert said == "All found."
 
 
 async def test_a_resumed_background_stream_numbers_the_group_once(
