@@ -146,11 +146,11 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
         print(f"  {(e.time - start).total_seconds() * 1000:8.2f}  {e.type}")
 
 
-async def main(runs: int, warmup: int, timeline: bool = False) -> None:
+async def main(runs: int, warmup: int, timeline: bool = False, nats_auth: bool = True) -> None:
     llm = ZeroLatencyLLM(scripted)
     llm.start()
     try:
-        async with local_system(llm.base_url, SERVICES) as system:
+        async with local_system(llm.base_url, SERVICES, nats_auth=nats_auth) as system:
             http, supervisor, servers = system.http, system.supervisor, system.servers
             # Runs go round-robin over AGENTS agents, so each conversation stays
             # short: the figures are the loop's overhead, not the cost of ever
@@ -202,5 +202,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--timeline", action="store_true", help="print the last run's events")
+    parser.add_argument(
+        "--no-nats-auth",
+        action="store_true",
+        help="NATS without identities or permissions: only to measure what they cost",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.warmup, args.timeline))
+    asyncio.run(main(args.runs, args.warmup, args.timeline, not args.no_nats_auth))

@@ -54,6 +54,8 @@ class Service:
     name = "service"
     # The tool sandbox is cut off from Postgres (it may reach only NATS).
     needs_database = True
+    # ... and from JetStream (its identity may only answer its requests: docs/security.md).
+    uses_jetstream = True
     # Whether this service samples the dead letters kept (one service does: the
     # stream is the whole system's).
     samples_dead_letters = False
@@ -134,8 +136,13 @@ class Service:
         )
 
     async def start(self) -> None:
+        identity = self.settings.nats_identity
         self.eventlog = await EventLog.connect(
-            self.settings.nats_url, name=self.name, replicas=self.settings.stream_replicas
+            self.settings.nats_url,
+            name=self.name,
+            replicas=self.settings.stream_replicas,
+            identity=identity,
+            jetstream=self.uses_jetstream,
         )
         if self.needs_database:
             self.pool = await connect_pool(self.settings.database_url)
@@ -149,6 +156,7 @@ class Service:
             # FastStream's default 2 s: see EventLog.connect.
             reconnect_time_wait=0.1,  # type: ignore[arg-type]  # (a float: nats-py sleeps it)
             max_reconnect_attempts=-1,
+            **identity.options(),
         )
         await self.setup()
         self.sampler = self._sampler()

@@ -27,6 +27,7 @@ from tests.e2e.conftest import ROOT, System
 from tests.e2e.support import DEADLINE, agent_events, new_agent, send
 from tests.e2e.test_durable_runs import finished, kill_executors, send_later
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 mcp = pytest.importorskip("mcp", reason="the mcp package is not installed")
 
@@ -316,7 +317,7 @@ async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
     agent = await new_agent(system, tool_ids=[tool_ids(client, server.id)["hang"]])
     llm.push(Reply(tool_calls=[("hang", {})]), Reply(content="Unknown, then."))
     # Every request to stdio servers, as the sandbox gets it.
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         requests = await nc.subscribe(subjects.SANDBOX_MCP_STDIO)
         async with agent_events(system, agent["id"]) as events:
