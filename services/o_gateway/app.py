@@ -43,6 +43,7 @@ from o_gateway.routes import (
     tags,
     timeline,
     tool_actions,
+    tool_generation,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -214,6 +215,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         models,
         runs,
         tool_actions,
+        tool_generation,
         tools,
         agent_tools,
         archival,
