@@ -20,7 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from bench import demo_evolution
-from tests.e2e.conftest import OTHER_ORIGIN_PORT, ROOT, System
+from o_devtools.rebuild import PROJECTIONS
+from o_setup.topology import durables
+from tests.e2e.conftest import EXECUTOR_REPLICAS, OTHER_ORIGIN_PORT, ROOT, SERVICES, System
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.webdriver import Browser, browser_or_skip, chromium
 
@@ -249,6 +251,28 @@ async def test_the_console_walkthrough(browser: Browser, system: System, llm: Fa
     browser.wait_text("table.runs", "completed")
     browser.open(f"{console}#/health")
     browser.wait_text("#sandbox", "available")
+    # Every service process from the roll call, every durable consumer, every projection
+    # (GET /v1/operations/status, what `python -m o_ops status` prints).
+    browser.wait_text("#services", "evolution")
+    services = browser.script(
+        "return [...document.querySelectorAll('#services tbody tr')]"
+        ".map(r => [...r.cells].slice(0, 3).map(c => c.innerText))"
+    )
+    assert sorted((s, ready) for s, _, ready in services) == sorted(
+        [(s, "ready") for s in SERVICES] + [("executor", "ready")] * (EXECUTOR_REPLICAS - 1)
+    )
+    consumers = browser.script(
+        "return [...document.querySelectorAll('#consumers tbody tr')]"
+        ".map(r => r.cells[1].innerText)"
+    )
+    assert sorted(consumers) == sorted(d.name for d in durables())
+    projections = browser.script(
+        "return [...document.querySelectorAll('#projections tbody tr')]"
+        ".map(r => r.cells[0].innerText)"
+    )
+    assert projections == list(PROJECTIONS)
+    assert browser.find("#verdict").text() == "ok"
+    browser.find("#dead-letters")
     shot(browser, "health")
     assert set(SHOT_NAMES) - {"evolution"} <= {p.stem for p in SHOTS.glob("*.png")}
 
