@@ -18,6 +18,10 @@ import asyncio
 import os
 import sys
 
+import asyncpg
+import nats.errors
+from nats.js.errors import NotFoundError
+
 from o_ops import agent_files, backup, dead_letters, projections, status
 from o_ops.projections import UnknownProjection
 from o_ops.settings import NotConfigured, OpsSettings
@@ -44,7 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     except (NotConfigured, IdentityMissing, UnknownProjection) as exc:
         print(f"o_ops: {exc}", file=sys.stderr)
         return 2
+    except NotFoundError as exc:
+        print(f"o_ops: not on the server: {exc} (is O's topology applied?)", file=sys.stderr)
+        return 1
+    except (nats.errors.Error, OSError, asyncpg.PostgresError) as exc:
+        print(f"o_ops: {unreachable(settings, exc)}", file=sys.stderr)
+        return 1
     return code
+
+
+def unreachable(settings: OpsSettings, exc: BaseException) -> str:
+    if isinstance(exc, nats.errors.Error):
+        return f"NATS at {settings.nats_url}: {exc!r}"
+    return f"{exc!r} (NATS {settings.nats_url}, Postgres {settings.database_url})"
 
 
 if __name__ == "__main__":

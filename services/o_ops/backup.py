@@ -182,7 +182,7 @@ async def run_restore(args: argparse.Namespace, settings: OpsSettings) -> int:
         return 1
     if not args.no_rebuild:
         settings.database()  # (before anything changes: a rebuild needs it)
-    async with operator_log(settings, jetstream=False) as eventlog:
+    async with operator_log(settings) as eventlog:
         existing = {
             info.config.name: int(info.state.messages or 0)
             for info in await eventlog.js.streams_info()

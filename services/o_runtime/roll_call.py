@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 DEADLINE = 2.5
 # Once every expected service has answered: how long without a new answer ends the wait.
 SETTLE = 0.25
+# A process answers within this long, ready or not (its checks have their own timeouts,
+# but a Postgres check and a lag check one after the other could pass the deadline).
+ANSWER_WITHIN = 2.0
 
 
 def version() -> str:
@@ -85,7 +88,12 @@ class RollCallAnswerer:
 
     async def _answer(self, msg: Msg) -> None:
         try:
-            readiness = await self.readiness()
+            try:
+                readiness = await asyncio.wait_for(self.readiness(), ANSWER_WITHIN)
+            except TimeoutError:
+                readiness = Readiness(
+                    False, {"readiness": f"not decided within {ANSWER_WITHIN:g}s"}
+                )
             present = Present(
                 service=self.service,
                 instance=self.instance,

@@ -117,3 +117,27 @@ async def test_the_roll_call_gathers_every_replica_and_settles_once_all_expected
             await answerer.stop()
         for client in clients:
             await client.close()
+
+
+async def test_a_replica_whose_checks_hang_still_answers_not_ready(
+    servers: Servers, nc: NATS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from o_runtime import roll_call as module
+
+    monkeypatch.setattr(module, "ANSWER_WITHIN", 0.2)
+
+    async def hanging() -> Readiness:
+        await asyncio.sleep(60)
+        raise AssertionError("not reached")
+
+    client = await nats.connect(servers.nats_url, **operator())
+    answerer = RollCallAnswerer("memory", hanging)
+    await answerer.start(client)
+    try:
+        (present,) = [
+            p for p in await roll_call(nc, ["memory"], deadline=3.0) if p.service == "memory"
+        ]
+        assert (present.ready, present.checks) == (False, {"readiness": "not decided within 0.2s"})
+    finally:
+        await answerer.stop()
+        await client.close()
