@@ -80,6 +80,11 @@ SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
 # starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
 SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 
+# The roll call (core NATS): every service process answers with who it is and whether it
+# is ready (o_contracts/roll_call.py), so an operator's tool and the gateway's status route
+# see every replica of every service without knowing where they run.
+ROLL_CALL: Final = f"{RPC_PREFIX}.roll_call"
+
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).
 PROJECTION_WANTED_PREFIX: Final = "o.projection.wanted"

@@ -40,6 +40,7 @@ from o_gateway.routes import (
     runs,
     schedules,
     steps,
+    system_status,
     tags,
     timeline,
     tool_actions,
@@ -228,7 +229,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, tags, timeline):
+    for module in (all_messages, steps, tags, timeline, system_status):
         app.include_router(module.router)
     if settings.console:
         app.include_router(console.router)
