@@ -10,11 +10,11 @@ Server-Timing header), and as the HTTP client saw it. Prints the median and p99
 over RUNS runs each, after WARMUP untimed runs, and the CPU each part of the
 system spent per run (on a shared machine that moves less than wall time).
 
-    python -m bench.agent_loop [--runs 200] [--warmup 20] [--tls] [--no-nats-auth]
+    python -m bench.agent_loop [--runs 200] [--warmup 20] [--tls [nats]] [--no-nats-auth]
 
 `--tls` runs NATS and Postgres with TLS (certificates made for the run; Postgres through its
-TLS front, whose CPU is counted apart: o_devtools/pg_tls_front.py), to measure what TLS
-costs against the same without it.
+TLS front, whose CPU is counted apart: o_devtools/pg_tls_front.py), `--tls nats` NATS alone,
+to measure what TLS costs against the same without it.
 """
 
 from __future__ import annotations
@@ -151,7 +151,11 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
 
 
 async def main(
-    runs: int, warmup: int, timeline: bool = False, nats_auth: bool = True, tls: bool = False
+    runs: int,
+    warmup: int,
+    timeline: bool = False,
+    nats_auth: bool = True,
+    tls: str | None = None,
 ) -> None:
     llm = ZeroLatencyLLM(scripted)
     llm.start()
@@ -188,7 +192,7 @@ async def main(
             front = getattr(servers.postgres, "front", None)
             if front is not None:
                 parts["pg-tls-front"] = [front.pid]
-            print(f"NATS {servers.nats.url}, TLS {'on' if tls else 'off'}")
+            print(f"NATS {servers.nats.url}, TLS: {tls or 'off'}")
             for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
                 await measure(http, agent_ids, text, warmup)
                 before = cpu_by_part(parts)
@@ -219,8 +223,10 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--tls",
-        action="store_true",
-        help="NATS and Postgres with TLS (certificates made for the run): what TLS costs",
+        nargs="?",
+        const="all",
+        choices=["all", "nats"],
+        help="NATS and Postgres (or NATS alone) with TLS, certificates made for the run",
     )
     args = parser.parse_args()
     asyncio.run(main(args.runs, args.warmup, args.timeline, not args.no_nats_auth, args.tls))

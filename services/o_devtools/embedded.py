@@ -583,11 +583,6 @@ class EmbeddedPostgres(EmbeddedServer):
                 lock.unlink(missing_ok=True)
             pid_file.unlink(missing_ok=True)
 
-    def listen_options(self) -> list[str]:
-        """The postmaster's options for TCP: none here, only its socket (embedded_tls.py
-        listens on loopback with TLS)."""
-        return ["-h", ""]
-
     def spawn(self) -> None:
         if self._socket_dir is None:
             raise RuntimeError("EmbeddedPostgres.prepare() first")
@@ -595,7 +590,7 @@ class EmbeddedPostgres(EmbeddedServer):
         argv = [
             str(ep._commands.POSTGRES_BIN_PATH / "postgres"),
             "-D", str(self.pgdata),
-            *self.listen_options(),
+            "-h", "",  # no TCP listener
             "-k", str(self._socket_dir),
         ]  # fmt: skip
         if sys.platform.startswith("linux"):

@@ -161,14 +161,15 @@ class TlsPostgres(EmbeddedPostgres):
 
 @contextlib.contextmanager
 def start_tls_servers(
-    base: Path, certs: Certificates, *, nats_auth: bool = True
+    base: Path, certs: Certificates, *, nats_auth: bool = True, postgres_tls: bool = True
 ) -> Iterator[EmbeddedServers]:
-    """NATS and Postgres with TLS in `base`, stopped on exit."""
+    """NATS and Postgres with TLS in `base` (Postgres on its socket alone with
+    `postgres_tls` False), stopped on exit."""
     servers = EmbeddedServers()
     try:
         servers.nats = TlsNats(base, certs, auth=nats_auth)
         servers.nats.start()
-        servers.postgres = TlsPostgres(base, certs)
+        servers.postgres = TlsPostgres(base, certs) if postgres_tls else EmbeddedPostgres(base)
         servers.postgres.start()
         yield servers
     finally:
