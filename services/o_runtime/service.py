@@ -159,7 +159,7 @@ class Service:
             # FastStream's default 2 s: see EventLog.connect.
             reconnect_time_wait=0.1,  # type: ignore[arg-type]  # (a float: nats-py sleeps it)
             max_reconnect_attempts=-1,
-            **identity.options(),
+            **identity.broker_options(),
         )
         await self.setup()
         self.sampler = self._sampler()
