@@ -21,6 +21,7 @@ from tests.e2e.folder_support import markdown, new_folder, processed, upload
 from tests.e2e.support import event_types, send
 from tests.e2e.test_agent_files import import_file, log_end
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
@@ -68,7 +69,7 @@ async def open_file_names(system: System, agent_id: str) -> list[str]:
 
 
 async def types_on(system: System, subject: str) -> list[str]:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         return [t for _, t in await event_types(nc, subject)]
     finally:
