@@ -80,6 +80,11 @@ SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
 # starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
 SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 
+# Whether a process is still there (core NATS, request/reply): every service process answers
+# on `o.rpc.alive.<role>.<incarnation>` for as long as its NATS connection lives, so a request
+# that gets "no responders" proves the process gone (o_runtime/liveness.py).
+ALIVE_PREFIX: Final = f"{RPC_PREFIX}.alive"
+
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).
 PROJECTION_WANTED_PREFIX: Final = "o.projection.wanted"
@@ -181,6 +186,15 @@ def executor_command_subject(agent_id: str) -> str:
 
 def memory_command_subject(key: str) -> str:
     return f"{COMMANDS_PREFIX}.memory.{key}"
+
+
+def alive_subject(role: str, incarnation: str) -> str:
+    return f"{ALIVE_PREFIX}.{role}.{incarnation}"
+
+
+def sandbox_alive_subject(replica: str) -> str:
+    """A tool sandbox replica's liveness subject: it answers a run with its name first."""
+    return alive_subject("tool_sandbox", replica)
 
 
 def projection_wanted_subject(projection: str) -> str:
