@@ -54,18 +54,39 @@ def free_port() -> int:
         return port
 
 
+def _servers(
+    base: Path, nats_auth: bool, tls: str | None
+) -> contextlib.AbstractContextManager[Any]:
+    if tls is None:
+        return start_servers(base, nats_auth=nats_auth)
+    from o_devtools.certs import make_certificates
+    from o_devtools.embedded_tls import client_env, start_tls_servers
+
+    certs = make_certificates(base / "certs")
+    # This process (the operator's tools: bench timelines) connects with TLS too.
+    os.environ.update(client_env(certs))
+    return start_tls_servers(base, certs, nats_auth=nats_auth, postgres_tls=tls == "all")
+
+
 @contextlib.asynccontextmanager
 async def local_system(
-    llm_base_url: str, services: Sequence[str] = DEFAULT_SERVICES, *, nats_auth: bool = True
+    llm_base_url: str,
+    services: Sequence[str] = DEFAULT_SERVICES,
+    *,
+    nats_auth: bool = True,
+    tls: str | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """The services running against `llm_base_url`, stopped (and their data removed) on exit.
 
     Each service connects as its own NATS role, as deployed; this process as the operator.
-    `nats_auth=False` runs NATS without authorization, only to measure what it costs.
+    `nats_auth=False` runs NATS without authorization, only to measure what it costs;
+    `tls="all"` runs NATS and Postgres with TLS (o_devtools/embedded_tls.py), certificates made
+    for the run, the services connecting as a deployment's do (`O_NATS_TLS_*`, `sslmode`);
+    `tls="nats"` NATS alone (Postgres on its socket).
     """
     with (
         tempfile.TemporaryDirectory(prefix="o-local-") as tmp,
-        start_servers(Path(tmp), nats_auth=nats_auth) as servers,
+        _servers(Path(tmp), nats_auth, tls) as servers,
     ):
         assert servers.nats is not None and servers.postgres is not None
         os.environ[NKEY_ENV] = str(servers.nats.seed_file("operator"))

@@ -85,6 +85,11 @@ SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 # that gets "no responders" proves the process gone (o_runtime/liveness.py).
 ALIVE_PREFIX: Final = f"{RPC_PREFIX}.alive"
 
+# The roll call (core NATS): every service process answers with who it is and whether it
+# is ready (o_contracts/roll_call.py), so an operator's tool and the gateway's status route
+# see every replica of every service without knowing where they run.
+ROLL_CALL: Final = f"{RPC_PREFIX}.roll_call"
+
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).
 PROJECTION_WANTED_PREFIX: Final = "o.projection.wanted"

@@ -286,9 +286,18 @@ class EmbeddedNats(EmbeddedServer):
             if self._auth
             else "# No authorization: a benchmark's comparison only.\n"
         )
+        text += self.extra_config()
         tmp = self.config_file.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(self.config_file)
+
+    def extra_config(self) -> str:
+        """More of the server's configuration (embedded_tls.py: its `tls` block)."""
+        return ""
+
+    def answers(self, port: int) -> bool:
+        """Whether the server on `port` greets a client (INFO) yet."""
+        return _nats_answers(port)
 
     def reload(self) -> None:
         """Apply the credentials folder's keys to the running server (SIGHUP: a
@@ -369,7 +378,7 @@ class EmbeddedNats(EmbeddedServer):
         port = _read_ports_file(self.dir / f"nats-server_{proc.pid}.ports")
         if port is None or (self._port is not None and port != self._port):
             return False
-        if not _nats_answers(port):
+        if not self.answers(port):
             return False
         self._port = port
         return True

@@ -9,6 +9,10 @@ started with across reconnections, and takes a rotated key when it is restarted
 
 Replies come back on `_INBOX.<role>.>`: each role may subscribe only to its own inboxes,
 so no identity reads another's replies.
+
+An identity also carries how the process reaches the servers: over TLS when the environment
+configures it (`O_NATS_TLS_*`, nats_tls.py), so every connection a process makes with its
+identity (the event log's, FastStream's broker, the setup role's) is encrypted alike.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from o_runtime import nkey
+from o_runtime.nats_tls import NatsTls
 
 NKEY_ENV = "O_NATS_NKEY"
 # Role names are NATS subject tokens (they make the inbox prefix).
@@ -39,17 +44,32 @@ def inbox_prefix(role: str) -> str:
 
 @dataclass(frozen=True)
 class Identity:
-    """A role's NKEY seed file (None: connect without credentials, refused by O's servers)."""
+    """A role's NKEY seed file (None: connect without credentials, refused by O's servers)
+    and the TLS it connects with (None: plain TCP)."""
 
     role: str
     seed: str | None = field(default=None, repr=False)
+    tls: NatsTls | None = None
 
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments for `nats.connect` and FastStream's `NatsBroker`."""
+    def _credentials(self) -> dict[str, Any]:
         opts: dict[str, Any] = {"inbox_prefix": inbox_prefix(self.role)}
         if self.seed is not None:
             opts["nkeys_seed_str"] = self.seed
         return opts
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for `nats.connect`."""
+        return self._credentials() | (self.tls.options() if self.tls is not None else {})
+
+    def broker_options(self) -> dict[str, Any]:
+        """Keyword arguments for FastStream's `NatsBroker` (TLS goes in its `security=`)."""
+        opts = self._credentials()
+        if self.tls is not None:
+            opts["security"] = self.tls.security()
+        return opts
+
+    def with_tls(self, tls: NatsTls | None) -> Identity:
+        return Identity(self.role, self.seed, tls)
 
     @property
     def public_key(self) -> str | None:
@@ -57,14 +77,16 @@ class Identity:
 
     @classmethod
     def of(cls, role: str, environ: Mapping[str, str] | None = None) -> Identity:
-        """The identity `O_NATS_NKEY` names, for `role` (whose inboxes it uses)."""
+        """The identity `O_NATS_NKEY` names, for `role` (whose inboxes it uses), with the
+        TLS `O_NATS_TLS_*` configure (TlsMisconfigured if they name unusable files)."""
         if not ROLE_NAME.fullmatch(role):
             raise ValueError(f"not a role name: {role!r}")
         environ = os.environ if environ is None else environ
+        tls = NatsTls.from_env(environ)
         path = environ.get(NKEY_ENV)
         if not path:
-            return cls(role)
-        return cls.from_file(role, Path(path))
+            return cls(role, tls=tls)
+        return cls.from_file(role, Path(path)).with_tls(tls)
 
     @classmethod
     def from_file(cls, role: str, seed_file: Path) -> Identity:

@@ -25,6 +25,7 @@ from o_runtime.projector import Projection, Projector
 from o_runtime.reactor import EventReactor
 from o_runtime.readiness import Readiness, check_readiness
 from o_runtime.reads import ProjectionReads
+from o_runtime.roll_call import RollCallAnswerer
 from o_runtime.sampling import FRESH, Durable, Followed, Sampler
 from o_runtime.settings import Settings
 from o_runtime.telemetry import setup_telemetry
@@ -78,6 +79,8 @@ class Service:
         self.consumers: list[CommandConsumer] = []
         # Event reactors (reactor.py), started after the consumers, stopped with them.
         self.reactors: list[EventReactor] = []
+        # Answers `o.rpc.roll_call` once started (o_runtime/roll_call.py: o_ops status).
+        self.roll_call = RollCallAnswerer(self.name, self.readiness)
         self._stop = asyncio.Event()
 
     def configure(self, env: Env) -> None:
@@ -163,7 +166,7 @@ class Service:
             # FastStream's default 2 s: see EventLog.connect.
             reconnect_time_wait=0.1,  # type: ignore[arg-type]  # (a float: nats-py sleeps it)
             max_reconnect_attempts=-1,
-            **identity.options(),
+            **identity.broker_options(),
         )
         await self.setup()
         self.sampler = self._sampler()
@@ -177,8 +180,10 @@ class Service:
         if metrics.serving():
             self.sampler.start()
         await self.started()
+        await self.roll_call.start(self.eventlog.nc)
 
     async def stop(self) -> None:
+        await self.roll_call.stop()
         await self.stopping()
         await self.sampler.stop()
         for consumer in self.consumers:

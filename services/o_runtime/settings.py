@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from o_runtime.env import BadSetting, Env
 from o_runtime.nats_identity import Identity, IdentityMissing
+from o_runtime.nats_tls import TlsMisconfigured
 from o_runtime.telemetry_settings import TelemetrySettings
 
 
@@ -67,7 +68,7 @@ class Settings:
             raise BadSetting(f"O_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
         try:
             identity = Identity.of(service_name, env.environ)
-        except IdentityMissing as exc:
+        except (IdentityMissing, TlsMisconfigured) as exc:
             raise BadSetting(str(exc)) from None
         return cls(
             identity=identity,

@@ -204,8 +204,30 @@ def objects(bucket: str, write: bool) -> Grant:
 
 def service(role: str) -> Grant:
     """What every service but the sandbox does: read the log, follow projections,
-    dead-letter what it cannot handle, answer whether it lives."""
-    return reads_log() + projections() + dead_letters() + lives(role)
+    dead-letter what it cannot handle, answer the roll call and whether it lives."""
+    return reads_log() + projections() + dead_letters() + answers_roll_call() + lives(role)
+
+
+def answers_roll_call() -> Grant:
+    """Say who it is and whether it is ready (o_runtime/roll_call.py), as every service
+    process does, the sandbox too."""
+    return serves(subjects.ROLL_CALL)
+
+
+def watches_the_system() -> Grant:
+    """What the status route reads (o_ops/system_status.py, docs/operations.md): the roll
+    call, every durable consumer's state, and the next command waiting for one (its age is
+    the consumer's lag). Single commands only, never a consumer on O_COMMANDS; the gateway
+    sends most commands itself, and reads every projection already."""
+    return grants(
+        asks(subjects.ROLL_CALL),
+        Grant(
+            publish=tuple(
+                f"{JS_API}.CONSUMER.INFO.{d.stream}.{d.name}" for d in topology.durables()
+            )
+        ),
+        gets(subjects.COMMANDS_STREAM),
+    )
 
 
 # -- roles ------------------------------------------------------------------------------
@@ -271,6 +293,8 @@ GATEWAY = Role(
         # per-subject totals only, no message of it.
         Grant(publish=(f"{JS_API}.STREAM.INFO.{subjects.DEAD_LETTER_STREAM}",)),
         objects(subjects.IMAGES_BUCKET, write=True),
+        # The system's status for operators and the console (GET /v1/operations/status).
+        watches_the_system(),
     ),
     "HTTP API: registry events, commands to the services, reads",
 )
@@ -355,7 +379,8 @@ TOOL_SANDBOX = Role(
         subjects.sandbox_alive_subject("*"),
     )
     # A run is answered twice: who took it, then its outcome (o_runtime/sandbox_requests.py).
-    + serves(subjects.SANDBOX_RUN, answers=2),
+    + serves(subjects.SANDBOX_RUN, answers=2)
+    + answers_roll_call(),
     "runs users' tools: answers its own requests, nothing else",
 )
 

@@ -214,29 +214,35 @@ async def test_a_retried_message_with_the_same_otid_is_one_run(
     system: System, llm: FakeOpenAI
 ) -> None:
     agent = await new_agent(system)
-    llm.push(Reply(content="Hello once."))
+    llm.push(Reply(content="Hello once."), Reply(content="Streamed once."))
     body = {"messages": [{"role": "user", "content": "hi", "otid": str(uuid.uuid4())}]}
     first = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
     again = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
-    streamed = await system.http.post(f"/v1/agents/{agent['id']}/messages/stream", json=body)
-    assert first.status_code == again.status_code == streamed.status_code == 200, again.text
+    assert first.status_code == again.status_code == 200, again.text
     assert again.json()["messages"] == first.json()["messages"]
     assert len(llm.requests) == 1
-    # The stream of the retried request replays the run it started.
+    # A streamed request retried: the retry's stream replays the run the first one started.
+    body = {"messages": [{"role": "user", "content": "and now?", "otid": str(uuid.uuid4())}]}
+    url = f"/v1/agents/{agent['id']}/messages/stream"
+    streamed, restreamed = [await system.http.post(url, json=body) for _ in range(2)]
+    assert streamed.status_code == restreamed.status_code == 200, restreamed.text
     chunks = [
         line.removeprefix("data: ")
-        for line in streamed.text.splitlines()
+        for line in restreamed.text.splitlines()
         if line.startswith("data: ")
     ]
     assert chunks[-1] == "[DONE]"
-    assert '"Hello once."' in streamed.text and '"end_turn"' in streamed.text
+    assert '"Streamed once."' in restreamed.text and '"end_turn"' in restreamed.text
+    assert len(llm.requests) == 2
     history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert [(m["message_type"], m["content"]) for m in history[1:]] == [
         ("user_message", "hi"),
         ("assistant_message", "Hello once."),
+        ("user_message", "and now?"),
+        ("assistant_message", "Streamed once."),
     ]
     runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
-    assert len(runs) == 1
+    assert len(runs) == 2
 
 
 async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -251,6 +252,36 @@ async def test_garbage_and_servers_that_never_start_are_refused_with_the_reason(
     assert "command not found: no-such-mcp-server" in await refresh_error(missing.id)
     for server in (garbage, never, missing):
         client.mcp_servers.delete(server.id)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own only when the sandbox is root")
+async def test_a_server_behind_a_folder_closed_to_other_users_is_told_why(
+    system: System,
+) -> None:
+    """As a server installed in root's home: run as a uid of its own, it cannot open its
+    script, and the reason says which folder and why, not only "Permission denied"."""
+    closed = Path(tempfile.mkdtemp(prefix="o-closed-"))  # mode 0700, as /root
+    try:
+        script = closed / "server.py"
+        script.write_text(SERVER.read_text())
+        client = system.client()
+        server = client.mcp_servers.create(
+            server_name=unique("closed"),
+            config={**config(), "args": [str(script)]},  # type: ignore[arg-type]
+        )
+        response = await system.http.patch(f"/v1/mcp-servers/{server.id}/refresh")
+        assert response.status_code == 404, response.text
+        reason = str(response.json()["detail"]["error"])
+        assert "Permission denied" in reason
+        assert (
+            "likely why: the server runs as uid" in reason
+            and f"cannot reach a path its arguments name, {script}: {closed} is not open to"
+            " other users (mode 700)"
+            in reason
+        ), reason
+        client.mcp_servers.delete(server.id)
+    finally:
+        shutil.rmtree(closed)
 
 
 async def test_a_changed_environment_restarts_the_server(system: System) -> None:

@@ -189,6 +189,8 @@ def test_the_sandbox_answers_its_own_requests_and_nothing_else() -> None:
         subjects.SANDBOX_CAPABILITIES,
         subjects.SANDBOX_MCP_STDIO,
         subjects.sandbox_alive_subject("*"),
+        # (Who it is and whether it is ready: o_runtime/roll_call.py.)
+        subjects.ROLL_CALL,
     }
     assert "allow_responses: { max: 2 }" in authorization_of(roles.TOOL_SANDBOX)
 
