@@ -142,7 +142,8 @@ async def running_execution(nc: Any, started: Any, agent_id: str) -> tuple[str, 
                 and getattr(event.data, "agent_id", "") == agent_id
             ):
                 break
-    question = ExecutionStatus(execution_id=event.id).encode()
+    execution_id = event.data.execution_id
+    question = ExecutionStatus(execution_id=execution_id).encode()
     async with asyncio.timeout(DEADLINE):
         while True:
             with contextlib.suppress(nats.errors.TimeoutError, nats.errors.NoRespondersError):
@@ -150,7 +151,7 @@ async def running_execution(nc: Any, started: Any, agent_id: str) -> tuple[str, 
                 answer = await nc.request(subjects.SANDBOX_EXECUTIONS, question, timeout=0.05)
                 state = ExecutionState.decode(answer.data)
                 if state.state == "running":
-                    return event.id, state.replica
+                    return execution_id, state.replica
 
 
 async def test_a_tool_call_whose_sandbox_replica_dies_is_decided_within_a_second_or_so(
