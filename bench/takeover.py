@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import itertools
 import json
 import os
 import random
@@ -224,7 +225,8 @@ async def exactly_once(
         rows = (await http.get(f"/v1/agents/{agent_id}/messages")).json()
         types = [m["message_type"] for m in rows if m["message_type"] != "system_message"]
         if types != EXPECTED_TYPES:
-            wrong.append(f"{marker}: messages {types}")
+            shown = [f"{m['message_type']}({call_of(m)})" for m in rows]
+            wrong.append(f"{marker}: messages {' '.join(shown)}")
         asked = len(script.of(marker))
         if not TOOL_STEPS + 1 <= asked <= TOOL_STEPS + 2:
             wrong.append(f"{marker}: the model asked {asked} times")
@@ -232,17 +234,31 @@ async def exactly_once(
     try:
         agents = {agent_id for agent_id, _ in runs}
         counts: Counter[tuple[str, str]] = Counter()
+        recorded: dict[str, list[str]] = {}
         async for raw in log.replay(subjects.AGENT_EVENTS):
             event = decode(raw.data)
-            if event.type in ("RunStarted", "RunCompleted") and event.aggregate_id in agents:
-                counts[(event.aggregate_id, event.type)] += 1
+            if event.aggregate_id not in agents:
+                continue
+            counts[(event.aggregate_id, event.type)] += 1
+            call = getattr(event.data, "tool_call_id", "")
+            recorded.setdefault(event.aggregate_id, []).append(
+                f"{raw.seq}:{event.type}{f'({call})' if call else ''}"
+            )
     finally:
         await log.close()
     for agent_id, marker in runs:
         for kind in ("RunStarted", "RunCompleted"):
             if counts[(agent_id, kind)] != 1:
                 wrong.append(f"{marker}: {kind} x{counts[(agent_id, kind)]}")
+    for agent_id, marker in runs:
+        if any(w.startswith(f"{marker}:") for w in wrong):
+            wrong.append(f"{marker}: the log: {' '.join(recorded.get(agent_id, []))}")
     return wrong
+
+
+def call_of(message: dict[str, Any]) -> str:
+    call = (message.get("tool_call") or {}).get("tool_call_id") or message.get("tool_call_id")
+    return str(call or "")
 
 
 def figures(values: list[float]) -> str:
@@ -258,6 +274,9 @@ async def main(replicas: int, kills: int, baseline: int, step: float, seed: int)
     servers = [FakeOpenAI() for _ in range(replicas)]
     for i, server in enumerate(servers):
         server.default_reply = functools.partial(script.reply, i)
+        # Tool call ids unique across the servers, as a provider's are (each counts `call_<n>`
+        # from 1: a run taken over by the other replica would get an id it had already used).
+        server._call_ids = itertools.count(1 + i * 1_000_000)
         server.start()
     specs = [ServiceSpec.module(s, f"o_{s}") for s in ("gateway", "memory")] + [
         ServiceSpec.module("executor", "o_executor", env={"OPENAI_BASE_URL": server.base_url})
