@@ -35,6 +35,8 @@ from o_runtime.projector import NOTIFY_CHANNEL
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY = 0.5
+# Its connection's name in pg_stat_activity.
+APPLICATION_NAME = "o-gateway-read-fence"
 
 
 class ReadFence:
@@ -109,7 +111,9 @@ class ReadFence:
         return self.generation if self._conn is conn else None
 
     async def _connect(self) -> None:
-        conn = await asyncpg.connect(self.dsn)
+        conn = await asyncpg.connect(
+            self.dsn, server_settings={"application_name": APPLICATION_NAME}
+        )
         await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
         conn.add_termination_listener(self._lost)
         self.generation += 1
