@@ -19,7 +19,8 @@ missed dependency would make a read stale; a busy system renders more, never sho
 
 Only the routes in HOT_ROUTES are kept (their responses depend on the path, the query
 string and the projections alone: no header, no clock, no caller), only 200s, and at most
-`entries` responses (the oldest go first). Inside authentication, CORS and the metrics
+`budget` bytes of them (the oldest go first; O_READ_CACHE_BYTES, 32 MiB: what a gateway
+process may hold beside its ~100 MB). Inside authentication, CORS and the metrics
 middleware: a kept answer is still authenticated, measured by its route template and
 traced.
 """
@@ -44,8 +45,9 @@ HOT_ROUTES = frozenset(
         "/v1/runs/{run_id}/",
     }
 )
-# A response larger than this is not kept (a long message page: rendering it dominates).
-MAX_BODY = 1024 * 1024
+# A response larger than this share of the budget is not kept (a long message page:
+# rendering it dominates its cost anyway).
+MAX_SHARE = 16
 
 
 @dataclass(frozen=True)
@@ -73,19 +75,19 @@ def hot(path: str) -> bool:
 class HotReads:
     """ASGI middleware: kept answers for HOT_ROUTES, checked against the read fence."""
 
-    def __init__(self, app: ASGIApp, fence: ReadFence | None, entries: int) -> None:
+    def __init__(self, app: ASGIApp, fence: ReadFence | None, budget: int) -> None:
         self.app = app
         self.fence = fence
-        self.entries = entries
+        self.budget = budget
         self.kept: dict[tuple[str, bytes], Kept] = {}
-        self.hits = 0
-        self.misses = 0
+        # Bytes of the kept bodies.
+        self.size = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fence = self.fence
         if (
             fence is None
-            or not self.entries
+            or not self.budget
             or scope["type"] != "http"
             or scope["method"] != "GET"
             or not hot(scope["path"])
@@ -99,7 +101,6 @@ class HotReads:
         key = (scope["path"], scope["query_string"])
         kept = self.kept.get(key)
         if kept is not None and kept.generation == generation:
-            self.hits += 1
             # (Instrumented, outside, measures by the route template.)
             scope["route"] = kept.route
             # (A new start message each time: middleware outside adds headers to it.)
@@ -108,7 +109,6 @@ class HotReads:
             )
             await send({"type": "http.response.body", "body": kept.body})
             return
-        self.misses += 1
         await self._render(scope, receive, send, key, generation)
 
     async def _render(
@@ -145,9 +145,16 @@ class HotReads:
         ):
             return
         body = b"".join(chunks)
-        if len(body) > MAX_BODY:
+        if len(body) > self.budget // MAX_SHARE:
             return
-        if len(self.kept) >= self.entries and key not in self.kept:
+        self._forget(key)
+        while self.kept and self.size + len(body) > self.budget:
             # The oldest goes (dicts keep insertion order).
-            del self.kept[next(iter(self.kept))]
+            self._forget(next(iter(self.kept)))
         self.kept[key] = Kept(generation, start["status"], headers, body, route)
+        self.size += len(body)
+
+    def _forget(self, key: tuple[str, bytes]) -> None:
+        gone = self.kept.pop(key, None)
+        if gone is not None:
+            self.size -= len(gone.body)

@@ -71,7 +71,7 @@ class GatewayService(Service):
 
     async def setup(self) -> None:
         fence = None
-        if self.config.read_cache_entries:
+        if self.config.read_cache_bytes:
             fence = ReadFence(self.settings.database_url)
             await fence.start()
         self.fence = fence

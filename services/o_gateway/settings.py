@@ -21,6 +21,7 @@ LETTA_ORIGINS = (
 
 
 DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+DEFAULT_READ_CACHE_BYTES = 32 * 1024 * 1024
 
 
 def cors_origins(env: Env) -> tuple[str, ...]:
@@ -70,9 +71,9 @@ class GatewaySettings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
-    # The hot reads' kept answers (hot_reads.py, docs/throughput.md): at most this many;
-    # O_READ_CACHE_ENTRIES=0 renders every read.
-    read_cache_entries: int = 10_000
+    # The hot reads' kept answers (hot_reads.py, docs/throughput.md): at most this many
+    # bytes of them; O_READ_CACHE_BYTES=0 renders every read.
+    read_cache_bytes: int = DEFAULT_READ_CACHE_BYTES
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -93,5 +94,5 @@ class GatewaySettings:
             max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
             callbacks=CallbackSettings.from_env(env),
             console=env.flag("O_CONSOLE") if env.optional("O_CONSOLE") is not None else True,
-            read_cache_entries=env.integer("O_READ_CACHE_ENTRIES", 10_000, minimum=0),
+            read_cache_bytes=env.integer("O_READ_CACHE_BYTES", DEFAULT_READ_CACHE_BYTES, minimum=0),
         )

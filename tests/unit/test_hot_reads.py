@@ -76,8 +76,8 @@ class Client:
         return start["status"], start["headers"], body, getattr(scope.get("route"), "path", None)
 
 
-def client(app: App, fence: Fence | None, entries: int = 100) -> Client:
-    return Client(HotReads(app, fence, entries))  # type: ignore[arg-type]
+def client(app: App, fence: Fence | None, budget: int = 10_000) -> Client:
+    return Client(HotReads(app, fence, budget))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -170,19 +170,30 @@ async def test_a_streamed_body_is_kept_whole() -> None:
     assert app.calls == 1
 
 
-async def test_the_oldest_answer_goes_when_the_entries_are_full() -> None:
+async def test_the_oldest_answers_go_when_the_budget_is_spent() -> None:
     app = App()
-    c = client(app, Fence(), entries=2)
-    for path in ("/v1/agents/a", "/v1/agents/b", "/v1/agents/c"):
-        await c.get(path)
-    assert list(c.middleware.kept) == [("/v1/agents/b", b""), ("/v1/agents/c", b"")]
+    # Bodies of 8 bytes ({"n": 1} to {"n": 9}), then 9: 18 answers need 153 bytes.
+    c = client(app, Fence(), budget=144)
+    for i in range(18):
+        await c.get(f"/v1/agents/a{i}")
+    kept = [path for path, _ in c.middleware.kept]
+    assert kept == [f"/v1/agents/a{i}" for i in range(2, 18)]
+    assert c.middleware.size == 7 * 8 + 9 * 9 == 137
+    await c.get("/v1/agents/a0")
+    assert app.calls == 19
+
+
+async def test_an_answer_over_a_sixteenth_of_the_budget_is_not_kept() -> None:
+    app = App()
+    c = client(app, Fence(), budget=16 * 8 - 1)
     await c.get("/v1/agents/a")
-    assert app.calls == 4
+    await c.get("/v1/agents/a")
+    assert app.calls == 2 and c.middleware.size == 0
 
 
-async def test_no_entries_turns_keeping_off() -> None:
+async def test_a_zero_budget_turns_keeping_off() -> None:
     app = App()
-    c = client(app, Fence(), entries=0)
+    c = client(app, Fence(), budget=0)
     await c.get("/v1/agents/a")
     await c.get("/v1/agents/a")
     assert app.calls == 2
