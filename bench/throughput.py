@@ -4,9 +4,10 @@
 (embedded NATS and Postgres, a zero-latency local model), makes agents with blocks, a few
 1-step runs each (so an agent has messages and runs), then runs `wrk --latency` against each
 route (`--connections 32`, `--duration 10` s, `--repeats` times) and prints requests per
-second, latency percentiles as wrk measured them (p50, p99) and the CPU the gateway and
-Postgres spent per request (a figure less at the mercy of a shared machine's other tenants
-than requests per second). Every response must be a 2xx: wrk's count of others fails the run.
+second, latency percentiles as wrk measured them (p50, p99), the CPU the gateway, Postgres
+and wrk spent per request (figures less at the mercy of a shared machine's other tenants than
+requests per second), how busy the machine was and how much of that was none of these (the
+other tenants: the noise). Every response must be a 2xx: wrk's count of others fails the run.
 
 `--baseline DIR` is a paired A/B: a second system runs the code of checkout DIR (main, say)
 beside this one, and each repeat measures both, one route after the other, alternating
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,7 +39,7 @@ sys.path[:0] = [
     str(Path(__file__).resolve().parents[1] / p) for p in ("contracts", "services", ".")
 ]
 
-from bench.agent_loop import cpu_seconds, postgres_pids  # noqa: E402
+from bench.agent_loop import CLOCK_TICKS, cpu_seconds, postgres_pids  # noqa: E402
 from bench.local_system import API_KEY, ROOT, LocalSystem, local_system  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 
@@ -57,7 +59,9 @@ class Result:
     requests: int
     gateway_cpu_ms: float  # per request
     postgres_cpu_ms: float  # per request
-    machine_busy: float  # share of both cores busy during the run, anyone's work
+    wrk_cpu_ms: float  # per request: the load generator's own share
+    machine_busy: float  # share of all cores busy during the run, anyone's work
+    others: float  # cores' share busy with none of the above (other tenants: the noise)
 
 
 def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +98,16 @@ def tree_pids(root: int) -> list[int]:
     return postgres_pids(root)
 
 
+def reaped_cpu_seconds(pid: int) -> float:
+    """CPU of the children `pid` has waited for (Postgres backends that ended: their time
+    moves there from the live children's)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[13]) + int(fields[14])) / CLOCK_TICKS
+
+
 @dataclass
 class Target:
     side: str
@@ -105,7 +119,11 @@ class Target:
             cpu_seconds(p) for pid in self.system.supervisor.pids("gateway") for p in tree_pids(pid)
         )
         postmaster = self.system.servers.postgres.pid
-        pg = sum(cpu_seconds(p) for p in postgres_pids(postmaster)) if postmaster else 0.0
+        pg = 0.0
+        if postmaster:
+            pg = reaped_cpu_seconds(postmaster) + sum(
+                cpu_seconds(p) for p in postgres_pids(postmaster)
+            )
         return gateway, pg
 
 
@@ -173,12 +191,18 @@ def measure(target: Target, route: str, args: argparse.Namespace) -> Result:
     wrk(url, args.threads, args.connections, 1)
     gateway0, pg0 = target.cpu()
     busy0, total0 = busy_jiffies()
+    wrk0 = children_cpu()
     output = wrk(url, args.threads, args.connections, args.duration)
+    wrk1 = children_cpu()
     busy1, total1 = busy_jiffies()
     gateway1, pg1 = target.cpu()
     rps, p50, p99, requests, bad = parse_wrk(output)
     if bad:
         raise SystemExit(f"{target.side} {route}: {bad} responses were not 2xx\n{output}")
+    # (jiffies of all cores; CPU seconds of ours over the same wall time)
+    total = max(1, total1 - total0)
+    ours = (gateway1 - gateway0) + (pg1 - pg0) + (wrk1 - wrk0)
+    wall_cpu = total / CLOCK_TICKS
     return Result(
         target.side,
         route,
@@ -188,15 +212,24 @@ def measure(target: Target, route: str, args: argparse.Namespace) -> Result:
         requests,
         1000 * (gateway1 - gateway0) / requests,
         1000 * (pg1 - pg0) / requests,
-        (busy1 - busy0) / max(1, total1 - total0),
+        1000 * (wrk1 - wrk0) / requests,
+        (busy1 - busy0) / total,
+        max(0.0, (busy1 - busy0) / total - ours / wall_cpu),
     )
+
+
+def children_cpu() -> float:
+    """CPU of this process's children that have ended (wrk, once it is waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def line(r: Result) -> str:
     return (
         f"  {r.side:<9} {r.route:<9} {r.rps:8.0f} req/s   p50 {r.p50_ms:6.2f} ms"
-        f"   p99 {r.p99_ms:6.2f} ms   gateway {r.gateway_cpu_ms:.3f} ms CPU/req"
-        f"   postgres {r.postgres_cpu_ms:.3f}   machine busy {100 * r.machine_busy:3.0f}%"
+        f"   p99 {r.p99_ms:6.2f} ms   CPU ms/req: gateway {r.gateway_cpu_ms:.3f}"
+        f" postgres {r.postgres_cpu_ms:.3f} wrk {r.wrk_cpu_ms:.3f}"
+        f"   busy {100 * r.machine_busy:3.0f}% (others {100 * r.others:2.0f}%)"
     )
 
 
@@ -218,7 +251,9 @@ def medians(results: list[Result], sides: list[str]) -> None:
                         sum(r.requests for r in rs),
                         statistics.median(r.gateway_cpu_ms for r in rs),
                         statistics.median(r.postgres_cpu_ms for r in rs),
+                        statistics.median(r.wrk_cpu_ms for r in rs),
                         statistics.median(r.machine_busy for r in rs),
+                        statistics.median(r.others for r in rs),
                     )
                 )
                 + f"   ({len(rs)} runs)"
