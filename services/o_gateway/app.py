@@ -268,7 +268,9 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     # CORS answers a browser's preflight before authentication (a preflight carries no
     # key) and marks refusals too, so a browser app can read why it was refused. HotReads
     # sends kept answers of the hot reads, so only what passed the others.
-    app.add_middleware(HotReads, fence=gateway.fence, budget=settings.read_cache_bytes)
+    # (Tests build the app without a gateway: then nothing is kept.)
+    fence = getattr(gateway, "fence", None)
+    app.add_middleware(HotReads, fence=fence, budget=settings.read_cache_bytes)
     app.add_middleware(
         InputLimits,
         max_body_bytes=settings.max_body_bytes,
