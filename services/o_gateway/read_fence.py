@@ -35,6 +35,9 @@ from o_runtime.projector import NOTIFY_CHANNEL
 log = logging.getLogger(__name__)
 
 RECONNECT_DELAY = 0.5
+# A round trip this slow means the connection is in trouble: it is dropped (and made
+# again), and the reads waiting on it are rendered instead of sent from what was kept.
+ROUND_TRIP_TIMEOUT = 5.0
 # Its connection's name in pg_stat_activity.
 APPLICATION_NAME = "o-gateway-read-fence"
 
@@ -100,8 +103,8 @@ class ReadFence:
         try:
             # The smallest query (no table, no column): Postgres sends the notifications
             # it holds before its reply.
-            await conn.execute("SELECT")
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await conn.execute("SELECT", timeout=ROUND_TRIP_TIMEOUT)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("read fence: round trip failed (%r); no kept answers until back", exc)
             self._lost(conn)
             conn.terminate()
