@@ -30,6 +30,9 @@ from o_runtime.env import Env
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
+# Requests (o.rpc.executor.*) one process answers at once.
+REQUEST_WORKERS = 32
+
 
 class ExecutorService(Service):
     name = "executor"
@@ -61,11 +64,20 @@ class ExecutorService(Service):
                 concurrency=16,
             )
         )
+        # Many at once: a FastStream subscriber takes one message at a time unless told, and
+        # a completion waits on the model (the gateway's generate route, and every memory's
+        # importance and reflections: o_memory/model_calls.py).
         self.broker.subscriber(
-            subjects.EXECUTOR_GENERATE, queue="executor", title="one completion, outside runs"
+            subjects.EXECUTOR_GENERATE,
+            queue="executor",
+            title="one completion, outside runs",
+            max_workers=REQUEST_WORKERS,
         )(self.generate)
         self.broker.subscriber(
-            subjects.EXECUTOR_READ_CONTEXT, queue="executor", title="an agent's context window"
+            subjects.EXECUTOR_READ_CONTEXT,
+            queue="executor",
+            title="an agent's context window",
+            max_workers=REQUEST_WORKERS,
         )(self.read_context)
 
     async def read_context(self, body: bytes) -> bytes:

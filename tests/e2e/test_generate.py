@@ -5,12 +5,14 @@ letta-client has no call for it (Letta's own tests use raw HTTP too).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import pytest
 
-from tests.e2e.conftest import System
-from tests.e2e.support import new_agent
+from tests.e2e.conftest import EXECUTOR_REPLICAS, System
+from tests.e2e.support import new_agent, until
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -108,3 +110,26 @@ async def test_a_provider_failure_is_502(system: System, llm: FakeOpenAI) -> Non
     response = await system.http.post(f"/v1/agents/{agent['id']}/generate", json={"prompt": "hi"})
     assert response.status_code == 502
     assert "LLM provider error" in response.json()["detail"]
+
+
+async def test_generate_requests_wait_on_the_model_side_by_side(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # More requests than executor replicas are at the model at once: an executor answers
+    # many (a memory's importance and reflections come this way too: o_memory/model_calls.py).
+    agent = await new_agent(system)
+    release = threading.Event()
+    count = EXECUTOR_REPLICAS + 2
+    llm.push(*[Reply(content=f"answer {n}", release=release) for n in range(count)])
+    asked = [
+        asyncio.create_task(
+            system.http.post(f"/v1/agents/{agent['id']}/generate", json={"prompt": f"q{n}"})
+        )
+        for n in range(count)
+    ]
+    try:
+        await until(llm, lambda requests: len(requests) == count)
+    finally:
+        release.set()
+    answers = sorted([(await a).json()["content"] for a in asked])
+    assert answers == sorted(f"answer {n}" for n in range(count))
