@@ -10,11 +10,15 @@ Server-Timing header), and as the HTTP client saw it. Prints the median and p99
 over RUNS runs each, after WARMUP untimed runs, and the CPU each part of the
 system spent per run (on a shared machine that moves less than wall time).
 
-    python -m bench.agent_loop [--runs 200] [--warmup 20] [--tls [nats]] [--no-nats-auth]
+    python -m bench.agent_loop [--runs 200] [--warmup 20] [--tls [nats|postgres]]
+                               [--postgres-bin DIR] [--no-nats-auth]
 
 `--tls` runs NATS and Postgres with TLS (certificates made for the run; Postgres through its
 TLS front, whose CPU is counted apart: o_devtools/pg_tls_front.py), `--tls nats` NATS alone,
-to measure what TLS costs against the same without it.
+`--tls postgres` Postgres alone, to measure what TLS costs against the same without it.
+`--postgres-bin DIR` (or O_POSTGRES_BIN_DIR) runs the Postgres in DIR, built with SSL and
+pgvector, on a loopback port instead of the embedded one, with its own TLS when `--tls` covers
+Postgres (o_devtools/native_postgres.py): plain TCP against TLS on the same server.
 """
 
 from __future__ import annotations
@@ -160,11 +164,14 @@ async def main(
     timeline: bool = False,
     nats_auth: bool = True,
     tls: str | None = None,
+    postgres_bin: Path | None = None,
 ) -> None:
     llm = ZeroLatencyLLM(scripted)
     llm.start()
     try:
-        async with local_system(llm.base_url, SERVICES, nats_auth=nats_auth, tls=tls) as system:
+        async with local_system(
+            llm.base_url, SERVICES, nats_auth=nats_auth, tls=tls, postgres_bin=postgres_bin
+        ) as system:
             http, supervisor, servers = system.http, system.supervisor, system.servers
             # Runs go round-robin over AGENTS agents, so each conversation stays
             # short: the figures are the loop's overhead, not the cost of ever
@@ -197,6 +204,7 @@ async def main(
             if front is not None:
                 parts["pg-tls-front"] = [front.pid]
             print(f"NATS {servers.nats.url}, TLS: {tls or 'off'}")
+            print(f"Postgres {servers.postgres.url} from {servers.postgres.bin_dir}")
             for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
                 await measure(http, agent_ids, text, warmup)
                 before = cpu_by_part(parts)
@@ -229,8 +237,24 @@ if __name__ == "__main__":
         "--tls",
         nargs="?",
         const="all",
-        choices=["all", "nats"],
-        help="NATS and Postgres (or NATS alone) with TLS, certificates made for the run",
+        choices=["all", "nats", "postgres"],
+        help="NATS and Postgres (or one of them) with TLS, certificates made for the run",
+    )
+    parser.add_argument(
+        "--postgres-bin",
+        type=Path,
+        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
+        help="a Postgres with SSL and pgvector to run on a loopback port instead of the"
+        " embedded one (default: O_POSTGRES_BIN_DIR)",
     )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.warmup, args.timeline, not args.no_nats_auth, args.tls))
+    asyncio.run(
+        main(
+            args.runs,
+            args.warmup,
+            args.timeline,
+            not args.no_nats_auth,
+            args.tls,
+            args.postgres_bin,
+        )
+    )

