@@ -28,9 +28,7 @@ help:
 # declares (sentence-transformers and torch): see requirements-no-deps.txt.
 $(STAMP): pyproject.toml requirements-no-deps.txt
 	@if [ ! -x $(BIN)/python ]; then \
-	    py='$(PYTHON)'; \
-	    if [ -z "$$py" ]; then py=$$(scripts/pythons.sh --newest) || exit 1; fi; \
-	    command -v "$$py" >/dev/null || { echo "PYTHON=$$py is not a command" >&2; exit 1; }; \
+	    py=$$(scripts/pythons.sh --use '$(PYTHON)') || exit 1; \
 	    echo "creating $(VENV) with $$py ($$("$$py" -V 2>&1))"; \
 	    "$$py" -m venv $(VENV) || exit 1; \
 	fi

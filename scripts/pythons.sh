@@ -3,8 +3,10 @@
 # "VERSION PATH". Used by the Makefile (which one builds .venv) and by the install check (CI
 # installs O on each one found).
 #
-#   scripts/pythons.sh            # every supported version found
-#   scripts/pythons.sh --newest   # the newest one's path; exits 1, saying what to do, if none
+#   scripts/pythons.sh              # every supported version found
+#   scripts/pythons.sh --newest     # the newest one's path; exits 1, saying what to do, if none
+#   scripts/pythons.sh --use NAME   # NAME's path if it runs and is supported (else exits 1,
+#                                   # saying why); with NAME empty, as --newest
 #
 # A name on PATH counts only if it runs and is the version it says: a pyenv shim of a version
 # that is installed but not selected (`pyenv global 3.11.7` with 3.13.0 installed) is on PATH
@@ -35,7 +37,19 @@ find_version() {
     return 1
 }
 
-if [ "${1:-}" = "--newest" ]; then
+if [ "${1:-}" = "--use" ] && [ -n "${2:-}" ]; then
+    found=$(probe "$2") || {
+        echo "PYTHON=$2 does not run here (not installed, or a pyenv shim of a version not selected?)" >&2
+        exit 1
+    }
+    for v in "${SUPPORTED[@]}"; do
+        [ "${found%% *}" = "$v" ] && { echo "${found#* }"; exit 0; }
+    done
+    echo "PYTHON=$2 is Python ${found%% *}; O supports 3.11, 3.12 and 3.13" >&2
+    exit 1
+fi
+
+if [ "${1:-}" = "--newest" ] || [ "${1:-}" = "--use" ]; then
     for v in "${SUPPORTED[@]}"; do
         if found=$(find_version "$v"); then
             echo "${found#* }"

@@ -93,3 +93,34 @@ def test_with_no_supported_python_it_says_how_to_get_one(tmp_path: Path) -> None
     assert out.stdout == ""
     assert "O needs Python 3.11, 3.12 or 3.13" in out.stderr
     assert "PYTHON=/path/to/python3.x" in out.stderr
+
+
+def test_a_named_python_is_used_if_it_runs_and_is_supported(tmp_path: Path) -> None:
+    fake_python(tmp_path / "bin" / "python3.13", "3.13")
+    fake_python(tmp_path / "bin" / "python3.12", "3.12")
+
+    out = run(tmp_path, "--use", "python3.12")
+
+    assert (out.returncode, out.stdout) == (0, f"{tmp_path / 'bin' / 'python3.12'}\n")
+
+
+def test_a_named_python_that_does_not_run_or_is_too_old_is_refused_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    shim(tmp_path / "bin" / "python3.13")
+    fake_python(tmp_path / "bin" / "python3.10", "3.10")
+
+    inactive = run(tmp_path, "--use", "python3.13")
+    old = run(tmp_path, "--use", "python3.10")
+
+    assert (inactive.returncode, inactive.stdout) == (1, "")
+    assert "PYTHON=python3.13 does not run here" in inactive.stderr
+    assert (old.returncode, old.stdout) == (1, "")
+    assert "PYTHON=python3.10 is Python 3.10; O supports 3.11, 3.12 and 3.13" in old.stderr
+
+
+def test_an_empty_name_means_the_newest(tmp_path: Path) -> None:
+    fake_python(tmp_path / "bin" / "python3.11", "3.11")
+    fake_python(tmp_path / "bin" / "python3.12", "3.12")
+
+    assert run(tmp_path, "--use", "").stdout == f"{tmp_path / 'bin' / 'python3.12'}\n"
