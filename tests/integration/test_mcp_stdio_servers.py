@@ -49,11 +49,11 @@ def env() -> dict[str, str]:
     return {"PYTHONPATH": server_python()[1]}
 
 
-def spec(server_id: str | None = None) -> StdioServerSpec:
+def spec(server_id: str | None = None, *flags: str) -> StdioServerSpec:
     return StdioServerSpec(
         mcp_server_id=server_id or f"mcp_server-{uuid.uuid4()}",
         command=server_python()[0],
-        args=[str(SERVER)],
+        args=[str(SERVER), *flags],
     )
 
 
@@ -83,6 +83,13 @@ async def test_an_idle_server_is_stopped_and_started_again_on_next_use() -> None
         assert gone(scratch) and server.mcp_server_id not in servers.running
         again = await started(servers, server)
         assert again is not first and await echo(again, "back") == "back"
+
+
+async def test_a_server_slower_to_start_than_the_idle_time_is_not_stopped_while_starting() -> None:
+    async with sandbox(O_MCP_STDIO_IDLE_SECONDS="1") as servers:
+        process = await started(servers, spec(None, "--start-after", "2.5"))
+        assert await echo(process, "late") == "late"
+        assert not process.ended
 
 
 async def test_the_least_recently_used_idle_server_makes_room_for_a_new_one() -> None:
