@@ -10,7 +10,11 @@ Server-Timing header), and as the HTTP client saw it. Prints the median and p99
 over RUNS runs each, after WARMUP untimed runs, and the CPU each part of the
 system spent per run (on a shared machine that moves less than wall time).
 
-    python -m bench.agent_loop [--runs 200] [--warmup 20]
+    python -m bench.agent_loop [--runs 200] [--warmup 20] [--tls [nats]] [--no-nats-auth]
+
+`--tls` runs NATS and Postgres with TLS (certificates made for the run; Postgres through its
+TLS front, whose CPU is counted apart: o_devtools/pg_tls_front.py), `--tls nats` NATS alone,
+to measure what TLS costs against the same without it.
 """
 
 from __future__ import annotations
@@ -146,11 +150,17 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
         print(f"  {(e.time - start).total_seconds() * 1000:8.2f}  {e.type}")
 
 
-async def main(runs: int, warmup: int, timeline: bool = False) -> None:
+async def main(
+    runs: int,
+    warmup: int,
+    timeline: bool = False,
+    nats_auth: bool = True,
+    tls: str | None = None,
+) -> None:
     llm = ZeroLatencyLLM(scripted)
     llm.start()
     try:
-        async with local_system(llm.base_url, SERVICES) as system:
+        async with local_system(llm.base_url, SERVICES, nats_auth=nats_auth, tls=tls) as system:
             http, supervisor, servers = system.http, system.supervisor, system.servers
             # Runs go round-robin over AGENTS agents, so each conversation stays
             # short: the figures are the loop's overhead, not the cost of ever
@@ -179,6 +189,10 @@ async def main(runs: int, warmup: int, timeline: bool = False) -> None:
                 "client": [os.getpid()],
                 "llm": [llm.pid],
             }
+            front = getattr(servers.postgres, "front", None)
+            if front is not None:
+                parts["pg-tls-front"] = [front.pid]
+            print(f"NATS {servers.nats.url}, TLS: {tls or 'off'}")
             for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
                 await measure(http, agent_ids, text, warmup)
                 before = cpu_by_part(parts)
@@ -202,5 +216,17 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--timeline", action="store_true", help="print the last run's events")
+    parser.add_argument(
+        "--no-nats-auth",
+        action="store_true",
+        help="NATS without identities or permissions: only to measure what they cost",
+    )
+    parser.add_argument(
+        "--tls",
+        nargs="?",
+        const="all",
+        choices=["all", "nats"],
+        help="NATS and Postgres (or NATS alone) with TLS, certificates made for the run",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.warmup, args.timeline))
+    asyncio.run(main(args.runs, args.warmup, args.timeline, not args.no_nats_auth, args.tls))

@@ -26,7 +26,13 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 from o_devtools.dev_secrets import data_folder_key  # noqa: E402
 from o_devtools.embedded import start_servers  # noqa: E402
 from o_devtools.health import wait_healthy  # noqa: E402
-from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor  # noqa: E402
+from o_devtools.supervisor import (  # noqa: E402
+    DEFAULT_SERVICES,
+    ServiceSpec,
+    Supervisor,
+    with_identities,
+)
+from o_runtime.nats_identity import NKEY_ENV  # noqa: E402
 from o_runtime.tool_secrets import KEY_ENV  # noqa: E402
 
 API_KEY = "local"
@@ -48,13 +54,42 @@ def free_port() -> int:
         return port
 
 
+def _servers(
+    base: Path, nats_auth: bool, tls: str | None
+) -> contextlib.AbstractContextManager[Any]:
+    if tls is None:
+        return start_servers(base, nats_auth=nats_auth)
+    from o_devtools.certs import make_certificates
+    from o_devtools.embedded_tls import client_env, start_tls_servers
+
+    certs = make_certificates(base / "certs")
+    # This process (the operator's tools: bench timelines) connects with TLS too.
+    os.environ.update(client_env(certs))
+    return start_tls_servers(base, certs, nats_auth=nats_auth, postgres_tls=tls == "all")
+
+
 @contextlib.asynccontextmanager
 async def local_system(
-    llm_base_url: str, services: Sequence[str] = DEFAULT_SERVICES
+    llm_base_url: str,
+    services: Sequence[str] = DEFAULT_SERVICES,
+    *,
+    nats_auth: bool = True,
+    tls: str | None = None,
 ) -> AsyncIterator[LocalSystem]:
-    """The services running against `llm_base_url`, stopped (and their data removed) on exit."""
-    with tempfile.TemporaryDirectory(prefix="o-local-") as tmp, start_servers(Path(tmp)) as servers:
+    """The services running against `llm_base_url`, stopped (and their data removed) on exit.
+
+    Each service connects as its own NATS role, as deployed; this process as the operator.
+    `nats_auth=False` runs NATS without authorization, only to measure what it costs;
+    `tls="all"` runs NATS and Postgres with TLS (o_devtools/embedded_tls.py), certificates made
+    for the run, the services connecting as a deployment's do (`O_NATS_TLS_*`, `sslmode`);
+    `tls="nats"` NATS alone (Postgres on its socket).
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="o-local-") as tmp,
+        _servers(Path(tmp), nats_auth, tls) as servers,
+    ):
         assert servers.nats is not None and servers.postgres is not None
+        os.environ[NKEY_ENV] = str(servers.nats.seed_file("operator"))
         port = free_port()
         env = {
             **os.environ,
@@ -68,7 +103,8 @@ async def local_system(
             "O_LOG_LEVEL": "WARNING",
             KEY_ENV: data_folder_key(Path(tmp)),
         }
-        supervisor = Supervisor([ServiceSpec.module(s, f"o_{s}") for s in services], env)
+        specs = [ServiceSpec.module(s, f"o_{s}") for s in services]
+        supervisor = Supervisor(with_identities(specs, servers.nats.seed_file), env)
         await supervisor.start()
         base_url = f"http://127.0.0.1:{port}"
         try:

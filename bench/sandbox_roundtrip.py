@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +31,7 @@ from o_devtools.embedded import start_servers  # noqa: E402
 from o_executor.run.agent import AgentConfig, UserTool  # noqa: E402
 from o_executor.sandbox_calls import run_user_tool  # noqa: E402
 from o_runtime.eventlog import EventLog  # noqa: E402
+from o_runtime.nats_identity import NKEY_ENV, Identity  # noqa: E402
 
 TRIVIAL = '''
 def add(a: int, b: int) -> int:
@@ -43,31 +45,44 @@ def add(a: int, b: int) -> int:
 '''
 
 
-async def wait_for_sandbox(eventlog: EventLog) -> dict[str, object]:
+async def wait_for_sandbox(nats_url: str, gateway: Identity) -> dict[str, object]:
+    """The sandbox's report, once it answers (asked as the gateway asks for /v1/health)."""
     import msgpack
+    import nats
     from nats.errors import NoRespondersError, TimeoutError
 
-    async with asyncio.timeout(60):
-        while True:
-            try:
-                msg = await eventlog.nc.request(subjects.SANDBOX_CAPABILITIES, b"", timeout=1)
-                report: dict[str, object] = msgpack.unpackb(msg.data, raw=False)
-                return report
-            except (NoRespondersError, TimeoutError):
-                await asyncio.sleep(0.1)
+    nc = await nats.connect(nats_url, **gateway.options())
+    try:
+        async with asyncio.timeout(60):
+            while True:
+                try:
+                    msg = await nc.request(subjects.SANDBOX_CAPABILITIES, b"", timeout=1)
+                    report: dict[str, object] = msgpack.unpackb(msg.data, raw=False)
+                    return report
+                except (NoRespondersError, TimeoutError):
+                    await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
 
 
-async def bench(nats_url: str, calls: int, warmup: int) -> list[float]:
+async def bench(
+    nats_url: str, seed_file: Callable[[str], Path], calls: int, warmup: int
+) -> list[float]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
         "NATS_URL": nats_url,
         "O_LOG_LEVEL": "WARNING",
+        # Each side as deployed: the sandbox's and the executor's own NATS identities.
+        NKEY_ENV: str(seed_file("tool_sandbox")),
     }
     sandbox = await asyncio.create_subprocess_exec(sys.executable, "-m", "o_tool_sandbox", env=env)
-    eventlog = await EventLog.connect(nats_url, name="bench-executor")
+    executor = Identity.from_file("executor", seed_file("executor"))
+    eventlog = await EventLog.connect(nats_url, name="bench-executor", identity=executor)
     try:
-        report = await wait_for_sandbox(eventlog)
+        report = await wait_for_sandbox(
+            nats_url, Identity.from_file("gateway", seed_file("gateway"))
+        )
         print(
             f"sandbox isolation: {report['network']}; pid namespace {report['pid_namespace']}; "
             f"{report['user']}; {report['filesystem']}"
@@ -124,7 +139,9 @@ def main() -> None:
     args = parser.parse_args()
     with start_servers(Path(tempfile.mkdtemp(prefix="o-bench-")), need_pg=False) as servers:
         assert servers.nats is not None
-        timings = asyncio.run(bench(servers.nats.url, args.calls, args.warmup))
+        timings = asyncio.run(
+            bench(servers.nats.url, servers.nats.seed_file, args.calls, args.warmup)
+        )
     timings.sort()
     p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
     print(

@@ -17,6 +17,7 @@ import nats
 from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
+from o_runtime.nats_identity import Identity
 
 
 @dataclass
@@ -48,8 +49,13 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-async def read_block_logs(nats_url: str, block_ids: list[str]) -> dict[str, list[BlockEvent]]:
-    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
+async def read_block_logs(
+    nats_url: str, block_ids: list[str], operator: Identity
+) -> dict[str, list[BlockEvent]]:
+    # As the operator (endpoints.json names its seed: chaos reads the log as people do).
+    nc = await nats.connect(
+        nats_url, connect_timeout=5, max_reconnect_attempts=3, **operator.options()
+    )
     try:
         js = nc.jetstream()
         out: dict[str, list[BlockEvent]] = {}

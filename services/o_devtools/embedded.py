@@ -245,18 +245,67 @@ def _nats_server_executable() -> str:
 
 
 class EmbeddedNats(EmbeddedServer):
-    """A JetStream-enabled nats-server storing its data in `<base>/nats`.
+    """A JetStream-enabled nats-server storing its data in `<base>/nats`, accepting only the
+    NKEY identities in `<base>/nats-auth` (o_setup/credentials.py).
 
     The first start picks a free port (unless one is given); later starts reuse it.
     """
 
     name = "nats-server"
 
-    def __init__(self, base: Path, port: int | None = None) -> None:
+    def __init__(self, base: Path, port: int | None = None, *, auth: bool = True) -> None:
         self.dir = Path(base).resolve() / "nats"
         self._port = port
         self._proc = None
         self._stop_lock = threading.Lock()
+        # Off only for a benchmark's comparison (bench/agent_loop.py --no-nats-auth): never
+        # from a setting, so no deployment can run without it.
+        self._auth = auth
+        # No anonymous clients: a key per role, made at the first start beside the data
+        # (docs/security.md). The server is told the public keys only.
+        from o_setup.credentials import Credentials
+
+        self.credentials = Credentials.in_data_dir(Path(base))
+
+    @property
+    def config_file(self) -> Path:
+        return self.dir / "nats-server.conf"
+
+    def seed_file(self, role: str) -> Path:
+        """The NKEY seed file of `role` (o_setup/roles.py) on this server."""
+        return self.credentials.seed_file(role)
+
+    def write_config(self) -> None:
+        """The server's configuration: the users and their permissions, as the credentials
+        folder has them now (read again on `reload`)."""
+        from o_setup.server_config import authorization
+
+        self.credentials.ensure()
+        text = "# Written by o_devtools.embedded at each start: edits are lost.\n" + (
+            authorization(self.credentials.users())
+            if self._auth
+            else "# No authorization: a benchmark's comparison only.\n"
+        )
+        text += self.extra_config()
+        tmp = self.config_file.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.config_file)
+
+    def extra_config(self) -> str:
+        """More of the server's configuration (embedded_tls.py: its `tls` block)."""
+        return ""
+
+    def answers(self, port: int) -> bool:
+        """Whether the server on `port` greets a client (INFO) yet."""
+        return _nats_answers(port)
+
+    def reload(self) -> None:
+        """Apply the credentials folder's keys to the running server (SIGHUP: a
+        configuration reload; clients still allowed keep their connections)."""
+        self.write_config()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGHUP)
 
     @property
     def pidfile(self) -> Path:
@@ -281,6 +330,16 @@ class EmbeddedNats(EmbeddedServer):
         self._stop_leftover()
         for stale in self.dir.glob("nats-server_*.ports"):
             stale.unlink(missing_ok=True)
+        self.write_config()
+
+    def initialize(self) -> None:
+        """Once, after the first start: the setup role makes the streams, buckets and
+        durable consumers (o_setup/topology.py) before any service comes."""
+        from o_runtime.nats_identity import Identity
+        from o_setup import apply_topology_blocking
+
+        setup = Identity.from_file("setup", self.seed_file("setup"))
+        apply_topology_blocking(self.url, setup, os.environ)
 
     def spawn(self) -> None:
         # `-p -1` lets the server pick a free port itself and report it in a ports file; picking
@@ -288,6 +347,7 @@ class EmbeddedNats(EmbeddedServer):
         port_arg = str(self._port) if self._port is not None else "-1"
         argv = [
             _nats_server_executable(),
+            "-c", str(self.config_file),
             "-js",
             "-a", "127.0.0.1",
             "-p", port_arg,
@@ -318,7 +378,7 @@ class EmbeddedNats(EmbeddedServer):
         port = _read_ports_file(self.dir / f"nats-server_{proc.pid}.ports")
         if port is None or (self._port is not None and port != self._port):
             return False
-        if not _nats_answers(port):
+        if not self.answers(port):
             return False
         self._port = port
         return True
@@ -348,6 +408,22 @@ class EmbeddedNats(EmbeddedServer):
                 return
             _stop_child(proc, (signal.SIGTERM,), timeout)
             self.pidfile.unlink(missing_ok=True)
+
+
+def reload_embedded_nats(base: Path) -> bool:
+    """Apply `<base>/nats-auth`'s keys to the embedded nats-server running on `base` (its
+    configuration rewritten, then SIGHUP). False if none runs there: the next start reads
+    them."""
+    nats = EmbeddedNats(base)
+    nats.write_config()
+    try:
+        pid = int(nats.pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    if not pid_alive(pid) or not any("nats-server" in a for a in _cmdline(pid)):
+        return False
+    os.kill(pid, signal.SIGHUP)
+    return True
 
 
 def _read_ports_file(path: Path) -> int | None:
@@ -599,12 +675,14 @@ class EmbeddedServers:
                 self.nats.stop()
 
 
-def start_embedded(base: Path, need_nats: bool = True, need_pg: bool = True) -> EmbeddedServers:
+def start_embedded(
+    base: Path, need_nats: bool = True, need_pg: bool = True, *, nats_auth: bool = True
+) -> EmbeddedServers:
     """Start the requested servers; on failure, stop whichever already started."""
     servers = EmbeddedServers()
     try:
         if need_nats:
-            servers.nats = EmbeddedNats(base)
+            servers.nats = EmbeddedNats(base, auth=nats_auth)
             servers.nats.start()
         if need_pg:
             servers.postgres = EmbeddedPostgres(base)
@@ -617,9 +695,9 @@ def start_embedded(base: Path, need_nats: bool = True, need_pg: bool = True) -> 
 
 @contextlib.contextmanager
 def start_servers(
-    base: Path, need_nats: bool = True, need_pg: bool = True
+    base: Path, need_nats: bool = True, need_pg: bool = True, *, nats_auth: bool = True
 ) -> Iterator[EmbeddedServers]:
-    servers = start_embedded(base, need_nats, need_pg)
+    servers = start_embedded(base, need_nats, need_pg, nats_auth=nats_auth)
     try:
         yield servers
     finally:

@@ -18,6 +18,7 @@ from o_devtools.embedded import data_dir
 from o_devtools.supervisor import read_endpoints
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
+from o_runtime.nats_identity import NKEY_ENV, Identity
 from o_runtime.projector import Projection, Projector, Rebuilt
 
 # Every projection, by the service that owns it ("module:attribute").
@@ -42,8 +43,10 @@ def load(name: str) -> Projection:
     return projection
 
 
-async def rebuild(names: list[str], nats_url: str, database_url: str) -> dict[str, Rebuilt]:
-    eventlog = await EventLog.connect(nats_url, name="rebuild")
+async def rebuild(
+    names: list[str], nats_url: str, database_url: str, identity: Identity | None = None
+) -> dict[str, Rebuilt]:
+    eventlog = await EventLog.connect(nats_url, name="rebuild", identity=identity)
     pool = await connect_pool(database_url, max_size=2)
     try:
         return {n: await Projector(load(n), pool, eventlog).rebuild() for n in names}
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown projection(s): {', '.join(unknown)}")
     # Explicit settings win; otherwise the system `make run` started in the data folder.
     endpoints = read_endpoints(data_dir()) | {
-        k: v for k in ("NATS_URL", "DATABASE_URL") if (v := os.environ.get(k))
+        k: v for k in ("NATS_URL", "DATABASE_URL", NKEY_ENV) if (v := os.environ.get(k))
     }
     nats_url, database_url = endpoints.get("NATS_URL"), endpoints.get("DATABASE_URL")
     if not nats_url or not database_url:
@@ -74,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    for name, done in asyncio.run(rebuild(names, nats_url, database_url)).items():
+    # An operator's identity: O_NATS_NKEY, or the one `make run` keeps in the data folder.
+    identity = Identity.of("operator", {NKEY_ENV: endpoints.get(NKEY_ENV, "")})
+    for name, done in asyncio.run(rebuild(names, nats_url, database_url, identity)).items():
         line = f"{name}: replayed {done.replayed} events"
         if done.skipped:
             # Dead-lettered when they were live (o.dlq.projection-<name>).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from o_devtools.embedded import (
     die_with_parent,
     pid_alive,
 )
+from o_runtime.nats_identity import NKEY_ENV
 
 log = logging.getLogger("o_devtools.supervisor")
 
@@ -471,14 +473,32 @@ def _notify(notify_socket: str | None, message: str) -> None:
         sock.sendto(message.encode(), address)
 
 
+def with_identities(
+    specs: Sequence[ServiceSpec], seed_file: Callable[[str], Path] | None
+) -> list[ServiceSpec]:
+    """Each service with its own NATS identity (O_NATS_NKEY: its role's seed file)."""
+    if seed_file is None:
+        return list(specs)
+    return [dataclasses.replace(s, env={**s.env, NKEY_ENV: str(seed_file(s.name))}) for s in specs]
+
+
+def identities_in(env: Mapping[str, str]) -> Callable[[str], Path] | None:
+    """External NATS: the seeds in O_NATS_CREDENTIALS_DIR (`<role>.nk`), if it is set."""
+    folder = env.get("O_NATS_CREDENTIALS_DIR")
+    if not folder:
+        return None
+    return lambda role: Path(folder) / f"{role}.nk"
+
+
 async def _supervise_until(
     stop: asyncio.Event,
     env: dict[str, str],
     base: Path,
     state_file: Path,
     notify_socket: str | None,
+    seed_file: Callable[[str], Path] | None = None,
 ) -> None:
-    specs = services_from_env(env)
+    specs = with_identities(services_from_env(env), seed_file)
     supervisor = Supervisor(specs, env, state_file=state_file)
     try:
         await supervisor.start()
@@ -495,11 +515,12 @@ async def _supervise_until(
 ENDPOINTS_FILE = "endpoints.json"
 
 
-def write_endpoints(base: Path, env: Mapping[str, str]) -> None:
-    _write_json(
-        base / ENDPOINTS_FILE,
-        {"NATS_URL": env["NATS_URL"], "DATABASE_URL": env["DATABASE_URL"]},
-    )
+def write_endpoints(base: Path, env: Mapping[str, str], operator: Path | None = None) -> None:
+    """Where the running system is; with `operator`, the seed file tools connect with."""
+    endpoints = {"NATS_URL": env["NATS_URL"], "DATABASE_URL": env["DATABASE_URL"]}
+    if operator is not None:
+        endpoints[NKEY_ENV] = str(operator)
+    _write_json(base / ENDPOINTS_FILE, endpoints)
 
 
 def read_endpoints(base: Path) -> dict[str, str]:
@@ -541,8 +562,13 @@ async def run(env: Mapping[str, str]) -> int:
     # The children are not the ones systemd (or a test) waits for.
     notify_socket = child_env.pop("NOTIFY_SOCKET", None)
     keepers: list[ServerKeeper] = []
+    seed_file = identities_in(env)
+    operator: Path | None = None
     if not env.get("NATS_URL"):
-        keepers.append(ServerKeeper(EmbeddedNats(base)))
+        nats = EmbeddedNats(base)
+        keepers.append(ServerKeeper(nats))
+        seed_file = nats.seed_file
+        operator = nats.seed_file("operator")
     if not env.get("DATABASE_URL"):
         keepers.append(ServerKeeper(EmbeddedPostgres(base)))
     try:
@@ -565,8 +591,8 @@ async def run(env: Mapping[str, str]) -> int:
                     child_env["DATABASE_URL"] = keeper.server.url
         if not stop.is_set():
             # Where the running system is, for `make rebuild` and other tools.
-            write_endpoints(base, child_env)
-            await _supervise_until(stop, child_env, base, state_file, notify_socket)
+            write_endpoints(base, child_env, operator)
+            await _supervise_until(stop, child_env, base, state_file, notify_socket, seed_file)
     finally:
         # The servers last, the services gone: the keepers kept them up while those drained.
         await asyncio.gather(*(k.stop() for k in keepers))

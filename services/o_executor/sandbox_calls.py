@@ -1,5 +1,5 @@
-"""Calling the tool sandbox for a run's user tool: one `RunTool` command, its outcome event,
-a bounded wait (o_runtime/sandbox_requests.py)."""
+"""Calling the tool sandbox for a run's user tool: one `RunTool` command, run once and
+recorded, with a bounded wait (o_runtime/sandbox_requests.py)."""
 
 from __future__ import annotations
 
@@ -51,8 +51,7 @@ async def run_user_tool(
         ),
         aggregate_id=agent.id,
         producer=producer,
-        # One id per tool call: a resumed run re-sends the same command,
-        # which the stream deduplicates and the sandbox answers from its record.
+        # One id per tool call: a resumed run finds the execution it recorded.
         id=derived_id("cmd", run_id, tool_call_id, "sandbox"),
     )
-    return await request_execution(eventlog, command, budget)
+    return await request_execution(eventlog, command, budget, producer)

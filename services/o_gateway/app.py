@@ -40,9 +40,11 @@ from o_gateway.routes import (
     runs,
     schedules,
     steps,
+    system_status,
     tags,
     timeline,
     tool_actions,
+    tool_generation,
     tools,
 )
 from o_gateway.routes.messages import ConversationBusy
@@ -214,6 +216,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         models,
         runs,
         tool_actions,
+        tool_generation,
         tools,
         agent_tools,
         archival,
@@ -226,7 +229,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, tags, timeline):
+    for module in (all_messages, steps, tags, timeline, system_status):
         app.include_router(module.router)
     if settings.console:
         app.include_router(console.router)

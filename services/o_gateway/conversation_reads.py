@@ -19,7 +19,9 @@ from o_contracts.models import ChatMessage
 from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.images import image_data
+from o_gateway.message_pages import message_page
 from o_gateway.state import Gateway, checked_id
+from o_gateway.tool_return_groups import StepKey, message_key, shown
 
 Order = Literal["asc", "desc"]
 
@@ -58,7 +60,8 @@ async def lane_messages(
     *,
     cursors_follow_order: bool = False,
 ) -> list[asyncpg.Record]:
-    """A page of the conversation's messages, in `order`.
+    """A page of the conversation's messages, in `order`: `limit` of them, one step's tool
+    results counting as one (message_pages.py).
 
     Cursors are message ids; one the conversation does not hold is ignored (as
     Letta does). `after` means further along in `order` with
@@ -66,29 +69,15 @@ async def lane_messages(
     agent-level route).
     """
     pool = db.pool if isinstance(db, Gateway) else db
-    bounds: dict[str, int | None] = {"after": None, "before": None}
-    for name, cursor in (("after", after), ("before", before)):
-        if cursor:
-            bounds[name] = await pool.fetchval(
-                f"SELECT seq FROM ({_LANE}) t WHERE id = $3",
-                lane.agent_id,
-                lane.conversation_id,
-                cursor,
-            )
-    newer, older = bounds["after"], bounds["before"]
-    if cursors_follow_order and order == "desc":
-        newer, older = older, newer
-    direction = "ASC" if order == "asc" else "DESC"
-    return list(
-        await pool.fetch(
-            f"SELECT * FROM ({_LANE}) t WHERE ($3::bigint IS NULL OR seq > $3)"
-            f" AND ($4::bigint IS NULL OR seq < $4) ORDER BY seq {direction} LIMIT $5",
-            lane.agent_id,
-            lane.conversation_id,
-            newer,
-            older,
-            limit,
-        )
+    return await message_page(
+        pool,
+        _LANE,
+        [lane.agent_id, lane.conversation_id],
+        before,
+        after,
+        limit,
+        order,
+        cursors_follow_order=cursors_follow_order,
     )
 
 
@@ -109,19 +98,22 @@ async def rendered_messages(
     view: render.AssistantView = render.DEFAULT_VIEW,
     *,
     a_page: bool = True,
+    newest_first: bool = False,
 ) -> list[dict[str, Any]]:
     """Stored messages (rows with body, created_at, run_id, step_id, conversation_id and,
     where agents differ, agent_type) as Letta's API messages, with their images' data.
 
     On `a_page`, the reply tool's returns whose calls are on it are left out, as Letta
-    lists them (not for one message asked for by its id).
+    lists them (not for one message asked for by its id). `newest_first`: the rows
+    are in descending order.
     """
     hidden: set[str] | None = set() if a_page else None
-    out: list[dict[str, Any]] = []
     messages = [ChatMessage.model_validate(r["body"]) for r in rows]
     images = await image_data(gw, messages)
-    for m, r in zip(messages, rows, strict=True):
-        out += render.letta_messages(
+
+    def render_one(item: tuple[ChatMessage, asyncpg.Record]) -> list[dict[str, Any]]:
+        m, r = item
+        return render.letta_messages(
             m,
             r["created_at"],
             r["run_id"],
@@ -132,7 +124,16 @@ async def rendered_messages(
             images,
             conversation_id=r["conversation_id"],
         )
-    return out
+
+    # One step's tool results show as one message (tool_return_groups.py).
+    return shown(
+        list(zip(messages, rows, strict=True)), _group_of, render_one, newest_first=newest_first
+    )
+
+
+def _group_of(item: tuple[ChatMessage, asyncpg.Record]) -> StepKey | None:
+    m, r = item
+    return message_key(m, r["run_id"], r["step_id"])
 
 
 async def conversation_row(gw: Gateway, conversation_id: str) -> dict[str, Any]:

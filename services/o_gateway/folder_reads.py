@@ -108,3 +108,19 @@ async def agent_folder_rows(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
         agent_id,
     )
     return [dict(r) for r in rows]
+
+
+_AGENT_FILES = (
+    "SELECT f.id AS file_id, f.file_name, f.folder_id, fo.name AS folder_name,"
+    " v.file_id IS NOT NULL AS is_open, v.visible_content, v.start_line, v.end_line,"
+    " coalesce(v.opened_at, af.attached_at) AS last_accessed_at"
+    " FROM agent_folders af JOIN folders fo ON fo.id = af.folder_id"
+    " JOIN folder_files f ON f.folder_id = af.folder_id AND f.status = 'completed'"
+    " LEFT JOIN agent_file_views v ON v.agent_id = af.agent_id AND v.file_id = f.id"
+    " WHERE af.agent_id = $1 ORDER BY af.attached_seq, f.created_at, f.id"
+)
+
+
+async def agent_file_rows(gw: Gateway, agent_id: str) -> list[dict[str, Any]]:
+    """The processed files of the agent's folders, open or closed, with its window of each."""
+    return [dict(r) for r in await gw.pool.fetch(_AGENT_FILES, agent_id)]

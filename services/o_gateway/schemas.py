@@ -32,7 +32,6 @@ from o_contracts.limits import (
     INT32_MAX,
     MAX_CLIENT_TOOLS,
     MAX_DESCRIPTION_CHARS,
-    MAX_INPUT_TEXT_BYTES,
     MAX_LABEL_CHARS,
     MAX_LIST_ITEMS,
     MAX_MEMORY_BLOCKS,
@@ -43,6 +42,8 @@ from o_contracts.limits import (
     MAX_TAGS,
     MAX_TEXT_BYTES,
     check_storable,
+    client_tools_over_limit,
+    input_over_limit,
     utf8_len,
 )
 from o_contracts.models import ContentPart
@@ -386,20 +387,14 @@ class SendMessageBody(Body):
     def _bounded_input(self) -> SendMessageBody:
         if self.input is not None and self.messages is not None:
             raise ValueError("Cannot specify both 'input' and 'messages'. Use one or the other.")
-        size = _input_bytes(self)
-        if size > MAX_INPUT_TEXT_BYTES:
-            raise ValueError(
-                f"the messages of one request carry {size} bytes of text (UTF-8), over the"
-                f" limit of {MAX_INPUT_TEXT_BYTES}"
-            )
+        too_much = input_over_limit(_input_bytes(self))
+        if too_much:
+            raise ValueError(too_much)
         if self.client_tools:
             tools = [t.model_dump(exclude_none=True) for t in self.client_tools]
-            size = check_storable(tools)
-            if size > MAX_OBJECT_BYTES:
-                raise ValueError(
-                    f"client_tools are about {size} bytes as JSON, over the limit of"
-                    f" {MAX_OBJECT_BYTES}"
-                )
+            too_much = client_tools_over_limit(check_storable(tools))
+            if too_much:
+                raise ValueError(too_much)
         return self
 
 

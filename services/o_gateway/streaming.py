@@ -24,11 +24,13 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, RunStarted, RunSteered, ToolReturned
 from o_contracts.models import ChatMessage, answers_message
+from o_contracts.ordering import position
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.deltas import RunDeltas, TokenDelta
 from o_gateway.state import Gateway
+from o_gateway.tool_return_groups import StreamedReturns
 from o_runtime.eventlog import SHORT_LIVED_CONSUMER
 from o_runtime.waiting import ProjectionLag
 
@@ -110,6 +112,23 @@ async def _follow(
     )
 
 
+async def _answered_calls(gw: Gateway, lane: Lane, started_seq: int) -> list[str]:
+    """The calls a run's answers to an approval request carry out (those answered and
+    those held with them): the calls of the conversation's last model answer before
+    the run (its RunStarted at `started_seq`), if it asked for approval."""
+    body = await gw.pool.fetchval(
+        "SELECT body FROM messages WHERE agent_id = $1 AND conversation_id IS NOT DISTINCT"
+        " FROM $2 AND role = 'assistant' AND seq < $3 ORDER BY seq DESC LIMIT 1",
+        lane.agent_id,
+        lane.conversation_id,
+        position(started_seq),
+    )
+    if body is None:
+        return []
+    request = ChatMessage.model_validate(body)
+    return [c.id for c in request.tool_calls] if request.approval_request else []
+
+
 async def stream_run(
     gw: Gateway,
     lane: Lane,
@@ -157,6 +176,19 @@ async def stream_run(
     )
     deltas = RunDeltas(run_id, agent_type)
     hidden: set[str] = set()
+    # A step's tool results go out together, as one message (tool_return_groups.py);
+    # token deltas of the next answer that come before them wait behind them.
+    results = StreamedReturns()
+    kept_deltas: list[dict[str, Any]] = []
+
+    def release(flushed: list[dict[str, Any]]) -> Iterator[bytes]:
+        """Results now sent (numbered, as recorded chunks), then the deltas they held back."""
+        for chunk in recorded(flushed):
+            yield sse(chunk)
+        if not results.awaiting():
+            for chunk in kept_deltas:
+                yield sse(chunk)
+            kept_deltas.clear()
 
     def recorded(
         chunks: list[dict[str, Any]], message: ChatMessage | None = None
@@ -196,8 +228,17 @@ async def stream_run(
                 break
             if kind == "tokens":
                 chunk = deltas.on_delta(TokenDelta.from_wire(msgpack.unpackb(msg.data, raw=False)))
-                if chunk is not None:
-                    yield sse(chunk)
+                if chunk is None:
+                    continue
+                if results.awaiting():
+                    # (A delta can overtake the step's last results: core NATS and the
+                    # log are not ordered with each other.)
+                    kept_deltas.append(chunk)
+                    continue
+                # The model speaks again: the step before has run all its tools.
+                for piece in release(results.flush()):
+                    yield piece
+                yield sse(chunk)
                 continue
             try:
                 env = decode(msg.data)
@@ -214,6 +255,29 @@ async def stream_run(
                 continue
             if getattr(event, "run_id", None) != following:
                 continue
+            if isinstance(event, ToolReturned):
+                message = event.message
+                chunks = render.letta_messages(
+                    message,
+                    env.time,
+                    following,
+                    event.step_id,
+                    agent_type,
+                    hidden,
+                    view,
+                    conversation_id=lane.conversation_id,
+                )
+                now = results.add(event.step_id, message.tool_call_id or message.id, chunks)
+                for piece in release(now):
+                    yield piece
+                continue
+            if isinstance(event, RunStarted | LLMResponded | RunCompleted):
+                # Whatever the run does next ends the step whose results are held.
+                for piece in release(results.flush()):
+                    yield piece
+            if isinstance(event, RunStarted) and event.approvals:
+                started = msg.metadata.sequence.stream
+                results.expect_answers(await _answered_calls(gw, lane, started))
             if (
                 isinstance(event, RunStarted)
                 and event.approvals
@@ -234,7 +298,7 @@ async def stream_run(
                 )
                 for chunk in recorded(chunks):
                     yield sse(chunk)
-            elif isinstance(event, LLMResponded | ToolReturned):
+            elif isinstance(event, LLMResponded):
                 message = event.message
                 chunks = render.letta_messages(
                     message,
@@ -248,6 +312,7 @@ async def stream_run(
                 )
                 for chunk in recorded(chunks, message):
                     yield sse(chunk)
+                results.expect(message, event.step_id)
             elif isinstance(event, RunCompleted):
                 # Read your writes, as for a plain POST: once the stream ends, the
                 # run's messages and the agent's state are there to read.

@@ -112,7 +112,7 @@ async def run_in_sandbox(
         id=execution_id,
     )
     # (The sandbox's command subject: the agent's, else the execution's own.)
-    result = await request_execution(gw.eventlog, command, budget, key=agent_id or execution_id)
+    result = await request_execution(gw.eventlog, command, budget, PRODUCER)
     return Outcome(
         result.get("status") == "success",
         str(result.get("tool_return", "")),

@@ -31,6 +31,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from o_contracts import subjects
+from o_contracts.admission import wrong_subject
 from o_contracts.base import Command, Message, Reply
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
@@ -82,6 +83,14 @@ class Delivery:
 CommandHandler = Callable[[Envelope[Any], Delivery], Awaitable[Reply]]
 
 
+class Refused(Exception):
+    """A well-formed command that may not be taken (its subject names something else)."""
+
+    def __init__(self, reason: str, status: int) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
 class Deferred(Exception):
     """Raised by a handler: not yet (another command must go first); redeliver later.
 
@@ -109,6 +118,42 @@ async def pulled(sub: JetStreamContext.PullSubscription, batch: int, name: str) 
         await asyncio.sleep(1.0)
         return []
     return msgs
+
+
+def command_consumer_config(
+    ack_wait: float, max_ack_pending: int, max_deliver: int = -1
+) -> ConsumerConfig:
+    """A command consumer's settings on the server (its durable is made by o_setup)."""
+    return ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait,
+        max_ack_pending=max_ack_pending,
+        max_deliver=max_deliver,
+    )
+
+
+class DurableMissing(RuntimeError):
+    """A durable consumer the setup role should have made is not there."""
+
+
+async def bind_durable(
+    eventlog: EventLog, filter_subject: str, stream: str, name: str, config: ConsumerConfig
+) -> JetStreamContext.PullSubscription:
+    """Pull from durable consumer `name` of `stream`, made by the setup role.
+
+    A service's identity may not create consumers (docs/security.md): when `name` is
+    missing it is made here only if this identity may; otherwise the error says whose job
+    that is instead of a bare timeout.
+    """
+    try:
+        return await eventlog.js.pull_subscribe(
+            filter_subject, durable=name, stream=stream, config=config
+        )
+    except NatsTimeoutError as exc:
+        raise DurableMissing(
+            f"durable consumer {name} on {stream} is missing and this identity may not make it:"
+            " run the setup role first (python -m o_setup apply; o_setup/topology.py)"
+        ) from exc
 
 
 class CommandConsumer:
@@ -139,17 +184,18 @@ class CommandConsumer:
         self.max_ack_pending = max_ack_pending or concurrency
 
     async def start(self) -> None:
-        self._sub = await self.eventlog.js.pull_subscribe(
+        # The setup role makes the durable consumer (o_setup/topology.py); a service only
+        # binds to it. (Made here only for identities that may: tests, operators.)
+        self._sub = await bind_durable(
+            self.eventlog,
             self.filter_subject,
-            durable=self.name,
-            stream=subjects.COMMANDS_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=self.ack_wait,
-                max_ack_pending=self.max_ack_pending,
-                max_deliver=self.max_deliver,
-            ),
+            subjects.COMMANDS_STREAM,
+            self.name,
+            command_consumer_config(self.ack_wait, self.max_ack_pending, self.max_deliver),
         )
+        # The server's setting wins: heartbeats must come within the ack wait it applies.
+        info = await self._sub.consumer_info()
+        self.ack_wait = info.config.ack_wait or self.ack_wait
         self._handling: set[asyncio.Task[None]] = set()
         # Handler slots outlive a pull loop restarted by _repull.
         self._slots = asyncio.Semaphore(self.concurrency)
@@ -223,7 +269,11 @@ class CommandConsumer:
             handler = self.handlers.get(envelope.type)
             if handler is None:
                 raise MalformedMessage(f"{self.name} does not handle {envelope.type}")
-        except MalformedMessage as exc:
+            # The subject names what it acts on (ownership by subject: o_contracts/admission.py).
+            wrong = wrong_subject(raw.subject, envelope.data)
+            if wrong is not None:
+                raise Refused(wrong, 403)
+        except (MalformedMessage, Refused) as exc:
             await dead_letter(
                 self.eventlog.js,
                 self.name,
@@ -232,7 +282,8 @@ class CommandConsumer:
                 origin_subject=raw.subject,
                 origin_seq=meta.sequence.stream,
             )
-            await self._reply(reply_to, Reply(ok=False, error=str(exc), status=400))
+            status = exc.status if isinstance(exc, Refused) else 400
+            await self._reply(reply_to, Reply(ok=False, error=str(exc), status=status))
             await raw.ack()
             return "malformed", "dead_lettered"
         # Long commands (an agent run) keep telling the server they are alive,

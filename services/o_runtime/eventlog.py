@@ -30,6 +30,7 @@ from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import Envelope, decode
 from o_runtime.images import Images
+from o_runtime.nats_identity import Identity
 from o_runtime.tracing import inject
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,26 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
             await js.update_stream(config)
 
 
+async def wait_for_streams(js: JetStreamContext, name: str, pause: float = 0.5) -> None:
+    """Return once O's streams exist: made by the setup role, never by a service."""
+    # (The log's stream: the setup role makes them all at once, and a service's identity
+    # may see this one.)
+    waiting = False
+    while True:
+        try:
+            await js.stream_info(subjects.EVENTS_STREAM)
+            return
+        except NotFoundError:
+            if not waiting:
+                log.warning(
+                    "%s: the log's stream does not exist yet; waiting for the setup role"
+                    " (python -m o_setup apply)",
+                    name,
+                )
+                waiting = True
+            await asyncio.sleep(pause)
+
+
 class EventLog:
     def __init__(self, nc: NatsClient, replicas: int = 1) -> None:
         self.nc = nc
@@ -175,8 +196,20 @@ class EventLog:
                 waiter.set_result(None)
 
     @classmethod
-    async def connect(cls, url: str, name: str, replicas: int = 1) -> EventLog:
+    async def connect(
+        cls,
+        url: str,
+        name: str,
+        replicas: int = 1,
+        identity: Identity | None = None,
+        jetstream: bool = True,
+    ) -> EventLog:
+        """Connect as `identity` (default: the one `O_NATS_NKEY` names, with the operator's
+        inboxes) once O's streams exist (the setup role makes them: o_setup); with
+        `jetstream` False, at once (core NATS only: the tool sandbox)."""
         import time
+
+        identity = identity or Identity.of("operator")
 
         # Set once connected (the callbacks below may run before).
         conn: list[NatsClient] = []
@@ -219,11 +252,13 @@ class EventLog:
             error_cb=on_error,
             disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
+            **identity.options(),
         )
         conn.append(nc)
         self = cls(nc, replicas)
         logs.append(self)
-        await ensure_streams(self.js, replicas)
+        if jetstream:
+            await wait_for_streams(self.js, name)
         return self
 
     async def close(self) -> None:

@@ -29,6 +29,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class DropTlsEofNote(logging.Filter):
+    """asyncio logs "returning true from eof_received() has no effect when using ssl" each
+    time a TLS connection made with asyncio streams (nats-py's, over `O_NATS_TLS_*`) is
+    closed: streams ask to keep a half-closed socket, which TLS cannot. Nothing to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("returning true from eof_received()")
+
+
 def setup_logging(service: str, level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
@@ -37,3 +46,4 @@ def setup_logging(service: str, level: str = "INFO") -> None:
     root.setLevel(level.upper())
     # FastStream logs every message at INFO; that is noise at our volume.
     logging.getLogger("faststream").setLevel(logging.WARNING)
+    logging.getLogger("asyncio").addFilter(DropTlsEofNote())

@@ -27,7 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar, cast
@@ -638,8 +646,6 @@ class Projector:
         An event that cannot be applied (dead-lettered when it was live) is
         skipped, as the live projector skipped it, and counted.
         """
-        count = 0
-        skipped: list[int] = []
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.fetchval(_LOCK_CHECKPOINT, self.name)
             for table in self.projection.tables:
@@ -648,15 +654,30 @@ class Projector:
                 "UPDATE projection_checkpoints SET last_seq = 0 WHERE projection = $1",
                 self.name,
             )
-            batch: list[RawEvent] = []
-            async for raw in self.eventlog.replay(self.projection.filter_subject):
+            return await self.replay_into(conn)
+
+    async def replay_into(self, conn: asyncpg.Connection, until: int | None = None) -> Rebuilt:
+        """Apply the log's events (up to sequence `until`, else to its end) to the tables
+        `conn` sees, in its transaction: a rebuild's, or a scratch schema's first on its
+        search_path (o_ops/verify.py compares such a replay with the live rows)."""
+        count = 0
+        skipped: list[int] = []
+        batch: list[RawEvent] = []
+        # (closed at once when `until` is passed: its consumer goes then, not at the end)
+        replay = cast(
+            AsyncGenerator[RawEvent, None], self.eventlog.replay(self.projection.filter_subject)
+        )
+        async with contextlib.aclosing(replay) as events:
+            async for raw in events:
+                if until is not None and raw.seq > until:
+                    break
                 batch.append(raw)
                 count += 1
                 if len(batch) == MAX_BATCH:
                     skipped += await self._replay_batch(conn, batch)
                     batch = []
-            if batch:
-                skipped += await self._replay_batch(conn, batch)
+        if batch:
+            skipped += await self._replay_batch(conn, batch)
         return Rebuilt(count, skipped)
 
     async def _replay_batch(self, conn: asyncpg.Connection, batch: list[RawEvent]) -> list[int]:

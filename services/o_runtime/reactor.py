@@ -27,13 +27,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode, known_type
-from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
+from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
@@ -60,6 +61,56 @@ async def _settled(send: Callable[[], Awaitable[None]]) -> None:
         log.warning("an ack could not be sent; the event will come again", exc_info=True)
 
 
+def reactor_config(
+    name: str,
+    filter_subject: str,
+    ack_wait: float = 30.0,
+    deliver: DeliverPolicy = DeliverPolicy.NEW,
+    start_seq: int | None = None,
+) -> ConsumerConfig:
+    """A reactor's consumer on the server: from the events appended after it was made,
+    each acked on its own (its durable is made by the setup role: o_setup/topology.py)."""
+    return ConsumerConfig(
+        durable_name=name,
+        filter_subject=filter_subject,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait,
+        deliver_policy=deliver,
+        opt_start_seq=start_seq,
+    )
+
+
+async def replace_cumulative_consumer(
+    js: JetStreamContext, name: str, filter_subject: str, ack_wait: float = 30.0
+) -> None:
+    """A consumer made with cumulative acks (before per-event acks; NATS cannot change
+    an ack policy in place) is replaced by one starting after its last acked event:
+    what was acked is not reacted to again, what was not is not skipped.
+
+    The setup role does it (o_setup/topology.py): services may not delete consumers."""
+    try:
+        info: ConsumerInfo = await js.consumer_info(subjects.EVENTS_STREAM, name)
+    except NotFoundError:
+        return
+    if info.config.ack_policy != AckPolicy.ALL:
+        return
+    floor = info.ack_floor.stream_seq if info.ack_floor else 0
+    log.warning(
+        "%s: replacing a consumer with cumulative acks; reactions resume after event %d",
+        name,
+        floor,
+    )
+    await js.delete_consumer(subjects.EVENTS_STREAM, name)
+    with contextlib.suppress(Exception):
+        # (Another setup run replacing it at the same moment made the same one.)
+        await js.add_consumer(
+            subjects.EVENTS_STREAM,
+            reactor_config(
+                name, filter_subject, ack_wait, DeliverPolicy.BY_START_SEQUENCE, floor + 1
+            ),
+        )
+
+
 class EventReactor:
     def __init__(
         self,
@@ -77,50 +128,16 @@ class EventReactor:
         self.ack_wait = ack_wait
 
     async def start(self) -> None:
-        await self._replace_cumulative_consumer()
-        self._sub = await self.eventlog.js.pull_subscribe(
+        # The durable is made (and a cumulative-ack one replaced) by the setup role
+        # (o_setup/topology.py); the service binds to it.
+        self._sub = await bind_durable(
+            self.eventlog,
             self.filter_subject,
-            durable=self.name,
-            stream=subjects.EVENTS_STREAM,
-            config=self._config(DeliverPolicy.NEW),
+            subjects.EVENTS_STREAM,
+            self.name,
+            reactor_config(self.name, self.filter_subject, self.ack_wait),
         )
         self._pulling = asyncio.create_task(self._pull(), name=f"reactor {self.name}")
-
-    def _config(self, deliver: DeliverPolicy, start_seq: int | None = None) -> ConsumerConfig:
-        return ConsumerConfig(
-            durable_name=self.name,
-            filter_subject=self.filter_subject,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=self.ack_wait,
-            deliver_policy=deliver,
-            opt_start_seq=start_seq,
-        )
-
-    async def _replace_cumulative_consumer(self) -> None:
-        """A consumer made with cumulative acks (before per-event acks; NATS cannot change
-        an ack policy in place) is replaced by one starting after its last acked event:
-        what was acked is not reacted to again, what was not is not skipped."""
-        try:
-            info: ConsumerInfo = await self.eventlog.js.consumer_info(
-                subjects.EVENTS_STREAM, self.name
-            )
-        except NotFoundError:
-            return
-        if info.config.ack_policy != AckPolicy.ALL:
-            return
-        floor = info.ack_floor.stream_seq if info.ack_floor else 0
-        log.warning(
-            "%s: replacing a consumer with cumulative acks; reactions resume after event %d",
-            self.name,
-            floor,
-        )
-        await self.eventlog.js.delete_consumer(subjects.EVENTS_STREAM, self.name)
-        with contextlib.suppress(Exception):
-            # (Another replica replacing it at the same moment made the same one.)
-            await self.eventlog.js.add_consumer(
-                subjects.EVENTS_STREAM,
-                self._config(DeliverPolicy.BY_START_SEQUENCE, start_seq=floor + 1),
-            )
 
     async def stop(self) -> None:
         self._pulling.cancel()

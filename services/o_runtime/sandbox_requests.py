@@ -1,10 +1,23 @@
-"""Asking the tool sandbox to run a tool and waiting for the recorded outcome.
+"""Running a tool in the sandbox, recorded: used by the executor for a run's tool calls and by
+the gateway for tools the API runs directly (/v1/tools/run, an agent's tool run by name).
 
-Used by the executor for a run's tool calls and by the gateway for tools the API
-runs directly. The answer is the outcome *event* on the execution's subject
-(`o.evt.sandbox.<command id>`), not a reply: a command sent again under the same
-id is dropped by the stream as a duplicate and never answered, but its outcome
-is in the log either way.
+The sandbox runs users' code and holds no JetStream access (docs/security.md), so the
+caller keeps the execution's record, on its own subject `o.evt.sandbox.<id>` (the id
+derives from the run and the tool call: a resumed run finds it). What it finds there
+decides what it does:
+
+- nothing: record `ToolExecutionStarted`, ask a replica (`o.rpc.sandbox.run`), record
+  the outcome it answers;
+- an outcome: answer with it, run nothing;
+- Started without outcome: an earlier call was in flight when its executor stopped, or
+  its replica died. If a replica still holds it (`o.rpc.sandbox.executions`), its
+  outcome is taken from there when it ends. Otherwise an idempotent tool runs once more;
+  any other tool, or a second loss, records `ToolExecutionFailed(failure="interrupted")`,
+  because running a tool with side effects twice is worse than reporting that it may
+  have half-run.
+
+While it waits, the caller asks every ASK_EVERY seconds who holds the call: a replica
+that has died answers no more, and after LOST_AFTER the call counts as lost.
 """
 
 from __future__ import annotations
@@ -17,66 +30,224 @@ import nats.errors
 from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
+from o_contracts.base import Event
 from o_contracts.commands import RunTool
-from o_contracts.envelope import Envelope, decode
-from o_contracts.events import ToolExecuted, ToolExecutionFailed
-from o_runtime.eventlog import EventLog
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_contracts.requests import ExecutionState, ExecutionStatus
+from o_runtime.eventlog import ConcurrencyConflict, EventLog
+from o_runtime.tracing import inject
 
-# The sandbox's redelivery after a replica dies (its consumer's ack_wait) and
-# the one retry an idempotent tool may get: callers wait for all of that and
-# then give up, so nobody hangs on a sandbox.
-SANDBOX_REDELIVERY = 10.0
+# How often a waiting executor asks who holds its call, how long one question waits for
+# an answer, and after how long without an answer the replica counts as gone.
+ASK_EVERY = 1.0
+ASK_TIMEOUT = 1.0
+LOST_AFTER = 5.0
+# Every replica busy (or none there): asked again after this, doubling, up to a second.
+BUSY_RETRY = 0.05
+# Runs of one execution an idempotent tool may get after its replica died.
+MAX_ATTEMPTS = 2
 
 
 def wait_budget(timeout: float) -> float:
-    return 2 * (timeout + SANDBOX_REDELIVERY) + 5.0
+    """How long a call may take in all: the tool's limit, a lost replica, one more run."""
+    return 2 * (timeout + LOST_AFTER + ASK_TIMEOUT) + 5.0
 
 
 async def request_execution(
-    eventlog: EventLog, command: Envelope[RunTool], timeout: float, key: str | None = None
+    eventlog: EventLog, command: Envelope[RunTool], timeout: float, producer: str = "executor"
 ) -> dict[str, Any]:
-    """Send the command (on the sandbox subject of `key`, default its agent) and wait for
-    its outcome: status (success|error), tool_return, stdout, stderr.
-
-    We listen on the execution's subject first, then send, then look for an outcome
-    already recorded, so none can slip between.
-    """
-    subject = subjects.tool_execution_subject(command.id)
-    sub = await eventlog.nc.subscribe(subject)
+    """Run the execution `command` names once, recorded; its outcome within `timeout`."""
+    execution = _Execution(eventlog, command, producer)
     try:
-        await eventlog.send_command(
-            subjects.sandbox_command_subject(key or command.data.agent_id), command
-        )
-        try:
-            last = await eventlog.js.get_last_msg(subjects.EVENTS_STREAM, subject)
-            outcome = _outcome(last.data or b"")
-            if outcome is not None:
-                return outcome
-        except NotFoundError:
-            pass
         async with asyncio.timeout(timeout):
-            while True:
-                msg = await sub.next_msg(timeout=timeout)
-                outcome = _outcome(msg.data)
-                if outcome is not None:
-                    return outcome
-    except (TimeoutError, nats.errors.TimeoutError):
+            return _result(await execution.outcome())
+    except TimeoutError:
         return _error(
             f"the tool sandbox did not answer within {timeout:g}s; the tool may not have run"
         )
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
 
 
-def _outcome(raw: bytes) -> dict[str, Any] | None:
-    event = decode(raw).data
+class _Execution:
+    def __init__(self, eventlog: EventLog, command: Envelope[RunTool], producer: str) -> None:
+        self.eventlog = eventlog
+        self.command = command
+        self.cmd = command.data
+        self.producer = producer
+        self.subject = subjects.tool_execution_subject(command.id)
+
+    async def outcome(self) -> Event:
+        while True:
+            seq, last = await self._last()
+            if isinstance(last, ToolExecuted | ToolExecutionFailed):
+                return last
+            attempt = 1
+            if isinstance(last, ToolExecutionStarted):
+                held = await self._follow()
+                if held is not None:
+                    with contextlib.suppress(ConcurrencyConflict):
+                        return await self._record(held, last.attempt, seq)
+                    continue
+                attempt = last.attempt + 1
+                if not self.cmd.idempotent or attempt > MAX_ATTEMPTS:
+                    why = (
+                        "it is not declared idempotent, so it was not run again"
+                        if not self.cmd.idempotent
+                        else "it was retried once already"
+                    )
+                    interrupted = self._failed(
+                        "interrupted",
+                        f"the tool call stopped mid-way (its sandbox or its run"
+                        f" was interrupted); {why}",
+                    )
+                    with contextlib.suppress(ConcurrencyConflict):
+                        return await self._record(interrupted, last.attempt, seq)
+                    continue
+            started = ToolExecutionStarted(
+                execution_id=self.command.id,
+                agent_id=self.cmd.agent_id,
+                run_id=self.cmd.run_id,
+                tool_call_id=self.cmd.tool_call_id,
+                tool_name=self.cmd.tool_name,
+                attempt=attempt,
+                sandbox="",
+            )
+            try:
+                seq = await self._append(started, seq)
+            except ConcurrencyConflict:
+                continue  # another caller moved first: decide again
+            event = await self._call()
+            if event is None:
+                continue  # its replica was lost: Started without outcome, decided above
+            with contextlib.suppress(ConcurrencyConflict):
+                return await self._record(event, attempt, seq)
+
+    async def _last(self) -> tuple[int, Event | None]:
+        try:
+            msg = await self.eventlog.js.get_last_msg(subjects.EVENTS_STREAM, self.subject)
+        except NotFoundError:
+            return 0, None
+        data = decode(msg.data or b"").data
+        assert isinstance(data, Event)
+        return int(msg.seq or 0), data
+
+    async def _append(self, event: Event, last: int) -> int:
+        envelope = self.command.caused(event, aggregate_id=self.command.id, producer=self.producer)
+        return (await self.eventlog.append(self.subject, envelope, expected_last_seq=last)).seq
+
+    async def _record(self, event: Event, attempt: int, last: int) -> Event:
+        event = event.model_copy(update={"attempt": attempt})
+        await self._append(event, last)
+        return event
+
+    async def _call(self) -> Event | None:
+        """Ask a replica to run it; its outcome, or None if the replica was lost."""
+        nc = self.eventlog.nc
+        pause = BUSY_RETRY
+        while True:
+            asking = asyncio.ensure_future(
+                nc.request(
+                    subjects.SANDBOX_RUN,
+                    self.command.encode(),
+                    timeout=86400,
+                    # The caller's trace goes on in the sandbox (o_runtime/tracing.py).
+                    headers=inject({}),
+                )
+            )
+            watching = asyncio.ensure_future(self._watch())
+            try:
+                await asyncio.wait([asking, watching], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (asking, watching):
+                    if not task.done():
+                        task.cancel()
+                await asyncio.gather(asking, watching, return_exceptions=True)
+            if asking.done() and not asking.cancelled():
+                exc = asking.exception()
+                if isinstance(exc, nats.errors.NoRespondersError):
+                    # Every replica is busy (or none runs): ask again shortly.
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                    continue
+                if exc is not None:
+                    raise exc
+                return self._answered(ExecutionState.decode(asking.result().data))
+            return None  # the watch ended first: the replica is gone
+
+    async def _watch(self) -> None:
+        """Return once no replica has held the call for LOST_AFTER seconds."""
+        loop = asyncio.get_running_loop()
+        seen = loop.time()
+        while loop.time() - seen < LOST_AFTER:
+            await asyncio.sleep(ASK_EVERY)
+            if await self._ask() is not None:
+                seen = loop.time()
+
+    async def _follow(self) -> Event | None:
+        """The outcome from the replica that holds the call, once it ends; None if none
+        holds it (or the holder is lost while it runs)."""
+        loop = asyncio.get_running_loop()
+        seen = loop.time()
+        state = await self._ask()
+        if state is None:
+            return None
+        while True:
+            if state is not None:
+                seen = loop.time()
+                if state.state != "running":
+                    return self._answered(state)
+            elif loop.time() - seen >= LOST_AFTER:
+                return None
+            await asyncio.sleep(ASK_EVERY)
+            state = await self._ask()
+
+    async def _ask(self) -> ExecutionState | None:
+        question = ExecutionStatus(execution_id=self.command.id).encode()
+        try:
+            msg = await self.eventlog.nc.request(
+                subjects.SANDBOX_EXECUTIONS, question, timeout=ASK_TIMEOUT
+            )
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            return None
+        try:
+            return ExecutionState.decode(msg.data)
+        except ValueError:
+            return None
+
+    def _answered(self, state: ExecutionState) -> Event:
+        """The replica's answer as the outcome to record (checked: for this execution)."""
+        if state.state == "refused" or state.outcome is None:
+            return self._failed("refused", state.error or "the sandbox refused the call")
+        try:
+            event = decode(state.outcome).data
+        except MalformedMessage as exc:
+            return self._failed("refused", f"the sandbox answered something unreadable: {exc}")
+        if (
+            not isinstance(event, ToolExecuted | ToolExecutionFailed)
+            or event.execution_id != self.command.id
+        ):
+            return self._failed("refused", "the sandbox answered for another execution")
+        return event
+
+    def _failed(self, failure: str, error: str) -> ToolExecutionFailed:
+        return ToolExecutionFailed(
+            execution_id=self.command.id,
+            agent_id=self.cmd.agent_id,
+            run_id=self.cmd.run_id,
+            tool_call_id=self.cmd.tool_call_id,
+            tool_name=self.cmd.tool_name,
+            failure=failure,
+            error=error,
+            sandbox="",
+        )
+
+
+def _result(event: Event) -> dict[str, Any]:
     if isinstance(event, ToolExecuted):
         result = {"status": "success", "tool_return": event.tool_return}
-    elif isinstance(event, ToolExecutionFailed):
-        result = {"status": "error", "tool_return": event.error, "failure": event.failure}
     else:
-        return None
+        assert isinstance(event, ToolExecutionFailed)
+        result = {"status": "error", "tool_return": event.error, "failure": event.failure}
     return result | {"stdout": event.stdout, "stderr": event.stderr, "sandbox": event.sandbox}
 
 

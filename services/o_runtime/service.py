@@ -24,6 +24,7 @@ from o_runtime.projector import Projection, Projector
 from o_runtime.reactor import EventReactor
 from o_runtime.readiness import Readiness, check_readiness
 from o_runtime.reads import ProjectionReads
+from o_runtime.roll_call import RollCallAnswerer
 from o_runtime.sampling import FRESH, Durable, Followed, Sampler
 from o_runtime.settings import Settings
 from o_runtime.telemetry import setup_telemetry
@@ -54,6 +55,8 @@ class Service:
     name = "service"
     # The tool sandbox is cut off from Postgres (it may reach only NATS).
     needs_database = True
+    # ... and from JetStream (its identity may only answer its requests: docs/security.md).
+    uses_jetstream = True
     # Whether this service samples the dead letters kept (one service does: the
     # stream is the whole system's).
     samples_dead_letters = False
@@ -75,6 +78,8 @@ class Service:
         self.consumers: list[CommandConsumer] = []
         # Event reactors (reactor.py), started after the consumers, stopped with them.
         self.reactors: list[EventReactor] = []
+        # Answers `o.rpc.roll_call` once started (o_runtime/roll_call.py: o_ops status).
+        self.roll_call = RollCallAnswerer(self.name, self.readiness)
         self._stop = asyncio.Event()
 
     def configure(self, env: Env) -> None:
@@ -134,8 +139,13 @@ class Service:
         )
 
     async def start(self) -> None:
+        identity = self.settings.nats_identity
         self.eventlog = await EventLog.connect(
-            self.settings.nats_url, name=self.name, replicas=self.settings.stream_replicas
+            self.settings.nats_url,
+            name=self.name,
+            replicas=self.settings.stream_replicas,
+            identity=identity,
+            jetstream=self.uses_jetstream,
         )
         if self.needs_database:
             self.pool = await connect_pool(self.settings.database_url)
@@ -149,6 +159,7 @@ class Service:
             # FastStream's default 2 s: see EventLog.connect.
             reconnect_time_wait=0.1,  # type: ignore[arg-type]  # (a float: nats-py sleeps it)
             max_reconnect_attempts=-1,
+            **identity.broker_options(),
         )
         await self.setup()
         self.sampler = self._sampler()
@@ -162,8 +173,10 @@ class Service:
         if metrics.serving():
             self.sampler.start()
         await self.started()
+        await self.roll_call.start(self.eventlog.nc)
 
     async def stop(self) -> None:
+        await self.roll_call.stop()
         await self.stopping()
         await self.sampler.stop()
         for consumer in self.consumers:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from o_runtime.env import BadSetting, Env
+from o_runtime.nats_identity import Identity, IdentityMissing
+from o_runtime.nats_tls import TlsMisconfigured
 from o_runtime.telemetry_settings import TelemetrySettings
 
 
@@ -44,6 +46,12 @@ class Settings:
     # Traces, metrics and readiness (o_runtime/telemetry_settings.py).
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     projections: ProjectionSettings = field(default_factory=ProjectionSettings)
+    # Who the service is on NATS (O_NATS_NKEY: its NKEY seed file; nats_identity.py).
+    identity: Identity | None = None
+
+    @property
+    def nats_identity(self) -> Identity:
+        return self.identity or Identity(self.service_name)
 
     @classmethod
     def from_env(cls, service_name: str, needs_database: bool, env: Env) -> Settings:
@@ -58,7 +66,12 @@ class Settings:
         level = env.text("O_LOG_LEVEL", "INFO").upper()
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise BadSetting(f"O_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+        try:
+            identity = Identity.of(service_name, env.environ)
+        except (IdentityMissing, TlsMisconfigured) as exc:
+            raise BadSetting(str(exc)) from None
         return cls(
+            identity=identity,
             nats_url=nats_url,
             database_url=database_url,
             service_name=service_name,

@@ -32,7 +32,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunQueued, ScheduleFired
 from o_contracts.ids import derived_id
 from o_contracts.subjects import Lane
-from o_runtime.commands import MAX_DELIVERIES, pulled, retry_delay
+from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled, retry_delay
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog
 from o_runtime.outages import is_outage
@@ -105,6 +105,16 @@ class Dispatch:
         await self.eventlog.send_command(lane.commands, command)
 
 
+def dispatch_consumer_config() -> ConsumerConfig:
+    """The fires' consumer on the server: fires from its making on, each acked alone."""
+    return ConsumerConfig(
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=DISPATCH_ACK_WAIT,
+        deliver_policy=DeliverPolicy.NEW,
+        max_ack_pending=MAX_IN_HAND,
+    )
+
+
 class FiresFollower:
     """Pulls the schedules' events and dispatches each ScheduleFired, acked one by one."""
 
@@ -114,16 +124,13 @@ class FiresFollower:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._sub = await self.eventlog.js.pull_subscribe(
+        # (The durable is made by the setup role: o_setup/topology.py.)
+        self._sub = await bind_durable(
+            self.eventlog,
             subjects.SCHEDULE_EVENTS,
-            durable=CONSUMER,
-            stream=subjects.EVENTS_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=DISPATCH_ACK_WAIT,
-                deliver_policy=DeliverPolicy.NEW,
-                max_ack_pending=MAX_IN_HAND,
-            ),
+            subjects.EVENTS_STREAM,
+            CONSUMER,
+            dispatch_consumer_config(),
         )
         self._task = asyncio.create_task(self._pull(), name=CONSUMER)
 

@@ -1,46 +1,49 @@
-"""Handling `RunTool`: run the tool once per execution, record the outcome, answer.
+"""Answering `o.rpc.sandbox.run`: run a user's tool once per execution, answer its outcome.
 
-Each execution has its own subject, `o.evt.sandbox.<command id>`, holding
-`ToolExecutionStarted` and then one outcome. What a delivery of the command
-finds there decides what it does:
+The sandbox runs users' code, so it holds no JetStream access (docs/security.md): it
+records nothing. The executor records the execution (`ToolExecutionStarted`, then the
+outcome this module answers with) on `o.evt.sandbox.<execution id>` and decides what a
+call interrupted by a death means (o_executor/sandbox_calls.py).
 
-- nothing: record Started, run, record the outcome;
-- an outcome: an earlier delivery finished but its ack or reply was lost —
-  answer with the recorded outcome, run nothing;
-- Started without outcome: the sandbox running it died mid-call. An
-  idempotent tool runs once more; any other tool, or a second death, records
-  `ToolExecutionFailed(failure="interrupted")`, because running a tool with
-  side effects twice is worse than reporting that it may have half-run.
+A replica keeps the executions it runs, and for a while those it ran, by id:
 
-The consumer's max_deliver bounds the redeliveries; the executor's wait has a
-timeout; and a command delivered after its deadline is refused, not run.
+- a request for an execution it is running waits for that run, never starts a second;
+- `o.rpc.sandbox.executions` asks every replica who holds an execution: the holder
+  answers (running, or done with the outcome), the others stay silent. The executor asks
+  while it waits (a replica that died answers no more) and after it resumed a run whose
+  call was in flight (the outcome is then taken from the replica that ran it).
+
+A request past its `deadline` (its caller gave up) is answered `expired`, not run.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 import socket
+import time
 import uuid
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from nats.js.errors import NotFoundError
-
-from o_contracts import subjects
-from o_contracts.base import Event, Reply
+from o_contracts.base import Event
 from o_contracts.commands import RunTool
-from o_contracts.envelope import Envelope, decode
-from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
-from o_runtime.commands import Delivery
-from o_runtime.eventlog import ConcurrencyConflict, EventLog
+from o_contracts.envelope import Envelope, MalformedMessage, decode
+from o_contracts.events import ToolExecuted, ToolExecutionFailed
+from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.instruments import measured
 from o_runtime.tool_secrets import SecretsUnavailable, decrypt_all
 from o_tool_sandbox.pool import Outcome, WorkerPool
 
 log = logging.getLogger(__name__)
 PRODUCER = "tool_sandbox"
-MAX_ATTEMPTS = 2
+# Finished executions a replica still answers for (by count and age): long enough for an
+# executor that took over a run to ask.
+KEEP_DONE = 1000
+KEEP_DONE_SECONDS = 600.0
 
 
 def replica_name() -> str:
@@ -52,81 +55,78 @@ def _lines(text: str) -> list[str]:
 
 
 class Executions:
-    def __init__(self, eventlog: EventLog, pool: WorkerPool, name: str) -> None:
-        self.eventlog = eventlog
+    def __init__(self, pool: WorkerPool, name: str) -> None:
         self.pool = pool
         self.name = name
+        self._running: dict[str, asyncio.Task[bytes]] = {}
+        self._done: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
-    async def _last(self, subject: str) -> tuple[int, Event | None]:
+    async def run(self, body: bytes) -> bytes:
+        """A `RunTool` envelope in; an `ExecutionState` out (done, or refused)."""
         try:
-            msg = await self.eventlog.js.get_last_msg(subjects.EVENTS_STREAM, subject)
-        except NotFoundError:
-            return 0, None
-        data = decode(msg.data or b"").data
-        assert isinstance(data, Event)
-        return int(msg.seq or 0), data
+            envelope = decode(body, storable=True)
+            if not isinstance(envelope.data, RunTool):
+                raise MalformedMessage(f"expected RunTool, not {envelope.type}")
+        except MalformedMessage as exc:
+            return ExecutionState(state="refused", replica=self.name, error=str(exc)).encode()
+        outcome = self._outcome_of(envelope.id)
+        if outcome is None:
+            task = self._running.get(envelope.id)
+            if task is None:
+                task = asyncio.create_task(self._execute(envelope))
+                self._running[envelope.id] = task
+                task.add_done_callback(functools.partial(self._finished, envelope.id))
+            # (shielded: a caller gone must not cancel the tool's run for another asker)
+            outcome = await asyncio.shield(task)
+        return ExecutionState(state="done", replica=self.name, outcome=outcome).encode()
 
-    async def run_tool(self, envelope: Envelope[Any], delivery: Delivery) -> Reply:
+    def status(self, body: bytes) -> bytes | None:
+        """The state of an execution this replica holds; None (no answer) otherwise."""
+        try:
+            asked = ExecutionStatus.decode(body)
+        except Exception:
+            return None
+        outcome = self._outcome_of(asked.execution_id)
+        if outcome is not None:
+            return ExecutionState(state="done", replica=self.name, outcome=outcome).encode()
+        if asked.execution_id in self._running:
+            return ExecutionState(state="running", replica=self.name).encode()
+        return None
+
+    def _outcome_of(self, execution_id: str) -> bytes | None:
+        now = time.monotonic()
+        while self._done:
+            oldest, (at, _) = next(iter(self._done.items()))
+            if now - at < KEEP_DONE_SECONDS and len(self._done) <= KEEP_DONE:
+                break
+            del self._done[oldest]
+        kept = self._done.get(execution_id)
+        return kept[1] if kept is not None else None
+
+    def _finished(self, execution_id: str, task: asyncio.Task[bytes]) -> None:
+        self._running.pop(execution_id, None)
+        if not task.cancelled() and task.exception() is None:
+            self._done[execution_id] = (time.monotonic(), task.result())
+
+    async def _execute(self, envelope: Envelope[Any]) -> bytes:
         cmd: RunTool = envelope.data
-        subject = subjects.tool_execution_subject(envelope.id)
-        while True:
-            seq, last = await self._last(subject)
-            if isinstance(last, ToolExecuted | ToolExecutionFailed):
-                return _reply(seq, last)
-            attempt = last.attempt + 1 if isinstance(last, ToolExecutionStarted) else 1
-            outcome: ToolExecuted | ToolExecutionFailed
-            if datetime.now(UTC) > cmd.deadline:
-                outcome = self._failed(envelope, attempt, "expired", "the caller stopped waiting")
-            elif attempt > 1 and (not cmd.idempotent or attempt > MAX_ATTEMPTS):
-                why = (
-                    "it is not declared idempotent, so it was not run again"
-                    if not cmd.idempotent
-                    else "it was retried once already"
-                )
-                outcome = self._failed(
-                    envelope,
-                    attempt - 1,
-                    "interrupted",
-                    f"the sandbox running this tool stopped mid-call; {why}",
-                )
-            else:
-                started = ToolExecutionStarted(
-                    execution_id=envelope.id,
-                    agent_id=cmd.agent_id,
-                    run_id=cmd.run_id,
-                    tool_call_id=cmd.tool_call_id,
-                    tool_name=cmd.tool_name,
-                    attempt=attempt,
-                    sandbox=self.name,
-                )
-                try:
-                    seq = await self._append(envelope, subject, started, seq)
-                except ConcurrencyConflict:
-                    continue  # another delivery moved first: decide again
-                outcome = await self._execute(envelope, cmd, attempt)
-            try:
-                appended = await self._append(envelope, subject, outcome, seq)
-            except ConcurrencyConflict:
-                continue
-            return _reply(appended, outcome)
+        outcome: Event
+        if datetime.now(UTC) > cmd.deadline:
+            outcome = self._failed(envelope, "expired", "the caller stopped waiting")
+        else:
+            outcome = await self._run(envelope, cmd)
+        return envelope.caused(outcome, aggregate_id=envelope.id, producer=PRODUCER).encode()
 
-    async def _append(self, cause: Envelope[Any], subject: str, event: Event, last: int) -> int:
-        env = cause.caused(event, aggregate_id=cause.id, producer=PRODUCER)
-        return (await self.eventlog.append(subject, env, expected_last_seq=last)).seq
-
-    async def _execute(
-        self, envelope: Envelope[Any], cmd: RunTool, attempt: int
-    ) -> ToolExecuted | ToolExecutionFailed:
+    async def _run(self, envelope: Envelope[Any], cmd: RunTool) -> Event:
         try:
             env = decrypt_all(cmd.encrypted_secrets)
         except SecretsUnavailable as exc:
             measured.sandbox_executions.add(1, {"outcome": "refused"})
-            return self._failed(envelope, attempt, "refused", str(exc))
+            return self._failed(envelope, "refused", str(exc))
         if not _isolated(self.pool.isolation):
             measured.sandbox_executions.add(1, {"outcome": "refused"})
             return self._failed(
                 envelope,
-                attempt,
                 "refused",
                 "this sandbox cannot cut tools off from the network here "
                 "(no network namespace and no seccomp); refusing to run user code",
@@ -146,7 +146,6 @@ class Executions:
             "stdout": _lines(result.stdout),
             "stderr": _lines(result.stderr),
             "duration_ms": result.duration_ms,
-            "attempt": attempt,
             "sandbox": self.name,
         }
         if result.ok:
@@ -160,9 +159,7 @@ class Executions:
             return ToolExecuted(tool_return=text, **common)
         return ToolExecutionFailed(failure=result.failure, error=result.error, **common)
 
-    def _failed(
-        self, envelope: Envelope[Any], attempt: int, failure: str, error: str
-    ) -> ToolExecutionFailed:
+    def _failed(self, envelope: Envelope[Any], failure: str, error: str) -> ToolExecutionFailed:
         cmd: RunTool = envelope.data
         return ToolExecutionFailed(
             execution_id=envelope.id,
@@ -172,24 +169,9 @@ class Executions:
             tool_name=cmd.tool_name,
             failure=failure,
             error=error,
-            attempt=attempt,
             sandbox=self.name,
         )
 
 
 def _isolated(isolation: dict[str, Any]) -> bool:
     return "network" in isolation.get("namespaces", []) or bool(isolation.get("seccomp"))
-
-
-def _reply(seq: int, outcome: Event) -> Reply:
-    if isinstance(outcome, ToolExecuted):
-        result = {"status": "success", "tool_return": outcome.tool_return}
-    else:
-        assert isinstance(outcome, ToolExecutionFailed)
-        result = {"status": "error", "tool_return": outcome.error, "failure": outcome.failure}
-    return Reply(
-        ok=True,
-        seq=seq,
-        result=result
-        | {"stdout": outcome.stdout, "stderr": outcome.stderr, "sandbox": outcome.sandbox},
-    )

@@ -50,9 +50,6 @@ class Limits:
 @dataclass(frozen=True)
 class SandboxSettings:
     limits: Limits
-    # Heartbeats keep a long tool's command with its replica; if the replica
-    # dies, the command is redelivered after this long.
-    ack_wait: float = 10.0
     # Calls one replica runs at once.
     concurrency: int = 8
     # Tools run as uids from here on (root only): one per live worker.
@@ -64,7 +61,6 @@ class SandboxSettings:
     def from_env(cls, env: Env) -> SandboxSettings:
         return cls(
             limits=Limits.from_env(env),
-            ack_wait=env.number("O_SANDBOX_ACK_WAIT", 10.0, minimum=0.5),
             concurrency=env.integer("O_SANDBOX_CONCURRENCY", 8, minimum=1),
             uid_base=env.integer("O_SANDBOX_UID_BASE", 61000, minimum=1000),
             python=env.optional("O_SANDBOX_PYTHON"),

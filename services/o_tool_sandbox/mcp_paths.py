@@ -15,12 +15,18 @@ Never a folder that holds, or is inside, one of O's own (its data folder with th
 log, the database and the secrets key; the sandbox's scratch folders; the service's
 home): a path there is given alone if it is a file, else not at all. Under root the
 server also runs as a uid of its own, so only world-readable files are readable anyway.
+
+Both rules stop a server installed in such a place (a virtualenv in root's home, say)
+with nothing better from the kernel than "Permission denied"; `out_of_reach` says which
+rule and which folder, and the sandbox adds it to the reason a server that never
+started gives (it does not refuse on it: an ACL may open what the mode bits close).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -106,3 +112,67 @@ def read_paths(
         if text not in unique:
             unique.append(text)
     return unique
+
+
+def out_of_reach(
+    executable: str,
+    args: Iterable[str],
+    *,
+    base: Iterable[str],
+    private: Iterable[str],
+    uid: int | None,
+) -> str | None:
+    """Why the confined server may not reach its command or a path its arguments name:
+    inside one of O's own folders (`private`, never opened but for the sandbox
+    interpreter's `base`), or, run as `uid` (no groups: the mode bits for others
+    decide), behind a folder or file other users may not enter or read. None if
+    neither applies."""
+    closed = [Path(os.path.realpath(p)) for p in private if p]
+    opened = [Path(os.path.realpath(p)) for p in base if p]
+    for path in [Path(executable), *_named_paths(args)]:
+        what = "its command" if str(path) == executable else "a path its arguments name"
+        real = Path(os.path.realpath(path))
+        inside = [c for c in closed if _within(real, c)]
+        if inside and not any(_within(real, o) for o in opened):
+            return (
+                f"{what}, {path}, is inside {inside[0]}, one of O's own folders (the"
+                " sandbox service's home or data), which stdio MCP servers may never read;"
+                " install the server elsewhere, such as /opt or /usr/local"
+            )
+        if uid is None:
+            continue
+        blocked = _closed_to_others(path, command=str(path) == executable)
+        if blocked is not None:
+            where, mode = blocked
+            return (
+                f"the server runs as uid {uid} (the sandbox runs as root), which cannot reach"
+                f" {what}, {path}: {where} is not open to other users (mode {mode:o});"
+                " install the server where every user can read it, such as /opt or /usr/local"
+            )
+    return None
+
+
+def _closed_to_others(path: Path, *, command: bool) -> tuple[Path, int] | None:
+    """The first folder on the way to `path` that others may not enter, or `path` itself
+    if they may not run (a command) or read it; with its mode bits."""
+    real = Path(os.path.realpath(path))
+    folders = [*reversed(path.parents), *reversed(real.parents)]
+    for folder in dict.fromkeys(folders):
+        mode = _mode(folder)
+        if mode is not None and not mode & stat.S_IXOTH:
+            return folder, stat.S_IMODE(mode)
+    mode = _mode(real)
+    if mode is None:
+        return None
+    if stat.S_ISDIR(mode):
+        needed = stat.S_IXOTH | stat.S_IROTH
+    else:
+        needed = stat.S_IXOTH if command else stat.S_IROTH
+    return None if mode & needed == needed else (real, stat.S_IMODE(mode))
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return None

@@ -53,6 +53,9 @@ class Launch:
     python: str  # the interpreter that runs mcp_launch.py
     config: dict[str, Any]  # mcp_launch.py's settings (command, env, paths, limits, ...)
     start_seconds: float
+    # Why it may not reach its command or files (mcp_paths.out_of_reach), told with the
+    # reason when it never starts.
+    out_of_reach: str | None = None
 
 
 class _Tail:
@@ -112,13 +115,16 @@ class StdioProcess:
         return self._reason + self._notes()
 
     def _notes(self) -> str:
-        """What the server said that explains a failure: garbage on stdout, its stderr."""
+        """What explains a failure: garbage on stdout, its stderr, and, for a server that
+        never started, what it may not reach."""
         notes = ""
         if self._garbage:
             notes += f"; it wrote a line that is not MCP: {self._garbage}"
         said = self._tail.text()
         if said:
             notes += f"; its stderr: {said}"
+        if self.launch.out_of_reach and not self._ready.is_set():
+            notes += f"; likely why: {self.launch.out_of_reach}"
         return notes
 
     # Starting and stopping ---------------------------------------------------------

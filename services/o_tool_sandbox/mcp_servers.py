@@ -146,6 +146,9 @@ class StdioServers:
             python=self.pool.python,
             config=config,
             start_seconds=settings.start_seconds,
+            out_of_reach=mcp_paths.out_of_reach(
+                command, spec.args, base=self.pool.read_paths, private=private, uid=uid
+            ),
         )
         return StdioProcess(launch, cleanup)
 

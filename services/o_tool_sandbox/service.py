@@ -1,20 +1,27 @@
 """The tool-sandbox process: runs users' tools in confined single-use processes.
 
-It has no database by design (in Kubernetes its NetworkPolicy lets it reach
-NATS only): everything a run needs arrives in the `RunTool` command, and the
-outcome goes back as an event and a reply.
+It has no database by design (in Kubernetes its NetworkPolicy lets it reach NATS only),
+and no JetStream either: its NATS identity may only answer the requests it is sent
+(`o.rpc.sandbox.run`, `.executions`, `.capabilities`; docs/security.md). Everything a
+run needs arrives in the `RunTool` request, and the outcome goes back as the answer; the
+executor records it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import msgpack
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from o_contracts import subjects
-from o_contracts.commands import RunTool
-from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
 from o_runtime.instruments import samples
 from o_runtime.service import Service
+from o_runtime.tracing import continued
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.mcp_requests import McpStdioRequests
@@ -22,10 +29,8 @@ from o_tool_sandbox.mcp_servers import StdioServers
 from o_tool_sandbox.mcp_settings import McpStdioSettings
 from o_tool_sandbox.pool import WorkerPool
 
-# A command whose replica died is delivered again (after SandboxSettings.ack_wait),
-# at most MAX_DELIVER times in all.
-MAX_DELIVER = 3
-MAX_IN_FLIGHT = 1024
+log = logging.getLogger(__name__)
+QUEUE = "tool_sandbox"
 # Requests to stdio MCP servers one replica answers at once (each mostly waits on a server).
 MCP_STDIO_WORKERS = 64
 
@@ -33,6 +38,7 @@ MCP_STDIO_WORKERS = 64
 class ToolSandboxService(Service):
     name = "tool_sandbox"
     needs_database = False
+    uses_jetstream = False
 
     def configure(self, env: Env) -> None:
         self.config = SandboxSettings.from_env(env)
@@ -44,23 +50,15 @@ class ToolSandboxService(Service):
         await self.pool.start()
         samples.sandbox = self.pool.use
         self.replica = replica_name()
-        executions = Executions(self.eventlog, self.pool, self.replica)
-        self.consume(
-            CommandConsumer(
-                self.eventlog,
-                "tool_sandbox",
-                subjects.SANDBOX_COMMANDS,
-                {RunTool: executions.run_tool},
-                ack_wait=self.config.ack_wait,
-                # Calls one replica runs at once; the durable consumer lets many
-                # replicas' calls be in flight together.
-                concurrency=self.config.concurrency,
-                max_ack_pending=MAX_IN_FLIGHT,
-                max_deliver=MAX_DELIVER,
-            )
-        )
+        self.executions = Executions(self.pool, self.replica)
+        self._held = 0
+        self._taking: Subscription | None = None
+        self._answering: set[asyncio.Task[None]] = set()
+        nc = self.eventlog.nc
+        await self._take_calls()
+        self._status = await nc.subscribe(subjects.SANDBOX_EXECUTIONS, cb=self._on_status)
         self.broker.subscriber(
-            subjects.SANDBOX_CAPABILITIES, queue="tool_sandbox", title="sandbox isolation"
+            subjects.SANDBOX_CAPABILITIES, queue=QUEUE, title="sandbox isolation"
         )(self.capabilities)
         # stdio MCP servers: long-lived confined children of this replica (docs/mcp.md).
         self.mcp_servers = StdioServers(self.mcp_config, self.pool)
@@ -71,6 +69,43 @@ class ToolSandboxService(Service):
             title="stdio MCP servers",
             max_workers=MCP_STDIO_WORKERS,
         )(McpStdioRequests(self.mcp_servers, self.replica).handle)
+
+    async def _take_calls(self) -> None:
+        if self._taking is None:
+            self._taking = await self.eventlog.nc.subscribe(
+                subjects.SANDBOX_RUN, queue=QUEUE, cb=self._on_run
+            )
+
+    async def _on_run(self, msg: Msg) -> None:
+        # A replica running as many calls as it may (O_SANDBOX_CONCURRENCY) leaves the
+        # queue group until one ends, so NATS hands new calls to the others (and an
+        # executor that finds no one free waits: o_executor/sandbox_calls.py).
+        self._held += 1
+        if self._held >= self.config.concurrency and self._taking is not None:
+            taking, self._taking = self._taking, None
+            with contextlib.suppress(Exception):
+                await taking.unsubscribe()
+        task = asyncio.create_task(self._answer(msg))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, msg: Msg) -> None:
+        try:
+            with continued("tool_sandbox RunTool", msg.headers):
+                answer = await self.executions.run(msg.data)
+            if msg.reply:
+                await msg.respond(answer)
+        except Exception:
+            log.exception("tool run request failed")
+        finally:
+            self._held -= 1
+            if self._held < self.config.concurrency:
+                await self._take_calls()
+
+    async def _on_status(self, msg: Msg) -> None:
+        answer = self.executions.status(msg.data)
+        if answer is not None and msg.reply:
+            await msg.respond(answer)
 
     async def capabilities(self, body: bytes) -> bytes:
         """What this replica enforces on every tool run, for /v1/health/."""
@@ -109,5 +144,11 @@ class ToolSandboxService(Service):
         }
 
     async def stopping(self) -> None:
+        for sub in (self._taking, self._status):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        for task in list(self._answering):
+            task.cancel()
         await self.mcp_servers.close()
         await self.pool.close()

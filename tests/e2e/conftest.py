@@ -14,7 +14,8 @@ import pytest
 from letta_client import Letta
 
 from o_devtools.health import wait_healthy
-from o_devtools.supervisor import ServiceSpec, Supervisor
+from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
+from o_setup import apply_topology
 from tests.e2e.callback_receiver import CALLBACK_SECRET
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
@@ -128,12 +129,21 @@ async def system(
         "O_CALLBACK_ACK_WAIT": "3",
         "ACCEPTABLE_ORIGINS": f"http://127.0.0.1:{OTHER_ORIGIN_PORT}",
     }
-    # Two executor replicas: every e2e test also checks that runs work across them.
+    # The durable consumers with this system's settings (O_EXECUTOR_ACK_WAIT): the setup
+    # role's work, as a deployment's setup Job does it.
+    await apply_topology(env["NATS_URL"], servers.identity("setup"), env)
+    # Two executor replicas: every e2e test also checks that runs work across them. Each
+    # service connects as its own role (O_NATS_NKEY), as it is deployed.
     supervisor = Supervisor(
-        [
-            ServiceSpec.module(s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1)
-            for s in SERVICES
-        ],
+        with_identities(
+            [
+                ServiceSpec.module(
+                    s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1
+                )
+                for s in SERVICES
+            ],
+            servers.seed_file,
+        ),
         env,
         backoff_initial=0.2,
     )

@@ -19,6 +19,7 @@ from o_contracts.projection_names import RUNS
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.fakes.openai_server import FakeOpenAI
+from tests.servers import operator
 
 DEADLINE = 30.0
 
@@ -97,7 +98,7 @@ async def evolution_events(system: System, agent_id: str) -> AsyncIterator[Agent
 
 @asynccontextmanager
 async def subject_events(system: System, subject: str) -> AsyncIterator[AgentEvents]:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         sub = await nc.jetstream().subscribe(
             subject,

@@ -15,9 +15,11 @@ import pytest
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
+from tests.e2e.folder_support import processed
 from tests.e2e.support import event_types, send
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -64,12 +66,15 @@ def shown(message: dict[str, Any]) -> dict[str, Any]:
     dropped = ("id", "run_id", "step_id", "otid", "sender_id", "seq_id")
     kept = {k: v for k, v in message.items() if k not in dropped}
     if message["message_type"] == "system_message":
-        kept.pop("content")  # compiled with the agent's own id and the time
+        # Compiled anew by the import (docs/agent-files.md, "Messages"): with the agent's
+        # own id, the time, and dated when the imported agent was created.
+        kept.pop("content")
+        kept.pop("date")
     return kept
 
 
 async def log_end(system: System) -> int:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         info = await nc.jetstream().stream_info(subjects.EVENTS_STREAM)
         return int(info.state.last_seq)
@@ -183,7 +188,7 @@ async def test_a_retried_import_is_one_import(system: System, llm: FakeOpenAI) -
     assert again.json()["agent_ids"] == first.json()["agent_ids"]
     assert await log_end(system) == end  # nothing written twice
     companion = first.json()["agent_ids"][1]
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         types = [t for _, t in await event_types(nc, subjects.agent_subject(companion))]
     finally:
@@ -279,6 +284,14 @@ async def test_each_published_example_imports_and_answers(
             file_blocks[b]["label"] for b in entry["block_ids"]
         ]
         assert agent["system"] == entry["system"]
+        # Its folders, with the files the example holds processed again from their text.
+        folders = (await system.http.get(f"/v1/agents/{agent_id}/folders")).json()
+        assert len(folders) == len(set(entry.get("source_ids") or []))
+        for folder in folders:
+            files = (await system.http.get(f"/v1/folders/{folder['id']}/files")).json()
+            for file in files:
+                done = await processed(system, folder["id"], file["id"])
+                assert done["processing_status"] == "completed", done
     primary = body["agent_ids"][0]
     if document["agents"][0]["agent_type"] == "memgpt_agent":
         # It speaks through send_message; its first call must be archival_memory_search.

@@ -194,7 +194,9 @@ async def test_calls_that_need_no_approval_wait_with_those_that_do(
         system, agent["id"], tool_call_id=request["tool_call"]["tool_call_id"], approve=True
     )
     assert done.status_code == 200, done.text
-    returns = [m for m in done.json()["messages"] if m["message_type"] == "tool_return_message"]
+    # Both results, of one step, as one message (as Letta stores and shows them).
+    (shown,) = [m for m in done.json()["messages"] if m["message_type"] == "tool_return_message"]
+    returns = shown["tool_returns"]
     assert [(r["tool_call_id"], r["status"]) for r in returns] == [
         (held_id, "success"),
         (request["tool_call"]["tool_call_id"], "success"),

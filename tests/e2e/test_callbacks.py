@@ -31,6 +31,7 @@ from tests.e2e.callback_receiver import CALLBACK_SECRET, Received, receiving
 from tests.e2e.conftest import System
 from tests.e2e.support import event_types, new_agent, until
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 30.0
@@ -66,7 +67,7 @@ def answered(run: dict[str, Any]) -> bool:
 
 
 async def callback_events(system: System, run_id: str) -> list[str]:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         return [t for _, t in await event_types(nc, subjects.callback_subject(run_id))]
     finally:
@@ -277,7 +278,7 @@ async def start_over_nats(system: System, agent_id: str, callback_url: str) -> s
         aggregate_id=agent_id,
         producer="partner-system",
     )
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         await nc.jetstream().publish(
             subjects.executor_command_subject(agent_id),

@@ -37,6 +37,7 @@ from tests.e2e.support import (
 from tests.e2e.test_exactly_once import connected, publish_again
 from tests.e2e.test_operations import caught_up, snapshot
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -107,7 +108,7 @@ def held() -> Iterator[threading.Event]:
 @asynccontextmanager
 async def commands(system: System, agent_id: str) -> AsyncIterator[AgentEvents]:
     """The agent's commands to the executor (its default conversation's), from the start."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         sub = await nc.jetstream().subscribe(
             subjects.executor_command_subject(agent_id),

@@ -1,5 +1,8 @@
 """The console in a real browser (headless Chromium, Debian's package, over WebDriver:
-tests/webdriver.py) against the system as the e2e tests run it, with the scripted LLM: the
+tests/webdriver.py), with the scripted LLM. The walkthrough runs against a system started as
+`make run` starts it (`python -m o_devtools.supervisor`, embedded NATS and Postgres in a data
+folder of its own, one process per service: chaos/system.py), the other tests against the
+e2e tests' system: the
 API key asked for once, an agent created, a message sent and its run followed live on its
 timeline, a block edited and an older version restored; every form refusing bad input
 before calling the API and showing the API's `detail` when the API refuses. Screenshots go
@@ -12,15 +15,22 @@ answer; the same page from an origin not allowed cannot.
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import httpx
 import pytest
 
 from bench import demo_evolution
-from tests.e2e.conftest import OTHER_ORIGIN_PORT, ROOT, System
+from chaos.system import System as MakeRun
+from o_devtools.rebuild import PROJECTIONS
+from o_setup.topology import durables
+from tests.e2e.conftest import OTHER_ORIGIN_PORT, ROOT, SERVICES, System
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.webdriver import Browser, browser_or_skip, chromium
 
@@ -80,6 +90,31 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
+@dataclass
+class MadeRun:
+    """A system as `make run` starts it, and the scripted LLM it talks to."""
+
+    base_url: str
+    http: httpx.AsyncClient
+    llm: FakeOpenAI
+
+
+@pytest.fixture
+async def made_run(browser: Browser) -> AsyncIterator[MadeRun]:
+    # (After the browser: without Chromium the test skips before starting anything.)
+    # Not under pytest's tmp_path (another pytest session may make it private to Postgres).
+    with tempfile.TemporaryDirectory(prefix="o-make-run-") as base, FakeOpenAI() as llm:
+        system = MakeRun(Path(base), llm.base_url, env={"O_API_KEY": KEY})
+        try:
+            await system.start()
+            async with httpx.AsyncClient(
+                base_url=system.base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+            ) as http:
+                yield MadeRun(system.base_url, http, llm)
+        finally:
+            await system.stop()
+
+
 def shot(browser: Browser, name: str) -> None:
     browser.screenshot(SHOTS / f"{name}.png")
 
@@ -119,7 +154,8 @@ async def test_a_page_on_another_origin_calls_the_api_with_fetch(
     assert browser.wait_text("#result", "refused") == "refused TypeError"
 
 
-async def test_the_console_walkthrough(browser: Browser, system: System, llm: FakeOpenAI) -> None:
+async def test_the_console_walkthrough(browser: Browser, made_run: MadeRun) -> None:
+    system, llm = made_run, made_run.llm
     console = f"{system.base_url}/console"
     browser.open(console)
     # The key is asked for once; an empty one is refused before anything is sent.
@@ -249,6 +285,27 @@ async def test_the_console_walkthrough(browser: Browser, system: System, llm: Fa
     browser.wait_text("table.runs", "completed")
     browser.open(f"{console}#/health")
     browser.wait_text("#sandbox", "available")
+    # Every service process from the roll call, every durable consumer, every projection
+    # (GET /v1/operations/status, what `python -m o_ops status` prints).
+    browser.wait_text("#services", "evolution")
+    services = browser.script(
+        "return [...document.querySelectorAll('#services tbody tr')]"
+        ".map(r => [...r.cells].slice(0, 3).map(c => c.innerText))"
+    )
+    # (`make run` starts one process of each service.)
+    assert sorted((s, ready) for s, _, ready in services) == sorted((s, "ready") for s in SERVICES)
+    consumers = browser.script(
+        "return [...document.querySelectorAll('#consumers tbody tr')]"
+        ".map(r => r.cells[1].innerText)"
+    )
+    assert sorted(consumers) == sorted(d.name for d in durables())
+    projections = browser.script(
+        "return [...document.querySelectorAll('#projections tbody tr')]"
+        ".map(r => r.cells[0].innerText)"
+    )
+    assert projections == list(PROJECTIONS)
+    assert browser.find("#verdict").text == "ok"
+    browser.find("#dead-letters")
     shot(browser, "health")
     assert set(SHOT_NAMES) - {"evolution"} <= {p.stem for p in SHOTS.glob("*.png")}
 

@@ -9,6 +9,7 @@ import pytest
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +112,7 @@ async def test_a_summary_event_does_not_grow_with_what_it_evicts(
     response = await system.http.post(f"/v1/agents/{agent['id']}/summarize")
     assert response.status_code == 200, response.text
     assert response.json()["num_messages_before"] == 121
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         found = []

@@ -22,6 +22,7 @@ from o_contracts.envelope import Envelope, decode
 from tests.e2e.conftest import System
 from tests.e2e.support import agent_events, new_agent, until
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 30.0
@@ -265,7 +266,7 @@ async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
 
 async def arrival_order(system: System, agent_id: str) -> list[str]:
     """The user texts of the agent's StartRun commands, in commands-stream order."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         texts: list[str] = []
@@ -312,7 +313,7 @@ async def test_runs_waiting_their_turn_leave_no_consumers_behind(
             if all(r["status"] == "completed" for r in runs):
                 break
             await asyncio.sleep(0.05)
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         info = await nc.jetstream().stream_info("KV_o_executor_runs")
     finally:

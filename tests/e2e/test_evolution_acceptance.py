@@ -27,6 +27,7 @@ from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send, subject_events
 from tests.e2e.test_evolution import PREFIX, RULE, decided, scripted
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -261,12 +262,29 @@ def doing_tasks(order_tool: str) -> Callable[[dict[str, Any]], Reply]:
 
 
 async def subject_count(system: System, stream: str, subject: str) -> int:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         info = await nc.jetstream().stream_info(stream, subjects_filter=subject)
     finally:
         await nc.close()
     return sum((info.state.subjects or {}).values())
+
+
+async def agent_executions(system: System, agent_id: str) -> int:
+    """The agent's tool executions recorded (one subject each, its last event an outcome)."""
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(
+            subjects.EVENTS_STREAM, subjects_filter=subjects.tool_execution_subject("*")
+        )
+        count = 0
+        for subject in info.state.subjects or {}:
+            last = decode((await js.get_last_msg(subjects.EVENTS_STREAM, subject)).data or b"")
+            count += getattr(last.data, "agent_id", None) == agent_id
+    finally:
+        await nc.close()
+    return count
 
 
 async def everything_shown(system: System, agent_id: str) -> dict[str, Any]:
@@ -295,9 +313,7 @@ async def everything_shown(system: System, agent_id: str) -> dict[str, Any]:
             b["id"]: (await http.get(f"/v1/blocks/{b['id']}/versions")).json() for b in blocks
         },
         "passages": [p for p in passages if "evolution" not in p["tags"]],
-        "sandbox_commands": await subject_count(
-            system, subjects.COMMANDS_STREAM, subjects.sandbox_command_subject(agent_id)
-        ),
+        "sandbox_commands": await agent_executions(system, agent_id),
         "sandbox_executions": await subject_count(
             system, subjects.EVENTS_STREAM, subjects.tool_execution_subject("*")
         ),
@@ -434,7 +450,7 @@ async def test_one_byte_changed_in_a_recorded_decision_is_named_by_verify(
     history = (await system.http.get(PREFIX.format(aid) + "/history")).json()
     assert intact["last_hash"] == history[-1]["hash"]
     subject = subjects.evolution_subject(aid)
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         recorded = await js.get_last_msg(subjects.EVENTS_STREAM, subject)

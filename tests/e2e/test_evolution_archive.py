@@ -34,6 +34,7 @@ from tests.e2e.conftest import System
 from tests.e2e.support import DEADLINE, event_types, new_agent
 from tests.e2e.test_evolution import agent_with_runs, decided
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 GREET = "Always greet the user by name."
@@ -94,7 +95,7 @@ async def evolution_archive(system: System) -> AsyncIterator[EvolutionArchive]:
 async def decisions(system: System, agent_id: str) -> list[Recorded]:
     """The agent's evolution decisions, read off the log."""
     history = (await system.http.get(f"{PREFIX.format(agent_id)}/history")).json()
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         subject = subjects.evolution_subject(agent_id)
@@ -109,7 +110,7 @@ async def decisions(system: System, agent_id: str) -> list[Recorded]:
 
 async def archival_events(system: System, agent_id: str) -> list[tuple[int, str]]:
     """(seq, type) of every event on the agent's archival subject."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         return await event_types(nc, subjects.archival_subject(agent_id))
     finally:
@@ -119,7 +120,7 @@ async def archival_events(system: System, agent_id: str) -> list[tuple[int, str]
 async def archived(system: System, agent_id: str, count: int) -> None:
     """Wait until `count` evolution passages were inserted for the agent (the reactor
     follows the decisions on its own) and the archival projection has applied them."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     inserted, last = 0, 0
     try:
         sub = await nc.jetstream().subscribe(

@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nats
@@ -23,9 +24,12 @@ from nats.aio.client import Client
 
 from o_contracts import evolution_commands, schedule_commands, subjects
 from o_contracts.base import Reply as CommandReply
+from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
+from o_contracts.ids import derived_id
 from o_contracts.registry import all_messages
 from o_contracts.subjects import Lane
+from o_executor.sandbox_calls import request_execution
 from o_gateway.routes.messages import idempotent_run_id, queued_event, start_run
 from o_gateway.schemas import SendMessageBody
 from o_runtime.commands import REPLY_HEADER, decode_reply
@@ -35,13 +39,14 @@ from tests.e2e.conftest import System
 from tests.e2e.folder_support import agent_files, markdown, new_folder, processed, upload
 from tests.e2e.support import event_types, evolution_events, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
 
 @asynccontextmanager
 async def connected(system: System) -> AsyncIterator[Client]:
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         yield nc
     finally:
@@ -209,29 +214,35 @@ async def test_a_retried_message_with_the_same_otid_is_one_run(
     system: System, llm: FakeOpenAI
 ) -> None:
     agent = await new_agent(system)
-    llm.push(Reply(content="Hello once."))
+    llm.push(Reply(content="Hello once."), Reply(content="Streamed once."))
     body = {"messages": [{"role": "user", "content": "hi", "otid": str(uuid.uuid4())}]}
     first = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
     again = await system.http.post(f"/v1/agents/{agent['id']}/messages", json=body)
-    streamed = await system.http.post(f"/v1/agents/{agent['id']}/messages/stream", json=body)
-    assert first.status_code == again.status_code == streamed.status_code == 200, again.text
+    assert first.status_code == again.status_code == 200, again.text
     assert again.json()["messages"] == first.json()["messages"]
     assert len(llm.requests) == 1
-    # The stream of the retried request replays the run it started.
+    # A streamed request retried: the retry's stream replays the run the first one started.
+    body = {"messages": [{"role": "user", "content": "and now?", "otid": str(uuid.uuid4())}]}
+    url = f"/v1/agents/{agent['id']}/messages/stream"
+    streamed, restreamed = [await system.http.post(url, json=body) for _ in range(2)]
+    assert streamed.status_code == restreamed.status_code == 200, restreamed.text
     chunks = [
         line.removeprefix("data: ")
-        for line in streamed.text.splitlines()
+        for line in restreamed.text.splitlines()
         if line.startswith("data: ")
     ]
     assert chunks[-1] == "[DONE]"
-    assert '"Hello once."' in streamed.text and '"end_turn"' in streamed.text
+    assert '"Streamed once."' in restreamed.text and '"end_turn"' in restreamed.text
+    assert len(llm.requests) == 2
     history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert [(m["message_type"], m["content"]) for m in history[1:]] == [
         ("user_message", "hi"),
         ("assistant_message", "Hello once."),
+        ("user_message", "and now?"),
+        ("assistant_message", "Streamed once."),
     ]
     runs = (await system.http.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
-    assert len(runs) == 1
+    assert len(runs) == 2
 
 
 async def test_an_async_message_retried_with_an_idempotency_key_is_one_run(
@@ -367,7 +378,7 @@ def forecast_once(city: str) -> str:
 '''
 
 
-async def test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome(
+async def test_a_tool_run_asked_again_is_answered_from_its_recorded_outcome(
     system: System, llm: FakeOpenAI
 ) -> None:
     tool = await system.http.post("/v1/tools/", json={"source_code": FORECAST})
@@ -376,17 +387,37 @@ async def test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome(
     agent = await new_agent(system, tool_ids=[tool_id])
     llm.push(Reply(tool_calls=[("forecast_once", {"city": "Oslo"})]), Reply(content="Sunny."))
     result = await send(system, agent["id"], "weather?")
-    assert result["messages"][1]["tool_return"].startswith("Sunny in Oslo")
-    async with connected(system) as nc:
-        subject = subjects.sandbox_command_subject(agent["id"])
-        run_tool = await last_command(nc, subject)
-        execution = subjects.tool_execution_subject(run_tool.id)
-        before = await event_types(nc, execution)
-        # The sandbox answers a repeat from the execution's subject, even past its deadline.
-        reply = await publish_again(nc, subject, run_tool)
-        after = await event_types(nc, execution)
+    returned = result["messages"][1]
+    assert returned["tool_return"].startswith("Sunny in Oslo")
+    # What a resumed run does: ask for the same execution (the id derives from the run and
+    # the call) with no sandbox reachable at all; its recorded outcome answers.
+    run_id, call_id = returned["run_id"], returned["tool_call_id"]
+    execution_id = derived_id("cmd", run_id, call_id, "sandbox")
+    again = Envelope.wrap(
+        RunTool(
+            agent_id=agent["id"],
+            run_id=run_id,
+            tool_call_id=call_id,
+            tool_id=tool_id,
+            tool_name="forecast_once",
+            source_code="raise SystemExit('must not run')",
+            arguments={"city": "Oslo"},
+            deadline=datetime.now(UTC) - timedelta(seconds=1),
+        ),
+        aggregate_id=agent["id"],
+        producer="test",
+        id=execution_id,
+    )
+    execution = subjects.tool_execution_subject(execution_id)
+    eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-tool-again")
+    try:
+        before = await event_types(eventlog.nc, execution)
+        outcome = await request_execution(eventlog, again, timeout=10)
+        after = await event_types(eventlog.nc, execution)
+    finally:
+        await eventlog.close()
     assert [kind for _, kind in before] == ["ToolExecutionStarted", "ToolExecuted"]
-    assert reply.ok and reply.seq == before[-1][0]
+    assert (outcome["status"], outcome["tool_return"]) == ("success", "Sunny in Oslo")
     assert after == before
 
 
@@ -599,7 +630,7 @@ REDELIVERY_TESTS = {
     "DeleteBlock": test_block_deletes_and_restores_delivered_again_answer_as_the_first_time,
     "InsertPassage": test_archival_commands_delivered_again_answer_as_the_first_time,
     "DeletePassage": test_archival_commands_delivered_again_answer_as_the_first_time,
-    "RunTool": test_a_tool_run_delivered_again_is_answered_from_its_recorded_outcome,
+    "RunTool": test_a_tool_run_asked_again_is_answered_from_its_recorded_outcome,
     "ReflectOnMemories": test_a_reflection_delivered_again_is_answered_from_its_record,
     "RunEvolutionTool": test_an_evolution_tool_call_delivered_again_is_answered_from_its_record,
     "DeliverCallback": test_a_callback_delivered_again_is_not_sent_again,

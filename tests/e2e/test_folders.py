@@ -36,6 +36,7 @@ from tests.e2e.folder_support import (
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.pdf_fixture import tiny_pdf
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -288,7 +289,7 @@ async def test_deleting_a_file_and_then_its_folder_removes_their_chunks_and_deta
 
 async def _chunk_indices_in_the_log(system: System, folder_id: str, file_id: str) -> list[int]:
     """Every chunk index recorded by FileChunksEmbedded on the file's subject, in order."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     js = nc.jetstream()
     indices: list[int] = []
     seq = 1

@@ -36,7 +36,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.e2e.conftest import System
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, JSONDict, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
 
@@ -190,9 +190,29 @@ def NAME(text: str) -> str:
 '''
 
 
+def scripted(body: JSONDict) -> Reply:
+    """The model as a fuzzing pass needs it: a forced call is answered with a call (the
+    source of a tool when one is asked to be written: generate-tool), the rest echoed. A
+    model that ignores a forced call is a 502 (the model's failure, not O's), which is not
+    what this pass looks for."""
+    tools = body.get("tools") or []
+    if body.get("tool_choice") == "required" and tools:
+        function = tools[0]["function"]
+        if "raw_source_code" in function["parameters"].get("properties", {}):
+            written = {
+                "raw_source_code": FUZZ_TOOL.replace("NAME", "written"),
+                "sample_args_json": '{"text": "x"}',
+                "pip_requirements_json": "{}",
+            }
+            return Reply(tool_calls=[(function["name"], written)])
+        return Reply(tool_calls=[(function["name"], {})])
+    return echo_reply(body)
+
+
 async def test_fuzzing_the_openapi_finds_no_5xx_and_only_json_errors(
     system: System, llm: FakeOpenAI
 ) -> None:
+    llm.default_reply = scripted
     real = await real_resources(system, llm)
     started = time.monotonic()
     found = await asyncio.to_thread(fuzz, system, real)

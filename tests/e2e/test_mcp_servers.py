@@ -14,6 +14,7 @@ from letta_client import ConflictError, NotFoundError, UnprocessableEntityError
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -169,7 +170,7 @@ async def test_tokens_headers_and_env_never_reach_the_log_or_the_tables(system: 
     )
     secrets = (token, header, env, rotated)
 
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         seen = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.e2e.mcp_stdio_python import server_python
 from tests.e2e.support import DEADLINE, agent_events, new_agent, send
 from tests.e2e.test_durable_runs import finished, kill_executors, send_later
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 mcp = pytest.importorskip("mcp", reason="the mcp package is not installed")
 
@@ -249,6 +251,36 @@ async def test_garbage_and_servers_that_never_start_are_refused_with_the_reason(
         client.mcp_servers.delete(server.id)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own only when the sandbox is root")
+async def test_a_server_behind_a_folder_closed_to_other_users_is_told_why(
+    system: System,
+) -> None:
+    """As a server installed in root's home: run as a uid of its own, it cannot open its
+    script, and the reason says which folder and why, not only "Permission denied"."""
+    closed = Path(tempfile.mkdtemp(prefix="o-closed-"))  # mode 0700, as /root
+    try:
+        script = closed / "server.py"
+        script.write_text(SERVER.read_text())
+        client = system.client()
+        server = client.mcp_servers.create(
+            server_name=unique("closed"),
+            config={**config(), "args": [str(script)]},  # type: ignore[arg-type]
+        )
+        response = await system.http.patch(f"/v1/mcp-servers/{server.id}/refresh")
+        assert response.status_code == 404, response.text
+        reason = str(response.json()["detail"]["error"])
+        assert "Permission denied" in reason
+        assert (
+            "likely why: the server runs as uid" in reason
+            and f"cannot reach a path its arguments name, {script}: {closed} is not open to"
+            " other users (mode 700)"
+            in reason
+        ), reason
+        client.mcp_servers.delete(server.id)
+    finally:
+        shutil.rmtree(closed)
+
+
 async def test_a_changed_environment_restarts_the_server(system: System) -> None:
     client = system.client()
     server = create(client, SECRET_WORD="before")
@@ -282,7 +314,7 @@ async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
     agent = await new_agent(system, tool_ids=[tool_ids(client, server.id)["hang"]])
     llm.push(Reply(tool_calls=[("hang", {})]), Reply(content="Unknown, then."))
     # Every request to stdio servers, as the sandbox gets it.
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         requests = await nc.subscribe(subjects.SANDBOX_MCP_STDIO)
         async with agent_events(system, agent["id"]) as events:

@@ -110,7 +110,9 @@ async def test_a_failed_memory_edit_is_a_tool_error_and_changes_nothing(
         Reply(content="Sorry."),
     )
     result = await send(system, agent["id"], "edit things")
-    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    # The step's four results, as one message (as Letta shows a step's results).
+    (shown,) = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    returns = shown["tool_returns"]
     assert [r["status"] for r in returns] == ["error"] * 4
     assert "did not appear" in returns[0]["tool_return"]
     assert "read-only" in returns[1]["tool_return"]

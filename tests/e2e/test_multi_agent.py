@@ -28,6 +28,7 @@ from tests.e2e.conftest import System
 from tests.e2e.support import DEADLINE, agent_events, projected, until
 from tests.e2e.test_durable_runs import kill_executors
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +122,7 @@ def listed(client: letta_client.Letta, agent_id: str) -> list[tuple[str, str]]:
 
 async def logged(system: System, agent_id: str) -> list[tuple[int, Envelope[Any]]]:
     """The agent's events with their stream positions, as the log holds them now."""
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         sub = await nc.jetstream().subscribe(
             subjects.agent_subject(agent_id),

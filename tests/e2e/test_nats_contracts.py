@@ -18,6 +18,7 @@ from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +37,7 @@ async def test_an_external_publisher_runs_an_agent_over_nats(
     system: System, llm: FakeOpenAI
 ) -> None:
     agent = await new_agent(system)
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     js = nc.jetstream()
     try:
         events = await follow(js, subjects.agent_subject(agent["id"]))
@@ -89,7 +90,7 @@ async def test_a_malformed_command_is_dead_lettered_and_the_consumer_goes_on(
 ) -> None:
     agent = await new_agent(system)
     block_id = next(b["id"] for b in agent["blocks"] if b["label"] == "human")
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     js = nc.jetstream()
     try:
         inbox = nc.new_inbox()
@@ -147,7 +148,7 @@ async def test_an_external_publisher_adds_and_searches_archival_memory(
     from o_contracts.requests import ArchivalResults, SearchArchival
 
     agent = await new_agent(system, embedding="openai/text-embedding-3-small")
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     js = nc.jetstream()
     try:
         events = await follow(js, subjects.archival_subject(agent["id"]))

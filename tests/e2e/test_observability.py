@@ -27,7 +27,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from o_devtools.embedded import EmbeddedServers, start_servers
 from o_devtools.health import wait_healthy
-from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor
+from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor, with_identities
+from o_runtime.nats_identity import NKEY_ENV, Identity
+from o_setup import apply_topology
 from tests.e2e.conftest import SECRETS_KEY, free_port
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.otlp_collector import OtlpCollector, ReceivedPoint, ReceivedSpan
@@ -91,7 +93,12 @@ async def observed(collector: OtlpCollector, fake_llm_here: FakeOpenAI) -> Async
     ):
         assert servers.nats is not None and servers.postgres is not None
         port = free_port()
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "O_TRACE"))}
+        # (Not this pytest process's NATS identity: these servers have keys of their own.)
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OTEL_", "O_TRACE")) and k != NKEY_ENV
+        }
         env = {
             **inherited,
             "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
@@ -110,14 +117,19 @@ async def observed(collector: OtlpCollector, fake_llm_here: FakeOpenAI) -> Async
             "OTEL_METRIC_EXPORT_INTERVAL": "500",
             "O_READY_MAX_PROJECTION_LAG": str(READY_LAG),
         }
+        credentials = servers.nats.credentials
+        await apply_topology(servers.nats.url, identity(servers, "setup"), env)
         ports = {name: free_port() for name in HEALTH_SERVED}
         supervisor = Supervisor(
-            [
-                ServiceSpec.module(
-                    s, f"o_{s}", env={"O_HEALTH_PORT": str(ports[s])} if s in ports else None
-                )
-                for s in DEFAULT_SERVICES
-            ],
+            with_identities(
+                [
+                    ServiceSpec.module(
+                        s, f"o_{s}", env={"O_HEALTH_PORT": str(ports[s])} if s in ports else None
+                    )
+                    for s in DEFAULT_SERVICES
+                ],
+                credentials.seed_file,
+            ),
             env,
             backoff_initial=0.2,
         )
@@ -138,6 +150,12 @@ async def observed(collector: OtlpCollector, fake_llm_here: FakeOpenAI) -> Async
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def identity(servers: EmbeddedServers, role: str) -> Identity:
+    """A NATS identity of this module's own servers (not the session's)."""
+    assert servers.nats is not None
+    return Identity.from_file(role, servers.nats.credentials.seed_file(role))
 
 
 async def new_agent(observed: Observed, **extra: Any) -> dict[str, Any]:
@@ -352,7 +370,9 @@ async def test_metrics_count_what_was_done(observed: Observed) -> None:
     result = await send(observed, agent["id"], "Weather in Oslo?")
     assert result["stop_reason"]["stop_reason"] == "end_turn"
     # A command nobody can read is dead-lettered by the memory service.
-    nc = await nats.connect(observed.env["NATS_URL"])
+    nc = await nats.connect(
+        observed.env["NATS_URL"], **identity(observed.servers, "operator").options()
+    )
     try:
         await nc.jetstream().publish(
             f"o.cmd.memory.{uuid.uuid4()}",

@@ -163,3 +163,35 @@ async def test_without_assistant_message_the_reply_is_its_tool_call_and_return(
     for _ in range(2):
         llm.push(Reply(tool_calls=[("send_message", {"message": "Hi from memgpt"})]))
     await asyncio.to_thread(reply_tool_shown, system.client(), agent["id"])
+
+
+def asked_again(client: Letta, agent_id: str, llm: FakeOpenAI) -> None:
+    """Letta's test_invoke_tool_after_turning_off_requires_approval: the same message, under
+    the same otid, sent again as a new turn, streamed this time. Only the same request sent
+    the same way is a retry."""
+    question = [{"role": "user", "content": "What is the code?", "otid": "otid-asked-twice"}]
+    llm.push(Reply(content="First answer."), Reply(content="Second answer."))
+    first = client.agents.messages.create(agent_id, messages=question)
+    again = list(client.agents.messages.stream(agent_id, messages=question, stream_tokens=True))
+    said = "".join(m.content for m in again if m.message_type == "assistant_message")
+    assert said == "Second answer."
+    assert again[0].run_id != first.messages[0].run_id
+    # That stream, sent again as it was, is a retry: its run, replayed; the model is not asked.
+    replayed = list(client.agents.messages.stream(agent_id, messages=question, stream_tokens=True))
+    assert "".join(m.content for m in replayed if m.message_type == "assistant_message") == said
+    assert {getattr(m, "run_id", None) for m in replayed} - {None} == {again[0].run_id}
+    assert len(llm.requests) == 2
+    history = [
+        (m.message_type, m.otid)
+        for m in client.agents.messages.list(agent_id, order="asc")
+        if m.message_type in ("user_message", "assistant_message")
+    ]
+    assert [kind for kind, _ in history] == ["user_message", "assistant_message"] * 2
+    assert history[0][1] == history[2][1] == "otid-asked-twice"
+
+
+async def test_a_message_sent_again_as_another_request_is_a_new_turn(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    await asyncio.to_thread(asked_again, system.client(), agent["id"], llm)

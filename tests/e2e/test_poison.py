@@ -20,6 +20,7 @@ from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +85,7 @@ async def test_a_command_over_nats_with_nul_is_refused_before_anything_is_record
         aggregate_id=agent["id"],
         producer="outside",
     )
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
@@ -107,7 +108,7 @@ async def test_bytes_that_are_not_messagepack_on_command_and_event_subjects(
     system: System, llm: FakeOpenAI
 ) -> None:
     agent = await new_agent(system)
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)

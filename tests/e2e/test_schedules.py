@@ -34,6 +34,7 @@ from o_schedules.timer import Timer
 from tests.e2e.conftest import System
 from tests.e2e.support import AgentEvents, new_agent, projected, subject_events, until
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 DEADLINE = 60.0
@@ -439,7 +440,7 @@ async def test_an_outside_system_makes_a_schedule_over_nats(system: System) -> N
     schedule_id = f"schedule-{uuid.uuid4()}"
 
     async def publish(command: CreateSchedule) -> Any:
-        nc = await nats.connect(system.env["NATS_URL"])
+        nc = await nats.connect(system.env["NATS_URL"], **operator())
         try:
             inbox = nc.new_inbox()
             sub = await nc.subscribe(inbox)

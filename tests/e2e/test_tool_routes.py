@@ -15,6 +15,7 @@ from o_contracts import subjects
 from o_contracts.base_tools import MEMORY_TOOLS, SCHEMAS
 from tests.e2e.conftest import System
 from tests.e2e.support import event_types, new_agent
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -153,7 +154,7 @@ async def test_run_from_source_runs_in_the_sandbox_without_registering(system: S
         body["tool_call_id"],
         body["id"],
     )
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         outcomes = await event_types(nc, subjects.tool_execution_subject(body["tool_call_id"]))
     finally:

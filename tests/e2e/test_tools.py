@@ -16,6 +16,7 @@ from o_contracts import subjects
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -212,7 +213,7 @@ async def test_agent_secrets_reach_only_its_tool_runs_and_never_the_log(
     assert await fingerprint(with_secret["id"]) == expected
 
     # Nowhere in the log (events and commands) nor in any table.
-    nc = await nats.connect(system.env["NATS_URL"])
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         js = nc.jetstream()
         for stream in (subjects.EVENTS_STREAM, subjects.COMMANDS_STREAM):

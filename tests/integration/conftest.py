@@ -10,6 +10,7 @@ from o_devtools.embedded import EmbeddedNats
 from o_devtools.supervisor import ServerKeeper
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
+from o_runtime.nats_identity import Identity
 from o_runtime.waiting import ProjectionWatcher
 from tests.servers import Servers
 
@@ -36,6 +37,11 @@ async def watcher(
     await w.start()
     yield w
     await w.stop()
+
+
+def server_operator(server: EmbeddedNats) -> Identity:
+    """The operator's identity on a NATS server of a test's own."""
+    return Identity.from_file("operator", server.seed_file("operator"))
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """A sandbox of its own for tests: a private NATS server (so no other sandbox in the
-session competes for its commands), sandbox services in this process or as
-child processes, and a sender that asks for tool runs the way the executor does."""
+session competes for its calls), sandbox services in this process or as child processes
+(each as the tool_sandbox role), and a caller that asks for tool runs as the executor does
+(as the executor role)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ from typing import Any
 import pytest
 
 from o_contracts import subjects
-from o_contracts.base import Reply
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import new_id
-from o_devtools.embedded import start_servers
+from o_devtools.embedded import EmbeddedNats, start_servers
 from o_executor.sandbox_calls import request_execution
-from o_runtime.commands import send_and_wait
 from o_runtime.eventlog import EventLog, Recorded
+from o_runtime.nats_identity import NKEY_ENV, Identity
 from o_runtime.settings import Settings
 from o_tool_sandbox.service import ToolSandboxService
 
@@ -33,20 +33,35 @@ LIMITS = {
     "O_SANDBOX_MEMORY_MB": "256",
     "O_SANDBOX_OUTPUT_MAX_MB": "1",
     "O_SANDBOX_POOL": "2",
-    "O_SANDBOX_ACK_WAIT": "2",
 }
+
+
+# The sandbox NATS servers of this session, by url (their identities: o_setup).
+_SERVERS: dict[str, EmbeddedNats] = {}
 
 
 @pytest.fixture(scope="module")
 def sandbox_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with start_servers(tmp_path_factory.mktemp("sandbox-nats"), need_pg=False) as servers:
         assert servers.nats is not None
+        _SERVERS[servers.nats.url] = servers.nats
         yield servers.nats.url
+        del _SERVERS[servers.nats.url]
+
+
+def seed_file(nats_url: str, role: str) -> Path:
+    return _SERVERS[nats_url].seed_file(role)
+
+
+async def connect_as_executor(nats_url: str, name: str = "test-executor") -> EventLog:
+    """Connected as the executor is: the one identity that records executions."""
+    identity = Identity.from_file("executor", seed_file(nats_url, "executor"))
+    return await EventLog.connect(nats_url, name=name, identity=identity)
 
 
 @pytest.fixture
 async def client(sandbox_nats: str) -> AsyncIterator[EventLog]:
-    log = await EventLog.connect(sandbox_nats, name="test-executor")
+    log = await connect_as_executor(sandbox_nats)
     yield log
     await log.close()
 
@@ -54,7 +69,10 @@ async def client(sandbox_nats: str) -> AsyncIterator[EventLog]:
 async def start_sandbox(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> ToolSandboxService:
     for key, value in LIMITS.items():
         monkeypatch.setenv(key, value)
-    service = ToolSandboxService(Settings(nats_url, "", "tool_sandbox", None, "WARNING"))
+    identity = Identity.from_file("tool_sandbox", seed_file(nats_url, "tool_sandbox"))
+    service = ToolSandboxService(
+        Settings(nats_url, "", "tool_sandbox", None, "WARNING", identity=identity)
+    )
     await service.start()
     return service
 
@@ -74,6 +92,7 @@ def sandbox_process_env(nats_url: str, **extra: str) -> dict[str, str]:
         **LIMITS,
         "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
         "NATS_URL": nats_url,
+        NKEY_ENV: str(seed_file(nats_url, "tool_sandbox")),
         "O_LOG_LEVEL": "WARNING",
         **extra,
     }
@@ -121,15 +140,6 @@ async def run_tool(
 ) -> dict[str, Any]:
     """As the executor asks: send, then wait for the outcome event."""
     return await request_execution(client, command, timeout)
-
-
-async def run_tool_with_reply(
-    client: EventLog, command: Envelope[RunTool], timeout: float = 30.0
-) -> Reply:
-    """As another system may ask: with O-Reply-To."""
-    return await send_and_wait(
-        client, subjects.sandbox_command_subject(command.data.agent_id), command, timeout=timeout
-    )
 
 
 async def execution_events(client: EventLog, command: Envelope[RunTool]) -> list[Recorded]:

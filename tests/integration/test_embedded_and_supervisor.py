@@ -22,14 +22,16 @@ from o_devtools.supervisor import (
     _start_time,
     claim_state_file,
 )
+from o_runtime.nats_identity import Identity
 
 SLEEPER = (sys.executable, "-c", "import time; time.sleep(600)")
 DEADLINE = 20.0
 
 
-async def _publish_and_count(url: str) -> tuple[int, int]:
+async def _publish_and_count(server: EmbeddedNats) -> tuple[int, int]:
     """Publish one message to stream T; return (PubAck seq, messages now in the stream)."""
-    nc = await nats.connect(url)
+    operator = Identity.from_file("operator", server.seed_file("operator"))
+    nc = await nats.connect(server.url, **operator.options())
     try:
         js = nc.jetstream()
         await js.add_stream(name="T", subjects=["t.>"])
@@ -46,7 +48,7 @@ async def test_embedded_nats_acks_jetstream_publish_and_survives_restart(tmp_pat
     await asyncio.to_thread(server.start)
     try:
         assert server.url.startswith("nats://127.0.0.1:")
-        assert await _publish_and_count(server.url) == (1, 1)
+        assert await _publish_and_count(server) == (1, 1)
     finally:
         await asyncio.to_thread(server.stop)
 
@@ -54,7 +56,7 @@ async def test_embedded_nats_acks_jetstream_publish_and_survives_restart(tmp_pat
     server = EmbeddedNats(tmp_path)
     await asyncio.to_thread(server.start)
     try:
-        assert await _publish_and_count(server.url) == (2, 2)
+        assert await _publish_and_count(server) == (2, 2)
         orphan_pid = server.pid
         assert orphan_pid is not None
         # Its owner dies without stopping it (kill -9): the next owner must replace it, since
@@ -63,7 +65,7 @@ async def test_embedded_nats_acks_jetstream_publish_and_survives_restart(tmp_pat
         await asyncio.to_thread(successor.start)
         try:
             assert not pid_alive(orphan_pid)
-            assert await _publish_and_count(successor.url) == (3, 3)
+            assert await _publish_and_count(successor) == (3, 3)
         finally:
             await asyncio.to_thread(successor.stop)
     finally:

@@ -17,7 +17,7 @@ import pytest
 from o_gateway.app import create_app
 from o_gateway.state import Gateway
 from o_runtime.eventlog import EventLog
-from tests.servers import Servers
+from tests.servers import Servers, operator
 
 
 def unused_port() -> int:
@@ -52,7 +52,7 @@ async def dead_pool() -> AsyncIterator[asyncpg.Pool]:
 
 @pytest.fixture
 async def closed_nats(servers: Servers) -> AsyncIterator[EventLog]:
-    nc = await nats.connect(servers.nats_url)
+    nc = await nats.connect(servers.nats_url, **operator())
     await nc.close()
     yield EventLog(nc)
 

@@ -16,6 +16,7 @@ from o_devtools.supervisor import ServerKeeper
 from o_executor.images import STORED_IMAGE, inline_images
 from o_runtime.eventlog import EventLog
 from o_runtime.images import ImageMissing, Images, digest
+from tests.integration.conftest import server_operator
 
 DEADLINE = 20.0
 
@@ -31,7 +32,7 @@ async def test_an_image_is_put_once_and_survives_a_killed_nats_server(
     server = nats_keeper.server
     assert isinstance(server, EmbeddedNats)
     data = os.urandom(700 * 1024)  # several chunks, over one NATS message
-    eventlog = await EventLog.connect(server.url, name="test")
+    eventlog = await EventLog.connect(server.url, name="test", identity=server_operator(server))
     try:
         images = await eventlog.images()
         name = await images.put(data)

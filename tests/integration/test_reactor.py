@@ -17,7 +17,7 @@ from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import AgentDeleted
 from o_runtime.eventlog import EventLog, Recorded
-from o_runtime.reactor import EventReactor
+from o_runtime.reactor import EventReactor, replace_cumulative_consumer
 
 
 class Reactions:
@@ -117,8 +117,9 @@ async def test_a_consumer_made_with_cumulative_acks_is_replaced_from_its_ack_flo
     eventlog: EventLog, tag: str
 ) -> None:
     """Deployments made before per-event acks have consumers with AckPolicy.ALL, which
-    NATS cannot change in place: the reactor replaces them, starting after the last
-    acked event, so nothing acked is reacted to again and nothing unacked is skipped."""
+    NATS cannot change in place: the setup role (o_setup apply) replaces them, starting
+    after the last acked event, so nothing acked is reacted to again and nothing unacked
+    is skipped."""
     name = f"reactor-{tag}"
     filter_subject = f"{subjects.EVENTS_PREFIX}.agent.{tag}.>"
     await eventlog.js.add_consumer(
@@ -139,6 +140,7 @@ async def test_a_consumer_made_with_cumulative_acks_is_replaced_from_its_ack_flo
     pending = [f"{tag}-pending-{i}" for i in range(2)]
     await append_deleted(eventlog, tag, pending)
 
+    await replace_cumulative_consumer(eventlog.js, name, filter_subject)
     reactions = Reactions()
     upgraded = replica(eventlog, name, reactions, tag)
     await upgraded.start()

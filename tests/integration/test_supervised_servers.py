@@ -22,6 +22,7 @@ from o_contracts import subjects
 from o_devtools.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
 from o_devtools.supervisor import ServerKeeper, _start_time
 from o_runtime.eventlog import EventLog
+from tests.integration.conftest import server_operator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,7 @@ async def test_a_killed_nats_server_comes_back_on_its_port_with_its_streams(
     url, victim = server.url, nats_keeper.pid
     assert victim is not None
     # The services' own connection (EventLog.connect's options): it must find its way back.
-    eventlog = await EventLog.connect(url, name="test")
+    eventlog = await EventLog.connect(url, name="test", identity=server_operator(server))
     try:
         for n in range(3):
             ack = await eventlog.js.publish(

@@ -18,7 +18,7 @@ HEALTH_SERVER = ("/healthz", "/readyz")
 
 def container(service: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The service's Deployment's pod template and its one container."""
-    documents = yaml.safe_load_all((ROOT / "k8s" / f"{service}.yaml").read_text())
+    documents = yaml.safe_load_all((ROOT / "k8s" / "base" / f"{service}.yaml").read_text())
     deployment = next(d for d in documents if d and d["kind"] == "Deployment")
     template = deployment["spec"]["template"]
     [only] = template["spec"]["containers"]

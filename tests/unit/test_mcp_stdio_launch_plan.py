@@ -5,6 +5,9 @@ o_contracts/mcp_stdio.py)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,67 @@ def test_a_request_round_trips_and_a_call_must_name_its_tool() -> None:
         McpStdioRequest(server=request.server, operation="call_tool")
     with pytest.raises(ValidationError):
         McpStdioRequest(server=request.server, operation="list_tools", timeout=0)
+
+
+def test_a_command_inside_os_own_folders_is_out_of_reach_and_says_where(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    tool = executable(home / "venv" / "bin" / "python")
+    reason = mcp_paths.out_of_reach(str(tool), [], base=[], private=[str(home)], uid=None)
+    assert reason == (
+        f"its command, {tool}, is inside {home}, one of O's own folders (the sandbox"
+        " service's home or data), which stdio MCP servers may never read; install the"
+        " server elsewhere, such as /opt or /usr/local"
+    )
+    # The sandbox's own interpreter is read from there all the same (its `base`).
+    assert (
+        mcp_paths.out_of_reach(str(tool), [], base=[str(home)], private=[str(home)], uid=None)
+        is None
+    )
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A folder every user may enter, all the way from / (pytest's own are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="o-reach-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_under_its_own_uid_a_folder_closed_to_others_is_named_with_its_mode(
+    open_tmp: Path,
+) -> None:
+    tmp_path = open_tmp
+    tool = executable(tmp_path / "opt" / "bin" / "server")
+    closed = tmp_path / "private"
+    script = closed / "server.py"
+    closed.mkdir()
+    script.write_text("")
+    closed.chmod(0o700)
+    reason = mcp_paths.out_of_reach(str(tool), [str(script)], base=[], private=[], uid=272000)
+    assert reason == (
+        f"the server runs as uid 272000 (the sandbox runs as root), which cannot reach a path"
+        f" its arguments name, {script}: {closed} is not open to other users (mode 700);"
+        " install the server where every user can read it, such as /opt or /usr/local"
+    )
+    # Without a uid of its own (the sandbox not root) the modes are the service's own.
+    assert mcp_paths.out_of_reach(str(tool), [str(script)], base=[], private=[], uid=None) is None
+
+
+def test_a_file_others_may_not_read_or_run_is_out_of_reach_and_open_ones_are_not(
+    open_tmp: Path,
+) -> None:
+    tmp_path = open_tmp
+    tool = executable(tmp_path / "bin" / "server")
+    script = tmp_path / "server.py"
+    script.write_text("")
+    script.chmod(0o644)
+    assert mcp_paths.out_of_reach(str(tool), [str(script)], base=[], private=[], uid=7) is None
+    script.chmod(0o600)
+    assert "(mode 600)" in str(
+        mcp_paths.out_of_reach(str(tool), [str(script)], base=[], private=[], uid=7)
+    )
+    tool.chmod(0o744)  # others may read it, not run it
+    assert f"its command, {tool}: {tool} is not open to other users (mode 744)" in str(
+        mcp_paths.out_of_reach(str(tool), [], base=[], private=[], uid=7)
+    )

@@ -72,6 +72,11 @@ class FileUploaded(Event):
     sha256: str
     # duplicate_handling=replace: the file of the same name this one takes the place of.
     replaces_file_id: str | None = None
+    # The bytes are the file's text already, as an agent file carries it (Letta's
+    # FileSchema.content, parsed where the file was exported): read as UTF-8 text
+    # whatever `file_type` says (a PDF's text is not a PDF), then chunked and embedded
+    # like any upload's.
+    parsed_text: bool = False
 
 
 class FileDeleted(Event):

@@ -165,6 +165,10 @@ class LiveRun:
         )
         return reply
 
+    async def _agent_ever_existed(self) -> bool:
+        agent_subject = subjects.agent_subject(self.cmd.agent_id)
+        return await self.s.eventlog.last_seq(agent_subject) > 0
+
     def _last(self) -> int:
         return self.recorder.last if self.recorder is not None else self.last
 
@@ -269,6 +273,10 @@ class LiveRun:
         self.recorder = Recorder(self.s, self.command, self.last, self._steers)
         if agent is None and await self.recorder.agent_exists():
             agent = await self.s.load_agent(self.cmd.agent_id)  # (its projection was behind)
+        if agent is None and record is None and not await self._agent_ever_existed():
+            # A command for an agent that never was (from outside: o_runtime/admission.py):
+            # refused as the HTTP API refuses it, and nothing is recorded.
+            return Reply(ok=False, status=404, error=f"Agent {self.cmd.agent_id} not found")
         recorded = RunLog()
         memory_seq = 0
         if record is not None and record.status != "created":

@@ -3,7 +3,8 @@
 The file holds the agent, the agents of the group it manages (a sleep-time
 agent's companion), their blocks and tools (users' tools with their source,
 built-in tools by name, MCP tools with their server's name and address, never
-its credentials), tool rules, model settings, and messages: the context window
+its credentials), tool rules, model settings, their folders with their files'
+texts (folders_export.py), and messages: the context window
 (`in_context_message_ids`, system prompt first) and the latest
 `RECENT_MESSAGES` besides, as Letta exports them. Secrets are listed by name
 with empty values. Ids are the file's own (`agent-0`, `block-0` ...).
@@ -15,9 +16,18 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
+from o_contracts.directories import limits_of
 from o_contracts.models import ChatMessage
 from o_contracts.subjects import Lane
 from o_gateway import render
+from o_gateway.agent_files.folders_export import (
+    AgentFolders,
+    agent_folders,
+    files_of,
+    render_file,
+    render_links,
+    render_source,
+)
 from o_gateway.agent_files.letta_messages import to_letta
 from o_gateway.agent_reads import blocks_of
 from o_gateway.conversation_reads import lane_in_context, lane_messages
@@ -66,6 +76,7 @@ async def export_agent(
     tools: dict[str, dict[str, Any]] = {}
     blocks: dict[str, dict[str, Any]] = {}
     mcp_servers: dict[str, dict[str, Any]] = {}
+    folders: dict[str, dict[str, Any]] = {}
     agents = []
     for row in rows:
         agent_blocks = await blocks_of(gw, row["id"])
@@ -80,7 +91,9 @@ async def export_agent(
                 mcp_servers[server] = await _mcp_server(gw, server)
         lane = Lane(row["id"], conversation_id if row["id"] == agent_id else None)
         messages = [] if scrub_messages else await _messages(gw, lane)
-        agents.append((row, agent_blocks, agent_tools, messages))
+        own = await agent_folders(gw, row["id"])
+        folders |= {f["id"]: f for f in own.folders}
+        agents.append((row, agent_blocks, agent_tools, messages, own))
     # Letta orders tools by name and blocks by label; their file ids follow that order.
     tool_list = sorted(tools.values(), key=lambda t: (t["name"], t["id"]))
     block_list = sorted(blocks.values(), key=lambda b: (b["label"], b["id"]))
@@ -90,18 +103,23 @@ async def export_agent(
         ids.of("block", b["id"])
     for server_id in mcp_servers:
         ids.of("mcp_server", server_id)
+    for folder_id in folders:
+        ids.of("source", folder_id)
+    files = await files_of(gw, list(folders))
+    for f in files:
+        ids.of("file", f["id"])
     group_ids = [ids.of("group", group["id"])] if group is not None else []
     return {
         "agents": [
             await _agent(
-                gw, ids, row, agent_blocks, agent_tools, messages, group_ids if i == 0 else []
+                gw, ids, row, agent_blocks, agent_tools, messages, own, group_ids if i == 0 else []
             )
-            for i, (row, agent_blocks, agent_tools, messages) in enumerate(agents)
+            for i, (row, agent_blocks, agent_tools, messages, own) in enumerate(agents)
         ],
         "groups": [_group(ids, group)] if group is not None else [],
         "blocks": [{**b, "id": ids.of("block", b["id"])} for b in block_list],
-        "files": [],
-        "sources": [],
+        "files": [render_file(ids, f) for f in files],
+        "sources": [render_source(ids, f) for f in folders.values()],
         "tools": [{**t, "id": ids.of("tool", t["id"])} for t in tool_list],
         "mcp_servers": [
             {**s, "id": ids.of("mcp_server", server_id)} for server_id, s in mcp_servers.items()
@@ -127,9 +145,11 @@ async def _agent(
     agent_blocks: list[dict[str, Any]],
     agent_tools: list[dict[str, Any]],
     messages: list[Any],
+    own: AgentFolders,
     group_ids: list[str],
 ) -> dict[str, Any]:
     file_id = ids.of("agent", row["id"])
+    max_files_open, char_limit = limits_of(row["llm_config"])
     chats = [ChatMessage.model_validate(m["body"]) for m in messages]
     images = await image_data(gw, chats)
     entries = [
@@ -142,7 +162,7 @@ async def _agent(
         "memory_blocks": [],
         "tools": [],
         "tool_ids": [ids.of("tool", t["id"]) for t in agent_tools],
-        "source_ids": [],
+        "source_ids": [ids.of("source", f["id"]) for f in own.folders],
         "block_ids": [ids.of("block", b["id"]) for b in agent_blocks],
         "tool_rules": row["tool_rules"] or [],
         "tags": row["tags"] or [],
@@ -168,13 +188,13 @@ async def _agent(
         "enable_sleeptime": bool(row.get("enable_sleeptime")),
         "response_format": None,
         "timezone": row["timezone"] or "UTC",
-        "max_files_open": 5,
-        "per_file_view_window_char_limit": 15000,
+        "max_files_open": max_files_open,
+        "per_file_view_window_char_limit": char_limit,
         "hidden": None,
         "id": file_id,
         "in_context_message_ids": [ids.of("message", m["id"]) for m in messages if m["in_context"]],
         "messages": entries,
-        "files_agents": [],
+        "files_agents": render_links(ids, file_id, row["id"], row["llm_config"], own.links),
         # The group it manages (only the exported agent manages the file's group).
         "group_ids": group_ids,
     }
@@ -201,8 +221,14 @@ def _group(ids: FileIds, group: Any) -> dict[str, Any]:
 async def _mcp_server(gw: Gateway, server_id: str) -> dict[str, Any]:
     """Letta's MCPServerSchema: the server's name and address, never its credentials."""
     server = await server_by_id(gw, server_id)
+    # Letta's StdioServerConfig without its env (values are secrets, as Letta strips them).
     stdio = (
-        {"command": server.command, "args": list(server.args)}
+        {
+            "server_name": server.server_name,
+            "type": "stdio",
+            "command": server.command,
+            "args": list(server.args),
+        }
         if server.server_type == "stdio"
         else None
     )

@@ -1,13 +1,18 @@
 """An import plan written through O's usual commands and events, each exactly once.
 
-In dependency order: the images the history shows (object store), the tools
-(ToolCreated / ToolUpdated on their subjects), the blocks (CreateBlock to the
-memory service), each agent (its AgentCreated, as POST /v1/agents/ appends it)
-followed by its history (MessagesImported parts, each expecting the agent
-subject's previous position), the groups, and the sleep-time companions a file
-asks for without bringing them. Every id derives from the import's, so a
-retried import (same Idempotency-Key) finds what the first try wrote and
-writes only what is missing; the answer comes once the read models show it all.
+In dependency order: the images the history shows (object store), the MCP
+servers the file registers (McpServerCreated, McpServerToolsSynced), the folders
+(FolderCreated, then a FileUploaded per file, its text put in the file store
+first: the memory service processes it as any upload), the tools (ToolCreated /
+ToolUpdated on their subjects), the blocks (CreateBlock to the memory service),
+each agent (its AgentCreated, as POST /v1/agents/ appends it) followed by its
+history (MessagesImported parts) and its folders (FolderAttached), each
+expecting the agent subject's previous position, the groups, and the sleep-time
+companions a file asks for without bringing them; last, the attached folders'
+processed files are opened for the agents, as an attach does. Every id derives
+from the import's, so a retried import (same Idempotency-Key) finds what the
+first try wrote and writes only what is missing; the answer comes once the read
+models show it all.
 """
 
 from __future__ import annotations
@@ -20,27 +25,53 @@ from fastapi import HTTPException
 from o_contracts import subjects
 from o_contracts.commands import CreateBlock
 from o_contracts.envelope import Envelope
-from o_contracts.events import ImportedMessage, MessagesImported
+from o_contracts.events import FolderAttached, MessagesImported
 from o_contracts.ids import derived_id
-from o_contracts.projection_names import AGENTS, GROUPS, MEMORY, RUNS, TOOLS
+from o_contracts.projection_names import AGENTS, FOLDERS, GROUPS, MCP_SERVERS, MEMORY, RUNS, TOOLS
 from o_gateway import decisions, sleeptime
+from o_gateway.agent_files.folders_plan import NewFolder, folder_id_of
+from o_gateway.agent_files.mcp_plan import NewMcpServer, mcp_server_id_of
 from o_gateway.agent_files.plan import AgentWrite, ImportPlan, Registry
 from o_gateway.agent_files.schema import AgentFile
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.mcp_tools import all_mcp_rows
+from o_gateway.routes.agent_folders import open_folder_files
 from o_gateway.state import Gateway
 from o_runtime.eventlog import ConcurrencyConflict
+from o_runtime.file_store import file_store
 
 
-async def registry_for(gw: Gateway, file: AgentFile) -> Registry:
-    """O's tools a file's tools may be (by name), and the MCP tools registered servers offer."""
+async def registry_for(gw: Gateway, file: AgentFile, import_id: str) -> Registry:
+    """What of O a file's entities may meet: its tools by name, the MCP servers and the
+    tools they offer, folders' names (leaving out what this import's first try made)."""
     names = sorted({t.name for t in file.tools} | {n for a in file.agents for n in a.tools or []})
     rows = await gw.pool.fetch(
         "SELECT DISTINCT ON (name) * FROM tools WHERE name = ANY($1) ORDER BY name, created_at, id",
         names,
     )
-    mcp = {(r["server_name"], r["name"]): r for r in await all_mcp_rows(gw)}
-    return Registry({r["name"]: dict(r) for r in rows}, mcp)
+    own_servers = [mcp_server_id_of(import_id, s.id) for s in file.mcp_servers]
+    mcp = {
+        (r["server_name"], r["name"]): r
+        for r in await all_mcp_rows(gw)
+        if r["mcp_server_id"] not in own_servers
+    }
+    servers = await gw.pool.fetch(
+        "SELECT * FROM mcp_servers WHERE server_name = ANY($1) AND NOT id = ANY($2)",
+        [s.server_name for s in file.mcp_servers],
+        own_servers,
+    )
+    folders = await gw.pool.fetch(
+        "SELECT name FROM folders WHERE name = ANY($1) AND NOT id = ANY($2)",
+        [s.name for s in file.sources],
+        [folder_id_of(import_id, s.id) for s in file.sources],
+    )
+    return Registry(
+        {r["name"]: dict(r) for r in rows},
+        mcp,
+        mcp_servers={r["server_name"]: dict(r) for r in servers},
+        folder_names={r["name"] for r in folders},
+        allow_private_mcp_urls=gw.settings.mcp_allow_private_urls,
+    )
 
 
 async def write(gw: Gateway, plan: ImportPlan) -> None:
@@ -50,6 +81,10 @@ async def write(gw: Gateway, plan: ImportPlan) -> None:
         for data in plan.images.values():
             await images.put(data)
     # (Each projection is waited for at the last event it reads.)
+    servers = [await _mcp_server(gw, server) for server in plan.mcp_servers]
+    folders = [await _folder(gw, folder) for folder in plan.folders]
+    # An agent's MCP tools are rendered from the servers' rows.
+    await gw.visible(max(servers, default=0), MCP_SERVERS)
     tools = [0]
     for tool in plan.tools:
         subject = subjects.tool_subject(tool.tool_id)
@@ -67,11 +102,13 @@ async def write(gw: Gateway, plan: ImportPlan) -> None:
     )
     blocks = [r.seq or 0 for r in replies]
     agents = [0]
+    attached: list[tuple[str, str]] = []
     for agent in plan.agents:
-        # (create_agent's answer may be its inline blocks' position; _history's is the
-        # agent subject's last, which the agents and runs projections read.)
+        # (create_agent's answer may be its inline blocks' position; _after_creation's is
+        # the agent subject's last, which the agents and runs projections read.)
         blocks.append(await decisions.create_agent(gw, agent.command))
-        agents.append(await _history(gw, agent))
+        agents.append(await _after_creation(gw, agent))
+        attached += [(agent.command.agent_id, f.folder_id) for f in agent.folders]
     groups = [0]
     for group in plan.groups:
         subject = subjects.group_subject(group.group_id)
@@ -80,8 +117,34 @@ async def write(gw: Gateway, plan: ImportPlan) -> None:
     await gw.visible(max([*blocks, *agents]), MEMORY)
     await gw.visible(max(agents), AGENTS, RUNS)
     await gw.visible(max(groups), GROUPS)
+    await gw.visible(max([*folders, *(agents if attached else [0])]), FOLDERS)
+    for agent_id, folder_id in attached:
+        # As an attach does: the folder's processed files open for the agent (those
+        # processed later open as they complete).
+        await open_folder_files(gw, agent_id, folder_id)
     for agent_id in plan.sleeptime:
         await sleeptime.enable(gw, agent_id)
+
+
+async def _mcp_server(gw: Gateway, server: NewMcpServer) -> int:
+    subject = subjects.mcp_server_subject(server.server_id)
+    seq = await _append_new(gw, subject, server.created, server.server_id, 0)
+    if server.synced is not None:
+        seq = await _append_new(gw, subject, server.synced, server.server_id, seq)
+    return seq
+
+
+async def _folder(gw: Gateway, folder: NewFolder) -> int:
+    """The folder, then its files, each text stored before the event that names it."""
+    folder_id = folder.event.folder_id
+    subject = subjects.folder_subject(folder_id)
+    seq = await _append_new(gw, subject, folder.event, folder_id, 0)
+    store = await file_store(gw.eventlog) if folder.files else None
+    for new in folder.files:
+        assert store is not None
+        await store.put(new.data)
+        seq = await _append_new(gw, subject, new.event, folder_id, seq)
+    return seq
 
 
 async def _append_new(
@@ -105,35 +168,42 @@ async def _append_new(
         raise HTTPException(409, f"{subject} changed while importing; try again") from None
 
 
-async def _history(gw: Gateway, agent: AgentWrite) -> int:
-    """Append the agent's history parts that are not in the log yet; the last position."""
+async def _after_creation(gw: Gateway, agent: AgentWrite) -> int:
+    """Append what follows the agent's creation and is not in the log yet: its history
+    parts, then its folders, each expecting the subject's previous position (nothing can
+    slip in between). Returns the last position."""
     agent_id = agent.command.agent_id
     subject = subjects.agent_subject(agent_id)
-    done: dict[int, int] = {}
+    recorded: dict[str, int] = {}
     last = await gw.eventlog.last_seq(subject)
-    if agent.command.idempotency_key is not None and agent.parts:
-        # A retry: the first try may have written some parts.
-        for recorded in await gw.eventlog.read_subject(subject):
-            if isinstance(recorded.envelope.data, MessagesImported):
-                done[recorded.envelope.data.part] = recorded.seq
+    if agent.command.idempotency_key is not None and (agent.parts or agent.folders):
+        # A retry: the first try may have written some of them.
+        recorded = {r.envelope.id: r.seq for r in await gw.eventlog.read_subject(subject)}
     for part, messages in enumerate(agent.parts):
-        if part in done:
-            last = done[part]
+        event_id = derived_id("evt", agent_id, "import", str(part))
+        if event_id in recorded:
+            last = recorded[event_id]
             continue
-        last = await _append_part(gw, agent_id, part, messages, last)
+        event = MessagesImported(agent_id=agent_id, part=part, messages=messages)
+        last = await _append_after(gw, agent_id, event, event_id, last)
+    for attached in agent.folders:
+        event_id = derived_id("evt", agent_id, "import", "folder", attached.folder_id)
+        if event_id in recorded:
+            last = recorded[event_id]
+            continue
+        last = await _append_after(gw, agent_id, attached, event_id, last)
     return last
 
 
-async def _append_part(
-    gw: Gateway, agent_id: str, part: int, messages: list[ImportedMessage], last: int
+async def _append_after(
+    gw: Gateway,
+    agent_id: str,
+    event: MessagesImported | FolderAttached,
+    event_id: str,
+    last: int,
 ) -> int:
     subject = subjects.agent_subject(agent_id)
-    envelope = Envelope.wrap(
-        MessagesImported(agent_id=agent_id, part=part, messages=messages),
-        aggregate_id=agent_id,
-        producer=PRODUCER,
-        id=derived_id("evt", agent_id, "import", str(part)),
-    )
+    envelope = Envelope.wrap(event, aggregate_id=agent_id, producer=PRODUCER, id=event_id)
     try:
         return (await gw.eventlog.append(subject, envelope, expected_last_seq=last)).seq
     except ConcurrencyConflict:

@@ -17,14 +17,16 @@ from fastapi import HTTPException
 from pydantic import TypeAdapter, ValidationError
 
 from o_contracts.agent_types import AGENT_TYPES
-from o_contracts.base_tools import BASE_TOOLS, SCHEMAS
-from o_contracts.events import GroupCreated, ImportedMessage
+from o_contracts.base_tools import BASE_TOOLS, FILE_TOOLS, SCHEMAS
+from o_contracts.events import FolderAttached, GroupCreated, ImportedMessage
 from o_contracts.events.groups import MANAGER_TYPES
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_contracts.prompts import default_system
 from o_contracts.system_prompt import compile_system
+from o_gateway.agent_files.folders_plan import NewFolder, folder_id_of, plan_folders
 from o_gateway.agent_files.history import history
+from o_gateway.agent_files.mcp_plan import NewMcpServer, plan_mcp_servers
 from o_gateway.agent_files.references import check_references
 from o_gateway.agent_files.schema import AgentFile, FileAgent, FileBlock, FileGroup
 from o_gateway.agent_files.tools_plan import ToolChoice, ToolsPlan, ToolWrite, plan_tools
@@ -75,6 +77,12 @@ class Registry:
     tools_by_name: dict[str, dict[str, Any]]
     # MCP servers' tools by (server name, tool name).
     mcp_tools: dict[tuple[str, str], dict[str, Any]]
+    # MCP servers by name, and the names of folders (neither of them this import's own:
+    # a retried import decides as its first try did).
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    folder_names: set[str] = field(default_factory=set)
+    # O_MCP_ALLOW_PRIVATE_URLS: a file's server may have a private address.
+    allow_private_mcp_urls: bool = False
 
 
 @dataclass
@@ -84,12 +92,16 @@ class AgentWrite:
     parts: list[list[ImportedMessage]]
     images: dict[str, bytes]
     left_out: list[str]
+    # Its folders, attached after its history (the file tools added by the first).
+    folders: list[FolderAttached] = field(default_factory=list)
 
 
 @dataclass
 class ImportPlan:
     import_id: str
     images: dict[str, bytes] = field(default_factory=dict)
+    mcp_servers: list[NewMcpServer] = field(default_factory=list)
+    folders: list[NewFolder] = field(default_factory=list)
     tools: list[ToolWrite] = field(default_factory=list)
     blocks: list[NewBlock] = field(default_factory=list)
     agents: list[AgentWrite] = field(default_factory=list)
@@ -109,10 +121,14 @@ def plan_import(
     """The writes of an import (HTTPException if the file cannot be imported whole)."""
     check_references(file)
     plan = ImportPlan(import_id=import_id)
+    mcp = plan_mcp_servers(file, registry.mcp_servers, import_id, registry.allow_private_mcp_urls)
+    plan.mcp_servers = mcp.servers
+    plan.left_out += mcp.left_out
+    mcp_tools = {key: row["id"] for key, row in registry.mcp_tools.items()} | mcp.tools
     tools = plan_tools(
         file.tools,
         registry.tools_by_name,
-        registry.mcp_tools,
+        mcp_tools,
         import_id,
         options.override_existing_tools,
     )
@@ -130,16 +146,41 @@ def plan_import(
         # A sleep-time group's manager keeps its memory through the group's companion.
         sleeptime = True if agent.id in managers else agent.enable_sleeptime
         write = _agent(agent, agent_ids[agent.id], sleeptime, options, registry, tools, blocks, key)
+        write.folders = _attachments(agent, write.command, import_id)
         plan.agents.append(write)
         plan.left_out += write.left_out
         plan.images |= write.images
         if agent.enable_sleeptime and agent.id not in managers:
             plan.sleeptime.append(agent_ids[agent.id])
     plan.groups = [_group(g, import_id, agent_ids, plan) for g in file.groups]
-    for kind, items in (("folders", file.sources), ("files", file.files), ("skills", file.skills)):
-        if items:
-            plan.left_out.append(f"{len(items)} {kind}: O does not import {kind} from agent files")
+    folders = plan_folders(file, import_id, registry.folder_names, options.embedding)
+    plan.folders = list(folders.folders.values())
+    plan.left_out += folders.left_out
+    if file.skills:
+        # Letta's import reads no skills either: a client resolves them and sends them
+        # with its messages.
+        plan.left_out.append(
+            f"{len(file.skills)} skills: skills are the client's; the server keeps none"
+        )
     return plan
+
+
+def _attachments(agent: FileAgent, command: CreateAgent, import_id: str) -> list[FolderAttached]:
+    """The agent's folders as a client would attach them, one after the other: the first
+    gives it the file tools it lacks (routes/agent_folders.py)."""
+    out = []
+    tools = list(command.tools)
+    for ref in agent.folder_refs:
+        missing = [t for t in FILE_TOOLS if t not in tools]
+        tools += missing
+        out.append(
+            FolderAttached(
+                agent_id=command.agent_id,
+                folder_id=folder_id_of(import_id, ref),
+                tools=list(tools) if missing else None,
+            )
+        )
+    return out
 
 
 def _file_block(block: FileBlock, import_id: str, left_out: list[str]) -> NewBlock:

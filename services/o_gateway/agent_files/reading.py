@@ -5,7 +5,8 @@
   string holding JSON (some published files are so) is read once more;
 - Letta's pre-2025 single-agent format (no `agents` list): 400, as Letta says;
 - a value O could not store (NUL, lone surrogates, numbers out of range, deep
-  nesting, texts over 256 KiB but images' data): 422 naming where;
+  nesting, texts over 256 KiB but images' data and
+  files' contents): 422 naming where;
 - fields of the wrong shape: 422 with the validation errors.
 """
 
@@ -21,9 +22,11 @@ from pydantic import ValidationError
 from o_contracts import limits
 from o_gateway.agent_files.schema import AgentFile
 
-# Images sent as data in a message's content may be longer than a text.
-_IMAGE_DATA = re.compile(
+# Images sent as data in a message's content, and folders' files' texts, may be longer
+# than a text (the file's own size limit bounds them).
+_LONG_TEXTS = re.compile(
     r"file\.agents\[\d+\]\.messages\[\d+\]\.content\[\d+\]\.source\.(?:data|url)"
+    r"|file\.files\[\d+\]\.content"
 )
 MAX_SHOWN_ERRORS = 10
 
@@ -41,7 +44,7 @@ def read_agent_file(data: bytes, max_bytes: int) -> AgentFile:
             " format with 'agents' field.",
         )
     try:
-        limits.check_storable(value, "file", long_texts=_IMAGE_DATA)
+        limits.check_storable(value, "file", long_texts=_LONG_TEXTS)
     except limits.Unstorable as exc:
         raise HTTPException(422, f"the agent file cannot be stored: {exc}") from exc
     try:

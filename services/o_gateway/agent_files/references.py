@@ -38,6 +38,8 @@ def _problems(file: AgentFile) -> Iterable[str]:
         ("tools", [t.id for t in file.tools]),
         ("groups", [g.id for g in file.groups]),
         ("mcp_servers", [s.id for s in file.mcp_servers]),
+        ("sources", [s.id for s in file.sources]),
+        ("files", [f.id for f in file.files]),
         ("messages", [m.id for a in file.agents for m in a.messages]),
     ]
     seen: Counter[str] = Counter()
@@ -52,10 +54,23 @@ def _problems(file: AgentFile) -> Iterable[str]:
     agents = {a.id for a in file.agents}
     blocks = {b.id for b in file.blocks}
     tools = {t.id for t in file.tools}
+    sources = {s.id for s in file.sources}
+    files = {f.id: f for f in file.files}
+    for f in file.files:
+        yield from _missing(f"file {f.id}", "source", [f.source_id], sources)
     for agent in file.agents:
         where = f"agent {agent.id}"
         yield from _missing(where, "block", agent.block_ids or [], blocks)
         yield from _missing(where, "tool", agent.tool_ids or [], tools)
+        yield from _missing(where, "source", agent.folder_refs, sources)
+        for link in agent.files_agents:
+            known = files.get(link.file_id)
+            if known is None:
+                yield f"{where} names file '{link.file_id}', which is not in the file"
+            elif known.source_id != link.source_id:
+                yield f"{where}: file '{link.file_id}' is not in source '{link.source_id}'"
+            if link.agent_id != agent.id:
+                yield f"{where}: a file link names another agent, '{link.agent_id}'"
         messages = {m.id for m in agent.messages}
         yield from _missing(where, "message", agent.in_context_message_ids, messages)
         for m in agent.messages:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from o_contracts.limits import MAX_LABEL_CHARS
 from o_gateway.schemas import (
@@ -33,6 +33,9 @@ MAX_FILE_TOOLS = 512
 MAX_FILE_MESSAGES = 10_000
 MAX_FILE_GROUPS = 64
 MAX_TOOL_SOURCE_CHARS = 200_000
+MAX_FILE_FOLDERS = 64
+MAX_FILE_FILES = 1024
+MAX_FILE_SKILLS = 256
 
 # A reference to another entity of the same file.
 FileRef = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -128,6 +131,16 @@ class FileMessage(Entry):
     approvals: list[FileApproval] | None = None
 
 
+class FileAgentLink(Entry):
+    """An agent's view of one file (Letta's FileAgentSchema). Letta's import attaches the
+    files and opens them afresh, and so does O: only the references are read."""
+
+    agent_id: FileRef
+    file_id: FileRef
+    source_id: FileRef
+    is_open: bool = True
+
+
 class FileAgent(Entry):
     id: FileRef
     name: AgentName | None = None
@@ -156,6 +169,18 @@ class FileAgent(Entry):
     in_context_message_ids: FileRefs = Field(default_factory=list)
     messages: list[FileMessage] = Field(default_factory=list, max_length=MAX_FILE_MESSAGES)
     group_ids: FileRefs = Field(default_factory=list)
+    # The folders it is attached to (Letta writes source_ids; folder_ids is the newer name).
+    source_ids: FileRefs | None = None
+    folder_ids: FileRefs | None = None
+    files_agents: list[FileAgentLink] = Field(default_factory=list, max_length=MAX_FILE_FILES)
+
+    @property
+    def folder_refs(self) -> list[str]:
+        """Every folder the agent has, in the file's order: those it names and those of
+        its files."""
+        refs = [*(self.source_ids or []), *(self.folder_ids or [])]
+        refs += [link.source_id for link in self.files_agents]
+        return list(dict.fromkeys(refs))
 
 
 class FileGroup(Entry):
@@ -169,9 +194,59 @@ class FileGroup(Entry):
 
 
 class FileMcpServer(Entry):
+    """Letta's MCPServerSchema: a server's name and address, never its token or headers
+    (Letta's export leaves them out, and a stdio server's env with them)."""
+
     id: FileRef
     server_type: str = Field(max_length=64)
     server_name: Name
+    server_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    # stdio: Letta's StdioServerConfig (command, args; env if a file has one).
+    stdio_config: Object | None = None
+    metadata_: Object | None = None
+
+
+class FileSource(Entry):
+    """A folder (Letta's SourceSchema)."""
+
+    id: FileRef
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    description: Description | None = None
+    instructions: Text | None = None
+    metadata: Object | None = None
+    embedding: Name | None = None
+    embedding_chunk_size: int | None = Field(default=None, ge=16, le=2000)
+    embedding_config: Object | None = None
+
+
+class FileDocument(Entry):
+    """A folder's file (Letta's FileSchema): its text as `content`, parsed where it was
+    exported (a file still being processed there has none)."""
+
+    id: FileRef
+    source_id: FileRef
+    file_name: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    original_file_name: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    file_type: Annotated[str, StringConstraints(max_length=256)] | None = None
+    file_size: int | None = Field(default=None, ge=0)
+    processing_status: Annotated[str, StringConstraints(max_length=64)] | None = None
+    content: str | None = None
+
+
+class FileSkill(Entry):
+    """Letta's SkillSchema: what a client resolved and sent with its export. Letta's
+    server keeps no skills and its import reads none (skills are the client's); O reads
+    them only to refuse a malformed one."""
+
+    name: Name
+    files: dict[str, str] | None = None
+    source_url: Name | None = None
+
+    @model_validator(mode="after")
+    def _files_or_source(self) -> FileSkill:
+        if not (self.files and "SKILL.md" in self.files) and self.source_url is None:
+            raise ValueError("Either files (with 'SKILL.md') or source_url must be provided")
+        return self
 
 
 class AgentFile(Entry):
@@ -180,9 +255,8 @@ class AgentFile(Entry):
     blocks: list[FileBlock] = Field(default_factory=list, max_length=MAX_FILE_BLOCKS)
     tools: list[FileTool] = Field(default_factory=list, max_length=MAX_FILE_TOOLS)
     mcp_servers: list[FileMcpServer] = Field(default_factory=list, max_length=MAX_FILE_TOOLS)
-    # Folders and their files, and skills: O does not import them (docs/agent-files.md).
-    files: list[dict[str, Any]] = Field(default_factory=list)
-    sources: list[dict[str, Any]] = Field(default_factory=list)
-    skills: list[dict[str, Any]] = Field(default_factory=list)
+    sources: list[FileSource] = Field(default_factory=list, max_length=MAX_FILE_FOLDERS)
+    files: list[FileDocument] = Field(default_factory=list, max_length=MAX_FILE_FILES)
+    skills: list[FileSkill] = Field(default_factory=list, max_length=MAX_FILE_SKILLS)
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime | None = None

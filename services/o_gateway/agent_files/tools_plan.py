@@ -6,9 +6,9 @@
   that tool is updated from the file (`override_existing_tools`, Letta's
   default) or used as it is. Its source must parse and define the function the
   schema names, or the whole file is refused.
-- An MCP server's tool is the tool of that name a registered MCP server of the
-  same name offers; O does not register servers from a file (a file carries no
-  credentials, and a stdio server is a program to run).
+- An MCP server's tool is the tool of that name its server offers: a server the
+  import registers from the file (mcp_plan.py), else a registered MCP server of the
+  same name.
 - Letta built-ins O does not have (web_search, run_code, the file tools ...) and
   tools in other languages are left out, and the import says so.
 """
@@ -24,11 +24,10 @@ from fastapi import HTTPException
 from o_contracts.base_tools import SCHEMAS
 from o_contracts.events import ToolCreated, ToolUpdated
 from o_contracts.ids import derived_id
+from o_gateway.agent_files.mcp_plan import server_name_of
 from o_gateway.agent_files.schema import FileTool
 from o_gateway.tool_schema import ToolSourceError, derive_schema
 
-# Letta tags an MCP tool `mcp:<server name>` and keeps its origin under metadata_["mcp"].
-_MCP = "mcp"
 PYTHON_SOURCES = (None, "python", "json")
 
 
@@ -59,11 +58,12 @@ class ToolsPlan:
 def plan_tools(
     tools: list[FileTool],
     existing: dict[str, dict[str, Any]],
-    mcp_tools: dict[tuple[str, str], dict[str, Any]],
+    mcp_tools: dict[tuple[str, str], str],
     import_id: str,
     override_existing: bool,
 ) -> ToolsPlan:
-    """`existing`: O's user tools by name; `mcp_tools`: MCP tool rows by (server, name)."""
+    """`existing`: O's user tools by name; `mcp_tools`: MCP tools' ids by (server, name),
+    of registered servers and of those the import registers."""
     plan = ToolsPlan()
     names = [t.name for t in tools if t.name not in SCHEMAS and t.source_code]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -79,7 +79,7 @@ def plan_tools(
 def _choose(
     tool: FileTool,
     existing: dict[str, dict[str, Any]],
-    mcp_tools: dict[tuple[str, str], dict[str, Any]],
+    mcp_tools: dict[tuple[str, str], str],
     import_id: str,
     override_existing: bool,
     plan: ToolsPlan,
@@ -87,11 +87,11 @@ def _choose(
     if tool.name in SCHEMAS:
         return ToolChoice("builtin", tool.name)
     if tool.tool_type == "external_mcp":
-        server = _mcp_server_of(tool)
-        row = mcp_tools.get((server or "", tool.name))
-        if row is None:
-            return _left_out(tool, f"no registered MCP server '{server}' offers it")
-        return ToolChoice("user", tool.name, row["id"])
+        server = server_name_of(tool)
+        tool_id = mcp_tools.get((server or "", tool.name))
+        if tool_id is None:
+            return _left_out(tool, f"no MCP server '{server}' here or in the file offers it")
+        return ToolChoice("user", tool.name, tool_id)
     if (tool.tool_type or "custom").startswith("letta_") or not tool.source_code:
         return _left_out(tool, "a Letta built-in tool O does not have")
     if tool.source_type not in PYTHON_SOURCES:
@@ -113,16 +113,6 @@ def _choose(
 
 def _left_out(tool: FileTool, why: str) -> ToolChoice:
     return ToolChoice("left_out", tool.name, reason=f"tool '{tool.name}' ({tool.id}): {why}")
-
-
-def _mcp_server_of(tool: FileTool) -> str | None:
-    origin = (tool.metadata_ or {}).get(_MCP)
-    if isinstance(origin, dict) and isinstance(origin.get("server_name"), str):
-        return str(origin["server_name"])
-    for tag in tool.tags or []:
-        if tag.startswith(f"{_MCP}:"):
-            return tag[len(_MCP) + 1 :]
-    return None
 
 
 def checked_schema(tool: FileTool) -> dict[str, Any]:

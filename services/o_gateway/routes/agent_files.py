@@ -141,8 +141,9 @@ async def import_agent_file(
         model=model or override_model_handle,
         embedding=embedding or override_embedding_handle or x_override_embedding_model,
     )
-    registry = await registry_for(gw, agent_file)
-    plan = plan_import(agent_file, options, registry, resource_id("cmd", key, "import"), key)
+    import_id = resource_id("cmd", key, "import")
+    registry = await registry_for(gw, agent_file, import_id)
+    plan = plan_import(agent_file, options, registry, import_id, key)
     await write(gw, plan)
     return {
         "agent_ids": [a.command.agent_id for a in plan.agents],

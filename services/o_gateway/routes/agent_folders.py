@@ -18,7 +18,7 @@ from o_contracts.ids import derived_id
 from o_gateway.agent_reads import agent_state
 from o_gateway.commands import memory_command
 from o_gateway.folder_decisions import attach_folder, detach_folder
-from o_gateway.folder_reads import agent_folder_rows, render_folder
+from o_gateway.folder_reads import agent_file_rows, agent_folder_rows, render_folder
 from o_gateway.pagination import page_of
 from o_gateway.render import iso
 from o_gateway.routes.paths import route
@@ -93,17 +93,6 @@ async def list_folders_for_agent(
     return page_of(folders, lambda f: str(f["id"]), before, after, order, limit)
 
 
-_AGENT_FILES = (
-    "SELECT f.id AS file_id, f.file_name, f.folder_id, fo.name AS folder_name,"
-    " v.file_id IS NOT NULL AS is_open, v.visible_content, v.start_line, v.end_line,"
-    " coalesce(v.opened_at, af.attached_at) AS last_accessed_at"
-    " FROM agent_folders af JOIN folders fo ON fo.id = af.folder_id"
-    " JOIN folder_files f ON f.folder_id = af.folder_id AND f.status = 'completed'"
-    " LEFT JOIN agent_file_views v ON v.agent_id = af.agent_id AND v.file_id = f.id"
-    " WHERE af.agent_id = $1 ORDER BY af.attached_seq, f.created_at, f.id"
-)
-
-
 @route(router, "GET", "/v1/agents/{agent_id}/files")
 async def list_files_for_agent(
     agent_id: str,
@@ -133,7 +122,7 @@ async def list_files_for_agent(
             "start_line": r["start_line"],
             "end_line": r["end_line"],
         }
-        for r in await gw.pool.fetch(_AGENT_FILES, agent_id)
+        for r in await agent_file_rows(gw, agent_id)
         if is_open is None or r["is_open"] == is_open
     ]
     page = page_of(files, lambda f: str(f["id"]), before, after or cursor, order, limit + 1)

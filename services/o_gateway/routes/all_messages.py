@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_gateway.conversation_reads import rendered_messages
-from o_gateway.pagination import Listing
+from o_gateway.message_pages import message_page, row_key
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
 
@@ -32,15 +32,15 @@ async def list_all_messages(
 ) -> list[dict[str, Any]]:
     """As an agent's message list, over every agent: after is always newer, and the
     chosen page comes back oldest first."""
-    q = Listing("messages", key="seq", columns=COLUMNS)
-    q.filter("NOT rolled_back")  # (concurrency "rollback": as if the run never ran)
-    rows = await q.page(
+    rows = await message_page(
         gw.pool,
-        "message",
+        # (concurrency "rollback": as if the run never ran)
+        f"SELECT id, seq, {COLUMNS} FROM messages WHERE NOT rolled_back",
+        [],
         before,
         after,
-        order,
         limit,
+        order,
         cursors_follow_order=False,
         unknown_cursor="not_found",
     )
@@ -52,10 +52,19 @@ async def list_all_messages(
 @route(router, "GET", "/v1/messages/{message_id}")
 async def retrieve_message(message_id: str, gw: GW) -> list[dict[str, Any]]:
     """One stored message as Letta's API messages (one may give several: reasoning,
-    a tool call), as Letta answers it."""
+    a tool call), as Letta answers it. A tool result is shown with the other results
+    of its step, as the one message lists show (tool_return_groups.py)."""
     row = await gw.pool.fetchrow(
         f"SELECT {COLUMNS} FROM messages WHERE id = $1", checked_id(message_id, "message")
     )
     if row is None:
         raise HTTPException(404, f"Message with id {message_id} not found.")
-    return await rendered_messages(gw, [row], DEFAULT_AGENT_TYPE, a_page=False)
+    rows = [row]
+    if row_key(row) is not None:
+        rows = await gw.pool.fetch(
+            f"SELECT {COLUMNS} FROM messages WHERE run_id = $1 AND step_id = $2"
+            " AND role = 'tool' ORDER BY seq",
+            row["run_id"],
+            row["step_id"],
+        )
+    return await rendered_messages(gw, rows, DEFAULT_AGENT_TYPE, a_page=False)

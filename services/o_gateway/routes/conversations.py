@@ -314,7 +314,7 @@ async def list_conversation_messages(
     lane = await resolve(gw, conversation_id, agent_id)
     agent = await gw.agent_row(lane.agent_id)
     rows = await lane_messages(gw, lane, before, after, limit, order, cursors_follow_order=True)
-    return await rendered_messages(gw, rows, agent["agent_type"])
+    return await rendered_messages(gw, rows, agent["agent_type"], newest_first=order == "desc")
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/messages")
@@ -329,6 +329,7 @@ async def send_conversation_message(
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
+    as_sent = body
     isolated: list[str] = []
     settings: dict[str, Any] = {}
     if lane.conversation_id is not None:
@@ -352,6 +353,7 @@ async def send_conversation_message(
         route_policy=CONVERSATION_ROUTES,
         isolated_block_ids=isolated,
         override_settings=settings,
+        as_sent=as_sent,
     )
 
 

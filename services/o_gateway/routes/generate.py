@@ -4,24 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
+from fastapi import APIRouter
 from pydantic import Field, field_validator
 
-from o_contracts import subjects
 from o_contracts.models import Usage
-from o_contracts.requests import Generate, Generated
+from o_contracts.requests import Generate
 from o_gateway import render
+from o_gateway.model_calls import generate as ask_model
 from o_gateway.models_config import override_handle
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Name, Object, Text
 from o_gateway.state import GW, checked_id
 
 router = APIRouter()
-
-# The executor answers once the provider has (its own retries included).
-GENERATE_TIMEOUT = 600.0
 
 
 class GenerateBody(Body):
@@ -62,17 +57,7 @@ async def generate(agent_id: str, body: GenerateBody, gw: GW) -> dict[str, Any]:
         )
     request.system_prompt = body.system_prompt
     request.response_schema = body.response_schema
-    try:
-        reply = await gw.eventlog.nc.request(
-            subjects.EXECUTOR_GENERATE, request.encode(), timeout=GENERATE_TIMEOUT
-        )
-    except NoRespondersError as exc:
-        raise HTTPException(503, "no executor is running to generate") from exc
-    except NatsTimeout as exc:
-        raise HTTPException(504, "the model did not answer in time") from exc
-    answer = Generated.decode(reply.data)
-    if not answer.ok:
-        raise HTTPException(answer.status, answer.error)
+    answer = await ask_model(gw, request)
     used = Usage(
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,

@@ -26,6 +26,7 @@ from o_gateway.idempotency import (
     IdempotencyKey,
     command_id_for,
     message_id_for,
+    request_digest,
     request_key,
     run_id_for,
 )
@@ -45,6 +46,7 @@ from o_gateway.schemas import (
 )
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
+from o_gateway.tool_return_groups import message_key, shown
 
 router = APIRouter()
 
@@ -83,10 +85,16 @@ def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[Cha
     raise HTTPException(422, "send at least one message (`messages` or `input`)")
 
 
-def idempotent_run_id(lane: Lane, body: SendMessageBody, header: str | None) -> str | None:
-    """The run a retried request names (idempotency.py), or None: every request is new."""
+Delivery = Literal["json", "stream", "async"]
+
+
+def idempotent_run_id(
+    lane: Lane, body: SendMessageBody, header: str | None, delivery: Delivery = "json"
+) -> str | None:
+    """The run a retried request names (idempotency.py), or None: every request is new.
+    Under otids only the same request (`body`, answered by `delivery`) is a retry."""
     otids = [m.otid for m in body.messages or [] if isinstance(m, MessageCreateBody)]
-    key = request_key(header, otids)
+    key = request_key(header, otids, request_digest(body, delivery))
     return run_id_for(lane.key, key) if key else None
 
 
@@ -355,20 +363,23 @@ async def run_response(
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
     run = rows[0]
     hidden: set[str] = set()
-    messages = []
-    for r in rows:
-        if r["body"] is not None:
-            m = ChatMessage.model_validate_json(r["body"])
-            messages += render.letta_messages(
-                m,
-                r["created_at"],
-                run_id,
-                r["step_id"],
-                agent_type,
-                hidden,
-                view,
-                conversation_id=r["conversation_id"],
-            )
+    said = [(ChatMessage.model_validate_json(r["body"]), r) for r in rows if r["body"] is not None]
+
+    def render_one(item: tuple[ChatMessage, Any]) -> list[dict[str, Any]]:
+        m, r = item
+        return render.letta_messages(
+            m,
+            r["created_at"],
+            run_id,
+            r["step_id"],
+            agent_type,
+            hidden,
+            view,
+            conversation_id=r["conversation_id"],
+        )
+
+    # One step's tool results show as one message (tool_return_groups.py).
+    messages = shown(said, lambda m_r: message_key(m_r[0], run_id, m_r[1]["step_id"]), render_one)
     return {
         "messages": messages,
         "stop_reason": render.stop_reason(run["stop_reason"] or "error"),
@@ -412,8 +423,10 @@ async def send_in(
     route_policy: Concurrency = AGENT_ROUTES,
     isolated_block_ids: list[str] | None = None,
     override_settings: dict[str, Any] | None = None,
+    as_sent: SendMessageBody | None = None,
 ) -> Any:
     """Run the agent on `body` in the conversation `lane`, streamed or answered when done.
+    (`as_sent`: the request as the client sent it, when `body` adds to it.)
 
     A run of the conversation in flight meets the request's concurrency policy, else
     the agent's, else `route_policy` (o_contracts/concurrency.py): Letta's
@@ -423,7 +436,7 @@ async def send_in(
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
     policy = policy_for(body.concurrency, agent.get("concurrency"), route_policy)
-    run_id = idempotent_run_id(lane, body, key)
+    run_id = idempotent_run_id(lane, as_sent or body, key, "stream" if streaming else "json")
     view = render.AssistantView.of(request_config(body))
     # A background run's chunks are numbered, so that its stream can be resumed.
     numbering = Numbering() if streaming and body.background else None
@@ -621,7 +634,7 @@ async def send_message_async(
     lane = Lane(checked_id(agent_id, "agent"))
     callback_url = accepted_callback_url(body.callback_url, gw.settings.callbacks)
     agent, pending = await agent_and_pending(gw, agent_id)
-    retry_of = idempotent_run_id(lane, body, idempotency_key)
+    retry_of = idempotent_run_id(lane, body, idempotency_key, "async")
     known = await known_run(gw, lane, retry_of) if retry_of is not None else None
     if retry_of is not None and known is not None and known["status"] != "created":
         return run_json(await run_row(gw, retry_of))

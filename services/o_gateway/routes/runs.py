@@ -11,6 +11,7 @@ from o_contracts.subjects import Lane
 from o_gateway import render
 from o_gateway.callbacks.reads import callback_fields
 from o_gateway.conversation_reads import rendered_messages
+from o_gateway.message_pages import message_page
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
 from o_gateway.schemas import RetrieveStreamBody
@@ -159,10 +160,25 @@ async def list_run_messages(
     run = await run_row(gw, run_id)
     agent_type = await agent_type_of(gw, run["agent_id"])
     view = render.AssistantView.of(run["request_config"])
-    q = Listing("messages", key="seq", columns="body, created_at, run_id, step_id, conversation_id")
-    q.filter("run_id = {}", run["id"])
-    rows = await q.page(gw.pool, "message", before, after, order, limit, unknown_cursor="not_found")
-    return await rendered_messages(gw, rows, agent_type, view)
+    rows = await message_page(
+        gw.pool,
+        _RUN_MESSAGES,
+        [run["id"]],
+        before,
+        after,
+        limit,
+        order,
+        cursors_follow_order=True,
+        unknown_cursor="not_found",
+    )
+    return await rendered_messages(gw, rows, agent_type, view, newest_first=order == "desc")
+
+
+# A run's messages (cursors name one of them).
+_RUN_MESSAGES = (
+    "SELECT id, seq, body, created_at, run_id, step_id, conversation_id FROM messages"
+    " WHERE run_id = $1"
+)
 
 
 async def agent_type_of(gw: Gateway, agent_id: str) -> str:

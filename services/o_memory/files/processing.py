@@ -56,6 +56,8 @@ PRODUCER = "memory"
 MAX_CHUNKS = 50_000
 # A batch of chunks stays well inside one NATS message (1 MiB).
 MAX_BATCH_BYTES = 512 * 1024
+# How a file that arrived as its text is read (FileUploaded.parsed_text).
+TEXT = "text/plain"
 
 
 class Failed(Exception):
@@ -76,6 +78,8 @@ class FileState:
     text_sha256: str | None = None
     embedding_model: str | None = None
     chunk_ends: tuple[int, ...] = ()
+    # The bytes are the file's text already (an agent file's content): read as text.
+    parsed_text: bool = False
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> FileState:
@@ -92,12 +96,14 @@ class FileState:
             text_sha256=row["text_sha256"],
             embedding_model=row["embedding_model"],
             chunk_ends=tuple(row["chunk_ends"] or ()),
+            parsed_text=row["parsed_text"],
         )
 
 
 _STATE = (
     "SELECT f.id, f.folder_id, f.status, f.file_type, f.sha256, f.file_seq, f.total_chunks,"
-    " f.chunks_embedded, f.text_sha256, f.embedding_model, f.chunk_ends, fo.embedding_config"
+    " f.chunks_embedded, f.text_sha256, f.embedding_model, f.chunk_ends, f.parsed_text,"
+    " fo.embedding_config"
     " FROM folder_files f JOIN folders fo ON fo.id = f.folder_id WHERE f.id = $1"
 )
 
@@ -204,7 +210,8 @@ class FileWorker:
     async def _parse(self, state: FileState, texts: dict[str, str]) -> FileParsed:
         data = await self._bytes(state.sha256)
         try:
-            parsed = await asyncio.to_thread(parse, data, state.file_type)
+            kind = TEXT if state.parsed_text else state.file_type
+            parsed = await asyncio.to_thread(parse, data, kind)
         except ParseError as exc:
             raise Failed(str(exc)) from exc
         if not parsed.text.strip():

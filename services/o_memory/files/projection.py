@@ -111,8 +111,8 @@ async def file_uploaded(conn: asyncpg.Connection, e: FileUploaded, rec: Recorded
         await _drop_files(conn, "id = $1", e.replaces_file_id)
     await conn.execute(
         "INSERT INTO folder_files (id, folder_id, file_name, original_file_name, file_type,"
-        " file_size, sha256, status, created_at, updated_at)"
-        " SELECT $1,$2,$3,$4,$5,$6,$7,'pending',$8,$8 WHERE EXISTS"
+        " file_size, sha256, status, created_at, updated_at, parsed_text)"
+        " SELECT $1,$2,$3,$4,$5,$6,$7,'pending',$8,$8,$9 WHERE EXISTS"
         " (SELECT 1 FROM folders WHERE id = $2) ON CONFLICT (id) DO NOTHING",
         e.file_id,
         e.folder_id,
@@ -122,6 +122,7 @@ async def file_uploaded(conn: asyncpg.Connection, e: FileUploaded, rec: Recorded
         e.file_size,
         e.sha256,
         rec.envelope.time,
+        e.parsed_text,
     )
     await conn.execute("UPDATE folders SET last_seq = $2 WHERE id = $1", e.folder_id, rec.seq)
 

@@ -1,0 +1,152 @@
+"""The roll call (`o.rpc.roll_call`): every service process says who it is and whether it
+is ready; an operator's tool (or the gateway's status route) asks and gathers the answers.
+
+Why over NATS rather than each service's health port: an operator (or the gateway) does
+not know where replicas run. `make run` opens no health ports, Kubernetes gives each pod
+its own address, and replicas come and go; every process is on NATS, so one request
+reaches them all (a plain subscription, no queue group: each replica answers).
+
+There is no way to know how many answers will come, so the asker waits until every
+service it expects has answered and no other answer came for a short while (`SETTLE`), or
+until the deadline: a process whose readiness checks hang on an unreachable Postgres
+(2 s at most: readiness.py) still answers within it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Collection
+from datetime import UTC, datetime
+from importlib import metadata
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from pydantic import ValidationError
+
+from o_contracts import subjects
+from o_contracts.roll_call import Present
+from o_runtime.readiness import Readiness
+
+log = logging.getLogger(__name__)
+
+# How long the asker waits for answers at most.
+DEADLINE = 2.5
+# Once every expected service has answered: how long without a new answer ends the wait.
+SETTLE = 0.25
+# A process answers within this long, ready or not (its checks have their own timeouts,
+# but a Postgres check and a lag check one after the other could pass the deadline).
+ANSWER_WITHIN = 2.0
+
+
+def version() -> str:
+    try:
+        return metadata.version("o-server")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def instance_name() -> str:
+    """This process among its service's replicas (a pod's hostname is its name)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class RollCallAnswerer:
+    """Answers the roll call for one service process."""
+
+    def __init__(self, service: str, readiness: Callable[[], Awaitable[Readiness]]) -> None:
+        self.service = service
+        self.readiness = readiness
+        self.started_at = datetime.now(UTC)
+        self.instance = instance_name()
+        self._sub: Subscription | None = None
+        self._answering: set[asyncio.Task[None]] = set()
+
+    async def start(self, nc: NATS) -> None:
+        self._sub = await nc.subscribe(subjects.ROLL_CALL, cb=self._on_call)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+        for task in list(self._answering):
+            task.cancel()
+
+    async def _on_call(self, msg: Msg) -> None:
+        if not msg.reply:
+            return
+        # (A task each: nats-py runs one subscription's callbacks one after another, and a
+        # readiness check can wait on Postgres.)
+        task = asyncio.create_task(self._answer(msg))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, msg: Msg) -> None:
+        try:
+            try:
+                readiness = await asyncio.wait_for(self.readiness(), ANSWER_WITHIN)
+            except TimeoutError:
+                readiness = Readiness(
+                    False, {"readiness": f"not decided within {ANSWER_WITHIN:g}s"}
+                )
+            present = Present(
+                service=self.service,
+                instance=self.instance,
+                version=version(),
+                started_at=self.started_at,
+                ready=readiness.ready,
+                checks=readiness.checks,
+            )
+            await msg.respond(present.encode())
+        except Exception:
+            log.warning("answering the roll call failed", exc_info=True)
+
+
+def settled(expected: Collection[str], answered: Collection[str]) -> bool:
+    """Whether every expected service has answered (then a short quiet ends the wait)."""
+    return set(expected) <= set(answered)
+
+
+async def roll_call(
+    nc: NATS,
+    expected: Collection[str],
+    *,
+    deadline: float = DEADLINE,
+    settle: float = SETTLE,
+) -> list[Present]:
+    """Every process that answered within the deadline, by service and instance."""
+    answers: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def on_answer(msg: Msg) -> None:
+        answers.put_nowait(msg)
+
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, cb=on_answer)
+    present: dict[tuple[str, str], Present] = {}
+    try:
+        await nc.publish(subjects.ROLL_CALL, b"", reply=inbox)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline
+        while (left := end - loop.time()) > 0:
+            wait = min(left, settle) if settled(expected, {s for s, _ in present}) else left
+            try:
+                msg = await asyncio.wait_for(answers.get(), wait)
+            except TimeoutError:
+                if wait < left:
+                    break  # settled: every expected service answered, then quiet
+                continue
+            try:
+                answer = Present.decode(msg.data)
+            except (ValidationError, ValueError) as exc:
+                log.warning("an unreadable roll-call answer: %r", exc)
+                continue
+            present[(answer.service, answer.instance)] = answer
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    return [present[key] for key in sorted(present)]
