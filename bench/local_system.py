@@ -75,6 +75,11 @@ async def local_system(
     *,
     nats_auth: bool = True,
     tls: str | None = None,
+    specs: Sequence[ServiceSpec] | None = None,
+    restart_after: float | None = None,
+    code_root: Path = ROOT,
+    service_env: dict[str, str] | None = None,
+    replicas: dict[str, int] | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """The services running against `llm_base_url`, stopped (and their data removed) on exit.
 
@@ -82,7 +87,14 @@ async def local_system(
     `nats_auth=False` runs NATS without authorization, only to measure what it costs;
     `tls="all"` runs NATS and Postgres with TLS (o_devtools/embedded_tls.py), certificates made
     for the run, the services connecting as a deployment's do (`O_NATS_TLS_*`, `sslmode`);
-    `tls="nats"` NATS alone (Postgres on its socket).
+    `tls="nats"` NATS alone (Postgres on its socket). `specs`, if given, replaces `services`
+    and `replicas` (a setting of one service's own: bench/takeover.py); `restart_after`, if
+    given, is how long the Supervisor waits before it restarts a process that exited,
+    every time (otherwise 0.5 s doubling while the process lived under 30 s). `code_root`
+    runs the services from another checkout (a benchmark's A/B: main's code beside a
+    branch's); `service_env` adds settings for the services; `replicas` runs several
+    processes of a service (gateway replicas share the port, as `O_GATEWAY_REPLICAS` has
+    them under `make run`).
     """
     with (
         tempfile.TemporaryDirectory(prefix="o-local-") as tmp,
@@ -93,7 +105,9 @@ async def local_system(
         port = free_port()
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
+            "PYTHONPATH": os.pathsep.join(
+                str(code_root / p) for p in ("contracts", "services", ".")
+            ),
             "NATS_URL": servers.nats.url,
             "DATABASE_URL": servers.postgres.url,
             "OPENAI_BASE_URL": llm_base_url,
@@ -102,9 +116,26 @@ async def local_system(
             "O_API_KEY": API_KEY,
             "O_LOG_LEVEL": "WARNING",
             KEY_ENV: data_folder_key(Path(tmp)),
+            **(service_env or {}),
         }
-        specs = [ServiceSpec.module(s, f"o_{s}") for s in services]
-        supervisor = Supervisor(with_identities(specs, servers.nats.seed_file), env)
+        if specs is None:
+            counts = replicas or {}
+            specs = [
+                ServiceSpec.module(
+                    s,
+                    f"o_{s}",
+                    {"O_HTTP_REUSE_PORT": "1"} if s == "gateway" and counts.get(s, 1) > 1 else {},
+                    counts.get(s, 1),
+                )
+                for s in services
+            ]
+        supervised = with_identities(specs, servers.nats.seed_file)
+        if restart_after is None:
+            supervisor = Supervisor(supervised, env)
+        else:
+            supervisor = Supervisor(
+                supervised, env, backoff_initial=restart_after, stable_after=0.0
+            )
         await supervisor.start()
         base_url = f"http://127.0.0.1:{port}"
         try:

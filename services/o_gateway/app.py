@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from o_contracts.ids import InvalidId
 from o_gateway import openapi
 from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
+from o_gateway.hot_reads import HotReads
 from o_gateway.render import VERSION
 from o_gateway.routes import (
     agent_files,
@@ -263,9 +264,13 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     openapi.install(app, secured=settings.api_key is not None)
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
-    # The last added runs first: Instrumented, CORS, Authenticated, InputLimits. CORS
-    # answers a browser's preflight before authentication (a preflight carries no key)
-    # and marks refusals too, so a browser app can read why it was refused.
+    # The last added runs first: Instrumented, CORS, Authenticated, InputLimits, HotReads.
+    # CORS answers a browser's preflight before authentication (a preflight carries no
+    # key) and marks refusals too, so a browser app can read why it was refused. HotReads
+    # sends kept answers of the hot reads, so only what passed the others.
+    # (Tests build the app without a gateway: then nothing is kept.)
+    fence = getattr(gateway, "fence", None)
+    app.add_middleware(HotReads, fence=fence, budget=settings.read_cache_bytes)
     app.add_middleware(
         InputLimits,
         max_body_bytes=settings.max_body_bytes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 
 import uvicorn
@@ -20,6 +21,7 @@ from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
+from o_gateway.read_fence import ReadFence
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
@@ -43,8 +45,24 @@ class _Server(uvicorn.Server):
         yield
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The HTTP socket with SO_REUSEPORT: several gateway processes on one port, the
+    kernel spreading connections among them (O_HTTP_REUSE_PORT; the supervisor sets it
+    for O_GATEWAY_REPLICAS > 1). Off by default: a second system started on a port in use
+    fails to bind instead of taking half its connections."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
+
+
 class GatewayService(Service):
     name = "gateway"
+    fence: ReadFence | None = None
     # The gateway samples the dead letters kept (o_runtime/sampling.py).
     samples_dead_letters = True
 
@@ -52,7 +70,14 @@ class GatewayService(Service):
         self.config = GatewaySettings.from_env(env)
 
     async def setup(self) -> None:
-        self.gateway = Gateway(self.eventlog, self.pool, self.watcher, self.config, operated=self)
+        fence = None
+        if self.config.read_cache_bytes:
+            fence = ReadFence(self.settings.database_url)
+            await fence.start()
+        self.fence = fence
+        self.gateway = Gateway(
+            self.eventlog, self.pool, self.watcher, self.config, operated=self, fence=fence
+        )
         self.project(agents)
         self.project(tools)
         self.project(mcp_servers)
@@ -101,9 +126,14 @@ class GatewayService(Service):
             http=JsonHttpToolsProtocol,
         )
         self.http = _Server(config)
-        self.http_task = asyncio.create_task(self.http.serve())
+        sockets = None
+        if self.config.http_reuse_port:
+            sockets = [listening_socket(config.host, config.port)]
+        self.http_task = asyncio.create_task(self.http.serve(sockets=sockets))
         log.info("gateway listening on %s:%s", config.host, config.port)
 
     async def stopping(self) -> None:
         self.http.should_exit = True
         await self.http_task
+        if self.fence is not None:
+            await self.fence.stop()

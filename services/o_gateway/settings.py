@@ -21,6 +21,7 @@ LETTA_ORIGINS = (
 
 
 DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+DEFAULT_READ_CACHE_BYTES = 32 * 1024 * 1024
 
 
 def cors_origins(env: Env) -> tuple[str, ...]:
@@ -39,6 +40,9 @@ def _origins(raw: str) -> list[str]:
 class GatewaySettings:
     http_host: str = "127.0.0.1"
     http_port: int = 8283
+    # O_HTTP_REUSE_PORT=1: bind with SO_REUSEPORT, so several gateway processes share the
+    # port (the supervisor sets it for O_GATEWAY_REPLICAS > 1; docs/throughput.md).
+    http_reuse_port: bool = False
     # With a key, every route but health needs `Authorization: Bearer <key>`.
     api_key: str | None = None
     # O_OPEN_DOCS=1: the docs and /openapi.json are open without the key.
@@ -67,12 +71,16 @@ class GatewaySettings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Completion callbacks: signing secret, allowed targets, timeouts, backoff.
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
+    # The hot reads' kept answers (hot_reads.py, docs/throughput.md): at most this many
+    # bytes of them; O_READ_CACHE_BYTES=0 renders every read.
+    read_cache_bytes: int = DEFAULT_READ_CACHE_BYTES
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
         return cls(
             http_host=env.text("O_HTTP_HOST", "127.0.0.1"),
             http_port=env.integer("O_HTTP_PORT", 8283, minimum=0),
+            http_reuse_port=env.flag("O_HTTP_REUSE_PORT"),
             api_key=env.optional("O_API_KEY"),
             open_docs=env.flag("O_OPEN_DOCS"),
             max_body_bytes=env.integer(
@@ -86,4 +94,5 @@ class GatewaySettings:
             max_file_bytes=env.integer("O_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES, minimum=1),
             callbacks=CallbackSettings.from_env(env),
             console=env.flag("O_CONSOLE") if env.optional("O_CONSOLE") is not None else True,
+            read_cache_bytes=env.integer("O_READ_CACHE_BYTES", DEFAULT_READ_CACHE_BYTES, minimum=0),
         )

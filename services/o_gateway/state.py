@@ -9,6 +9,7 @@ import asyncpg
 from fastapi import Depends, HTTPException, Request
 
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
+from o_gateway.read_fence import ReadFence
 from o_gateway.settings import GatewaySettings
 from o_runtime.eventlog import EventLog
 from o_runtime.readiness import Readiness
@@ -35,6 +36,8 @@ class Gateway:
     settings: GatewaySettings = field(default_factory=GatewaySettings)
     # Readiness and metrics (routes/operations.py); None outside a running service.
     operated: Operated | None = None
+    # What lets the hot reads keep their answers exactly (hot_reads.py); None: they don't.
+    fence: ReadFence | None = None
 
     @property
     def reads(self) -> ProjectionReads:

@@ -5,6 +5,11 @@ header the reply is published there, so a caller such as the gateway can wait
 for the outcome. Malformed commands are dead-lettered and, if someone waits,
 answered with the reason; the consumer goes on.
 
+A command held by a process that dies is given back at once by a replica that outlives it
+(or its own restart): holdings.py keeps what each process holds, takeover.py naks what a
+dead one held. JetStream's own redelivery after ack_wait remains for a holder that stopped
+without dying (a stall longer than ack_wait, heartbeats and all).
+
 Consumers are durable JetStream pull consumers driven with nats-py directly:
 FastStream's pull subscriber (middlewares, dependency injection, an anyio task
 group) cost ~0.4 ms per command even on an idle machine (publish to handler:
@@ -36,8 +41,10 @@ from o_contracts.base import Command, Message, Reply
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import AppendRejected, EventLog
+from o_runtime.holdings import Holdings
 from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
+from o_runtime.takeover import Takeover
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,8 @@ OUTAGE_FIRST_RETRY = 0.5
 OUTAGE_RETRY_DELAY = 5.0
 # A handler that failed on its own is tried again after 2, 4, 8 ... seconds, at most this.
 FAILURE_RETRY_DELAY = 30.0
+# How long a command waits, at most, for its holder to be on record before work starts.
+HELD_BEFORE_WORK = 0.5
 
 
 def retry_delay(attempt: int, outage: bool) -> float:
@@ -89,6 +98,11 @@ class Refused(Exception):
     def __init__(self, reason: str, status: int) -> None:
         super().__init__(reason)
         self.status = status
+
+
+class HandedOver(Exception):
+    """Raised by a handler: this delivery is no longer the command's (another process took it
+    over, which the log shows); neither ack nor nak it, nor answer: the other delivery does."""
 
 
 class Deferred(Exception):
@@ -196,6 +210,11 @@ class CommandConsumer:
         # The server's setting wins: heartbeats must come within the ack wait it applies.
         info = await self._sub.consumer_info()
         self.ack_wait = info.config.ack_wait or self.ack_wait
+        # What this process holds, kept where a survivor finds it; what a dead one held,
+        # given back (module docstring).
+        self.holdings = await Holdings.open(self.eventlog, self.name)
+        self.takeover = Takeover(self.eventlog, self.holdings.kv, self.holdings)
+        await self.takeover.start()
         self._handling: set[asyncio.Task[None]] = set()
         # Handler slots outlive a pull loop restarted by _repull.
         self._slots = asyncio.Semaphore(self.concurrency)
@@ -212,13 +231,26 @@ class CommandConsumer:
             self._pulling = asyncio.create_task(self._pull(self._sub), name=f"commands {self.name}")
 
     async def stop(self) -> None:
-        """Stop taking commands; those in hand are dropped unacked (redelivered later)."""
+        """Stop taking commands; those in hand are given back (nakked: another replica, or
+        this one's restart, takes them at once)."""
         tasks = [self._repulling, self._pulling, *self._handling]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # No more pulls first: a pull request of ours still waiting on the server would
+        # take back the very commands nakked below (the server skips requests whose
+        # inbox has no interest left).
         with contextlib.suppress(Exception):
             await self._sub.unsubscribe()
+            await self.eventlog.nc.flush()
+        await self.takeover.stop()
+        held = self.holdings.replies
+        # The entry goes first: a nak names only the stream sequence (holdings.py).
+        await self.holdings.close()
+        with contextlib.suppress(Exception):
+            for reply in held:
+                await self.eventlog.nc.publish(reply, b"-NAK")
+            await self.eventlog.nc.flush()
 
     async def _pull(self, sub: JetStreamContext.PullSubscription) -> None:
         # One pull request out at a time, and only while a handler slot is free.
@@ -233,6 +265,9 @@ class CommandConsumer:
             if not msgs:
                 slots.release()
                 continue
+            # (Before any await: a message in hand is always in the holdings; _handle
+            # waits for them to be written.)
+            self.holdings.hold(msgs[0].reply)
             task = asyncio.create_task(self._handle(msgs[0]))
             self._handling.add(task)
             task.add_done_callback(self._handling.discard)
@@ -251,6 +286,11 @@ class CommandConsumer:
         start = time.perf_counter()
         handled = ("unknown", "failed")
         try:
+            # On record as held before any work: a death from here on is seen by a
+            # survivor at once (module docstring). Written together with whatever else was
+            # taken meanwhile; if NATS cannot take it now, the work goes on regardless
+            # (a death then waits for the ack_wait, as before).
+            await self.holdings.written(HELD_BEFORE_WORK)
             handled = await self._process(raw)
         finally:
             measured.command_duration.record(
@@ -284,7 +324,7 @@ class CommandConsumer:
             )
             status = exc.status if isinstance(exc, Refused) else 400
             await self._reply(reply_to, Reply(ok=False, error=str(exc), status=status))
-            await raw.ack()
+            await self._ack(raw)
             return "malformed", "dead_lettered"
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
@@ -300,15 +340,18 @@ class CommandConsumer:
                 reply = await handler(envelope, delivery)
         except AppendRejected as exc:
             reply = Reply(ok=False, error=exc.reason, status=exc.status)
+        except HandedOver:
+            self.holdings.release(raw.reply)
+            return envelope.type, "handed_over"
         except Deferred as exc:
-            await raw.nak(delay=exc.delay)
+            await self._nak(raw, exc.delay)
             return envelope.type, "deferred"
         except Exception as exc:
             if is_outage(exc):
                 # Not the command's fault: tried again once the server is back,
                 # however long that takes (never dead-lettered for it).
                 log.warning("%s: %s met an outage (%r); will retry", self.name, envelope.type, exc)
-                await raw.nak(delay=retry_delay(meta.num_delivered, outage=True))
+                await self._nak(raw, retry_delay(meta.num_delivered, outage=True))
                 return envelope.type, "outage"
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
@@ -321,18 +364,32 @@ class CommandConsumer:
                     origin_seq=meta.sequence.stream,
                 )
                 await self._reply(reply_to, Reply(ok=False, error=reason, status=500))
-                await raw.ack()
+                await self._ack(raw)
                 return envelope.type, "dead_lettered"
             log.exception("%s: %s failed; will retry", self.name, envelope.type)
-            await raw.nak(delay=retry_delay(meta.num_delivered, outage=False))
+            await self._nak(raw, retry_delay(meta.num_delivered, outage=False))
             return envelope.type, "failed"
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
         await self._reply(reply_to, reply)
-        await raw.ack()
+        await self._ack(raw)
         return envelope.type, "ok" if reply.ok else "refused"
+
+    async def _ack(self, msg: Msg) -> None:
+        try:
+            await msg.ack()
+        finally:
+            # (An ack that could not be sent: redelivered after ack_wait, to anyone.)
+            self.holdings.release(msg.reply)
+
+    async def _nak(self, msg: Msg, delay: float) -> None:
+        # Out of the holdings before the nak: the message may go to another replica next,
+        # and a stale entry naks by stream sequence (holdings.py).
+        self.holdings.release(msg.reply)
+        await self.holdings.written()
+        await msg.nak(delay=delay)
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:

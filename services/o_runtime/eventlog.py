@@ -163,8 +163,10 @@ async def wait_for_streams(js: JetStreamContext, name: str, pause: float = 0.5) 
 
 
 class EventLog:
-    def __init__(self, nc: NatsClient, replicas: int = 1) -> None:
+    def __init__(self, nc: NatsClient, replicas: int = 1, role: str = "operator") -> None:
         self.nc = nc
+        # Whose identity the connection has (its liveness subject: o_runtime/liveness.py).
+        self.role = role
         self.js = nc.jetstream()
         self.replicas = replicas
         self._reconnect_waiters: set[asyncio.Future[None]] = set()
@@ -255,7 +257,7 @@ class EventLog:
             **identity.options(),
         )
         conn.append(nc)
-        self = cls(nc, replicas)
+        self = cls(nc, replicas, identity.role)
         logs.append(self)
         if jetstream:
             await wait_for_streams(self.js, name)

@@ -69,6 +69,11 @@ class Instruments:
             description="Commands handled, by consumer, command type and outcome",
             explicit_bucket_boundaries_advisory=COMMAND_BUCKETS,
         )
+        self.commands_taken_over = meter.create_counter(
+            "o.command.taken_over",
+            unit="{message}",
+            description="Commands a dead process held, given back by this one, by consumer",
+        )
         # -- the agent loop (executor; evolution's shadow runs too) -----------------
         self.step_duration = meter.create_histogram(
             "o.agent.step.duration",

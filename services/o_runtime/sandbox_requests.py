@@ -16,8 +16,12 @@ decides what it does:
   because running a tool with side effects twice is worse than reporting that it may
   have half-run.
 
-While it waits, the caller asks every ASK_EVERY seconds who holds the call: a replica
-that has died answers no more, and after LOST_AFTER the call counts as lost.
+The replica that takes a call says so at once (a first answer, `running`, with its name;
+the outcome is the second). While it waits, the caller asks that replica's liveness subject
+every PROBE_EVERY (o_runtime/liveness.py): a replica that died has no responders there, so
+its call counts as lost within a moment, and the caller decides as above (runs an idempotent
+tool on another replica, or fails the call clearly). A replica that only stops answering
+(stalled) is waited for up to LOST_AFTER, as is one that never said it took the call.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import contextlib
 from typing import Any
 
 import nats.errors
+from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
@@ -36,13 +41,21 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
 from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.eventlog import ConcurrencyConflict, EventLog
+from o_runtime.liveness import Verdict, checked
 from o_runtime.tracing import inject
 
-# How often a waiting executor asks who holds its call, how long one question waits for
-# an answer, and after how long without an answer the replica counts as gone.
+# How often a waiting caller asks whether the replica running its call lives (an answer of
+# "no responders" is a death: the call is decided at once).
+PROBE_EVERY = 0.25
+# A replica that has not said it took the call is asked about it (on the executions
+# subject, which every replica hears) this often; one question waits this long.
 ASK_EVERY = 1.0
 ASK_TIMEOUT = 1.0
+# After this long without an answer from (or about) its replica, a call counts as lost.
 LOST_AFTER = 5.0
+# A resumed run follows a call another caller left in flight this often.
+FOLLOW_EVERY = 0.1
+NO_RESPONDERS = "503"
 # Every replica busy (or none there): asked again after this, doubling, up to a second.
 BUSY_RETRY = 0.05
 # Runs of one execution an idempotent tool may get after its replica died.
@@ -77,13 +90,15 @@ class _Execution:
         self.subject = subjects.tool_execution_subject(command.id)
 
     async def outcome(self) -> Event:
+        # The attempt whose replica this caller saw die (no one else holds it: not asked).
+        lost = 0
         while True:
             seq, last = await self._last()
             if isinstance(last, ToolExecuted | ToolExecutionFailed):
                 return last
             attempt = 1
             if isinstance(last, ToolExecutionStarted):
-                held = await self._follow()
+                held = await self._follow() if last.attempt != lost else None
                 if held is not None:
                     with contextlib.suppress(ConcurrencyConflict):
                         return await self._record(held, last.attempt, seq)
@@ -118,6 +133,7 @@ class _Execution:
                 continue  # another caller moved first: decide again
             event = await self._call()
             if event is None:
+                lost = attempt
                 continue  # its replica was lost: Started without outcome, decided above
             with contextlib.suppress(ConcurrencyConflict):
                 return await self._record(event, attempt, seq)
@@ -145,52 +161,99 @@ class _Execution:
         nc = self.eventlog.nc
         pause = BUSY_RETRY
         while True:
-            asking = asyncio.ensure_future(
-                nc.request(
+            # An inbox of this call's own: the replica answers twice (who took it, then
+            # the outcome), which nats-py's request() would not wait for.
+            answers: asyncio.Queue[Msg] = asyncio.Queue()
+            inbox = await nc.subscribe(nc.new_inbox(), cb=answers.put)
+            try:
+                await nc.publish(
                     subjects.SANDBOX_RUN,
                     self.command.encode(),
-                    timeout=86400,
+                    reply=inbox.subject,
                     # The caller's trace goes on in the sandbox (o_runtime/tracing.py).
                     headers=inject({}),
                 )
-            )
-            watching = asyncio.ensure_future(self._watch())
-            try:
-                await asyncio.wait([asking, watching], return_when=asyncio.FIRST_COMPLETED)
+                outcome = await self._answers(answers)
             finally:
-                for task in (asking, watching):
-                    if not task.done():
-                        task.cancel()
-                await asyncio.gather(asking, watching, return_exceptions=True)
-            if asking.done() and not asking.cancelled():
-                exc = asking.exception()
-                if isinstance(exc, nats.errors.NoRespondersError):
-                    # Every replica is busy (or none runs): ask again shortly.
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, 1.0)
-                    continue
-                if exc is not None:
-                    raise exc
-                return self._answered(ExecutionState.decode(asking.result().data))
-            return None  # the watch ended first: the replica is gone
+                with contextlib.suppress(Exception):
+                    await inbox.unsubscribe()
+            if not isinstance(outcome, _Busy):
+                return outcome
+            # Every replica is busy (or none runs): ask again shortly.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
-    async def _watch(self) -> None:
-        """Return once no replica has held the call for LOST_AFTER seconds."""
+    async def _answers(self, answers: asyncio.Queue[Msg]) -> Event | _Busy | None:
+        """The call's outcome as its replica answers it; None once the replica is lost."""
+        holder = _Holder()
+        watching = asyncio.ensure_future(self._watch(holder))
+        try:
+            while True:
+                getting = asyncio.ensure_future(answers.get())
+                await asyncio.wait([getting, watching], return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    getting.cancel()
+                    await asyncio.gather(getting, return_exceptions=True)
+                    break  # the watch ended first: the replica is gone
+                decided = self._answer(getting.result(), holder)
+                if decided is not None:
+                    return decided
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+        # What it answered before it died still counts.
+        while not answers.empty():
+            decided = self._answer(answers.get_nowait(), holder)
+            if isinstance(decided, Event):
+                return decided
+        return None
+
+    def _answer(self, msg: Msg, holder: _Holder) -> Event | _Busy | None:
+        """An answer's outcome, or _Busy; None for the replica saying it took the call."""
+        if (msg.headers or {}).get("Status") == NO_RESPONDERS:
+            return _Busy()
+        try:
+            state = ExecutionState.decode(msg.data)
+        except ValueError:
+            return self._failed("refused", "the sandbox answered something unreadable")
+        if state.state == "running":
+            holder.took(state.replica)
+            return None
+        return self._answered(state)
+
+    async def _watch(self, holder: _Holder) -> None:
+        """Return once the replica running the call is gone, or LOST_AFTER went by without
+        a word from (or about) it."""
         loop = asyncio.get_running_loop()
         seen = loop.time()
         while loop.time() - seen < LOST_AFTER:
-            await asyncio.sleep(ASK_EVERY)
-            if await self._ask() is not None:
+            if holder.replica is None:
+                # (an older replica, or one too slow yet to say it took the call)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(holder.known.wait(), ASK_EVERY)
+                if holder.replica is None:
+                    state = await self._ask()
+                    if state is not None:
+                        seen = loop.time()
+                        holder.took(state.replica)
+                    continue
+            alive = subjects.sandbox_alive_subject(holder.replica)
+            verdict = await checked(self.eventlog.nc, alive)
+            if verdict is Verdict.GONE:
+                return
+            if verdict is Verdict.ALIVE:
                 seen = loop.time()
+            await asyncio.sleep(PROBE_EVERY)
 
     async def _follow(self) -> Event | None:
         """The outcome from the replica that holds the call, once it ends; None if none
         holds it (or the holder is lost while it runs)."""
         loop = asyncio.get_running_loop()
-        seen = loop.time()
         state = await self._ask()
         if state is None:
             return None
+        replica = state.replica
+        seen = loop.time()
         while True:
             if state is not None:
                 seen = loop.time()
@@ -198,7 +261,11 @@ class _Execution:
                     return self._answered(state)
             elif loop.time() - seen >= LOST_AFTER:
                 return None
-            await asyncio.sleep(ASK_EVERY)
+            await asyncio.sleep(FOLLOW_EVERY)
+            if replica:
+                alive = subjects.sandbox_alive_subject(replica)
+                if await checked(self.eventlog.nc, alive) is Verdict.GONE:
+                    return None
             state = await self._ask()
 
     async def _ask(self) -> ExecutionState | None:
@@ -240,6 +307,23 @@ class _Execution:
             error=error,
             sandbox="",
         )
+
+
+class _Busy:
+    """Every replica was busy (or none runs): no responders to the call."""
+
+
+class _Holder:
+    """The replica that said it took the call (once it has)."""
+
+    def __init__(self) -> None:
+        self.replica: str | None = None
+        self.known = asyncio.Event()
+
+    def took(self, replica: str) -> None:
+        if replica and self.replica is None:
+            self.replica = replica
+            self.known.set()
 
 
 def _result(event: Event) -> dict[str, Any]:

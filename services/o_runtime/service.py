@@ -19,6 +19,7 @@ from o_runtime.env import BadSetting, Env
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.instruments import samples
+from o_runtime.liveness import liveness
 from o_runtime.logging_setup import setup_logging
 from o_runtime.projector import Projection, Projector
 from o_runtime.reactor import EventReactor
@@ -85,6 +86,10 @@ class Service:
     def configure(self, env: Env) -> None:
         """Read the service's own settings (typed, validated: o_runtime/env.py)."""
 
+    def incarnation(self) -> str | None:
+        """What this process is called on its liveness subject (None: a fresh name)."""
+        return None
+
     async def setup(self) -> None:
         """`consume()` commands, `project()` the read models, add subscribers to `self.broker`."""
 
@@ -147,6 +152,8 @@ class Service:
             identity=identity,
             jetstream=self.uses_jetstream,
         )
+        # Answering "are you there?" before holding anything (o_runtime/liveness.py).
+        await liveness(self.eventlog, self.incarnation())
         if self.needs_database:
             self.pool = await connect_pool(self.settings.database_url)
             self.watcher = ProjectionWatcher(self.settings.database_url, self.eventlog.nc)

@@ -17,7 +17,10 @@ What JetStream needs besides the subjects themselves (nats-server 2.15):
 - a durable consumer is made by the setup role; its service only reads its state, pulls
   (`CONSUMER.MSG.NEXT`) and acknowledges (`$JS.ACK.<stream>.<name>.>`);
 - a KV bucket or an object store is a stream of its own (`KV_<bucket>`, `OBJ_<bucket>`)
-  written on `$KV.<bucket>.>` / `$O.<bucket>.>`.
+  written on `$KV.<bucket>.>` / `$O.<bucket>.>`;
+- taking over what a dead process held (o_runtime/takeover.py) is a nak on the consumer's
+  ack subjects (already its own), a request on the holder's liveness subject, and the
+  consumer's keys of the `o_held` bucket.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from o_contracts import subjects
+from o_runtime.holdings import HELD_BUCKET
 from o_runtime.nats_identity import inbox_prefix
 from o_setup import topology
 
@@ -42,14 +46,15 @@ PUBLIC_COMMANDS = (
 class Grant:
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
-    # May answer requests on their reply subjects (nats-server's allow_responses).
-    responds: bool = False
+    # May answer requests on their reply subjects, up to this many answers to a request
+    # (nats-server's allow_responses; 0: none).
+    responds: int = 0
 
     def __add__(self, other: Grant) -> Grant:
         return Grant(
             _union(self.publish, other.publish),
             _union(self.subscribe, other.subscribe),
-            self.responds or other.responds,
+            max(self.responds, other.responds),
         )
 
 
@@ -141,18 +146,34 @@ def consumes(durable: topology.Durable) -> Grant:
     )
 
 
+def holds(durable: topology.Durable) -> Grant:
+    """Keep what it holds of `durable` in the holdings bucket, follow its other holders
+    there, and take over what a dead one held (o_runtime/holdings.py, takeover.py)."""
+    keys = f"$KV.{HELD_BUCKET}.{durable.name}.>"
+    return gets(f"KV_{HELD_BUCKET}") + Grant(publish=(keys,), subscribe=(keys,))
+
+
 def handles_commands(*durables: topology.Durable) -> Grant:
-    """Consume commands and answer their senders (O-Reply-To names any role's inbox)."""
-    return grants(*(consumes(d) for d in durables)) + Grant(publish=("_INBOX.>",))
+    """Consume commands and answer their senders (O-Reply-To names any role's inbox);
+    give back at once what a dead replica held."""
+    return grants(*(consumes(d) + holds(d) for d in durables)) + Grant(publish=("_INBOX.>",))
+
+
+def lives(role: str) -> Grant:
+    """Answer "are you there?" on its liveness subjects, and ask its fellow replicas
+    (o_runtime/liveness.py)."""
+    alive = subjects.alive_subject(role, "*")
+    return serves(alive) + asks(alive)
 
 
 def dead_letters() -> Grant:
     return Grant(publish=(subjects.ALL_DEAD_LETTERS,))
 
 
-def serves(*rpc_subjects: str) -> Grant:
-    """Answer requests on these subjects (only on the requests' reply subjects)."""
-    return Grant(subscribe=rpc_subjects, responds=True)
+def serves(*rpc_subjects: str, answers: int = 1) -> Grant:
+    """Answer requests on these subjects (only on the requests' reply subjects, up to
+    `answers` times each)."""
+    return Grant(subscribe=rpc_subjects, responds=answers)
 
 
 def asks(*rpc_subjects: str) -> Grant:
@@ -181,10 +202,10 @@ def objects(bucket: str, write: bool) -> Grant:
     return reads + Grant(publish=(f"$O.{bucket}.>",))
 
 
-def service() -> Grant:
+def service(role: str) -> Grant:
     """What every service but the sandbox does: read the log, follow projections,
-    dead-letter what it cannot handle, answer the roll call."""
-    return reads_log() + projections() + dead_letters() + answers_roll_call()
+    dead-letter what it cannot handle, answer the roll call and whether it lives."""
+    return reads_log() + projections() + dead_letters() + answers_roll_call() + lives(role)
 
 
 def answers_roll_call() -> Grant:
@@ -227,7 +248,7 @@ GATEWAY = Role(
     "gateway",
     grants(
         inbox("gateway"),
-        service(),
+        service("gateway"),
         # The agent registry, conversations, groups, tools, MCP servers.
         appends(
             subjects.AGENT_AND_CONVERSATION_EVENTS,
@@ -244,7 +265,11 @@ GATEWAY = Role(
         # Tools the API runs directly (/v1/tools/run, an agent's tool by name): the
         # execution's record, kept by the caller (o_runtime/sandbox_requests.py).
         appends(subjects.SANDBOX_EVENTS),
-        asks(subjects.SANDBOX_RUN, subjects.SANDBOX_EXECUTIONS),
+        asks(
+            subjects.SANDBOX_RUN,
+            subjects.SANDBOX_EXECUTIONS,
+            subjects.sandbox_alive_subject("*"),
+        ),
         # Folders (docs/folders.md): the folder's own events; uploads' bytes first.
         appends(subjects.FILE_UPLOADS),
         objects(subjects.FILES_BUCKET, write=True),
@@ -277,7 +302,7 @@ EXECUTOR = Role(
     "executor",
     grants(
         inbox("executor"),
-        service(),
+        service("executor"),
         # Runs (on the agent's and its conversations' subjects) and tool executions.
         appends(subjects.AGENT_AND_CONVERSATION_EVENTS, subjects.SANDBOX_EVENTS),
         handles_commands(cmd("executor")),
@@ -291,6 +316,7 @@ EXECUTOR = Role(
             subjects.MEMORY_SEARCH_ARCHIVAL,
             subjects.SANDBOX_RUN,
             subjects.SANDBOX_EXECUTIONS,
+            subjects.sandbox_alive_subject("*"),
             subjects.SANDBOX_MCP_STDIO,
             subjects.MEMORY_SEARCH_FILES,
         ),
@@ -304,7 +330,7 @@ MEMORY = Role(
     "memory",
     grants(
         inbox("memory"),
-        service(),
+        service("memory"),
         appends(subjects.BLOCK_EVENTS, subjects.ARCHIVAL_EVENTS),
         handles_commands(cmd("memory")),
         consumes(evt("memory-evolution-archive")),
@@ -325,7 +351,7 @@ EVOLUTION = Role(
     "evolution",
     grants(
         inbox("evolution"),
-        service(),
+        service("evolution"),
         appends(subjects.EVOLUTION_EVENTS, subjects.AGENT_AND_CONVERSATION_EVENTS),
         handles_commands(cmd("evolution")),
         consumes(evt("evolution-turns")),
@@ -346,11 +372,14 @@ EVOLUTION = Role(
 TOOL_SANDBOX = Role(
     "tool_sandbox",
     serves(
-        subjects.SANDBOX_RUN,
         subjects.SANDBOX_EXECUTIONS,
         subjects.SANDBOX_CAPABILITIES,
         subjects.SANDBOX_MCP_STDIO,
+        # (Callers ask it whether it lives while it runs their tool.)
+        subjects.sandbox_alive_subject("*"),
     )
+    # A run is answered twice: who took it, then its outcome (o_runtime/sandbox_requests.py).
+    + serves(subjects.SANDBOX_RUN, answers=2)
     + answers_roll_call(),
     "runs users' tools: answers its own requests, nothing else",
 )

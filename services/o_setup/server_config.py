@@ -27,8 +27,10 @@ def permissions(grant: Grant) -> str:
         return f"{{ allow: {_list(allowed)} }}" if allowed else '{ deny: [">"] }'
 
     parts = [f"publish: {rule(grant.publish)}", f"subscribe: {rule(grant.subscribe)}"]
-    if grant.responds:
+    if grant.responds == 1:
         parts.append("allow_responses: true")
+    elif grant.responds > 1:
+        parts.append(f"allow_responses: {{ max: {grant.responds} }}")
     return "{ " + ", ".join(parts) + " }"
 
 

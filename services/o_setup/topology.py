@@ -26,13 +26,23 @@ from o_runtime.commands import command_consumer_config
 from o_runtime.env import Env
 from o_runtime.eventlog import ensure_streams
 from o_runtime.file_store import ensure_file_store
+from o_runtime.holdings import HELD_BUCKET, bucket_config
 from o_runtime.images import ensure_image_store
 from o_runtime.reactor import reactor_config, replace_cumulative_consumer
 from o_schedules.dispatch import dispatch_consumer_config
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DURABLE", "RUNS_BUCKET", "Durable", "apply", "commands", "durables", "events"]
+__all__ = [
+    "DURABLE",
+    "HELD_BUCKET",
+    "RUNS_BUCKET",
+    "Durable",
+    "apply",
+    "commands",
+    "durables",
+    "events",
+]
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,11 @@ async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
                 replicas=replicas,
             )
         )
+    # What each process holds of its consumers, for fast takeover (o_runtime/holdings.py).
+    try:
+        await js.key_value(HELD_BUCKET)
+    except BucketNotFoundError:
+        await js.create_key_value(bucket_config(replicas))
 
 
 async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -47,7 +48,9 @@ KEEP_DONE_SECONDS = 600.0
 
 
 def replica_name() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    """This process's name in outcomes and on its liveness subject (a NATS subject token)."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def _lines(text: str) -> list[str]:

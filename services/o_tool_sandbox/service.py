@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from o_contracts import subjects
+from o_contracts.requests import ExecutionState
 from o_runtime.env import Env
 from o_runtime.instruments import samples
 from o_runtime.service import Service
@@ -44,12 +45,17 @@ class ToolSandboxService(Service):
         self.config = SandboxSettings.from_env(env)
         self.limits = self.config.limits
         self.mcp_config = McpStdioSettings.from_env(env, self.limits)
+        self.replica = replica_name()
+
+    def incarnation(self) -> str:
+        # Callers learn the replica running their tool from its first answer, and ask on
+        # this name whether it is still there (o_runtime/sandbox_requests.py).
+        return self.replica
 
     async def setup(self) -> None:
         self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
         await self.pool.start()
         samples.sandbox = self.pool.use
-        self.replica = replica_name()
         self.executions = Executions(self.pool, self.replica)
         self._held = 0
         self._taking: Subscription | None = None
@@ -77,6 +83,12 @@ class ToolSandboxService(Service):
             )
 
     async def _on_run(self, msg: Msg) -> None:
+        # The first answer says who took the call: the caller then asks this replica's
+        # liveness subject while it waits, and knows within a moment if it dies
+        # (o_runtime/sandbox_requests.py). The outcome is the second answer.
+        if msg.reply:
+            with contextlib.suppress(Exception):
+                await msg.respond(ExecutionState(state="running", replica=self.replica).encode())
         # A replica running as many calls as it may (O_SANDBOX_CONCURRENCY) leaves the
         # queue group until one ends, so NATS hands new calls to the others (and an
         # executor that finds no one free waits: o_executor/sandbox_calls.py).

@@ -109,24 +109,23 @@ async def system(
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
         # A stdio MCP server's call that gets no answer ends this soon (test_mcp_stdio.py).
         "O_MCP_STDIO_CALL_SECONDS": "4",
-        # A killed executor's run is taken over this soon (tests kill them on purpose).
-        "O_EXECUTOR_ACK_WAIT": "3",
+        # Longer than the default on purpose: a killed process's commands are taken over
+        # at once (o_runtime/takeover.py), and the tests that kill executors, the memory
+        # service (mid-file) and gateways (mid-callback) show it; none waits for an ack_wait.
+        "O_EXECUTOR_ACK_WAIT": "10",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
-        # Folders: a small upload limit (test_folders.py goes over it), a file held by a
-        # killed memory service taken up again soon, small embedding batches (many steps).
+        # Folders: a small upload limit (test_folders.py goes over it), small embedding
+        # batches (many steps).
         "O_MAX_FILE_BYTES": str(512 * 1024),
-        "O_FILES_ACK_WAIT": "3",
         "O_FILE_EMBED_BATCH": "4",
         # Completion callbacks (test_callbacks.py): signed with a secret the tests know, to a
-        # receiver on 127.0.0.1 (refused unless allowed), retried quickly, and taken over
-        # soon from a gateway killed mid-delivery.
+        # receiver on 127.0.0.1 (refused unless allowed), retried quickly.
         "O_CALLBACK_SECRET": CALLBACK_SECRET,
         "O_CALLBACK_ALLOWED_TARGETS": "127.0.0.1",
         "O_CALLBACK_RETRY_INITIAL": "0.2",
         "O_CALLBACK_RETRY_MAX_DELAY": "1",
         "O_CALLBACK_RETRY_FOR": "60",
-        "O_CALLBACK_ACK_WAIT": "3",
         "ACCEPTABLE_ORIGINS": f"http://127.0.0.1:{OTHER_ORIGIN_PORT}",
     }
     # The durable consumers with this system's settings (O_EXECUTOR_ACK_WAIT): the setup

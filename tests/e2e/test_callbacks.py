@@ -213,7 +213,8 @@ async def test_a_gateway_killed_mid_delivery_sends_it_again_once_never_losing_it
         (first,) = await asyncio.to_thread(receiver.wait_for, 1)
         await kill_gateway(system)
         held.set()
-        # Another gateway takes the delivery over (after O_CALLBACK_ACK_WAIT) and sends it.
+        # The restarted gateway takes the delivery over (its predecessor is gone: no wait for
+        # O_CALLBACK_ACK_WAIT, 30 s) and sends it.
         both = await asyncio.to_thread(receiver.wait_for, 2)
         final = await run_once(system, run["id"], lambda r: r["callback_status_code"] == 200)
         assert await callback_events(system, run["id"]) == [

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from typing import Any
 
 import asyncpg
@@ -329,6 +330,7 @@ async def test_a_memory_service_killed_mid_file_leaves_it_completed_with_each_ch
         assert (before["processing_status"], before["total_chunks"]) == ("embedding", 24)
         memory = system.supervisor.pids("memory")
         restarts = system.supervisor.restart_count("memory")
+        killed_at = time.perf_counter()
         for pid in memory:
             os.kill(pid, signal.SIGKILL)
         await asyncio.wait_for(
@@ -337,11 +339,15 @@ async def test_a_memory_service_killed_mid_file_leaves_it_completed_with_each_ch
     finally:
         llm.release_embeddings()
     done = await processed(system, folder.id, up["id"])
+    took = time.perf_counter() - killed_at
     assert (done["processing_status"], done["total_chunks"], done["chunks_embedded"]) == (
         "completed",
         24,
         24,
     )
+    # The restarted service took the file over from its dead predecessor at once (its
+    # holdings: o_runtime/takeover.py), not after O_FILES_ACK_WAIT (30 s here).
+    assert took < 15, took
     assert await _chunk_indices_in_the_log(system, folder.id, up["id"]) == list(range(24))
     assert await _chunk_rows(system, folder.id) == [(up["id"], i) for i in range(24)]
     passages = await system.http.get(

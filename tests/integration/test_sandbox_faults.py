@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import msgpack
 import nats.errors
 import pytest
 
@@ -22,6 +25,7 @@ from tests.integration.sandbox_support import (
     execution_events,
     run_tool,
     sandbox_nats,  # noqa: F401
+    seed_file,
     spawn_sandbox,
     start_sandbox,
     tool_command,
@@ -60,59 +64,104 @@ async def test_replicas_share_the_work(
             await s.stop()
 
 
-async def until_running(client: EventLog, execution_id: str) -> None:  # noqa: F811
+async def until_running(client: EventLog, execution_id: str) -> str:  # noqa: F811
+    """The replica running the execution, once one says it does."""
     question = ExecutionStatus(execution_id=execution_id).encode()
     async with asyncio.timeout(15):
         while True:
             with contextlib.suppress(nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                answer = await client.nc.request(subjects.SANDBOX_EXECUTIONS, question, timeout=1)
-                if ExecutionState.decode(answer.data).state == "running":
-                    return
+                # (Briefly: a question that overtook the call goes unanswered.)
+                answer = await client.nc.request(
+                    subjects.SANDBOX_EXECUTIONS, question, timeout=0.05
+                )
+                state = ExecutionState.decode(answer.data)
+                if state.state == "running":
+                    return state.replica
             await asyncio.sleep(0.02)
 
 
-async def kill_mid_call(client: EventLog, nats_url: str, idempotent: bool) -> dict[str, object]:  # noqa: F811
-    first = await spawn_sandbox(nats_url)
-    second = None
-    command = tool_command(NAP, "nap", {"seconds": 1.0}, idempotent=idempotent)
+async def until_replicas_answer(nats_url: str, count: int) -> None:
+    """Return once `count` different replicas have answered (they take calls from then on)."""
+    operator = Identity.from_file("operator", seed_file(nats_url, "operator"))
+    asking = await EventLog.connect(nats_url, name="asking", identity=operator, jetstream=False)
+    seen: set[str] = set()
+    try:
+        async with asyncio.timeout(30):
+            while len(seen) < count:
+                with contextlib.suppress(nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                    answer = await asking.nc.request(subjects.SANDBOX_CAPABILITIES, b"", timeout=1)
+                    seen.add(msgpack.unpackb(answer.data)["replica"])
+                await asyncio.sleep(0.02)
+    finally:
+        await asking.close()
+
+
+@dataclass
+class KilledMidCall:
+    result: dict[str, Any]
+    # From the SIGKILL of the replica running the call to the call's outcome.
+    seconds: float
+    events: list[Any]
+
+
+async def kill_mid_call(client: EventLog, nats_url: str, idempotent: bool) -> KilledMidCall:  # noqa: F811
+    """A call whose replica is SIGKILLed while it runs the tool, another replica up."""
+    replicas = [await spawn_sandbox(nats_url) for _ in range(2)]
+    command = tool_command(NAP, "nap", {"seconds": 2.0}, idempotent=idempotent)
     # Listen for the execution's events first, so its Started event cannot be missed.
     events = await client.nc.subscribe(subjects.tool_execution_subject(command.id))
     try:
+        await until_replicas_answer(nats_url, 2)
         outcome = asyncio.create_task(run_tool(client, command, timeout=30))
         first_event = await events.next_msg(timeout=15)
         assert decode(first_event.data).type == "ToolExecutionStarted"
-        # Recorded before the call: kill once the replica says it runs the tool.
-        await until_running(client, command.id)
-        first.send_signal(signal.SIGKILL)
-        await first.wait()
-        second = await spawn_sandbox(nats_url)
+        # Recorded before the call: kill the replica that says it runs the tool (its name
+        # holds its pid).
+        running_on = await until_running(client, command.id)
+        [victim] = [p for p in replicas if f"-{p.pid}-" in running_on]
+        loop = asyncio.get_running_loop()
+        killed_at = loop.time()
+        victim.send_signal(signal.SIGKILL)
         result = await outcome
-        return result
+        seconds = loop.time() - killed_at
+        await victim.wait()
+        recorded = [r.envelope.data for r in await execution_events(client, command)]
+        return KilledMidCall(result, seconds, recorded)
     finally:
         await events.unsubscribe()
-        for proc in (first, second):
-            if proc is not None and proc.returncode is None:
+        for proc in replicas:
+            if proc.returncode is None:
                 proc.terminate()
                 with contextlib.suppress(ProcessLookupError):
                     await proc.wait()
 
 
-async def test_a_killed_replica_ends_a_side_effecting_call_with_a_clear_error(
+async def test_a_killed_replica_ends_a_side_effecting_call_with_a_clear_error_at_once(
     client: EventLog,  # noqa: F811
     sandbox_nats: str,  # noqa: F811
 ) -> None:
-    result = await kill_mid_call(client, sandbox_nats, idempotent=False)
-    assert result["status"] == "error"
-    assert result["failure"] == "interrupted"
-    assert "not declared idempotent" in str(result["tool_return"])
+    killed = await kill_mid_call(client, sandbox_nats, idempotent=False)
+    assert killed.result["status"] == "error"
+    assert killed.result["failure"] == "interrupted"
+    assert "not declared idempotent" in str(killed.result["tool_return"])
+    assert [type(e) for e in killed.events] == [ToolExecutionStarted, ToolExecutionFailed]
+    # Its replica's death is noticed within a second (no responders on its liveness
+    # subject), not after LOST_AFTER (5 s) of silence.
+    assert killed.seconds < 1.0
 
 
-async def test_a_killed_replica_retries_an_idempotent_tool_once(
+async def test_a_killed_replica_retries_an_idempotent_tool_once_on_another(
     client: EventLog,  # noqa: F811
     sandbox_nats: str,  # noqa: F811
 ) -> None:
-    result = await kill_mid_call(client, sandbox_nats, idempotent=True)
-    assert (result["status"], result["tool_return"]) == ("success", "rested")
+    killed = await kill_mid_call(client, sandbox_nats, idempotent=True)
+    assert (killed.result["status"], killed.result["tool_return"]) == ("success", "rested")
+    started = [e for e in killed.events if isinstance(e, ToolExecutionStarted)]
+    assert [e.attempt for e in started] == [1, 2]
+    [done] = [e for e in killed.events if isinstance(e, ToolExecuted)]
+    assert done.attempt == 2
+    # Noticed within a second, then the tool's two seconds again on the other replica.
+    assert killed.seconds < 3.0
 
 
 async def test_a_command_past_its_deadline_is_refused_not_run(

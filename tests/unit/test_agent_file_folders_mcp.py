@@ -4,6 +4,7 @@ server): what is written for them, what is left out, and which files are refused
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from o_gateway.agent_files.mcp_plan import mcp_server_id_of
 from o_gateway.agent_files.plan import ImportOptions, ImportPlan, Registry, plan_import
 from o_gateway.agent_files.reading import read_agent_file
 from o_gateway.mcp_tools import offered
+from o_runtime import llm_providers
 from o_runtime.content_store import digest
 from o_runtime.mcp_client import OfferedTool
 
@@ -33,8 +35,13 @@ LOOKUP_SCHEMA = {
 
 
 @pytest.fixture(autouse=True)
-def _openai(monkeypatch: pytest.MonkeyPatch) -> None:
+def _openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # The providers are read from the environment once per process: an earlier test may have
+    # read an environment without this key, and later ones must not see it.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    llm_providers._from_environ.cache_clear()
+    yield
+    llm_providers._from_environ.cache_clear()
 
 
 def document() -> dict[str, Any]:

@@ -181,15 +181,61 @@ def test_only_the_setup_role_manages_streams_and_durable_consumers(api: str) -> 
 def test_the_sandbox_answers_its_own_requests_and_nothing_else() -> None:
     grant = roles.TOOL_SANDBOX.grant
     assert grant.publish == ()
-    assert grant.responds
+    # A run is answered twice: which replica took it, then its outcome.
+    assert grant.responds == 2
     assert set(grant.subscribe) == {
         subjects.SANDBOX_RUN,
         subjects.SANDBOX_EXECUTIONS,
         subjects.SANDBOX_CAPABILITIES,
         subjects.SANDBOX_MCP_STDIO,
+        subjects.sandbox_alive_subject("*"),
         # (Who it is and whether it is ready: o_runtime/roll_call.py.)
         subjects.ROLL_CALL,
     }
+    assert "allow_responses: { max: 2 }" in authorization_of(roles.TOOL_SANDBOX)
+
+
+def authorization_of(role: roles.Role) -> str:
+    from o_setup.server_config import permissions
+
+    return permissions(role.grant)
+
+
+COMMAND_DURABLES = [d for d in topology.durables() if d.stream == subjects.COMMANDS_STREAM]
+
+
+@pytest.mark.parametrize("durable", COMMAND_DURABLES, ids=lambda d: d.name)
+def test_a_command_consumers_owner_keeps_and_takes_over_its_holdings_only(
+    durable: topology.Durable,
+) -> None:
+    key = f"$KV.{topology.HELD_BUCKET}.{durable.name}.1234-abcdef"
+    writers = {r.name for r in ROLES.values() if may_publish(r.grant, key)}
+    assert writers == {durable.owner, "operator"}
+    owner = ROLES[durable.owner].grant
+    assert may_subscribe(owner, key)
+    # (It finds the other holders' keys with a stream info, and reads them one by one.)
+    assert may_publish(owner, f"$JS.API.STREAM.INFO.KV_{topology.HELD_BUCKET}")
+    assert may_publish(owner, f"$JS.API.DIRECT.GET.KV_{topology.HELD_BUCKET}.$KV.x")
+    # The nak that gives a dead holder's message back is an ack subject of its own durable.
+    assert may_publish(owner, f"$JS.ACK.{durable.stream}.{durable.name}.1.2.3.4.5")
+
+
+@pytest.mark.parametrize("role", sorted(PACKAGES))
+def test_every_service_answers_whether_it_lives_and_asks_its_fellow_replicas(role: str) -> None:
+    grant = ROLES[role].grant
+    mine = subjects.alive_subject(role, "1234-abcdef")
+    assert may_subscribe(grant, mine)
+    assert grant.responds >= 1
+    other = subjects.alive_subject("executor" if role != "executor" else "memory", "x")
+    assert not may_subscribe(grant, other)
+    if role != "tool_sandbox":
+        assert may_publish(grant, mine)
+
+
+def test_whoever_runs_tools_asks_whether_the_sandbox_replica_running_them_lives() -> None:
+    alive = subjects.sandbox_alive_subject("host-1-abc123")
+    askers = {r.name for r in ROLES.values() if may_publish(r.grant, alive)}
+    assert askers == {"executor", "gateway", "operator"}
 
 
 def test_an_outside_publisher_sends_public_commands_and_reads_its_replies_only() -> None:

@@ -40,7 +40,7 @@ from o_executor.run.loop import agent_gone
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
 from o_memory.core_memory import CoreMemory
-from o_runtime.commands import Delivery
+from o_runtime.commands import Delivery, HandedOver
 from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
 
@@ -149,7 +149,10 @@ class LiveRun:
         try:
             reply = await self._execute(cursor)
         except RunTakenOver:
-            return Reply(ok=False, status=409, error=f"run {self.cmd.run_id} was taken over")
+            # Another executor holds a later delivery of this command (this one stalled past
+            # the ack wait, or was taken for dead): it finishes the run, acks and answers.
+            # Acking here would leave its delivery unguarded should it die too.
+            raise HandedOver(self.cmd.run_id) from None
         except Exception as exc:
             if delivery.last_attempt and not is_outage(exc):
                 # It will be dead-lettered: the agent's next run must not wait for it.

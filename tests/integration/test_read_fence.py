@@ -1,0 +1,81 @@
+"""The read fence against real Postgres (o_gateway/read_fence.py): a notification
+committed before a fence is always counted by it, and nothing is vouched for while its
+connection is down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from o_gateway.read_fence import APPLICATION_NAME, ReadFence
+from o_runtime.projector import NOTIFY_CHANNEL
+
+ROUNDS = 300
+
+
+@pytest.fixture
+async def fence(database_url: str) -> AsyncIterator[ReadFence]:
+    f = ReadFence(database_url)
+    await f.start()
+    yield f
+    await f.stop()
+
+
+async def test_a_commit_notified_before_the_fence_is_always_counted(
+    fence: ReadFence, database_url: str
+) -> None:
+    committer = await asyncpg.connect(database_url)
+    try:
+        missed = 0
+        for i in range(ROUNDS):
+            before = await fence.fence()
+            assert before is not None
+            # Committed (autocommit) before the fence is asked for, as a projector's
+            # transaction is before a write is acknowledged.
+            await committer.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', 'test:{i}')")
+            after = await fence.fence()
+            assert after is not None
+            missed += after <= before
+        assert missed == 0
+    finally:
+        await committer.close()
+
+
+async def test_concurrent_fences_share_round_trips_and_agree(fence: ReadFence) -> None:
+    answers = await asyncio.gather(*(fence.fence() for _ in range(200)))
+    assert len(set(answers)) == 1 and answers[0] is not None
+
+
+async def until(condition: object, fence: ReadFence) -> int | None:
+    async with asyncio.timeout(10):
+        while True:
+            answer = await fence.fence()
+            if condition == "down" and answer is None:
+                return None
+            if condition == "up" and answer is not None:
+                return answer
+            await asyncio.sleep(0.02)
+
+
+async def test_while_its_connection_is_lost_the_fence_vouches_for_nothing(
+    fence: ReadFence, database_url: str
+) -> None:
+    before = await fence.fence()
+    assert before is not None
+    admin = await asyncpg.connect(database_url)
+    try:
+        killed = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = $1 AND datname = current_database()",
+            APPLICATION_NAME,
+        )
+        assert killed == 1
+    finally:
+        await admin.close()
+    assert await until("down", fence) is None
+    # Back, listening again: a generation no answer kept before the loss can have.
+    after = await until("up", fence)
+    assert after is not None and after > before
