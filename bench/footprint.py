@@ -6,7 +6,11 @@ answers its health check: times the first archival insert (a fresh agent with th
 embedder; importance given, so no model call), then `--passages` inserts and as many
 searches, and prints every service's RSS (VmRSS: what the issue's 150 MB target counts)
 after start, after the first insert and after the load, and the inserts' and searches'
-latency.
+latency. RSS is anonymous memory (the heap, Python's objects) plus file-backed pages (the
+interpreter's and extensions' code, the embedder's mapped weights: clean page-cache pages,
+shared with any other process mapping the same file); the second table splits the figure
+after the load into those two, and `--mappings N` lists each service's N largest mappings
+(from /proc/PID/smaps) to show where the memory is.
 """
 
 from __future__ import annotations
@@ -29,11 +33,34 @@ from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_devtools.supervisor import DEFAULT_SERVICES  # noqa: E402
 
 
-def rss_mb(pid: int) -> float:
+def status_mb(pid: int, field: str = "VmRSS") -> float:
+    """A /proc/PID/status figure in MB (VmRSS = RssAnon + RssFile + RssShmem)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    return status_mb(pid)
+
+
+def largest_mappings(pid: int, count: int) -> list[tuple[float, float, str]]:
+    """The process's `count` largest mappings by resident size: (Rss MB, Anonymous MB, name),
+    the anonymous ones (heap, arenas, numpy's buffers) summed under "[anon]"."""
+    sizes: dict[str, list[float]] = {}
+    name = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+            name = head[5].strip() if len(head) == 6 else "[anon]"
+            sizes.setdefault(name, [0.0, 0.0])
+        elif head[0] == "Rss:":
+            sizes[name][0] += int(head[1]) / 1024
+        elif head[0] == "Anonymous:":
+            sizes[name][1] += int(head[1]) / 1024
+    ranked = sorted(((rss, anon, n) for n, (rss, anon) in sizes.items()), reverse=True)
+    return ranked[:count]
 
 
 def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +72,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def main(passages: int) -> None:
+async def main(passages: int, mappings: int) -> None:
     llm = ZeroLatencyLLM(answer)
     llm.start()
     try:
@@ -104,6 +131,17 @@ async def main(passages: int) -> None:
             print(f"\n{'RSS, MB':<14}{'at start':>10}{'1st insert':>12}{'after load':>12}")
             for s in DEFAULT_SERVICES:
                 print(f"{s:<14}{at_start[s]:>10.0f}{after_first[s]:>12.0f}{after_load[s]:>12.0f}")
+            print(f"\n{'after load, MB':<14}{'RSS':>10}{'anon':>12}{'file':>12}")
+            for s in DEFAULT_SERVICES:
+                pids = supervisor.pids(s)
+                anon = sum(status_mb(p, "RssAnon") for p in pids)
+                file = sum(status_mb(p, "RssFile") + status_mb(p, "RssShmem") for p in pids)
+                print(f"{s:<14}{sum(rss_mb(p) for p in pids):>10.1f}{anon:>12.1f}{file:>12.1f}")
+            for s in DEFAULT_SERVICES if mappings else ():
+                for pid in supervisor.pids(s):
+                    print(f"\n{s} (pid {pid}), largest mappings: RSS MB, of which anonymous")
+                    for size, anon, name in largest_mappings(pid, mappings):
+                        print(f"  {size:7.1f} {anon:7.1f}  {name}")
     finally:
         llm.stop()
 
@@ -111,4 +149,8 @@ async def main(passages: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=200)
-    asyncio.run(main(parser.parse_args().passages))
+    parser.add_argument(
+        "--mappings", type=int, default=0, help="list each service's N largest mappings"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.passages, args.mappings))

@@ -89,6 +89,9 @@ def make_ca(common_name: str = "O test CA") -> tuple[x509.Certificate, ec.Ellipt
             ),
             critical=True,
         )
+        # Key identifiers, which Python 3.13's strict verification (VERIFY_X509_STRICT, on
+        # in ssl.create_default_context) requires: "Missing Authority Key Identifier".
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return cert, key
@@ -113,6 +116,11 @@ def _issue(
         .not_valid_after(now + _VALID)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
     )
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)

@@ -6,11 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
-
-import anthropic
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from typing import TYPE_CHECKING, Any
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor import images
@@ -24,6 +20,14 @@ from o_executor.model_settings import (
     openai_params,
 )
 from o_executor.providers import Handle, anthropic_client, config_for, openai_client
+from o_runtime.sdk_imports import api_error, imported
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
+# The SDKs (openai, anthropic) are imported by the first call that needs one
+# (o_runtime/sdk_imports.py says why).
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +91,12 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-def _retryable(exc: Exception) -> bool:
+def _retryable(exc: Exception, sdk_error: type[Exception]) -> bool:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status == 429 or status >= 500
     # Connection failures, timeouts, and errors reported inside a stream.
-    return isinstance(exc, openai.APIError | anthropic.APIError)
+    return isinstance(exc, sdk_error)
 
 
 def _describe(handle: Handle, exc: Exception) -> str:
@@ -115,6 +119,8 @@ async def complete(
     retries: Retries = Retries(),
 ) -> LLMResult:
     config = config_for(handle)
+    await imported(config.protocol)
+    sdk_error = api_error(config.protocol)
     attempt = 0
     emitted = False
     if on_text is not None:
@@ -142,22 +148,27 @@ async def complete(
                     )
                 call.answered(result.usage, result.finish_reason)
                 return result
-            except (openai.APIError, anthropic.APIError) as exc:
+            except sdk_error as exc:
                 call.failed_attempt(exc)
-                delay = _retry_delay(handle, exc, attempt, retries, emitted)
+                delay = _retry_delay(handle, exc, attempt, retries, emitted, sdk_error)
                 attempt += 1
                 log.info("%s failed (%s); retry %d in %.2fs", handle, exc, attempt, delay)
                 await asyncio.sleep(delay)
 
 
 def _retry_delay(
-    handle: Handle, exc: Exception, attempt: int, retries: Retries, emitted: bool
+    handle: Handle,
+    exc: Exception,
+    attempt: int,
+    retries: Retries,
+    emitted: bool,
+    sdk_error: type[Exception],
 ) -> float:
     """How long to wait before trying `attempt` + 1; raises LLMError when it is not tried
     again."""
     # Text already streamed to the client cannot be taken back: a retry would
     # show it twice, so a stream that fails part-way is not retried.
-    if not _retryable(exc) or attempt >= retries.max_retries or emitted:
+    if not _retryable(exc, sdk_error) or attempt >= retries.max_retries or emitted:
         suffix = f" (after {attempt + 1} attempts)" if attempt else ""
         if emitted:
             suffix += " (failed part-way through a streamed answer)"
@@ -178,6 +189,8 @@ async def _openai(
     force_tool: bool,
     streamed: Streamed,
 ) -> LLMResult:
+    from openai.types.chat import ChatCompletion
+
     client = openai_client(handle.provider)
     # Anthropic's signed thinking means nothing to an OpenAI-protocol server, and Chat
     # Completions takes only text in a tool message: its images become placeholders.
@@ -231,6 +244,8 @@ async def _anthropic(
     force_tool: bool,
     streamed: Streamed,
 ) -> LLMResult:
+    import anthropic
+
     client = anthropic_client(handle.provider)
     system, turns, anthropic_tools = to_anthropic(messages, tools)
     kwargs: dict[str, Any] = {"model": handle.model, "messages": turns}
@@ -289,6 +304,9 @@ async def _complete_streaming(
     client: openai.AsyncOpenAI, kwargs: dict[str, Any], streamed: Streamed
 ) -> LLMResult:
     """Assemble a streamed response; tool-call arguments arrive split across chunks."""
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
     content: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     announced: set[int] = set()

@@ -5,17 +5,23 @@
 `openai` SDK with the provider's base URL and key (o_runtime.llm_providers).
 The SDKs' own retries are off: llm.py retries with backoff, the same way for
 every provider.
+
+Each SDK is imported when a provider of its protocol is first used, not with this module
+(o_runtime/sdk_imports.py: the anthropic SDK alone is ~38 MB of a process); the executor
+imports the configured providers' SDKs at start.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-
-from anthropic import AsyncAnthropic
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING
 
 from o_runtime.llm_providers import ProviderConfig, ProviderNotConfigured, provider
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from openai import AsyncOpenAI
 
 
 class UnknownProvider(ValueError):
@@ -50,6 +56,8 @@ def config_for(handle: Handle) -> ProviderConfig:
 
 @cache
 def openai_client(name: str) -> AsyncOpenAI:
+    from openai import AsyncOpenAI
+
     config = provider(name)
     return AsyncOpenAI(
         api_key=config.api_key or "not-set",
@@ -61,6 +69,8 @@ def openai_client(name: str) -> AsyncOpenAI:
 
 @cache
 def anthropic_client(name: str) -> AsyncAnthropic:
+    from anthropic import AsyncAnthropic
+
     config = provider(name)
     return AsyncAnthropic(
         api_key=config.api_key or "not-set",

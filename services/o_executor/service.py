@@ -24,8 +24,10 @@ from o_executor.projections import runs
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
 from o_executor.settings import ExecutorSettings
+from o_runtime import llm_providers
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
+from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
 
@@ -39,6 +41,9 @@ class ExecutorService(Service):
         self.config = ExecutorSettings.from_env(env)
 
     async def setup(self) -> None:
+        # The SDKs of the configured providers' protocols, now rather than at a run's first
+        # call (the anthropic SDK, ~38 MB, only if an Anthropic provider is configured).
+        import_sdks(p.protocol for p in llm_providers.configured().values())
         self.run_queue = await RunQueue.open(self.eventlog)
         self.history = HistoryCache(self.pool)
         self.project(runs)

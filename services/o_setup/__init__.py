@@ -26,7 +26,17 @@ async def apply_topology(
     """Connect as `identity` (the setup role) and apply O's topology."""
     from o_setup.topology import apply
 
-    nc = await nats.connect(url, name="o-setup", connect_timeout=5, **identity.options())
+    # A one-shot: a short reconnect rides out a server's blip, but a server gone for good
+    # (stopped while `make run` was still starting: the supervisor then waits for this
+    # thread) fails it within seconds instead of after nats-py's 60 tries two seconds apart.
+    nc = await nats.connect(
+        url,
+        name="o-setup",
+        connect_timeout=5,
+        max_reconnect_attempts=3,
+        reconnect_time_wait=1,
+        **identity.options(),
+    )
     try:
         await apply(nc.jetstream(), Env(environ), replicas)
     finally:

@@ -113,6 +113,10 @@ async def system(
         # at once (o_runtime/takeover.py), and the tests that kill executors, the memory
         # service (mid-file) and gateways (mid-callback) show it; none waits for an ack_wait.
         "O_EXECUTOR_ACK_WAIT": "10",
+        # A reply waits this long for the sleep-time decision on its turn (default 2 s), so
+        # that on a loaded machine the reply still names the companion runs it started
+        # (test_sleeptime.py checks each reply against the runs listed).
+        "O_SLEEPTIME_TURN_WAIT": "10",
         # An agent waits this long for another's reply (test_multi_agent.py waits it out).
         "O_AGENT_REPLY_TIMEOUT": "10",
         # Folders: a small upload limit (test_folders.py goes over it), small embedding

@@ -239,7 +239,10 @@ class MakeRun:
         assert self.proc is not None
         self.note_pids()
         self.proc.send_signal(sig)
-        return await asyncio.wait_for(self.proc.wait(), DEADLINE)
+        try:
+            return await asyncio.wait_for(self.proc.wait(), DEADLINE)
+        except TimeoutError:
+            pytest.fail(f"supervisor not stopped {DEADLINE}s after {sig.name}:\n{self.log_text()}")
 
     def cleanup(self) -> None:
         """Only does something when a test failed half-way."""

@@ -2,7 +2,9 @@
 
 Each provider is asked for its models (its own /models endpoint, through its
 SDK), briefly cached; one that does not answer lists the models named in its
-configuration instead, so a slow provider never breaks the listing.
+configuration instead, so a slow provider never breaks the listing. The SDKs are
+imported by the first listing that asks a provider of theirs, not with the gateway
+(the anthropic one alone is ~38 MB of a process: docs/memory.md#footprint).
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ import logging
 import time
 from typing import Any
 
-from anthropic import AsyncAnthropic
 from fastapi import APIRouter
-from openai import AsyncOpenAI
 
 from o_gateway.models_config import embedding_config_for, llm_config_for
 from o_gateway.routes.paths import route
 from o_runtime import llm_providers
 from o_runtime.llm_providers import ProviderConfig
+from o_runtime.sdk_imports import imported
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -35,11 +36,16 @@ def _is_embedding(model: str) -> bool:
 
 async def _ask(config: ProviderConfig) -> list[str]:
     key = config.api_key or "not-set"
+    await imported(config.protocol)
     if config.protocol == "anthropic":
+        from anthropic import AsyncAnthropic
+
         anthropic = AsyncAnthropic(
             api_key=key, base_url=config.base_url, timeout=ASK_TIMEOUT, max_retries=0
         )
         return [m.id async for m in anthropic.models.list()]
+    from openai import AsyncOpenAI
+
     openai = AsyncOpenAI(api_key=key, base_url=config.base_url, timeout=ASK_TIMEOUT, max_retries=0)
     return [m.id async for m in openai.models.list()]
 
