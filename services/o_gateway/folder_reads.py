@@ -38,13 +38,10 @@ def short_name(file_name: str) -> str:
     return file_name.split("/", 1)[1] if "/" in file_name else file_name
 
 
-def render_file(
-    row: dict[str, Any], *, strip_folder: bool = True, content: str | None = None
-) -> dict[str, Any]:
+def file_metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """A file's fields as Letta's FileMetadata names them, the same in the API's answers and
+    in agent files (o_gateway/agent_files/folders_export.py)."""
     return {
-        "id": row["id"],
-        "source_id": row["folder_id"],
-        "file_name": short_name(row["file_name"]) if strip_folder else row["file_name"],
         "original_file_name": row["original_file_name"],
         "file_path": None,
         "file_type": row["file_type"],
@@ -55,6 +52,17 @@ def render_file(
         "error_message": row["error_message"],
         "total_chunks": row["total_chunks"],
         "chunks_embedded": row["chunks_embedded"],
+    }
+
+
+def render_file(
+    row: dict[str, Any], *, strip_folder: bool = True, content: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "source_id": row["folder_id"],
+        "file_name": short_name(row["file_name"]) if strip_folder else row["file_name"],
+        **file_metadata(row),
         "content": content,
         "organization_id": None,
         "created_at": iso(row["created_at"]),

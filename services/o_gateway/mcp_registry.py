@@ -9,7 +9,9 @@ from urllib.parse import urlparse
 
 from fastapi import HTTPException
 
+from o_contracts.events import McpServerCreated
 from o_contracts.mcp_stdio import StdioServerSpec
+from o_gateway.mcp_schemas import HttpConfig, StdioConfig
 from o_gateway.state import Gateway
 from o_runtime import tool_secrets
 from o_runtime.mcp_client import McpEndpoint, http_headers
@@ -56,6 +58,37 @@ def encrypt_one(value: str | None) -> str | None:
     if value is None:
         return None
     return (encrypt({"v": value}) or {})["v"]
+
+
+def server_created(
+    server_id: str,
+    name: str,
+    server_type: str,
+    config: StdioConfig | HttpConfig,
+    *,
+    allow_private_urls: bool,
+) -> McpServerCreated:
+    """The event that registers a server (by the API or an agent file): its secrets
+    encrypted, an HTTP server's address checked against the private-address policy."""
+    if isinstance(config, StdioConfig):
+        return McpServerCreated(
+            mcp_server_id=server_id,
+            server_name=name,
+            server_type="stdio",
+            command=config.command,
+            args=config.args,
+            encrypted_env=encrypt(config.env),
+        )
+    check_url(config.server_url, allow_private_urls)
+    return McpServerCreated(
+        mcp_server_id=server_id,
+        server_name=name,
+        server_type=server_type,
+        server_url=config.server_url,
+        auth_header=config.auth_header,
+        encrypted_auth_token=encrypt_one(config.auth_token),
+        encrypted_custom_headers=encrypt(config.custom_headers),
+    )
 
 
 def _decrypt(values: dict[str, str] | None) -> tuple[dict[str, str] | None, bool]:

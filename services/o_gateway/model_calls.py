@@ -9,11 +9,10 @@ recorded: the answer goes back to the client that asked.
 from __future__ import annotations
 
 from fastapi import HTTPException
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 
 from o_contracts import subjects
 from o_contracts.requests import Generate, Generated
+from o_gateway.executor_requests import ask_executor
 from o_gateway.state import Gateway
 
 # The executor answers once the provider has (its own retries included).
@@ -22,15 +21,15 @@ GENERATE_TIMEOUT = 600.0
 
 async def generate(gw: Gateway, request: Generate) -> Generated:
     """The executor's answer, or the HTTP error it stands for (its status and reason)."""
-    try:
-        reply = await gw.eventlog.nc.request(
-            subjects.EXECUTOR_GENERATE, request.encode(), timeout=GENERATE_TIMEOUT
-        )
-    except NoRespondersError as exc:
-        raise HTTPException(503, "no executor is running to generate") from exc
-    except NatsTimeout as exc:
-        raise HTTPException(504, "the model did not answer in time") from exc
-    answer = Generated.decode(reply.data)
+    reply = await ask_executor(
+        gw,
+        subjects.EXECUTOR_GENERATE,
+        request,
+        timeout=GENERATE_TIMEOUT,
+        doing="generate",
+        too_slow="the model did not answer in time",
+    )
+    answer = Generated.decode(reply)
     if not answer.ok:
         raise HTTPException(answer.status, answer.error)
     return answer

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from o_contracts.directories import limits_of, shown
-from o_gateway.folder_reads import agent_file_rows, agent_folder_rows
+from o_gateway.folder_reads import agent_file_rows, agent_folder_rows, file_metadata
 from o_gateway.render import iso
 from o_gateway.state import Gateway
 
@@ -64,16 +64,7 @@ def render_file(ids: Ids, row: dict[str, Any]) -> dict[str, Any]:
     return {
         "source_id": ids.of("source", row["folder_id"]),
         "file_name": row["file_name"],
-        "original_file_name": row["original_file_name"],
-        "file_path": None,
-        "file_type": row["file_type"],
-        "file_size": row["file_size"],
-        "file_creation_date": None,
-        "file_last_modified_date": None,
-        "processing_status": row["status"],
-        "error_message": row["error_message"],
-        "total_chunks": row["total_chunks"],
-        "chunks_embedded": row["chunks_embedded"],
+        **file_metadata(row),
         "content": row["content"],
         "id": ids.of("file", row["id"]),
     }

@@ -34,7 +34,7 @@ from o_contracts.events import McpServerCreated, McpServerToolsSynced
 from o_contracts.events.mcp_servers import McpToolOffered
 from o_contracts.ids import derived_id
 from o_gateway.agent_files.schema import AgentFile, FileMcpServer, FileTool
-from o_gateway.mcp_registry import check_url, encrypt
+from o_gateway.mcp_registry import server_created
 from o_gateway.mcp_schemas import HttpConfig, StdioConfig
 
 MCP_TYPE = "external_mcp"
@@ -138,29 +138,22 @@ def _new_server(
             f"{where}: server_type '{server.server_type}' is not one of {', '.join(SERVER_TYPES)}",
         )
     try:
+        config: StdioConfig | HttpConfig
         if server.server_type == "stdio":
-            config = server.stdio_config or {}
-            stdio = StdioConfig.model_validate(
-                {k: config[k] for k in ("command", "args", "env") if k in config}
-            )
-            created = McpServerCreated(
-                mcp_server_id=server_id,
-                server_name=server.server_name,
-                server_type="stdio",
-                command=stdio.command,
-                args=stdio.args,
-                # Letta strips env on export; a file that has one brings its values.
-                encrypted_env=encrypt(stdio.env),
+            stdio = server.stdio_config or {}
+            # Letta strips env on export; a file that has one brings its values.
+            config = StdioConfig.model_validate(
+                {k: stdio[k] for k in ("command", "args", "env") if k in stdio}
             )
         else:
-            http = HttpConfig.model_validate({"server_url": server.server_url})
-            check_url(http.server_url, allow_private_urls)
-            created = McpServerCreated(
-                mcp_server_id=server_id,
-                server_name=server.server_name,
-                server_type=server.server_type,
-                server_url=http.server_url,
-            )
+            config = HttpConfig.model_validate({"server_url": server.server_url})
+        created = server_created(
+            server_id,
+            server.server_name,
+            server.server_type,
+            config,
+            allow_private_urls=allow_private_urls,
+        )
     except ValidationError as exc:
         error = exc.errors()[0]
         field_name = ".".join(str(p) for p in error["loc"])

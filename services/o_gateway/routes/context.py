@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 
 from o_contracts import subjects
 from o_contracts.models import ChatMessage
 from o_contracts.requests import ContextRead, ReadContext
+from o_gateway.executor_requests import ask_executor
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
 
@@ -50,15 +49,15 @@ async def context_window(agent_id: str, gw: GW) -> dict[str, Any]:
     # Read-your-writes: the overview includes every message the log holds so far.
     last = await gw.eventlog.last_seq(subjects.agent_subject(agent_id))
     request = ReadContext(agent_id=agent_id, min_seq=last)
-    try:
-        reply = await gw.eventlog.nc.request(
-            subjects.EXECUTOR_READ_CONTEXT, request.encode(), timeout=CONTEXT_TIMEOUT
-        )
-    except NoRespondersError as exc:
-        raise HTTPException(503, "no executor is running to read the context") from exc
-    except NatsTimeout as exc:
-        raise HTTPException(504, "reading the context took too long") from exc
-    answer = ContextRead.decode(reply.data)
+    reply = await ask_executor(
+        gw,
+        subjects.EXECUTOR_READ_CONTEXT,
+        request,
+        timeout=CONTEXT_TIMEOUT,
+        doing="read the context",
+        too_slow="reading the context took too long",
+    )
+    answer = ContextRead.decode(reply)
     if not answer.ok or answer.overview is None:
         raise HTTPException(answer.status, answer.error)
     overview = answer.overview.model_dump(mode="json", exclude={"messages"})

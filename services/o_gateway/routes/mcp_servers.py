@@ -15,7 +15,6 @@ from fastapi import APIRouter, HTTPException, Response
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
-    McpServerCreated,
     McpServerDeleted,
     McpServerToolsSynced,
     McpServerUpdated,
@@ -30,12 +29,12 @@ from o_gateway.mcp_registry import (
     encrypt_one,
     relay,
     server_by_id,
+    server_created,
     server_id_by_name,
 )
 from o_gateway.mcp_schemas import (
     CreateMcpServerBody,
     RunMcpToolBody,
-    StdioConfig,
     UpdateMcpServerBody,
     UpdateStdioConfig,
 )
@@ -98,26 +97,13 @@ async def create(gw: Gateway, body: CreateMcpServerBody) -> McpServer:
     config = body.config
     await check_name_free(gw, body.server_name)
     server_id = new_id("mcp_server")
-    if isinstance(config, StdioConfig):
-        event = McpServerCreated(
-            mcp_server_id=server_id,
-            server_name=body.server_name,
-            server_type="stdio",
-            command=config.command,
-            args=config.args,
-            encrypted_env=encrypt(config.env),
-        )
-    else:
-        check_url(config.server_url, gw.settings.mcp_allow_private_urls)
-        event = McpServerCreated(
-            mcp_server_id=server_id,
-            server_name=body.server_name,
-            server_type=config.mcp_server_type,
-            server_url=config.server_url,
-            auth_header=config.auth_header,
-            encrypted_auth_token=encrypt_one(config.auth_token),
-            encrypted_custom_headers=encrypt(config.custom_headers),
-        )
+    event = server_created(
+        server_id,
+        body.server_name,
+        config.mcp_server_type,
+        config,
+        allow_private_urls=gw.settings.mcp_allow_private_urls,
+    )
     await append(gw, server_id, event, expected=0)
     server = await server_by_id(gw, server_id)
     try:
