@@ -90,7 +90,7 @@ async def local_system(
     `tls="nats"` NATS alone (Postgres on its socket). `specs`, if given, replaces `services`
     and `replicas` (a setting of one service's own: bench/takeover.py); `restart_after`, if
     given, is how long the Supervisor waits before it restarts a process that exited,
-    every time (otherwise 0.5 s doubling while the process lived under 30 s). `code_root`
+    every time (otherwise at once after 30 s or more of life, else 0.5 s doubling). `code_root`
     runs the services from another checkout (a benchmark's A/B: main's code beside a
     branch's); `service_env` adds settings for the services; `replicas` runs several
     processes of a service (gateway replicas share the port, as `O_GATEWAY_REPLICAS` has
@@ -133,8 +133,13 @@ async def local_system(
         if restart_after is None:
             supervisor = Supervisor(supervised, env)
         else:
+            # Never "stable", so never restarted at once: the same delay after every exit.
             supervisor = Supervisor(
-                supervised, env, backoff_initial=restart_after, stable_after=0.0
+                supervised,
+                env,
+                backoff_initial=restart_after,
+                backoff_max=restart_after,
+                stable_after=float("inf"),
             )
         await supervisor.start()
         base_url = f"http://127.0.0.1:{port}"

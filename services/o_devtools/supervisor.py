@@ -36,6 +36,7 @@ from o_devtools.embedded import (
     pid_alive,
 )
 from o_runtime.nats_identity import NKEY_ENV
+from o_runtime.standby import PROMOTE, READY_FD_ENV, STANDBY_ENV
 
 log = logging.getLogger("o_devtools.supervisor")
 
@@ -54,12 +55,20 @@ class ServiceSpec:
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
     replicas: int = 1
+    # Keep a spare process ready to replace a replica that dies (o_runtime/standby.py).
+    spare: bool = False
 
     @classmethod
     def module(
-        cls, name: str, module: str, env: Mapping[str, str] | None = None, replicas: int = 1
+        cls,
+        name: str,
+        module: str,
+        env: Mapping[str, str] | None = None,
+        replicas: int = 1,
+        *,
+        spare: bool = False,
     ) -> ServiceSpec:
-        return cls(name, (sys.executable, "-m", module), dict(env or {}), replicas)
+        return cls(name, (sys.executable, "-m", module), dict(env or {}), replicas, spare)
 
 
 @dataclass
@@ -73,6 +82,63 @@ class _Replica:
     @property
     def label(self) -> str:
         return self.spec.name if self.spec.replicas == 1 else f"{self.spec.name}[{self.index}]"
+
+
+class _Spare:
+    """A service's spare process (o_runtime/standby.py): loaded, waiting for its word."""
+
+    def __init__(self, spec: ServiceSpec) -> None:
+        self.spec = spec
+        self.proc: asyncio.subprocess.Process | None = None
+        self.taken = asyncio.Event()
+        # Set once the current spare has loaded (its word on a pipe: o_runtime/standby.py).
+        self.loaded = asyncio.Event()
+
+    async def start(self, env: Mapping[str, str]) -> None:
+        self.taken.clear()
+        self.loaded.clear()
+        read_end, write_end = os.pipe()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.spec.argv,
+                env={**env, STANDBY_ENV: "1", READY_FD_ENV: str(write_end)},
+                stdin=asyncio.subprocess.PIPE,
+                pass_fds=(write_end,),
+                preexec_fn=die_with_parent(signal.SIGKILL),
+            )
+        except OSError:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        log.info("%s spare started (pid %d)", self.spec.name, self.proc.pid)
+        loop = asyncio.get_running_loop()
+
+        def readable() -> None:
+            # Its word, or the pipe's end (it exited): either way nothing more comes.
+            loop.remove_reader(read_end)
+            word = os.read(read_end, 64)
+            os.close(read_end)
+            if word.startswith(b"loaded"):
+                log.info("%s spare loaded", self.spec.name)
+                self.loaded.set()
+
+        loop.add_reader(read_end, readable)
+
+    async def promote(self) -> asyncio.subprocess.Process | None:
+        """The spare, told to start as a replica; None if there is none alive."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.returncode is not None or proc.stdin is None:
+            return None
+        try:
+            proc.stdin.write(PROMOTE + b"\n")
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            return None
+        proc.stdin.close()
+        self.loaded.clear()
+        self.taken.set()
+        return proc
 
 
 def _start_time(pid: int) -> str | None:
@@ -95,6 +161,7 @@ class Supervisor:
         stable_after: float = 30.0,
         stop_timeout: float = 10.0,
         state_file: Path | None = None,
+        spare_after: float = 3.0,
     ) -> None:
         self._replicas = [
             _Replica(spec, i) for spec in services for i in range(max(spec.replicas, 0))
@@ -106,6 +173,13 @@ class Supervisor:
         self._stop_timeout = stop_timeout
         self._state_file = state_file
         self._tasks: list[asyncio.Task[None]] = []
+        # Spares (o_runtime/standby.py) by service, each started `spare_after` after the
+        # replicas start or after the last was promoted: its imports would otherwise slow
+        # the process it may one day replace.
+        self._spares: dict[str, _Spare] = {
+            spec.name: _Spare(spec) for spec in services if spec.spare and spec.replicas > 0
+        }
+        self._spare_after = spare_after
         self._stopping = False
         self._stop_event = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -142,14 +216,52 @@ class Supervisor:
                 replica.started_at = loop.time()
         self._write_state()
         self._tasks = [asyncio.create_task(self._supervise(r)) for r in self._replicas]
+        self._tasks += [asyncio.create_task(self._keep_spare(s)) for s in self._spares.values()]
+
+    def spare_pid(self, name: str) -> int | None:
+        """The pid of `name`'s spare, if it has one alive (loaded or still loading)."""
+        spare = self._spares.get(name)
+        proc = spare.proc if spare is not None else None
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    async def wait_spare_loaded(self, name: str) -> None:
+        """Return once `name` has a spare that has loaded (benchmarks: an isolated crash)."""
+        await self._spares[name].loaded.wait()
+
+    async def _keep_spare(self, spare: _Spare) -> None:
+        """A spare ready while the service runs: a new one after each promotion, and after a
+        spare's own exit with a growing delay (a spare that cannot start must not spin)."""
+        delay = self._spare_after
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_event.wait(), delay)
+            if self._stopping:
+                return
+            try:
+                await spare.start(self._env_for(spare.spec))
+            except OSError as exc:
+                log.error("%s spare failed to start: %s", spare.spec.name, exc)
+                delay = min(delay * 2, self._backoff_max)
+                continue
+            proc = spare.proc
+            assert proc is not None
+            taken = asyncio.create_task(spare.taken.wait())
+            exited = asyncio.create_task(proc.wait())
+            await asyncio.wait((taken, exited), return_when=asyncio.FIRST_COMPLETED)
+            taken.cancel()
+            if spare.taken.is_set():
+                exited.cancel()
+                delay = self._spare_after
+            elif not self._stopping:
+                log.warning("%s spare exited with %s", spare.spec.name, _describe(exited.result()))
+                spare.proc = None
+                delay = min(delay * 2, self._backoff_max)
+
+    def _env_for(self, spec: ServiceSpec) -> dict[str, str]:
+        return {**self._env, **spec.env, "O_SERVICE": spec.name}
 
     async def _spawn(self, replica: _Replica) -> None:
-        env = {
-            **self._env,
-            **replica.spec.env,
-            "O_SERVICE": replica.spec.name,
-            "O_REPLICA": str(replica.index),
-        }
+        env = {**self._env_for(replica.spec), "O_REPLICA": str(replica.index)}
         replica.proc = await asyncio.create_subprocess_exec(
             *replica.spec.argv,
             env=env,
@@ -178,7 +290,8 @@ class Supervisor:
             else:
                 code, uptime = None, 0.0
             if uptime >= self._stable_after:
-                delay = self._backoff_initial
+                # After a stable run: at once. Exits soon after a start back off from here.
+                delay = 0.0
             log.warning(
                 "%s %s after %.1fs; restarting in %.1fs",
                 replica.label,
@@ -190,12 +303,19 @@ class Supervisor:
                 await asyncio.wait_for(self._stop_event.wait(), delay)
             if self._stopping:
                 return
-            delay = min(delay * 2, self._backoff_max)
-            try:
-                await self._spawn(replica)
-            except OSError as exc:
-                log.error("%s failed to start: %s", replica.label, exc)
-                replica.proc = None
+            delay = min(max(delay * 2, self._backoff_initial), self._backoff_max)
+            spare = self._spares.get(replica.spec.name)
+            promoted = await spare.promote() if spare is not None else None
+            if promoted is not None:
+                replica.proc = promoted
+                replica.started_at = loop.time()
+                log.info("%s replaced by its spare (pid %d)", replica.label, promoted.pid)
+            else:
+                try:
+                    await self._spawn(replica)
+                except OSError as exc:
+                    log.error("%s failed to start: %s", replica.label, exc)
+                    replica.proc = None
             replica.restarts += 1
             self._write_state()
             async with self._changed:
@@ -207,6 +327,7 @@ class Supervisor:
         self._stopping = True
         self._stop_event.set()
         live = [r.proc for r in self._replicas if r.proc is not None and r.proc.returncode is None]
+        live += [s.proc for s in self._spares.values() if s.proc and s.proc.returncode is None]
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
@@ -218,6 +339,10 @@ class Supervisor:
                         log.warning("%s ignored SIGTERM; killing it", r.label)
                         with contextlib.suppress(ProcessLookupError):
                             r.proc.kill()
+                for spare in self._spares.values():
+                    if spare.proc is not None and spare.proc.returncode is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            spare.proc.kill()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         else:
             await asyncio.gather(*(p.wait() for p in live))
@@ -227,10 +352,9 @@ class Supervisor:
         """Record our pid and the children's, for `claim_state_file` after a kill -9 of us."""
         if self._state_file is None:
             return
+        procs = [r.proc for r in self._replicas] + [s.proc for s in self._spares.values()]
         children = [
-            [r.proc.pid, _start_time(r.proc.pid)]
-            for r in self._replicas
-            if r.proc is not None and r.proc.returncode is None
+            [p.pid, _start_time(p.pid)] for p in procs if p is not None and p.returncode is None
         ]
         state = {"supervisor": [os.getpid(), _start_time(os.getpid())], "children": children}
         _write_json(self._state_file, state)
@@ -430,8 +554,18 @@ def _describe(code: int) -> str:
     return f"code {code}"
 
 
+# The services kept with a spare process by default (O_SPARES): the executor, whose
+# in-flight runs users wait on while a replacement starts (o_runtime/standby.py).
+DEFAULT_SPARES = ("executor",)
+
+
 def services_from_env(env: Mapping[str, str]) -> list[ServiceSpec]:
     names = [n.strip() for n in env.get("O_SERVICES", ",".join(DEFAULT_SERVICES)).split(",")]
+    spares = {
+        n.strip().removeprefix("o_")
+        for n in env.get("O_SPARES", ",".join(DEFAULT_SPARES)).split(",")
+        if n.strip()
+    }
     specs = []
     for name in filter(None, names):
         name = name.removeprefix("o_")
@@ -445,7 +579,7 @@ def services_from_env(env: Mapping[str, str]) -> list[ServiceSpec]:
             if replicas > 1:
                 # The replicas share the port, the kernel spreading connections among them.
                 extra["O_HTTP_REUSE_PORT"] = "1"
-        specs.append(ServiceSpec.module(name, f"o_{name}", extra, replicas))
+        specs.append(ServiceSpec.module(name, f"o_{name}", extra, replicas, spare=name in spares))
     return specs
 
 
@@ -454,8 +588,9 @@ def _banner(env: Mapping[str, str], specs: Sequence[ServiceSpec], base: Path) ->
     if any(s.name == "gateway" for s in specs):
         host, port = env.get("O_HTTP_HOST", "127.0.0.1"), env.get("O_HTTP_PORT", "8283")
         lines.append(f"  gateway   http://{host}:{port}")
+    running = (f"{s.name}x{s.replicas}" + ("+spare" if s.spare else "") for s in specs)
     lines += [
-        f"  services  {', '.join(f'{s.name}x{s.replicas}' for s in specs)}",
+        f"  services  {', '.join(running)}",
         f"  NATS      {env['NATS_URL']}",
         f"  Postgres  {env['DATABASE_URL']}",
         f"  data dir  {base}",

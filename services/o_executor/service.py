@@ -40,10 +40,13 @@ class ExecutorService(Service):
     def configure(self, env: Env) -> None:
         self.config = ExecutorSettings.from_env(env)
 
-    async def setup(self) -> None:
+    def preload(self) -> None:
         # The SDKs of the configured providers' protocols, now rather than at a run's first
         # call (the anthropic SDK, ~38 MB, only if an Anthropic provider is configured).
         import_sdks(p.protocol for p in llm_providers.configured().values())
+
+    async def setup(self) -> None:
+        self.preload()  # (already done by a spare: the imports are then no-ops)
         self.run_queue = await RunQueue.open(self.eventlog)
         self.history = HistoryCache(self.pool)
         self.project(runs)

@@ -23,6 +23,7 @@ from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
 from o_memory.embeddings import EmbeddingError, embedder_for
+from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
@@ -53,6 +54,7 @@ def passage_json(row: dict[str, Any]) -> dict[str, Any]:
 class ArchivalCommands:
     def __init__(self, service: Service) -> None:
         self.s = service
+        self.model = ExecutorModel(service.eventlog.nc)
 
     async def _agent(self, agent_id: str) -> tuple[dict[str, Any], StreamSettings]:
         # The agent registry is the gateway's projection; memory only reads it.
@@ -127,7 +129,9 @@ class ArchivalCommands:
         if cmd.importance is not None:
             importance, source = cmd.importance, "caller"
         else:
-            importance, source = await judgement.rate_importance(agent["llm_config"], text)
+            importance, source = await judgement.rate_importance(
+                self.model.ask, agent["llm_config"], text
+            )
         model, (vector,) = await self._embed(agent, [text])
         passage = ArchivalPassage(
             passage_id=cmd.passage_id,
@@ -183,7 +187,9 @@ class ArchivalCommands:
         if total < settings.reflection_threshold:
             return Reply(ok=True, result={"insights": 0})
         shown = memories[-REFLECTION_WINDOW:]
-        insights, usage = await judgement.reflect(agent["llm_config"], [m["text"] for m in shown])
+        insights, usage = await judgement.reflect(
+            self.model.ask, agent["llm_config"], [m["text"] for m in shown]
+        )
         passages: list[ArchivalPassage] = []
         if insights:
             model, vectors = await self._embed(agent, [i.text for i in insights])

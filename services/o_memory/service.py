@@ -45,6 +45,12 @@ from o_runtime.reactor import EventReactor
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
+# Whether any agent or folder embeds with OpenAI (as the projections stand at start).
+OPENAI_EMBEDDING_IN_USE = (
+    "SELECT EXISTS (SELECT 1 FROM agents WHERE embedding_config->>'handle' LIKE 'openai/%')"
+    " OR EXISTS (SELECT 1 FROM folders WHERE embedding_config->>'handle' LIKE 'openai/%')"
+)
+
 
 class MemoryService(Service):
     name = "memory"
@@ -57,15 +63,19 @@ class MemoryService(Service):
         loading = local_embedder().loading or not local_embedder().loaded
         return {"embedder": "the local embedding model is loading" if loading else None}
 
+    def preload(self) -> None:
+        local_embedder().load()
+
     async def setup(self) -> None:
         # The local embedder loads before anything is consumed, and so before /readyz answers
         # (run_forever serves health only once start() returns): the first archival insert
-        # waits for no model (docs/memory.md#embeddings).
-        await asyncio.to_thread(local_embedder().load)
-        # The openai SDK (~20 MB with its client) only if an OpenAI provider is configured,
-        # and then now: the first judgement or OpenAI embedding would otherwise wait ~0.5 s
-        # for the import (o_runtime/sdk_imports.py).
-        if openai_configured():
+        # waits for no model (docs/memory.md#embeddings). A spare has loaded it already.
+        await asyncio.to_thread(self.preload)
+        # The openai SDK (~20 MB with its client) only for OpenAI embeddings (the model's
+        # judgements are the executor's: model_calls.py), and now if an agent has them: its
+        # next insert would otherwise wait ~0.5 s for the import (o_runtime/sdk_imports.py).
+        # The first agent to choose them later waits that once.
+        if openai_configured() and await self.pool.fetchval(OPENAI_EMBEDDING_IN_USE):
             await asyncio.to_thread(import_sdks, ["openai"])
         self.project(memory)
         self.project(archival)

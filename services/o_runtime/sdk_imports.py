@@ -5,10 +5,9 @@ of memory once imported (~2,900 modules), the openai one ~14 MB (plus httpx), wh
 16 asks for every service under 150 MB (docs/memory.md#footprint). So no module imports
 them at its top: the gateway imports one only to list a provider's models, the evolution
 service for its proposals and judgements, each on first use; the executor at start, for
-the protocols of the configured providers, and the memory service `openai` at start if an
-OpenAI provider is configured (its judgements and OpenAI embeddings): a run's first call,
-or a memory's first judgement, never waits for an import, and an unused SDK is never
-loaded.
+the protocols of the configured providers, and the memory service `openai` for OpenAI
+embeddings alone (at start if an agent or folder has them; its judgements are asked of the
+executor): a run's first call never waits for an import, and an unused SDK is never loaded.
 
 A first import takes 0.2-1 s of CPU; `imported` does it in a worker thread so a running
 event loop keeps serving meanwhile (the GIL is handed over every few ms).

@@ -28,6 +28,7 @@ from o_runtime.reads import ProjectionReads
 from o_runtime.roll_call import RollCallAnswerer
 from o_runtime.sampling import FRESH, Durable, Followed, Sampler
 from o_runtime.settings import Settings
+from o_runtime.standby import is_spare, promoted, say_loaded
 from o_runtime.telemetry import setup_telemetry
 from o_runtime.waiting import ProjectionWatcher
 
@@ -85,6 +86,11 @@ class Service:
 
     def configure(self, env: Env) -> None:
         """Read the service's own settings (typed, validated: o_runtime/env.py)."""
+
+    def preload(self) -> None:
+        """Load what setup() would, that needs no connection (SDKs, models): a spare
+        process does it before it is needed (o_runtime/standby.py). setup() must not
+        rely on it having run."""
 
     def incarnation(self) -> str | None:
         """What this process is called on its liveness subject (None: a fresh name)."""
@@ -234,5 +240,11 @@ def main(service_cls: type[Service]) -> None:
     except BadSetting as exc:
         raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_logging(service_cls.name, settings.log_level)
+    if is_spare(env.environ):
+        service.preload()
+        say_loaded(env.environ)
+        if not promoted():
+            return
+        log.info("%s: spare promoted", service_cls.name)
     setup_telemetry(service_cls.name, settings.telemetry)
     asyncio.run(service.run_forever())

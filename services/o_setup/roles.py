@@ -344,6 +344,8 @@ MEMORY = Role(
         serves(subjects.MEMORY_SEARCH_FILES),
         sends(subjects.MEMORY_COMMANDS),
         serves(subjects.MEMORY_READ_CORE, subjects.MEMORY_SEARCH_ARCHIVAL),
+        # Memories' importance and reflections, by the agent's model (o_memory/model_calls.py).
+        asks(subjects.EXECUTOR_GENERATE),
     ),
     "sole writer of blocks and archival memory",
 )

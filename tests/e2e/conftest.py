@@ -141,7 +141,11 @@ async def system(
         with_identities(
             [
                 ServiceSpec.module(
-                    s, f"o_{s}", replicas=EXECUTOR_REPLICAS if s == "executor" else 1
+                    s,
+                    f"o_{s}",
+                    replicas=EXECUTOR_REPLICAS if s == "executor" else 1,
+                    # As `make run` keeps one (O_SPARES): test_fast_takeover.py promotes it.
+                    spare=s == "executor",
                 )
                 for s in SERVICES
             ],

@@ -19,6 +19,7 @@ import pytest
 
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -153,6 +154,20 @@ async def test_importance_is_rated_by_the_agents_llm(system: System, llm: FakeOp
     assert unrated["metadata"]["importance_source"] == "default"
     given = await insert(system, agent["id"], text="Sam's birthday is 3 May.", importance=8)
     assert given["metadata"]["importance_source"] == "caller"
+
+
+async def test_an_anthropic_agents_memories_are_rated_by_its_model(
+    system: System, llm: FakeOpenAI, claude: FakeAnthropic
+) -> None:
+    # The memory service asks the executor (o_memory/model_calls.py), which speaks every
+    # provider's protocol: not only OpenAI-protocol agents get their memories rated.
+    agent = await new_agent(system, model="anthropic/claude-haiku-5-5")
+    claude.push(Reply(content="8"))
+    rated = await insert(system, agent["id"], text="Sam ran a marathon today.")
+    assert rated["metadata"]["importance"] == 8
+    assert rated["metadata"]["importance_source"] == "llm"
+    assert "marathon" in json.dumps(claude.requests[-1]["messages"])
+    assert llm.requests == []
 
 
 async def test_search_ranking_follows_the_agents_memory_stream_weights(

@@ -87,6 +87,9 @@ async def test_a_run_whose_executor_is_killed_mid_run_completes_within_a_second_
         Reply(content="Dog noted."),
     )
     restarts = system.supervisor.restart_count("executor")
+    # The executor's spare (o_runtime/standby.py), loaded, takes the killed one's place.
+    await asyncio.wait_for(system.supervisor.wait_spare_loaded("executor"), DEADLINE)
+    spare = system.supervisor.spare_pid("executor")
     try:
         async with agent_events(system, agent["id"]) as events:
             task = send_later(system, agent["id"], "I have a dog")
@@ -129,6 +132,21 @@ async def test_a_run_whose_executor_is_killed_mid_run_completes_within_a_second_
     block = await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
     assert block.json()["value"] == "Name: Sam\nHas: a dog"
     await asyncio.wait_for(system.supervisor.wait_for_restarts("executor", restarts + 1), DEADLINE)
+    assert spare is not None and spare in system.supervisor.pids("executor")
+    # The promoted spare is an executor like any: with the other replica killed too (and
+    # starting again cold, the next spare not loaded yet), it takes the next run.
+    (other,) = [p for p in system.supervisor.pids("executor") if p != spare]
+    os.kill(other, signal.SIGKILL)
+    answered = threading.Event()
+    llm.push(Reply(content="Ran by the promoted spare.", release=answered))
+    try:
+        task = send_later(system, agent["id"], "still there?")
+        await until(llm, lambda reqs: len(reqs) == 4)
+        assert await holder_of(system, agent["id"]) == spare
+    finally:
+        answered.set()
+    assert (await finished(task))["messages"][-1]["content"] == "Ran by the promoted spare."
+    await asyncio.wait_for(system.supervisor.wait_for_restarts("executor", restarts + 2), DEADLINE)
 
 
 async def running_execution(nc: Any, started: Any, agent_id: str) -> tuple[str, str]:
