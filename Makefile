@@ -100,6 +100,7 @@ bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.schedules
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.folders
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 1
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 1 --spare
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.takeover --replicas 2
 	@# The load generator is Debian's wrk: installed here only where that is one cheap
 	@# apt-get (root, apt present); elsewhere bench.throughput says it is skipped.

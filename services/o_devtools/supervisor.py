@@ -243,6 +243,7 @@ class Supervisor:
                 log.error("%s spare failed to start: %s", spare.spec.name, exc)
                 delay = min(delay * 2, self._backoff_max)
                 continue
+            self._write_state()
             proc = spare.proc
             assert proc is not None
             taken = asyncio.create_task(spare.taken.wait())

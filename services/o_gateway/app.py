@@ -242,7 +242,16 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
 
     @app.exception_handler(ConversationBusy)
     async def busy(_: Request, exc: ConversationBusy) -> JSONResponse:
-        return JSONResponse({"detail": str(exc), "run_id": exc.run_id}, status_code=409)
+        # Letta's clients (Stainless-made, Python and TypeScript) retry a 409 twice within
+        # about 1.5 s unless told not to: against a run of O's speed a retry then lands after
+        # the run and sends the message anyway, so whether a client sees "busy" would depend
+        # on how fast the model answered. Told, it sees it at once, every time, and decides
+        # itself (docs/letta-compatibility.md).
+        return JSONResponse(
+            {"detail": str(exc), "run_id": exc.run_id},
+            status_code=409,
+            headers={"x-should-retry": "false"},
+        )
 
     @app.exception_handler(InvalidId)
     async def invalid_id(_: Request, exc: InvalidId) -> JSONResponse:

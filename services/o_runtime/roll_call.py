@@ -67,6 +67,9 @@ class RollCallAnswerer:
         self._answering: set[asyncio.Task[None]] = set()
 
     async def start(self, nc: NATS) -> None:
+        # Started now, not when made: a spare is made long before it starts
+        # (o_runtime/standby.py).
+        self.started_at = datetime.now(UTC)
         self._sub = await nc.subscribe(subjects.ROLL_CALL, cb=self._on_call)
 
     async def stop(self) -> None:

@@ -158,6 +158,8 @@ async def test_a_second_message_while_a_run_is_in_progress_is_refused(
     busy = refused.value.body
     assert isinstance(busy, dict) and busy["run_id"].startswith("run-")
     assert "currently being processed" in busy["detail"]
+    # The SDK is told not to retry it (it would, twice, for a 409).
+    assert refused.value.response.headers["x-should-retry"] == "false"
     # Other conversations of the agent are not held up.
     other = client.conversations.create(agent_id=agent["id"])
     assert said(send(client, other.id, "elsewhere")) == ["next"]
@@ -168,6 +170,33 @@ async def test_a_second_message_while_a_run_is_in_progress_is_refused(
     assert said(send(client, conversation.id, "third")) == ["third"]
     contents = [m.content for m in client.conversations.messages.list(conversation.id, order="asc")]
     assert "second" not in contents
+
+
+async def test_of_two_messages_sent_at_once_one_runs_and_the_other_is_refused(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # Letta's test_concurrent_messages_to_same_conversation, with the run held so that it
+    # is in progress whichever request is admitted first.
+    agent = await new_agent(system)
+    client = system.client()
+    conversation = client.conversations.create(agent_id=agent["id"])
+    release = threading.Event()
+    llm.push(Reply(content="the one", release=release))
+
+    def attempt(text: str) -> str:
+        try:
+            send(client, conversation.id, text)
+        except letta_client.ConflictError:
+            return "refused"
+        return "ran"
+
+    both = [asyncio.to_thread(attempt, text) for text in ("one", "two")]
+    tasks = [asyncio.create_task(b) for b in both]
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    assert [t.result() for t in done] == ["refused"]
+    release.set()
+    assert sorted([await t for t in tasks]) == ["ran", "refused"]
+    assert len(llm.requests) == 1
 
 
 async def test_a_retry_with_the_same_otid_follows_the_same_run(

@@ -245,14 +245,16 @@ async def test_a_shadow_case_over_its_wall_time_limit_is_inconclusive(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = evolution_scripted
+    # A case takes a fraction of a second; the limit leaves room for a loaded machine (a
+    # limit of 0.5 s once cut a plain case short in a full run beside other work).
     aid = await evolving_agent(
-        system, 3, cases_per_evaluation=3, max_votes_per_conversation=3, shadow_case_seconds=0.5
+        system, 3, cases_per_evaluation=3, max_votes_per_conversation=3, shadow_case_seconds=3
     )
 
     def slow_on_one(body: dict[str, Any]) -> Reply:
         reply = evolution_scripted(body)
         if str(body["messages"][-1].get("content")) == "question 1":
-            reply.delay = 2.0  # (the shadow replay of the second case)
+            reply.delay = 6.0  # (the shadow replay of the second case)
         return reply
 
     llm.default_reply = slow_on_one
@@ -261,5 +263,5 @@ async def test_a_shadow_case_over_its_wall_time_limit_is_inconclusive(
     proposal = await decided(system, aid, made.json()["id"])
     outcomes = [(c["n"], c["outcome"]) for c in proposal["cases"]]
     assert outcomes == [(0, "win"), (1, "inconclusive"), (2, "win")]
-    assert proposal["cases"][1]["veto"] == "the case exceeded its wall-time limit of 0.5 s"
+    assert proposal["cases"][1]["veto"] == "the case exceeded its wall-time limit of 3 s"
     assert proposal["report"]["inconclusive"] == 1 and proposal["status"] == "rejected"
