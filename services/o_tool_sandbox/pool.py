@@ -91,6 +91,10 @@ class Worker:
             os.killpg(self.pid, signal.SIGKILL)
 
 
+class ZygoteExited(RuntimeError):
+    """The zygote died before it forked the worker asked for."""
+
+
 class Zygote:
     """The forking process (zygote.py) and the control socket to it."""
 
@@ -98,10 +102,12 @@ class Zygote:
         self.python = python
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
-        self._spawns: dict[int, asyncio.Future[int]] = {}
+        self._spawns: dict[int, asyncio.Future[tuple[int, asyncio.Future[int]]]] = {}
         self._exits: dict[int, asyncio.Future[int]] = {}
         self._refs = itertools.count(1)
         self._reader: asyncio.Task[None] | None = None
+        # Its socket refused a request: it died (its exit may not be reaped yet).
+        self._refused = False
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -126,7 +132,12 @@ class Zygote:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None and self.sock is not None
+        return (
+            self.proc is not None
+            and self.proc.returncode is None
+            and self.sock is not None
+            and not self._refused
+        )
 
     async def _read(self) -> None:
         assert self.sock is not None
@@ -141,27 +152,40 @@ class Zygote:
                 else:
                     spawned = self._spawns.pop(message["ref"], None)
                     if spawned is not None and not spawned.done():
-                        spawned.set_result(int(message["pid"]))
+                        # The worker's exit is awaited from here on, not from when fork()
+                        # resumes: its exit, or the zygote's death (the end of this
+                        # loop), may be read before that, and would then be missed.
+                        pid = int(message["pid"])
+                        exited: asyncio.Future[int] = loop.create_future()
+                        # Mark a failure as seen even if nobody waits for this exit.
+                        exited.add_done_callback(lambda f: f.cancelled() or f.exception())
+                        self._exits[pid] = exited
+                        spawned.set_result((pid, exited))
         finally:
             # The zygote is gone: nobody will report these any more.
-            for future in [*self._spawns.values(), *self._exits.values()]:
-                if not future.done():
-                    future.set_exception(RuntimeError("the sandbox zygote exited"))
+            for asked in self._spawns.values():
+                if not asked.done():
+                    asked.set_exception(ZygoteExited("the sandbox zygote exited"))
+            for status in self._exits.values():
+                if not status.done():
+                    status.set_exception(RuntimeError("the sandbox zygote exited"))
             self.sock = None
 
     async def fork(self, config: dict[str, Any], fds: list[int]) -> tuple[int, asyncio.Future[int]]:
-        assert self.sock is not None
+        """A new worker's pid, and its exit status to come (failed if the zygote dies)."""
+        if self.sock is None:
+            raise ZygoteExited("the sandbox zygote exited")
         loop = asyncio.get_running_loop()
         ref = next(self._refs)
-        spawned: asyncio.Future[int] = loop.create_future()
+        spawned: asyncio.Future[tuple[int, asyncio.Future[int]]] = loop.create_future()
         self._spawns[ref] = spawned
-        socket.send_fds(self.sock, [json.dumps({"ref": ref, "config": config}).encode()], fds)
-        pid = await asyncio.wait_for(spawned, timeout=30)
-        exited: asyncio.Future[int] = loop.create_future()
-        # Mark a failure as seen even if nobody waits for this exit any more.
-        exited.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._exits[pid] = exited
-        return pid, exited
+        try:
+            socket.send_fds(self.sock, [json.dumps({"ref": ref, "config": config}).encode()], fds)
+        except OSError as exc:  # it died, and its end of the socket with it
+            self._spawns.pop(ref, None)
+            self._refused = True
+            raise ZygoteExited(f"the sandbox zygote exited ({exc})") from exc
+        return await asyncio.wait_for(spawned, timeout=30)
 
     async def close(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -312,15 +336,30 @@ class WorkerPool:
         if worker.uid is not None:
             self._uids.discard(worker.uid)
 
+    async def _worker(self) -> Worker:
+        """A live worker: a ready one, else a new one (from a new zygote if it died)."""
+        zygote_deaths = 0
+        while True:
+            if not self._ready.empty():
+                worker = self._ready.get_nowait()
+            else:
+                try:
+                    worker = await self._spawn()
+                except ZygoteExited:
+                    # Killed while it forked ours: the next spawn starts another.
+                    zygote_deaths += 1
+                    if zygote_deaths > 1:
+                        raise
+                    continue
+            if not worker.exited.done():
+                return worker
+            # It died waiting (its zygote was killed, say): take another.
+            await self._dispose(worker)
+
     async def run(
         self, source: str, name: str, args: dict[str, Any], env: dict[str, str], timeout: float
     ) -> Outcome:
-        while True:
-            worker = await self._ready.get() if not self._ready.empty() else await self._spawn()
-            if not worker.exited.done():
-                break
-            # It died waiting (its zygote was killed, say): take another.
-            await self._dispose(worker)
+        worker = await self._worker()
         self._refill()
         self.busy += 1
         try:

@@ -94,10 +94,15 @@ class ToolSandboxService(Service):
         # executor that finds no one free waits: o_executor/sandbox_calls.py).
         self._held += 1
         if self._held >= self.config.concurrency and self._taking is not None:
+            # Drained, not unsubscribed: calls NATS already handed to this replica (queued
+            # in the client behind this one) are still run. Unsubscribing would drop them
+            # unanswered, and their callers would count them lost after LOST_AFTER. A drain
+            # waits for this callback to return, so it runs in a task of its own.
             taking, self._taking = self._taking, None
-            with contextlib.suppress(Exception):
-                await taking.unsubscribe()
-        task = asyncio.create_task(self._answer(msg))
+            self._keep(asyncio.create_task(_drain(taking)))
+        self._keep(asyncio.create_task(self._answer(msg)))
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
         self._answering.add(task)
         task.add_done_callback(self._answering.discard)
 
@@ -164,3 +169,9 @@ class ToolSandboxService(Service):
             task.cancel()
         await self.mcp_servers.close()
         await self.pool.close()
+
+
+async def _drain(sub: Subscription) -> None:
+    """Stop taking calls on `sub` once those NATS already sent it are taken."""
+    with contextlib.suppress(Exception):
+        await sub.drain()  # type: ignore[no-untyped-call]  # (nats-py: untyped)

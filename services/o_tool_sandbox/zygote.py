@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def _child(control: socket.socket, fds: list[int], cfg: dict[str, Any]) -> None:
+def _child(control: socket.socket, fds: list[int], cfg: dict[str, Any], zygote: int) -> None:
+    # Dies with the zygote (worker.py sets it again once confined). A zygote killed before
+    # this line left an orphan that nothing would stop: it ends here.
+    confine.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != zygote:
+        os._exit(70)
     os.setsid()  # its own process group: the pool kills it with killpg
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -66,9 +71,10 @@ def main() -> None:
             if not data:
                 os._exit(0)  # the pool closed the socket: it is gone
             request = json.loads(data)
+            zygote = os.getpid()
             pid = os.fork()
             if pid == 0:
-                _child(control, fds, request["config"])
+                _child(control, fds, request["config"], zygote)
             for fd in fds:
                 os.close(fd)
             control.send(json.dumps({"ref": request["ref"], "pid": pid}).encode())

@@ -4,7 +4,8 @@ register it as a stdio server, so O's tool sandbox starts it confined.
 Run as a script (`python mcp_stdio_server.py`) with the `mcp` package on PYTHONPATH; it
 imports nothing of O's or of the tests'. Besides ordinary tools it has tools that
 report what the confinement lets it do, and tools that crash or hang; started with
-`--garbage` it answers garbage, with `--crash-at-start` it never starts.
+`--garbage` it answers garbage, with `--crash-at-start` it never starts, with
+`--start-after SECONDS` it starts that late.
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ if __name__ == "__main__":
     if "--crash-at-start" in sys.argv:
         sys.stderr.write("refusing to start\n")
         sys.exit(2)
+    if "--start-after" in sys.argv:
+        time.sleep(float(sys.argv[sys.argv.index("--start-after") + 1]))
     if "--garbage" in sys.argv:
         garbage_server()
     else:

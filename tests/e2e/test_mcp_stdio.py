@@ -22,8 +22,8 @@ from letta_client import Letta
 
 from o_contracts import subjects
 from o_contracts.mcp_stdio import McpStdioRequest
-from o_tool_sandbox import interpreter
 from tests.e2e.conftest import ROOT, System
+from tests.e2e.mcp_stdio_python import server_python
 from tests.e2e.support import DEADLINE, agent_events, new_agent, send
 from tests.e2e.test_durable_runs import finished, kill_executors, send_later
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -34,11 +34,6 @@ mcp = pytest.importorskip("mcp", reason="the mcp package is not installed")
 pytestmark = pytest.mark.e2e
 
 SERVER = Path(__file__).with_name("mcp_stdio_server.py")
-# The server imports the `mcp` package from the virtualenv the tests run in.
-SITE_PACKAGES = str(Path(mcp.__file__).resolve().parents[1])
-# Under root the server runs as a uid of its own, so its interpreter must be one any user
-# can run: the one the sandbox chooses for tools.
-PYTHON = interpreter.choose(unprivileged=os.geteuid() == 0)[0]
 TOOLS = [
     *("echo", "add", "whisper", "whoami", "reach", "write_file", "read_file"),
     *("crash", "hang", "freeze"),
@@ -52,11 +47,13 @@ def unique(prefix: str) -> str:
 
 
 def config(*flags: str, **env: str) -> dict[str, Any]:
+    # The interpreter any uid can run, and the `mcp` SDK for it (mcp_stdio_python.py).
+    python, pythonpath = server_python()
     return {
         "mcp_server_type": "stdio",
-        "command": PYTHON,
+        "command": python,
         "args": [str(SERVER), *flags],
-        "env": {"PYTHONPATH": SITE_PACKAGES, **env},
+        "env": {"PYTHONPATH": pythonpath, **env},
     }
 
 

@@ -17,18 +17,16 @@ import pytest
 
 from o_contracts.mcp_stdio import StdioServerSpec
 from o_runtime.env import Env
-from o_tool_sandbox import interpreter
 from o_tool_sandbox.limits import Limits
 from o_tool_sandbox.mcp_process import StdioFailure, StdioProcess
 from o_tool_sandbox.mcp_servers import StdioServers
 from o_tool_sandbox.mcp_settings import McpStdioSettings
 from o_tool_sandbox.pool import WorkerPool
+from tests.e2e.mcp_stdio_python import server_python
 
 mcp = pytest.importorskip("mcp", reason="the mcp package is not installed")
 
 SERVER = Path(__file__).resolve().parents[1] / "e2e" / "mcp_stdio_server.py"
-ENV = {"PYTHONPATH": str(Path(mcp.__file__).resolve().parents[1])}
-PYTHON = interpreter.choose(unprivileged=os.geteuid() == 0)[0]
 DEADLINE = 30.0
 
 
@@ -47,16 +45,20 @@ async def sandbox(**settings: str) -> AsyncIterator[StdioServers]:
         await pool.close()
 
 
-def spec(server_id: str | None = None) -> StdioServerSpec:
+def env() -> dict[str, str]:
+    return {"PYTHONPATH": server_python()[1]}
+
+
+def spec(server_id: str | None = None, *flags: str) -> StdioServerSpec:
     return StdioServerSpec(
         mcp_server_id=server_id or f"mcp_server-{uuid.uuid4()}",
-        command=PYTHON,
-        args=[str(SERVER)],
+        command=server_python()[0],
+        args=[str(SERVER), *flags],
     )
 
 
 async def started(servers: StdioServers, server: StdioServerSpec) -> StdioProcess:
-    process = await servers.server(server, ENV)
+    process = await servers.server(server, env())
     await process.ready(DEADLINE)
     return process
 
@@ -83,6 +85,13 @@ async def test_an_idle_server_is_stopped_and_started_again_on_next_use() -> None
         assert again is not first and await echo(again, "back") == "back"
 
 
+async def test_a_server_slower_to_start_than_the_idle_time_is_not_stopped_while_starting() -> None:
+    async with sandbox(O_MCP_STDIO_IDLE_SECONDS="1") as servers:
+        process = await started(servers, spec(None, "--start-after", "2.5"))
+        assert await echo(process, "late") == "late"
+        assert not process.ended
+
+
 async def test_the_least_recently_used_idle_server_makes_room_for_a_new_one() -> None:
     async with sandbox(O_MCP_STDIO_MAX_SERVERS="2") as servers:
         a, b = spec(), spec()
@@ -102,7 +111,7 @@ async def test_when_every_server_is_busy_a_new_one_is_refused() -> None:
         await asyncio.sleep(0)  # one loop turn: the call is sent
         assert busy.in_flight == 1
         with pytest.raises(StdioFailure, match="already runs 1 stdio MCP servers, all busy"):
-            await servers.server(spec(), ENV)
+            await servers.server(spec(), env())
         with pytest.raises(StdioFailure, match="no answer within 3 s"):
             await held
         # Free again: the next one takes its place.

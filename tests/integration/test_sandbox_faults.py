@@ -20,6 +20,7 @@ from o_contracts.events import ToolExecuted, ToolExecutionFailed, ToolExecutionS
 from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.eventlog import EventLog
 from o_runtime.nats_identity import Identity
+from o_runtime.sandbox_requests import LOST_AFTER
 from tests.integration.sandbox_support import (
     client,  # noqa: F401
     execution_events,
@@ -62,6 +63,45 @@ async def test_replicas_share_the_work(
     finally:
         for s in replicas:
             await s.stop()
+
+
+async def test_calls_a_full_replica_was_already_handed_are_answered_not_dropped(
+    client: EventLog,  # noqa: F811
+    sandbox_nats: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One call at a time: the first call fills the replica, which then leaves the queue
+    # group. Calls NATS handed it before it left wait in its connection, and are run too
+    # (not dropped unanswered, for their callers to count lost after LOST_AFTER); calls
+    # sent after it left find no responders (and would be sent again).
+    monkeypatch.setenv("O_SANDBOX_CONCURRENCY", "1")
+    service = await start_sandbox(sandbox_nats, monkeypatch)
+    inbox = client.nc.new_inbox()
+    answers = await client.nc.subscribe(f"{inbox}.*")
+    calls = 12
+    try:
+        for i in range(calls):
+            command = tool_command(NAP, "nap", {"seconds": 0.1})
+            await client.nc.publish(subjects.SANDBOX_RUN, command.encode(), reply=f"{inbox}.{i}")
+            await client.nc.flush()
+        ended: dict[str, str] = {}
+        async with asyncio.timeout(LOST_AFTER):
+            while len(ended) < calls:
+                msg = await answers.next_msg(timeout=LOST_AFTER)
+                if (msg.headers or {}).get("Status") == "503":
+                    ended[msg.subject] = "no responders"
+                    continue
+                state = ExecutionState.decode(msg.data)
+                if state.state == "done":
+                    assert state.outcome is not None
+                    event = decode(state.outcome).data
+                    assert isinstance(event, ToolExecuted) and event.tool_return == "rested"
+                    ended[msg.subject] = "ran"
+        assert sorted(ended) == sorted(f"{inbox}.{i}" for i in range(calls))
+        assert ended[f"{inbox}.0"] == "ran"
+    finally:
+        await answers.unsubscribe()
+        await service.stop()
 
 
 async def until_running(client: EventLog, execution_id: str) -> str:  # noqa: F811
