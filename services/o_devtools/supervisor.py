@@ -225,8 +225,16 @@ class Supervisor:
         return proc.pid if proc is not None and proc.returncode is None else None
 
     async def wait_spare_loaded(self, name: str) -> None:
-        """Return once `name` has a spare that has loaded (benchmarks: an isolated crash)."""
-        await self._spares[name].loaded.wait()
+        """Return once `name` has a live spare that has loaded (benchmarks: an isolated
+        crash). A spare killed a moment ago may not have been noticed yet: asked of the
+        kernel, not of the event."""
+        spare = self._spares[name]
+        while True:
+            await spare.loaded.wait()
+            proc = spare.proc
+            if proc is not None and proc.returncode is None and pid_alive(proc.pid):
+                return
+            spare.loaded.clear()
 
     async def _keep_spare(self, spare: _Spare) -> None:
         """A spare ready while the service runs: a new one after each promotion, and after a
@@ -256,6 +264,7 @@ class Supervisor:
             elif not self._stopping:
                 log.warning("%s spare exited with %s", spare.spec.name, _describe(exited.result()))
                 spare.proc = None
+                spare.loaded.clear()
                 delay = min(delay * 2, self._backoff_max)
 
     def _env_for(self, spec: ServiceSpec) -> dict[str, str]:

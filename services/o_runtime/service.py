@@ -241,10 +241,14 @@ def main(service_cls: type[Service]) -> None:
         raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_logging(service_cls.name, settings.log_level)
     if is_spare(env.environ):
+        # A terminal's Ctrl-C reaches the spare too: the supervisor stops it (SIGTERM), with
+        # no KeyboardInterrupt traceback from a process that never started.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         service.preload()
         say_loaded(env.environ)
         if not promoted():
             return
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         log.info("%s: spare promoted", service_cls.name)
     setup_telemetry(service_cls.name, settings.telemetry)
     asyncio.run(service.run_forever())
