@@ -250,5 +250,13 @@ def main(service_cls: type[Service]) -> None:
             return
         signal.signal(signal.SIGINT, signal.default_int_handler)
         log.info("%s: spare promoted", service_cls.name)
+        # What the settings read from files is read again: the NATS seed may have been
+        # rotated while the spare waited (docs/security.md: a rotation restarts processes).
+        try:
+            service.settings = Settings.from_env(
+                service_cls.name, service_cls.needs_database, Env()
+            )
+        except BadSetting as exc:
+            raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_telemetry(service_cls.name, settings.telemetry)
     asyncio.run(service.run_forever())
