@@ -30,11 +30,11 @@ import logging
 
 import asyncpg
 
+from o_runtime.pg_reconnect import keep_connecting
 from o_runtime.projector import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
 
-RECONNECT_DELAY = 0.5
 # A round trip this slow means the connection is in trouble: it is dropped (and made
 # again), and the reads waiting on it are rendered instead of sent from what was kept.
 ROUND_TRIP_TIMEOUT = 5.0
@@ -135,9 +135,4 @@ class ReadFence:
             self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
-        while not self._stopping:
-            try:
-                await self._connect()
-                return
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await asyncio.sleep(RECONNECT_DELAY)
+        await keep_connecting(self._connect, lambda: self._stopping)

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 import asyncpg
-import nats
 
 from o_ops.settings import OpsSettings
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
-
-log = logging.getLogger(__name__)
+from o_runtime.one_shot_nats import connect_once
 
 
 @contextlib.asynccontextmanager
@@ -22,21 +19,8 @@ async def operator_log(settings: OpsSettings) -> AsyncIterator[EventLog]:
     service does); where they are missing, its first read says so (a restore needs none)."""
     url, identity = settings.nats()
 
-    async def quiet(exc: Exception) -> None:
-        # (nats-py prints every failed attempt with a traceback; the failure that matters
-        # is raised, and said once.)
-        log.debug("NATS: %r", exc)
-
     # (Not EventLog.connect: a service retries for ever; a command run by hand reports.)
-    nc = await nats.connect(
-        url,
-        name="o_ops",
-        connect_timeout=5,
-        max_reconnect_attempts=3,
-        reconnect_time_wait=0.5,
-        error_cb=quiet,
-        **identity.options(),
-    )
+    nc = await connect_once(url, "o_ops", identity)
     eventlog = EventLog(nc)
     try:
         yield eventlog

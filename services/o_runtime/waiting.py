@@ -21,11 +21,10 @@ import asyncpg
 from nats.aio.client import Client as NATS
 
 from o_contracts import subjects
+from o_runtime.pg_reconnect import keep_connecting
 from o_runtime.projector import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
-
-RECONNECT_DELAY = 0.5
 
 
 class ProjectionLag(TimeoutError):
@@ -77,12 +76,7 @@ class ProjectionWatcher:
         self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
-        while not self._stopping:
-            try:
-                await self._connect()
-                return
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await asyncio.sleep(RECONNECT_DELAY)
+        await keep_connecting(self._connect, lambda: self._stopping)
 
     async def refresh(self) -> None:
         if self._conn is None:

@@ -14,10 +14,9 @@ import asyncio
 import threading
 from collections.abc import Mapping
 
-import nats
-
 from o_runtime.env import Env
 from o_runtime.nats_identity import Identity
+from o_runtime.one_shot_nats import connect_once
 
 
 async def apply_topology(
@@ -26,17 +25,9 @@ async def apply_topology(
     """Connect as `identity` (the setup role) and apply O's topology."""
     from o_setup.topology import apply
 
-    # A one-shot: a short reconnect rides out a server's blip, but a server gone for good
-    # (stopped while `make run` was still starting: the supervisor then waits for this
-    # thread) fails it within seconds instead of after nats-py's 60 tries two seconds apart.
-    nc = await nats.connect(
-        url,
-        name="o-setup",
-        connect_timeout=5,
-        max_reconnect_attempts=3,
-        reconnect_time_wait=1,
-        **identity.options(),
-    )
+    # (A one-shot connection: a server stopped while `make run` was still starting fails
+    # this within seconds; the supervisor waits for this thread.)
+    nc = await connect_once(url, "o-setup", identity)
     try:
         await apply(nc.jetstream(), Env(environ), replicas)
     finally:

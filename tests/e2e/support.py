@@ -7,8 +7,10 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import nats
 import nats.js.errors
 from nats.js.api import DeliverPolicy
@@ -16,8 +18,10 @@ from nats.js.api import DeliverPolicy
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
 from o_contracts.projection_names import RUNS
+from o_devtools.health import wait_healthy
+from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
 from o_runtime.waiting import ProjectionWatcher
-from tests.e2e.conftest import System
+from tests.e2e.conftest import System, free_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.servers import operator
 
@@ -197,3 +201,29 @@ def parse_sse(raw: str, pings: bool = False) -> list[tuple[str | None, Any]]:
         if pings or not (isinstance(parsed, dict) and parsed.get("message_type") == "ping"):
             events.append((event, parsed))
     return events
+
+
+@asynccontextmanager
+async def another_gateway(
+    system: System, seed_file: Callable[[str], Path] | None = None
+) -> AsyncIterator[tuple[httpx.AsyncClient, Supervisor]]:
+    """Another gateway process on the same NATS and Postgres, on a port of its own (with
+    `seed_file`: connecting as the gateway role with that seed); its client and supervisor."""
+    port = free_port()
+    env = {**system.env, "O_HTTP_PORT": str(port)}
+    specs = [ServiceSpec.module("gateway", "o_gateway")]
+    if seed_file is not None:
+        specs = with_identities(specs, seed_file)
+    supervisor = Supervisor(specs, env, backoff_initial=0.2)
+    await supervisor.start()
+    http = httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": "Bearer test-key"},
+        timeout=60,
+    )
+    try:
+        await wait_healthy(http)
+        yield http, supervisor
+    finally:
+        await http.aclose()
+        await supervisor.stop()

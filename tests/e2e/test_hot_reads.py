@@ -13,10 +13,16 @@ import pytest
 
 from o_contracts import subjects
 from o_contracts.projection_names import MEMORY, RUNS
-from o_devtools.health import wait_healthy
-from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
-from tests.e2e.conftest import System, free_port
-from tests.e2e.support import agent_events, new_agent, projected, send, subject_events, until
+from tests.e2e.conftest import System
+from tests.e2e.support import (
+    agent_events,
+    another_gateway,
+    new_agent,
+    projected,
+    send,
+    subject_events,
+    until,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 ROUNDS = 25
@@ -31,25 +37,8 @@ class Replica:
 
 @pytest.fixture(scope="module")
 async def replica(system: System, servers) -> AsyncIterator[Replica]:  # type: ignore[no-untyped-def]
-    port = free_port()
-    env = {**system.env, "O_HTTP_PORT": str(port)}
-    supervisor = Supervisor(
-        with_identities([ServiceSpec.module("gateway", "o_gateway")], servers.seed_file),
-        env,
-        backoff_initial=0.2,
-    )
-    await supervisor.start()
-    http = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": "Bearer test-key"},
-        timeout=60,
-    )
-    try:
-        await wait_healthy(http)
+    async with another_gateway(system, servers.seed_file) as (http, _):
         yield Replica(http)
-    finally:
-        await http.aclose()
-        await supervisor.stop()
 
 
 async def renamed_and_read(

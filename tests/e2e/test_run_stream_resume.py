@@ -8,19 +8,14 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import letta_client
 import pytest
 from letta_client import Letta
 
-from o_devtools.health import wait_healthy
-from o_devtools.supervisor import ServiceSpec, Supervisor
-from tests.e2e.conftest import System, free_port
-from tests.e2e.support import new_agent, parse_sse
+from tests.e2e.conftest import System
+from tests.e2e.support import another_gateway, new_agent, parse_sse
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -131,26 +126,6 @@ async def test_only_a_background_run_streams_again(system: System, llm: FakeOpen
     assert bad.status_code == 422 and "detail" in bad.json()
 
 
-@asynccontextmanager
-async def second_gateway(system: System) -> AsyncIterator[tuple[httpx.AsyncClient, Supervisor]]:
-    """Another gateway replica on the same NATS and Postgres, with its own port."""
-    port = free_port()
-    env = {**system.env, "O_HTTP_PORT": str(port)}
-    supervisor = Supervisor([ServiceSpec.module("gateway", "o_gateway")], env)
-    await supervisor.start()
-    http = httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": "Bearer test-key"},
-        timeout=60,
-    )
-    try:
-        await wait_healthy(http)
-        yield http, supervisor
-    finally:
-        await http.aclose()
-        await supervisor.stop()
-
-
 async def test_a_client_resumes_on_another_gateway_after_its_own_died(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -159,7 +134,7 @@ async def test_a_client_resumes_on_another_gateway_after_its_own_died(
     search_then_answer(llm, release=held)
     seen: list[dict[str, Any]] = []
     try:
-        async with second_gateway(system) as (gateway, supervisor):
+        async with another_gateway(system) as (gateway, supervisor):
             async with gateway.stream(
                 "POST",
                 f"/v1/agents/{agent['id']}/messages/stream",

@@ -13,8 +13,6 @@ from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, decode
-from o_contracts.ids import new_id
-from o_contracts.models import ChatMessage
 from o_runtime import commands as commands_module
 from o_runtime.commands import (
     REPLY_HEADER,
@@ -25,19 +23,7 @@ from o_runtime.commands import (
     send_and_wait,
 )
 from o_runtime.eventlog import EventLog
-
-
-def command() -> Envelope[StartRun]:
-    agent_id = new_id("agent")
-    return Envelope.wrap(
-        StartRun(
-            run_id=new_id("run"),
-            agent_id=agent_id,
-            messages=[ChatMessage(id=new_id("message"), role="user", content="hi")],
-        ),
-        aggregate_id=agent_id,
-        producer="test",
-    )
+from tests.integration.commands_support import command
 
 
 async def test_concurrent_callers_each_get_their_own_reply(eventlog: EventLog) -> None:

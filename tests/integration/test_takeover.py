@@ -20,27 +20,13 @@ from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
-from o_contracts.ids import new_id
-from o_contracts.models import ChatMessage
 from o_runtime.commands import CommandConsumer, Delivery, send_and_wait
 from o_runtime.eventlog import EventLog
+from tests.integration.commands_support import command
 from tests.servers import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 20.0
-
-
-def command() -> Envelope[StartRun]:
-    agent_id = new_id("agent")
-    return Envelope.wrap(
-        StartRun(
-            run_id=new_id("run"),
-            agent_id=agent_id,
-            messages=[ChatMessage(id=new_id("message"), role="user", content="hi")],
-        ),
-        aggregate_id=agent_id,
-        producer="test",
-    )
 
 
 class Holder:
