@@ -115,18 +115,25 @@ async def subject_events(system: System, subject: str) -> AsyncIterator[AgentEve
         await nc.close()
 
 
-async def event_types(nc: Any, subject: str) -> list[tuple[int, str]]:
-    """(stream sequence, type) of every event on `subject`, read one by one off the stream."""
+async def on_subject(
+    nc: Any, subject: str, stream: str = subjects.EVENTS_STREAM
+) -> list[tuple[int, bytes]]:
+    """(stream sequence, raw message) of every message on `subject`, read one by one."""
     js = nc.jetstream()
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, bytes]] = []
     seq = 1
     while True:
         try:
-            msg = await js.get_msg(subjects.EVENTS_STREAM, seq=seq, subject=subject, next=True)
+            msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
         except nats.js.errors.NotFoundError:
             return out
-        out.append((int(msg.seq or 0), decode(msg.data or b"").type))
+        out.append((int(msg.seq or 0), msg.data or b""))
         seq = int(msg.seq or 0) + 1
+
+
+async def event_types(nc: Any, subject: str) -> list[tuple[int, str]]:
+    """(stream sequence, type) of every event on `subject`."""
+    return [(seq, decode(raw).type) for seq, raw in await on_subject(nc, subject)]
 
 
 async def new_agent(system: System, **extra: Any) -> dict[str, Any]:

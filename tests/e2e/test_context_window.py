@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, on_subject, send
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 from tests.servers import operator
 
@@ -114,22 +114,11 @@ async def test_a_summary_event_does_not_grow_with_what_it_evicts(
     assert response.json()["num_messages_before"] == 121
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
-        js = nc.jetstream()
-        found = []
-        seq = 1
-        while True:
-            try:
-                msg = await js.get_msg(
-                    subjects.EVENTS_STREAM,
-                    seq=seq,
-                    subject=subjects.agent_subject(agent["id"]),
-                    next=True,
-                )
-            except nats.js.errors.NotFoundError:
-                break
-            if decode(msg.data or b"").type == "ContextSummarized":
-                found.append(msg.data or b"")
-            seq = int(msg.seq or 0) + 1
+        found = [
+            raw
+            for _, raw in await on_subject(nc, subjects.agent_subject(agent["id"]))
+            if decode(raw).type == "ContextSummarized"
+        ]
     finally:
         await nc.close()
     (raw,) = found

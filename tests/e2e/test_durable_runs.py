@@ -20,7 +20,7 @@ import pytest
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
 from tests.e2e.conftest import System
-from tests.e2e.support import agent_events, new_agent, until
+from tests.e2e.support import agent_events, new_agent, on_subject, until
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 from tests.servers import operator
 
@@ -268,21 +268,10 @@ async def arrival_order(system: System, agent_id: str) -> list[str]:
     """The user texts of the agent's StartRun commands, in commands-stream order."""
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
-        js = nc.jetstream()
-        texts: list[str] = []
-        seq = 1
-        while True:
-            try:
-                msg = await js.get_msg(
-                    subjects.COMMANDS_STREAM,
-                    seq=seq,
-                    subject=subjects.executor_command_subject(agent_id),
-                    next=True,
-                )
-            except nats.js.errors.NotFoundError:
-                return texts
-            texts.append(decode(msg.data or b"").data.messages[0].content)
-            seq = int(msg.seq or 0) + 1
+        commands = await on_subject(
+            nc, subjects.executor_command_subject(agent_id), subjects.COMMANDS_STREAM
+        )
+        return [decode(raw).data.messages[0].content for _, raw in commands]
     finally:
         await nc.close()
 

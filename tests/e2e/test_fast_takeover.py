@@ -25,7 +25,7 @@ from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.holdings import HELD_BUCKET, Held, ack_position
 from o_runtime.roll_call import roll_call
 from tests.e2e.conftest import System
-from tests.e2e.support import agent_events, new_agent, until
+from tests.e2e.support import agent_events, new_agent, on_subject, until
 from tests.e2e.test_durable_runs import finished, history, send_later, step_counts
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
@@ -211,18 +211,7 @@ async def test_a_tool_call_whose_sandbox_replica_dies_is_decided_within_a_second
 
 
 async def execution_events(nc: Any, execution_id: str) -> list[Any]:
-    js = nc.jetstream()
-    out: list[Any] = []
-    seq = 1
-    while True:
-        try:
-            msg = await js.get_msg(
-                subjects.EVENTS_STREAM,
-                seq=seq,
-                subject=subjects.tool_execution_subject(execution_id),
-                next=True,
-            )
-        except nats.js.errors.NotFoundError:
-            return out
-        out.append(decode(msg.data or b""))
-        seq = int(msg.seq or 0) + 1
+    return [
+        decode(raw)
+        for _, raw in await on_subject(nc, subjects.tool_execution_subject(execution_id))
+    ]
