@@ -20,6 +20,15 @@ def fake_python(path: Path, version: str, stdlib: Path) -> str:
     return str(path)
 
 
+def python_with_private_stdlib(tmp_path: Path) -> str:
+    """A Python 3.13 whose standard library is in a folder only root may enter (pyenv's under
+    /root)."""
+    private = tmp_path / "root" / "lib"
+    private.mkdir(parents=True)
+    (tmp_path / "root").chmod(0o700)
+    return fake_python(tmp_path / "root" / "python", "3 13", private)
+
+
 def test_candidates_are_asked_then_this_one_then_the_systems_same_version_then_others() -> None:
     found = interpreter.candidates("/opt/py", "/venv/bin/python", (3, 12))
     assert found == [
@@ -45,14 +54,11 @@ def test_candidates_name_each_interpreter_once() -> None:
 def test_a_private_stdlib_an_old_python_and_a_broken_shim_give_way_to_a_readable_system_python(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    private = tmp_path / "root" / "lib"
-    private.mkdir(parents=True)
-    (tmp_path / "root").chmod(0o700)
+    mine = python_with_private_stdlib(tmp_path)
     # pytest's tmp_path is private to root: the readable library is a system folder.
     public = Path("/usr")
     bins = tmp_path / "bin"
     old = fake_python(tmp_path / "old" / "python3.10", "3 10", public)
-    mine = fake_python(tmp_path / "root" / "python", "3 13", private)
     # An inactive pyenv shim: on PATH, but it fails.
     shim = bins / "python3.13"
     bins.mkdir()
@@ -71,10 +77,7 @@ def test_a_private_stdlib_an_old_python_and_a_broken_shim_give_way_to_a_readable
 def test_a_privileged_pool_keeps_this_python_whatever_its_stdlibs_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    private = tmp_path / "root" / "lib"
-    private.mkdir(parents=True)
-    (tmp_path / "root").chmod(0o700)
-    mine = fake_python(tmp_path / "root" / "python", "3 13", private)
+    mine = python_with_private_stdlib(tmp_path)
     monkeypatch.setattr(interpreter, "SYSTEM_BINS", (str(tmp_path / "none"),))
     monkeypatch.setattr(sys, "executable", mine)
 
@@ -84,10 +87,7 @@ def test_a_privileged_pool_keeps_this_python_whatever_its_stdlibs_mode(
 def test_no_usable_python_says_how_to_choose_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    private = tmp_path / "root" / "lib"
-    private.mkdir(parents=True)
-    (tmp_path / "root").chmod(0o700)
-    mine = fake_python(tmp_path / "root" / "python", "3 13", private)
+    mine = python_with_private_stdlib(tmp_path)
     monkeypatch.setattr(interpreter, "SYSTEM_BINS", (str(tmp_path / "none"),))
     monkeypatch.setattr(sys, "executable", mine)
 
