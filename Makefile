@@ -19,7 +19,7 @@ help:
 	@echo "make install-check  install O with every other Python (3.11-3.13) found here; import, unit tests, start"
 	@echo "make asyncapi regenerate contracts/asyncapi.yaml"
 	@echo "make rebuild  replay projections from the log (PROJECTIONS='agents memory archival runs tools')"
-	@echo "make bench    agent-loop overhead, sandbox round trip, archival retrieval quality and search latency,"
+	@echo "make bench    agent-loop overhead (and what auth and TLS add to it), sandbox round trip, archival retrieval quality and search latency,"
 	@echo "             shadow evaluation's cost per case, 1,000 schedules due in one minute under kills,"
 	@echo "             folder ingestion throughput and file search at 1,000 files,"
 	@echo "             a run's wait after its executor is killed (one replica, two),"
@@ -91,6 +91,9 @@ rebuild: $(STAMP)
 BENCH_RUNS ?= 200
 bench: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.agent_loop --runs $(BENCH_RUNS)
+	@# Auth and TLS on against off, side by side; TLS to Postgres too where O_POSTGRES_BIN_DIR
+	@# names a Postgres built with SSL and pgvector (bench/README "Authentication and TLS").
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.security_cost
 	$(BIN)/python bench/sandbox_roundtrip.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/latency.py

@@ -12,7 +12,7 @@ import asyncpg
 from faststream.nats import NatsBroker
 
 from o_contracts import subjects
-from o_runtime import llm_providers, metrics, tool_secrets
+from o_runtime import event_loop, llm_providers, metrics, tool_secrets
 from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
 from o_runtime.env import BadSetting, Env
@@ -237,6 +237,7 @@ def main(service_cls: type[Service]) -> None:
     try:
         settings = Settings.from_env(service_cls.name, service_cls.needs_database, env)
         service = service_cls(settings, env)
+        loop = event_loop.loop_factory(env)
     except BadSetting as exc:
         raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_logging(service_cls.name, settings.log_level)
@@ -259,4 +260,4 @@ def main(service_cls: type[Service]) -> None:
         except BadSetting as exc:
             raise SystemExit(f"{service_cls.name}: {exc}") from None
     setup_telemetry(service_cls.name, settings.telemetry)
-    asyncio.run(service.run_forever())
+    event_loop.run(service.run_forever(), loop)

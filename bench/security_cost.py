@@ -1,0 +1,103 @@
+"""What authentication and TLS cost the agent loop, measured run by run (`make bench`).
+
+Issue 21's comparison: NATS identities with permissions, TLS to NATS and TLS to Postgres,
+all on, against all off (anonymous NATS, plain TCP), the same code on the same event loop.
+Both systems run side by side and the client alternates between them (bench/side_by_side.py
+says why: one configuration after the other measures the machine's swings as much as the
+configuration).
+
+    python -m bench.security_cost [--runs 400] [--warmup 40] [--postgres-bin DIR]
+                                  [--on auth,nats-tls,postgres-tls]
+
+Postgres' TLS needs a Postgres built with SSL and pgvector (`--postgres-bin`, or
+O_POSTGRES_BIN_DIR; both systems then run it, on loopback ports). Without one, the "on" side
+has no TLS to Postgres: the embedded Postgres wheel has no SSL, and the tests' TLS front
+before it is a Python relay whose cost would be its own, not Postgres'. `--on` switches on
+only some of the three, to see what each costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
+
+from bench.agent_loop import SERVICES, scripted  # noqa: E402
+from bench.local_system import local_system  # noqa: E402
+from bench.side_by_side import interleaved, make_side, report  # noqa: E402
+from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
+from o_runtime.event_loop import EVENT_LOOP_ENV  # noqa: E402
+
+PARTS = ("auth", "nats-tls", "postgres-tls")
+
+
+def tls_setting(on: set[str]) -> str | None:
+    """local_system's `tls` for the parts switched on."""
+    nats, postgres = "nats-tls" in on, "postgres-tls" in on
+    return "all" if nats and postgres else "nats" if nats else "postgres" if postgres else None
+
+
+async def main(runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[str]) -> None:
+    if postgres_bin is None:
+        on_parts = on_parts - {"postgres-tls"}
+    llm = ZeroLatencyLLM(scripted)
+    llm.start()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            # "off" first: starting a TLS side puts its client certificates in this
+            # process' environment, which a system started afterwards would inherit.
+            off_system = await stack.enter_async_context(
+                local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
+            )
+            on_system = await stack.enter_async_context(
+                local_system(
+                    llm.base_url,
+                    SERVICES,
+                    nats_auth="auth" in on_parts,
+                    tls=tls_setting(on_parts),
+                    postgres_bin=postgres_bin,
+                )
+            )
+            off = await make_side("off", off_system)
+            on = await make_side("on", on_system)
+            print(
+                f"off: anonymous NATS, plain TCP | on: {', '.join(sorted(on_parts))}"
+                f"{'' if postgres_bin else ' (no Postgres with SSL given: no postgres-tls)'}"
+                f" | Postgres from {off_system.servers.postgres.bin_dir}"
+                f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
+            )
+            for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
+                await interleaved(off, on, text, warmup, record=False)
+                await interleaved(off, on, text, runs, record=True)
+                report(label, off, on)
+    finally:
+        llm.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument(
+        "--postgres-bin",
+        type=Path,
+        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
+        help="a Postgres with SSL and pgvector (default: O_POSTGRES_BIN_DIR); without it, TLS"
+        " covers NATS only",
+    )
+    parser.add_argument(
+        "--on",
+        default=",".join(PARTS),
+        help=f"what the 'on' side switches on, of {', '.join(PARTS)} (default: all of them)",
+    )
+    args = parser.parse_args()
+    on_parts = set(filter(None, args.on.split(",")))
+    if not on_parts <= set(PARTS):
+        parser.error(f"--on takes {', '.join(PARTS)}")
+    asyncio.run(main(args.runs, args.warmup, args.postgres_bin, on_parts))

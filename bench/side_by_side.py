@@ -1,0 +1,105 @@
+"""Two systems side by side, their runs alternated: an A/B that the machine's swings cannot tilt.
+
+Running one configuration after the other (two bench/agent_loop.py runs) compares two
+stretches of time on a shared machine whose speed swings by ±30 % from minute to minute,
+more than the differences sought here. Both systems run at once instead, and the client
+alternates: one run on one, then one on the other, the order flipped every pair. A swing
+touches both sides of a pair alike, and the paired differences say what the configuration
+costs. Each side's processes are its own, so the CPU each spends per run is counted apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from bench.agent_loop import AGENTS, SERVICES, cpu_by_part, percentile, postgres_pids, server_ms
+from bench.local_system import LocalSystem
+
+
+@dataclass
+class Side:
+    """One of the two systems and what its runs took."""
+
+    name: str
+    system: LocalSystem
+    agent_ids: list[str]
+    parts: dict[str, list[int]]
+    gateway_ms: list[float] = field(default_factory=list)
+    client_ms: list[float] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+    async def one_run(self, text: str, i: int) -> tuple[float, float]:
+        """One run (`text` decides 1 or 3 steps: bench.agent_loop.scripted): gateway and
+        client milliseconds."""
+        agent_id = self.agent_ids[i % len(self.agent_ids)]
+        start = time.perf_counter()
+        response = await self.system.http.post(
+            f"/v1/agents/{agent_id}/messages", json={"input": f"{text} #{i}"}
+        )
+        client = (time.perf_counter() - start) * 1000
+        assert response.status_code == 200, response.text
+        assert response.json()["stop_reason"]["stop_reason"] == "end_turn"
+        return server_ms(response), client
+
+
+async def make_side(name: str, system: LocalSystem) -> Side:
+    """AGENTS agents on `system` (runs go round-robin over them, as in bench.agent_loop)."""
+    agent_ids = []
+    for _ in range(AGENTS):
+        created = await system.http.post(
+            "/v1/agents/",
+            json={
+                "model": "openai/gpt-4o-mini",
+                "memory_blocks": [{"label": "human", "value": "bench"}],
+            },
+        )
+        assert created.status_code == 200, created.text
+        agent_ids.append(created.json()["id"])
+    servers = system.servers
+    parts = {s: system.supervisor.pids(s) for s in SERVICES} | {
+        "nats": [servers.nats.pid or 0],
+        "postgres": postgres_pids(servers.postgres.pid or 0),
+    }
+    return Side(name, system, agent_ids, parts)
+
+
+async def interleaved(a: Side, b: Side, text: str, runs: int, *, record: bool) -> None:
+    """`runs` pairs: one run on each side, the order flipped every pair."""
+    before = {s.name: cpu_by_part(s.parts) for s in (a, b)}
+    for side in (a, b):
+        side.gateway_ms, side.client_ms = [], []
+    for i in range(runs):
+        for side in (a, b) if i % 2 == 0 else (b, a):
+            gateway, client = await side.one_run(text, i)
+            if record:
+                side.gateway_ms.append(gateway)
+                side.client_ms.append(client)
+    if record:
+        for side in (a, b):
+            after = cpu_by_part(side.parts)
+            side.cpu_s = {n: after[n] - before[side.name][n] for n in side.parts}
+
+
+def report(label: str, a: Side, b: Side) -> None:
+    """Medians and p99 of each side, b against a, and the CPU each side spent per run."""
+    runs = len(a.gateway_ms)
+    print(f"{label}, {runs} pairs, ms (gateway: its Server-Timing; client: as the client saw it)")
+    for kind in ("gateway", "client"):
+        xs: list[float] = getattr(a, f"{kind}_ms")
+        ys: list[float] = getattr(b, f"{kind}_ms")
+        diffs = [y - x for x, y in zip(xs, ys, strict=True)]
+        med_a, med_b = statistics.median(xs), statistics.median(ys)
+        print(
+            f"  {kind:<8} {a.name} median {med_a:6.2f} p99 {percentile(xs, 0.99):6.2f}"
+            f" | {b.name} median {med_b:6.2f} p99 {percentile(ys, 0.99):6.2f}"
+            f" | {b.name}/{a.name} medians {100 * (med_b / med_a - 1):+5.1f} %"
+            f" | median paired difference {statistics.median(diffs):+5.2f} ms"
+        )
+    for side in (a, b):
+        spent = {n: v * 1000 / runs for n, v in side.cpu_s.items()}
+        print(
+            f"  CPU ms per run, {side.name}: total {sum(spent.values()):5.1f} = "
+            + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
+        )
