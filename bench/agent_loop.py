@@ -38,7 +38,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
-from bench.local_system import local_system  # noqa: E402
+from bench.local_system import local_system, postgres_bin_argument  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 
 AGENTS = 20
@@ -240,13 +240,7 @@ if __name__ == "__main__":
         choices=["all", "nats", "postgres"],
         help="NATS and Postgres (or one of them) with TLS, certificates made for the run",
     )
-    parser.add_argument(
-        "--postgres-bin",
-        type=Path,
-        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
-        help="a Postgres with SSL and pgvector to run on a loopback port instead of the"
-        " embedded one (default: O_POSTGRES_BIN_DIR)",
-    )
+    postgres_bin_argument(parser)
     args = parser.parse_args()
     asyncio.run(
         main(

@@ -9,10 +9,8 @@ a deployment has them; without it both are as `make run` has them.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from pathlib import Path
 
@@ -21,48 +19,34 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.agent_loop import SERVICES, scripted  # noqa: E402
 from bench.local_system import local_system  # noqa: E402
-from bench.side_by_side import interleaved, make_side, report  # noqa: E402
+from bench.side_by_side import arguments, compare, make_side  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_runtime.event_loop import EVENT_LOOP_ENV  # noqa: E402
 
 
 async def main(runs: int, warmup: int, tls: bool, postgres_bin: Path | None) -> None:
     setting = ("all" if postgres_bin else "nats") if tls else None
-    llm = ZeroLatencyLLM(scripted)
-    llm.start()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            sides = []
-            for loop in ("asyncio", "uvloop"):
-                system = await stack.enter_async_context(
-                    local_system(
-                        llm.base_url,
-                        SERVICES,
-                        tls=setting,
-                        postgres_bin=postgres_bin,
-                        service_env={EVENT_LOOP_ENV: loop},
-                    )
+    async with contextlib.AsyncExitStack() as stack:
+        llm = stack.enter_context(ZeroLatencyLLM(scripted))
+        sides = []
+        for loop in ("asyncio", "uvloop"):
+            system = await stack.enter_async_context(
+                local_system(
+                    llm.base_url,
+                    SERVICES,
+                    tls=setting,
+                    postgres_bin=postgres_bin,
+                    service_env={EVENT_LOOP_ENV: loop},
                 )
-                sides.append(await make_side(loop, system))
-            print(f"TLS: {setting or 'off'} | Postgres from {system.servers.postgres.bin_dir}")
-            for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
-                await interleaved(*sides, text, warmup, record=False)
-                await interleaved(*sides, text, runs, record=True)
-                report(label, *sides)
-    finally:
-        llm.stop()
+            )
+            sides.append(await make_side(loop, system))
+        print(f"TLS: {setting or 'off'} | Postgres from {system.servers.postgres.bin_dir}")
+        on_asyncio, on_uvloop = sides
+        await compare(on_asyncio, on_uvloop, runs, warmup)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=400)
-    parser.add_argument("--warmup", type=int, default=40)
+    parser = arguments(__doc__)
     parser.add_argument("--tls", action="store_true", help="both sides with auth and TLS")
-    parser.add_argument(
-        "--postgres-bin",
-        type=Path,
-        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
-        help="a Postgres with SSL and pgvector (default: O_POSTGRES_BIN_DIR)",
-    )
     args = parser.parse_args()
     asyncio.run(main(args.runs, args.warmup, args.tls, args.postgres_bin))

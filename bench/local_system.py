@@ -8,6 +8,7 @@ zero-latency one), and an HTTP client for the gateway once it answers its health
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import socket
@@ -50,6 +51,17 @@ class LocalSystem:
     supervisor: Supervisor
     # The embedded NATS and Postgres (their urls and pids).
     servers: Any
+
+
+def postgres_bin_argument(parser: argparse.ArgumentParser) -> None:
+    """`--postgres-bin DIR` (default O_POSTGRES_BIN_DIR): local_system's `postgres_bin`."""
+    parser.add_argument(
+        "--postgres-bin",
+        type=Path,
+        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
+        help="a Postgres built with SSL and pgvector to run on a loopback port instead of the"
+        " embedded one (default: O_POSTGRES_BIN_DIR)",
+    )
 
 
 def free_port() -> int:

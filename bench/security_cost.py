@@ -18,7 +18,6 @@ only some of the three, to see what each costs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -30,7 +29,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.agent_loop import SERVICES, scripted  # noqa: E402
 from bench.local_system import local_system  # noqa: E402
-from bench.side_by_side import interleaved, make_side, report  # noqa: E402
+from bench.side_by_side import arguments, compare, make_side  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_runtime.event_loop import EVENT_LOOP_ENV  # noqa: E402
 
@@ -46,51 +45,35 @@ def tls_setting(on: set[str]) -> str | None:
 async def main(runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[str]) -> None:
     if postgres_bin is None:
         on_parts = on_parts - {"postgres-tls"}
-    llm = ZeroLatencyLLM(scripted)
-    llm.start()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            # "off" first: starting a TLS side puts its client certificates in this
-            # process' environment, which a system started afterwards would inherit.
-            off_system = await stack.enter_async_context(
-                local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
+    async with contextlib.AsyncExitStack() as stack:
+        llm = stack.enter_context(ZeroLatencyLLM(scripted))
+        # "off" first: starting a TLS side puts its client certificates in this
+        # process' environment, which a system started afterwards would inherit.
+        off_system = await stack.enter_async_context(
+            local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
+        )
+        on_system = await stack.enter_async_context(
+            local_system(
+                llm.base_url,
+                SERVICES,
+                nats_auth="auth" in on_parts,
+                tls=tls_setting(on_parts),
+                postgres_bin=postgres_bin,
             )
-            on_system = await stack.enter_async_context(
-                local_system(
-                    llm.base_url,
-                    SERVICES,
-                    nats_auth="auth" in on_parts,
-                    tls=tls_setting(on_parts),
-                    postgres_bin=postgres_bin,
-                )
-            )
-            off = await make_side("off", off_system)
-            on = await make_side("on", on_system)
-            print(
-                f"off: anonymous NATS, plain TCP | on: {', '.join(sorted(on_parts))}"
-                f"{'' if postgres_bin else ' (no Postgres with SSL given: no postgres-tls)'}"
-                f" | Postgres from {off_system.servers.postgres.bin_dir}"
-                f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
-            )
-            for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
-                await interleaved(off, on, text, warmup, record=False)
-                await interleaved(off, on, text, runs, record=True)
-                report(label, off, on)
-    finally:
-        llm.stop()
+        )
+        off = await make_side("off", off_system)
+        on = await make_side("on", on_system)
+        print(
+            f"off: anonymous NATS, plain TCP | on: {', '.join(sorted(on_parts))}"
+            f"{'' if postgres_bin else ' (no Postgres with SSL given: no postgres-tls)'}"
+            f" | Postgres from {off_system.servers.postgres.bin_dir}"
+            f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
+        )
+        await compare(off, on, runs, warmup)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=400)
-    parser.add_argument("--warmup", type=int, default=40)
-    parser.add_argument(
-        "--postgres-bin",
-        type=Path,
-        default=os.environ.get("O_POSTGRES_BIN_DIR") or None,
-        help="a Postgres with SSL and pgvector (default: O_POSTGRES_BIN_DIR); without it, TLS"
-        " covers NATS only",
-    )
+    parser = arguments(__doc__)
     parser.add_argument(
         "--on",
         default=",".join(PARTS),

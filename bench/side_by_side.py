@@ -10,12 +10,13 @@ costs. Each side's processes are its own, so the CPU each spends per run is coun
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from dataclasses import dataclass, field
 
 from bench.agent_loop import AGENTS, SERVICES, cpu_by_part, percentile, postgres_pids, server_ms
-from bench.local_system import LocalSystem
+from bench.local_system import LocalSystem, postgres_bin_argument
 
 
 @dataclass
@@ -103,3 +104,21 @@ def report(label: str, a: Side, b: Side) -> None:
             f"  CPU ms per run, {side.name}: total {sum(spent.values()):5.1f} = "
             + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
         )
+
+
+async def compare(a: Side, b: Side, runs: int, warmup: int) -> None:
+    """1-step runs, then 3-step runs (bench.agent_loop.scripted), `warmup` pairs untimed and
+    `runs` pairs timed each; a report of each."""
+    for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
+        await interleaved(a, b, text, warmup, record=False)
+        await interleaved(a, b, text, runs, record=True)
+        report(label, a, b)
+
+
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """A side-by-side benchmark's command line: --runs, --warmup and --postgres-bin."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--runs", type=int, default=400, help="timed pairs of each kind")
+    parser.add_argument("--warmup", type=int, default=40, help="untimed pairs before them")
+    postgres_bin_argument(parser)
+    return parser

@@ -108,7 +108,8 @@ def serve(port: int, answer: Answer, realistic_usage: bool = False) -> None:
 
 
 class ZeroLatencyLLM:
-    """The server in a child process of its own; `base_url` for an OpenAI client.
+    """The server in a child process of its own; `base_url` for an OpenAI client. `start()` and
+    `stop()` it, or use it as a context manager.
 
     `answer` must be a module-level function (the child is spawned, not forked:
     the benchmark starts it from inside its event loop).
@@ -138,6 +139,14 @@ class ZeroLatencyLLM:
     def stop(self) -> None:
         self.process.terminate()
         self.process.join(5)
+
+    def __enter__(self) -> ZeroLatencyLLM:
+        """Started; stopped at the end of the `with`."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def pid(self) -> int:

@@ -151,6 +151,14 @@ async def new_agent(system: System, **extra: Any) -> dict[str, Any]:
     return agent
 
 
+async def new_conversation(system: System, **extra: Any) -> tuple[dict[str, Any], Any, Any]:
+    """A new agent (`extra` as for new_agent), the Letta SDK's client and a conversation of
+    the agent made through it."""
+    agent = await new_agent(system, **extra)
+    client = system.client()
+    return agent, client, client.conversations.create(agent_id=agent["id"])
+
+
 async def send(system: System, agent_id: str, text: str, **extra: Any) -> dict[str, Any]:
     response = await system.http.post(
         f"/v1/agents/{agent_id}/messages",

@@ -31,6 +31,7 @@ from tests.e2e.support import (
     agent_events,
     event_types,
     new_agent,
+    new_conversation,
     parse_sse,
     until,
 )
@@ -346,9 +347,7 @@ async def test_steer_that_comes_too_late_runs_the_message_on_its_own(
 async def test_steer_streamed_on_a_conversation_streams_the_run_that_took_it(
     system: System, llm: FakeOpenAI
 ) -> None:
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    agent, _client, conversation = await new_conversation(system)
     url = f"/v1/conversations/{conversation.id}/messages"
     async with agent_events(system, agent["id"], conversation.id) as events:
         with held() as release:

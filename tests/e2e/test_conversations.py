@@ -11,7 +11,7 @@ import letta_client
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, until
+from tests.e2e.support import new_agent, new_conversation, until
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -97,9 +97,7 @@ async def test_conversations_are_isolated_but_share_memory(system: System, llm: 
 
 
 async def test_pages_walk_a_conversation_once(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    _agent, client, conversation = await new_conversation(system)
     for i in range(3):
         llm.push(Reply(content=f"answer {i}"))
         send(client, conversation.id, f"question {i}")
@@ -146,9 +144,7 @@ async def test_fork_shares_the_source_messages(system: System, llm: FakeOpenAI) 
 async def test_a_second_message_while_a_run_is_in_progress_is_refused(
     system: System, llm: FakeOpenAI
 ) -> None:
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    agent, client, conversation = await new_conversation(system)
     release = threading.Event()
     llm.push(Reply(content="slow answer", release=release), Reply(content="next"))
     first = asyncio.create_task(asyncio.to_thread(send, client, conversation.id, "first"))
@@ -177,9 +173,7 @@ async def test_of_two_messages_sent_at_once_one_runs_and_the_other_is_refused(
 ) -> None:
     # Letta's test_concurrent_messages_to_same_conversation, with the run held so that it
     # is in progress whichever request is admitted first.
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    _agent, client, conversation = await new_conversation(system)
     release = threading.Event()
     llm.push(Reply(content="the one", release=release))
 
@@ -202,9 +196,7 @@ async def test_of_two_messages_sent_at_once_one_runs_and_the_other_is_refused(
 async def test_a_retry_with_the_same_otid_follows_the_same_run(
     system: System, llm: FakeOpenAI
 ) -> None:
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    _agent, client, conversation = await new_conversation(system)
     llm.push(Reply(content="once"))
     message = {"role": "user", "content": "hello", "otid": "otid-retry-1"}
     first = list(client.conversations.messages.create(conversation.id, messages=[message]))
@@ -221,9 +213,7 @@ async def test_a_retry_with_the_same_otid_follows_the_same_run(
 
 
 async def test_cancel_recompile_compact_delete(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(system)
-    client = system.client()
-    conversation = client.conversations.create(agent_id=agent["id"])
+    agent, client, conversation = await new_conversation(system)
     with pytest.raises(letta_client.ConflictError):
         client.conversations.cancel(conversation.id)
     for i in range(3):
