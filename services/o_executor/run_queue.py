@@ -39,6 +39,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import MalformedMessage, decode
 from o_runtime.commands import Deferred
 from o_runtime.eventlog import EventLog
+from o_runtime.log_news import pauses
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,7 @@ class RunQueue:
         deadline = loop.time() + WAIT_IN_HANDLER
         waited = False
         changed = asyncio.Event()
+        next_pause, heard = pauses(), False
         waiting = self._waiting.setdefault(agent_id, set())
         # Listen first, then look: a change between the two sets the event.
         waiting.add(changed)
@@ -150,8 +152,11 @@ class RunQueue:
                 if remaining <= 0:
                     raise Deferred(REDELIVER_AFTER)
                 waited = True
+                # (Looked at again after a pause whatever is heard: a cursor written by
+                # another replica can be heard before it is stored; o_runtime/log_news.py.)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), remaining)
+                    await asyncio.wait_for(changed.wait(), min(remaining, next_pause(heard)))
+                heard = changed.is_set()
         finally:
             waiting.discard(changed)
             if not waiting:

@@ -12,10 +12,10 @@ died half-way) makes the same companion, block and group, never a second set.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import Any
+
+from nats.aio.msg import Msg
 
 from o_contracts import subjects
 from o_contracts.base_tools import BASE_TOOLS, SLEEPTIME_RULES
@@ -32,6 +32,7 @@ from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.group_reads import sleeptime_group
 from o_gateway.state import Gateway
 from o_runtime.eventlog import ConcurrencyConflict
+from o_runtime.log_news import look_until
 
 log = logging.getLogger(__name__)
 
@@ -190,29 +191,20 @@ async def companion_runs(gw: Gateway, agent_id: str, run_id: str, timeout: float
     (and list) once the decision is visible.
     """
     subject = subjects.agent_subject(agent_id)
-    counted = asyncio.Event()
 
-    async def on_event(msg: Any) -> None:
-        if known_type(msg.data) == SleeptimeTurnCounted.type_name():
-            counted.set()
+    def heard(msg: Msg) -> bool:
+        return known_type(msg.data) == SleeptimeTurnCounted.type_name()
 
-    # Listen first, then look: a decision between the two is not missed.
-    sub = await gw.eventlog.nc.subscribe(subject, cb=on_event)
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                last = await gw.eventlog.last_seq(subject)
-                async with gw.reads.at(last, RUNS) as conn:
-                    started = await conn.fetchval(
-                        "SELECT started FROM sleeptime_turns WHERE run_id = $1", run_id
-                    )
-                if started is not None:
-                    return [r["run_id"] for r in started]
-                await counted.wait()
-                counted.clear()
-    except TimeoutError:
+    async def look() -> list[str] | None:
+        last = await gw.eventlog.last_seq(subject)
+        async with gw.reads.at(last, RUNS) as conn:
+            started = await conn.fetchval(
+                "SELECT started FROM sleeptime_turns WHERE run_id = $1", run_id
+            )
+        return None if started is None else [r["run_id"] for r in started]
+
+    runs = await look_until(gw.eventlog.nc, subject, heard, look, timeout)
+    if runs is None:
         log.warning("no sleep-time decision on run %s within %.1fs", run_id, timeout)
         return []
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+    return runs

@@ -9,8 +9,6 @@ finished) and the other agent runs once.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +23,11 @@ from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
 from o_runtime.eventlog import AppendRejected, EventLog
+from o_runtime.log_news import look_until
 from o_runtime.reads import ProjectionReads
 from o_runtime.waiting import ProjectionLag
 
 PRODUCER = "executor"
-# A wait hears the other agent's events as they are published (core NATS), and looks at
-# the log again this often whatever it heard: a RunCompleted published while NATS was
-# reconnecting is never heard, but the log has it.
-RECHECK = 2.0
 # At most this many agents are sent one tag broadcast (Letta lists 100).
 MAX_TAGGED = 100
 
@@ -165,28 +160,13 @@ class OtherRuns:
     async def ended(self, agent_id: str, run_id: str, timeout: float) -> RunEnd | None:
         """The run's end once it has one; None if it has none within `timeout` seconds."""
         lane = Lane(agent_id)
-        news = asyncio.Event()
 
-        async def on_event(msg: Msg) -> None:
-            if known_type(msg.data) == RunCompleted.type_name():
-                news.set()
+        def heard(msg: Msg) -> bool:
+            return known_type(msg.data) == RunCompleted.type_name()
 
-        # Listen first, then look: an end between the two is not missed.
-        sub = await self.eventlog.nc.subscribe(lane.events, cb=on_event)
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    news.clear()
-                    end = await self._end(lane, run_id)
-                    if end is not None:
-                        return end
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(news.wait(), RECHECK)
-        except TimeoutError:
-            return None
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+        return await look_until(
+            self.eventlog.nc, lane.events, heard, lambda: self._end(lane, run_id), timeout
+        )
 
     async def _end(self, lane: Lane, run_id: str) -> RunEnd | None:
         last = await self.eventlog.last_seq(lane.events)

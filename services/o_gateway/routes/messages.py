@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
+from nats.aio.msg import Msg
 
 from o_contracts.commands import StartRun
 from o_contracts.concurrency import AGENT_ROUTES, Concurrency, policy_for
@@ -47,11 +46,9 @@ from o_gateway.schemas import (
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
 from o_gateway.tool_return_groups import message_key, shown
+from o_runtime.log_news import look_until
 
 router = APIRouter()
-
-# How often a retried request that follows a run looks at the log again.
-RUN_END_RECHECK = 2.0
 
 
 def input_messages(body: SendMessageBody, run_id: str | None = None) -> list[ChatMessage]:
@@ -115,35 +112,26 @@ async def known_run(gw: Gateway, lane: Lane, run_id: str) -> dict[str, Any] | No
 
 async def run_end(gw: Gateway, lane: Lane, run_id: str, timeout: float) -> int:
     """The stream sequence of the run's RunCompleted, once it has one."""
-    ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
-    async def on_event(msg: Any) -> None:
-        if known_type(msg.data) != RunCompleted.type_name() or ended.done():
-            return
-        with contextlib.suppress(MalformedMessage):
-            if getattr(decode(msg.data).data, "run_id", None) == run_id:
-                ended.set_result(0)
+    def heard(msg: Msg) -> bool:
+        if known_type(msg.data) != RunCompleted.type_name():
+            return False
+        try:
+            return getattr(decode(msg.data).data, "run_id", None) == run_id
+        except MalformedMessage:
+            return False
 
-    # Listen first, then look: an end between the two is not missed. (Core NATS
-    # may drop the notice across a reconnection: the log is looked at again
-    # every RECHECK seconds whatever comes.)
-    sub = await gw.eventlog.nc.subscribe(lane.events, cb=on_event)
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                run = await known_run(gw, lane, run_id)
-                if run is not None and run["stop_reason"] is not None:
-                    seq: int = run["last_seq"]
-                    return seq
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(ended), RUN_END_RECHECK)
-                if ended.done():
-                    ended = asyncio.get_running_loop().create_future()
-    except TimeoutError as exc:
-        raise HTTPException(504, f"run {run_id} is still going") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+    async def look() -> int | None:
+        run = await known_run(gw, lane, run_id)
+        if run is not None and run["stop_reason"] is not None:
+            seq: int = run["last_seq"]
+            return seq
+        return None
+
+    seq = await look_until(gw.eventlog.nc, lane.events, heard, look, timeout)
+    if seq is None:
+        raise HTTPException(504, f"run {run_id} is still going")
+    return seq
 
 
 def approval_answers(
