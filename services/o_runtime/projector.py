@@ -48,6 +48,7 @@ from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
+from o_runtime.deferred_writes import ClaimLost, DeferredWrites
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
 from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
@@ -510,18 +511,12 @@ class Projector:
             return [Outcome.SKIPPED for _ in events]
         async with self.pool.acquire() as conn:
             expected, self._at = self._at, None
-            if expected is not None and await self._begin_at(conn, expected, end):
-                # The checkpoint was where we left it: every event here is new.
-                try:
-                    outcomes = await self._apply_after(conn, events, expected, live=True)
-                    await conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(Exception):
-                        await conn.execute("ROLLBACK")
-                    raise
-                self._at = end
-                self._committed(end)
-                return outcomes
+            if expected is not None:
+                outcomes = await self._apply_from(conn, events, expected)
+                if outcomes is not None:
+                    self._at = end
+                    self._committed(end)
+                    return outcomes
             async with conn.transaction():
                 await conn.execute(_ASYNC_COMMIT)
                 at = await conn.fetchval(_CLAIM, self.name, end, NOTIFY_CHANNEL)
@@ -559,24 +554,34 @@ class Projector:
         if self.on_committed is not None:
             self.on_committed(self.name, seq)
 
-    async def _begin_at(self, conn: asyncpg.Connection, expected: int, end: int) -> bool:
-        """BEGIN and claim the checkpoint from `expected` to `end`, in one round trip.
-
-        A follower knows where it left the checkpoint, so it need not read it;
-        if someone moved it meanwhile (another follower, a rebuild) the claim
-        changes nothing and we roll back. The statement is sent with the simple
-        query protocol (several statements, no parameters): values are literals.
+    async def _apply_from(
+        self, conn: asyncpg.Connection, events: Sequence[RawEvent], expected: int
+    ) -> list[Outcome] | None:
+        """Apply the events past checkpoint `expected`, where this follower left it, usually
+        in one round trip (deferred_writes.py): BEGIN, the claim to the batch's end, the
+        handlers' statements and COMMIT go as one message. None if someone moved the
+        checkpoint meanwhile (another follower, a rebuild): nothing was applied.
         """
-        status = await conn.execute(
-            f"BEGIN; {_ASYNC_COMMIT}; UPDATE projection_checkpoints SET previous_seq = last_seq,"
-            f" last_seq = {int(end)}, updated_at = now()"
-            f" WHERE projection = {_literal(self.name)} AND last_seq = {int(expected)}"
-            f" RETURNING pg_notify({_literal(NOTIFY_CHANNEL)}, {_literal(f'{self.name}:{end}')})"
+        end = events[-1].seq
+        writes = DeferredWrites(
+            conn,
+            f"BEGIN; {_ASYNC_COMMIT}; SELECT o_claim_checkpoint({_literal(self.name)},"
+            f" {int(expected)}, {int(end)}, {_literal(NOTIFY_CHANNEL)})",
         )
-        if status == "UPDATE 1":
-            return True
-        await conn.execute("ROLLBACK")
-        return False
+        try:
+            # (The handlers get asyncpg's calls they use: deferred_writes.py.)
+            handlers_conn = cast(asyncpg.Connection, writes)
+            outcomes = await self._apply_after(handlers_conn, events, expected, live=True)
+            await writes.commit()
+        except ClaimLost:
+            await conn.execute("ROLLBACK")
+            return None
+        except BaseException:
+            if writes.begun:
+                with contextlib.suppress(Exception):
+                    await conn.execute("ROLLBACK")
+            raise
+        return outcomes
 
     async def _apply_in(
         self, conn: asyncpg.Connection, events: Sequence[RawEvent], *, live: bool

@@ -27,6 +27,7 @@ from o_contracts.models import BlockSpec
 from o_memory.projections import memory
 from o_runtime import projector as projector_module
 from o_runtime.db import migrate
+from o_runtime.deferred_writes import DeferredWrites
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Outcome, Projection, Projector
 from o_runtime.reads import ProjectionReads
@@ -130,6 +131,52 @@ async def test_a_projector_tells_its_own_process_what_it_committed(
     assert committed == [(projection.name, seq)]
     assert await projector.apply(seq, subject, msg.data or b"") is Outcome.SKIPPED
     assert committed[-1][1] == seq  # never told anything past what is committed
+
+
+async def test_a_follower_that_knows_its_checkpoint_applies_an_event_in_one_message(
+    eventlog: EventLog, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BEGIN, the claim, the handler's statements and COMMIT together (deferred_writes.py).
+    messages: list[int] = []
+
+    class Counted(DeferredWrites):
+        async def commit(self) -> None:
+            await super().commit()
+            messages.append(self.messages)
+
+    monkeypatch.setattr(projector_module, "DeferredWrites", Counted)
+    projector = Projector(fresh_memory_projection(), pool, eventlog)
+    for value in ("first", "second"):
+        block_id, seq = await create_block(eventlog, value=value)
+        msg = await eventlog.js.get_msg(subjects.EVENTS_STREAM, seq)
+        subject = subjects.block_subject(block_id)
+        assert await projector.apply(seq, subject, msg.data or b"") is Outcome.APPLIED
+        assert await versions_of(pool, block_id) == [(1, value)]
+    # (the first claims the slow way: a new projector does not know where the checkpoint is)
+    assert messages == [1]
+
+
+async def test_a_follower_whose_checkpoint_was_moved_meanwhile_claims_again(
+    eventlog: EventLog, pool: asyncpg.Pool
+) -> None:
+    projection = fresh_memory_projection()
+    projector = Projector(projection, pool, eventlog)
+    applied, first = await create_block(eventlog)
+    msg = await eventlog.js.get_msg(subjects.EVENTS_STREAM, first)
+    await projector.apply(first, subjects.block_subject(applied), msg.data or b"")
+    block_id, seq = await create_block(eventlog)
+    # Another follower (or a rebuild) applied it meanwhile: this one's claim is lost, it
+    # reads the checkpoint and skips what is applied.
+    await pool.execute(
+        "UPDATE projection_checkpoints SET last_seq = $2 WHERE projection = $1",
+        projection.name,
+        seq,
+    )
+    msg = await eventlog.js.get_msg(subjects.EVENTS_STREAM, seq)
+    subject = subjects.block_subject(block_id)
+    assert await projector.apply(seq, subject, msg.data or b"") is Outcome.SKIPPED
+    assert await versions_of(pool, block_id) == []
+    assert await versions_of(pool, applied) == [(1, "v")]
 
 
 @pytest.fixture
