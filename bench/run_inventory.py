@@ -98,7 +98,9 @@ async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
         await admin.execute("ALTER SYSTEM SET log_min_duration_statement = 0")
         await admin.execute("SELECT pg_reload_conf()")
         log = pg.logfile
-        xacts = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        xacts = (
+            "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = current_database()"
+        )
         await asyncio.sleep(0.5)  # the reload reaching every backend; counts only
         log_start = log.stat().st_size
         heard: collections.Counter[str] = collections.Counter()
@@ -109,12 +111,12 @@ async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
         nc = await nats.connect(system.servers.nats.url, name="inventory")
         await nc.subscribe(">", cb=count)
         await nc.flush()
-        before, commits = connections(), await admin.fetchval(xacts)
+        before, commits = connections(), await admin.fetchrow(xacts)
         for i in range(runs):
             await side.one_run("plain", warmup + i)
         # The runs' last projection writes and acks land after the replies.
         await asyncio.sleep(2.0)
-        after, commits_after = connections(), await admin.fetchval(xacts)
+        after, commits_after = connections(), await admin.fetchrow(xacts)
         await nc.close()
         await admin.execute("ALTER SYSTEM RESET log_min_duration_statement")
         await admin.execute("SELECT pg_reload_conf()")
@@ -136,7 +138,8 @@ async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
         counts = statements(log, log_start)
         print(
             f"Postgres: {sum(counts.values()) / runs:.1f} statements and"
-            f" {(commits_after - commits) / runs:.1f} commits per run"
+            f" {(commits_after[0] - commits[0]) / runs:.1f} commits per run;"
+            f" {commits_after[1] - commits[1]} sessions begun in {runs} runs"
         )
         for text, n in counts.most_common(40):
             print(f"  {n / runs:5.2f}  {text}")

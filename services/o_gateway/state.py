@@ -43,9 +43,13 @@ class Gateway:
     def reads(self) -> ProjectionReads:
         return ProjectionReads(self.pool, self.watcher)
 
-    async def visible(self, seq: int | None, *projections: str) -> None:
+    async def visible(self, seq: int | None, *projections: str, applies: bool = False) -> None:
+        """Wait until the projections show `seq` (`applies`: they apply that event
+        themselves; o_runtime/waiting.py)."""
         if seq:
-            await self.watcher.wait(seq, *projections, timeout=READ_YOUR_WRITES_TIMEOUT)
+            await self.watcher.wait(
+                seq, *projections, timeout=READ_YOUR_WRITES_TIMEOUT, applies=applies
+            )
 
     async def agent_row(self, agent_id: str) -> dict[str, Any]:
         row = await self.pool.fetchrow("SELECT * FROM agents WHERE id = $1", agent_id)

@@ -26,6 +26,7 @@ from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec
 from o_memory.projections import memory
 from o_runtime import projector as projector_module
+from o_runtime import waiting as waiting_module
 from o_runtime.db import migrate
 from o_runtime.deferred_writes import DeferredWrites
 from o_runtime.eventlog import EventLog
@@ -306,6 +307,46 @@ async def test_a_waiter_moves_the_checkpoint_past_events_the_projection_does_not
     started(projection, pool, eventlog, projectors, ProjectionSettings(skip_lag=3600.0))
     last = await skipped_events(eventlog, 5)
     await watcher.wait(last, projection.name, timeout=30)
+    assert await checkpoint_of(pool, projection) == last
+
+
+async def test_a_waiter_for_an_event_the_projection_applies_does_not_ask_for_it(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each ask is a message to the projector: a run's end, which the runs projection
+    # applies anyway, is waited for without one (o_runtime/waiting.py, ASK_AFTER).
+    # (A pause long enough for this machine's slowest commit: the first wait must not ask.)
+    monkeypatch.setattr(waiting_module, "ASK_AFTER", 2.0)
+    projection = fresh_memory_projection()
+    head = (await eventlog.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    await pool.execute(
+        "INSERT INTO projection_checkpoints (projection, last_seq) VALUES ($1, $2)",
+        projection.name,
+        head,
+    )
+    started(projection, pool, eventlog, projectors, ProjectionSettings(skip_lag=3600.0))
+    asked: list[bytes] = []
+
+    async def heard(msg: Any) -> None:
+        asked.append(msg.data)
+
+    asks = await eventlog.nc.subscribe(
+        subjects.projection_wanted_subject(projection.name), cb=heard
+    )
+    try:
+        _, seq = await create_block(eventlog)
+        await watcher.wait(seq, projection.name, timeout=30, applies=True)
+        # One it does not apply is still asked for, after the pause (else an hour's lag).
+        last = await skipped_events(eventlog, 1)
+        await watcher.wait(last, projection.name, timeout=30, applies=True)
+        await eventlog.nc.flush()
+    finally:
+        await asks.unsubscribe()
+    assert asked == [b"%d" % last]
     assert await checkpoint_of(pool, projection) == last
 
 

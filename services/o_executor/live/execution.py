@@ -193,7 +193,8 @@ class LiveRun:
     async def _projected(self, reply: Reply) -> None:
         # Like every O service: whoever waited for the reply reads its write.
         if reply.seq:
-            await self.s.watcher.wait(reply.seq, RUNS, timeout=PROJECTION_TIMEOUT)
+            # (the run's end, or the steering run's: events the runs projection applies)
+            await self.s.watcher.wait(reply.seq, RUNS, timeout=PROJECTION_TIMEOUT, applies=True)
 
     async def _execute(self, cursor: Cursor) -> Reply:
         # Every event appended to the agent's subject is also published on it:

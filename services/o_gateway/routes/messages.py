@@ -343,7 +343,8 @@ async def run_response(
 ) -> dict[str, Any]:
     """The run's reply; with `after`, only its messages past that position (what a run
     did after it took a steering message)."""
-    await gw.visible(seq, RUNS)
+    # (`seq` is the run's end, or its last event so far: the runs projection applies both)
+    await gw.visible(seq, RUNS, applies=True)
     # The run and its messages in one round trip: a row per message (one with
     # no message if it has none), the run's columns on each.
     rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id, after)
