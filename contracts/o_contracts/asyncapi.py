@@ -288,8 +288,8 @@ CHANNELS = (
         "callbackCommands",
         f"{subjects.COMMANDS_PREFIX}.callback.{{run_id}}",
         "run_id",
-        "The gateway's own wake-ups for a run's callback delivery (sent when a run with a "
-        "callback_url ends; retries are redeliveries with a delay) "
+        "A run's callback delivery, asked of the gateway by the executor as a run with a "
+        "callback_url ends (retries are redeliveries with a delay) "
         f"(stream {subjects.COMMANDS_STREAM}); a repeat changes nothing.",
         (commands.DeliverCallback,),
         "receive",

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from o_contracts import limits
 from o_contracts.base import Command
 from o_contracts.callback_urls import CallbackUrl
+from o_contracts.ids import derived_id
 from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
 from o_contracts.subjects import Lane
 
@@ -194,8 +195,9 @@ class ReflectOnMemories(Command):
 class DeliverCallback(Command):
     """Gateway: deliver the completion callback of a run that ended (docs/callbacks.md).
 
-    Sent by the gateway itself when it sees a run with a `callback_url` end, on
-    `o.cmd.callback.<run_id>`; the handler reads the delivery's state from its
+    Sent by the executor when a run with a `callback_url` ends, on
+    `o.cmd.callback.<run_id>` under the id `callback_command_id(run_id)` (a run's end
+    handled twice sends it once); the handler reads the delivery's state from its
     subject (`o.evt.callback.<run_id>`), so a repeat attempts nothing already
     acknowledged and answers with the recorded outcome.
     """
@@ -205,3 +207,8 @@ class DeliverCallback(Command):
     # The run's RunCompleted in the log: the read models the body is rendered from
     # must show it first.
     completed_seq: int = Field(ge=1)
+
+
+def callback_command_id(run_id: str) -> str:
+    """The id of a run's DeliverCallback: the same for every sender and every try."""
+    return derived_id("cmd", run_id, "callback")

@@ -12,11 +12,9 @@ import uvicorn
 
 from o_contracts import subjects
 from o_contracts.commands import DeliverCallback
-from o_contracts.events import RunCompleted
 from o_gateway.app import create_app
 from o_gateway.callbacks.deliveries import CallbackDeliveries
 from o_gateway.callbacks.projection import callbacks
-from o_gateway.callbacks.scheduler import CallbackScheduler
 from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.mcp_projection import mcp_servers
@@ -27,7 +25,6 @@ from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
-from o_runtime.reactor import EventReactor
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
@@ -86,18 +83,9 @@ class GatewayService(Service):
         self.deliver_callbacks()
 
     def deliver_callbacks(self) -> None:
-        """Completion callbacks (docs/callbacks.md): a reactor sees runs end, a command
-        consumer delivers (retries are the command again, after a delay)."""
+        """Completion callbacks (docs/callbacks.md): the executor asks for each as its run
+        ends, a command consumer delivers (retries are the command again, after a delay)."""
         settings = self.config.callbacks
-        scheduler = CallbackScheduler(self.eventlog, self.reads)
-        self.reactors.append(
-            EventReactor(
-                self.eventlog,
-                "gateway-callbacks",
-                subjects.AGENT_AND_CONVERSATION_EVENTS,
-                {RunCompleted: scheduler.on_runs_completed},
-            )
-        )
         deliveries = CallbackDeliveries(self.gateway)
         self.consume(
             CommandConsumer(

@@ -274,11 +274,10 @@ GATEWAY = Role(
         appends(subjects.FILE_UPLOADS),
         objects(subjects.FILES_BUCKET, write=True),
         asks(subjects.MEMORY_SEARCH_FILES),
-        # Completion callbacks (docs/callbacks.md): runs' ends seen, deliveries recorded.
+        # Completion callbacks (docs/callbacks.md): deliveries made and recorded (the
+        # executor asks for them).
         appends(subjects.CALLBACK_EVENTS),
-        sends(subjects.CALLBACK_COMMANDS),
         handles_commands(cmd("gateway-callbacks")),
-        consumes(evt("gateway-callbacks")),
         asks(
             subjects.MEMORY_SEARCH_ARCHIVAL,
             subjects.MEMORY_READ_CORE,
@@ -306,8 +305,13 @@ EXECUTOR = Role(
         # Runs (on the agent's and its conversations' subjects) and tool executions.
         appends(subjects.AGENT_AND_CONVERSATION_EVENTS, subjects.SANDBOX_EVENTS),
         handles_commands(cmd("executor")),
-        # Multi-agent runs, memory tools, evolution tools.
-        sends(subjects.EXECUTOR_COMMANDS, subjects.MEMORY_COMMANDS, subjects.EVOLUTION_COMMANDS),
+        # Multi-agent runs, memory tools, evolution tools; a run's completion callback.
+        sends(
+            subjects.EXECUTOR_COMMANDS,
+            subjects.MEMORY_COMMANDS,
+            subjects.EVOLUTION_COMMANDS,
+            subjects.CALLBACK_COMMANDS,
+        ),
         # The run queue reads an agent's next command by subject.
         gets(subjects.COMMANDS_STREAM),
         serves(subjects.EXECUTOR_GENERATE, subjects.EXECUTOR_READ_CONTEXT),

@@ -11,13 +11,14 @@ and `apply` creates them or brings them up to date.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, BucketNotFoundError
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 
 from o_contracts import subjects
 from o_executor.run_queue import BUCKET as RUNS_BUCKET
@@ -80,12 +81,6 @@ _DECLARED = (
         subjects.AGENT_AND_CONVERSATION_EVENTS,
         "evolution",
     ),
-    Durable(
-        subjects.EVENTS_STREAM,
-        "gateway-callbacks",
-        subjects.AGENT_AND_CONVERSATION_EVENTS,
-        "gateway",
-    ),
     Durable(subjects.EVENTS_STREAM, "schedule-dispatch", subjects.SCHEDULE_EVENTS, "evolution"),
     Durable(subjects.EVENTS_STREAM, "memory-file-uploads", subjects.FILE_UPLOADS, "memory"),
 )
@@ -141,13 +136,37 @@ _CONFIGS: dict[str, Callable[[Env], ConsumerConfig]] = {
     f"{subjects.EVENTS_STREAM}/memory-file-uploads": _reactor,
     f"{subjects.EVENTS_STREAM}/memory-evolution-archive": _reactor,
     f"{subjects.EVENTS_STREAM}/evolution-turns": _reactor,
-    f"{subjects.EVENTS_STREAM}/gateway-callbacks": _reactor,
     f"{subjects.EVENTS_STREAM}/schedule-dispatch": lambda env: dispatch_consumer_config(),
 }
 
 
 def durables() -> tuple[Durable, ...]:
     return _DECLARED
+
+
+# Durable consumers O no longer uses, removed by `apply` (by stream and name):
+# - "gateway-callbacks" on the events: the gateway's reactor that saw runs end to ask for
+#   their callbacks; the executor asks as each run ends (docs/callbacks.md). Run ends it had
+#   not reacted to when it goes (none if a gateway ran until the upgrade) get no callback:
+#   `apply` logs how many.
+RETIRED = ((subjects.EVENTS_STREAM, "gateway-callbacks"),)
+
+
+async def _remove_retired(js: JetStreamContext) -> None:
+    for stream, name in RETIRED:
+        try:
+            info = await js.consumer_info(stream, name)
+        except NotFoundError:
+            continue
+        if info.num_pending or info.num_ack_pending:
+            log.warning(
+                "retired durable %s on %s had %d events it had not handled; removing it",
+                name,
+                stream,
+                (info.num_pending or 0) + (info.num_ack_pending or 0),
+            )
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(stream, name)
 
 
 async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
@@ -176,6 +195,7 @@ async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:
     await _ensure_kv(js, replicas)
     await ensure_image_store(js, replicas)
     await ensure_file_store(js, replicas)
+    await _remove_retired(js)
     for durable in _DECLARED:
         config = durable.config(env)
         if durable.stream == subjects.EVENTS_STREAM and config.ack_policy == AckPolicy.EXPLICIT:

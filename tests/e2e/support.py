@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,13 +14,16 @@ from typing import Any
 import httpx
 import nats
 import nats.js.errors
+from nats.aio.client import Client
 from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
+from o_contracts.base import Reply as CommandReply
 from o_contracts.envelope import Envelope, decode
 from o_contracts.projection_names import RUNS
 from o_devtools.health import wait_healthy
 from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
+from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System, free_port
 from tests.fakes.openai_server import FakeOpenAI
@@ -242,3 +246,39 @@ async def another_gateway(
     finally:
         await http.aclose()
         await supervisor.stop()
+
+
+# -- commands published again (exactly once, whatever is delivered twice) ------------
+
+
+@asynccontextmanager
+async def connected(system: System) -> AsyncIterator[Client]:
+    """A NATS connection as the operator, closed on exit."""
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def last_command(nc: Client, subject: str) -> Envelope[Any]:
+    """The last command published on `subject`."""
+    msg = await nc.jetstream().get_last_msg(subjects.COMMANDS_STREAM, subject)
+    return decode(msg.data or b"")
+
+
+async def publish_again(nc: Client, subject: str, command: Envelope[Any]) -> CommandReply:
+    """Publish `command` under a Nats-Msg-Id the stream has not seen; wait for its reply."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    try:
+        await nc.jetstream().publish(
+            subject,
+            command.encode(),
+            stream=subjects.COMMANDS_STREAM,
+            headers={"Nats-Msg-Id": f"again-{uuid.uuid4()}", REPLY_HEADER: inbox},
+        )
+        msg = await sub.next_msg(timeout=30)
+        return decode_reply(msg.data)
+    finally:
+        await sub.unsubscribe()

@@ -22,14 +22,21 @@ import nats
 import pytest
 
 from o_contracts import subjects
-from o_contracts.commands import StartRun
-from o_contracts.envelope import Envelope
+from o_contracts.commands import DeliverCallback, StartRun, callback_command_id
+from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 from o_devtools.health import wait_healthy
 from tests.e2e.callback_receiver import CALLBACK_SECRET, Received, receiving
 from tests.e2e.conftest import System
-from tests.e2e.support import event_types, new_agent, until
+from tests.e2e.support import (
+    connected,
+    event_types,
+    last_command,
+    new_agent,
+    publish_again,
+    until,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
 
@@ -131,6 +138,41 @@ async def test_a_finished_run_is_posted_once_signed_with_its_final_state(
     assert final["callback_error"] is None
     assert final["callback_sent_at"] is not None
     assert final["callback_url"] == receiver.url
+
+
+async def test_the_executor_asks_for_a_callback_as_the_run_ends_and_once_if_asked_twice(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The executor that ends the run sends DeliverCallback (under an id derived from the
+    # run) before it acks the run's StartRun: one that dies in between gets the command
+    # back, finds the run finished and asks again, which delivers nothing twice.
+    agent = await new_agent(system)
+    llm.push(Reply(content="once"))
+    starts = subjects.executor_command_subject(agent["id"])
+    with receiving() as receiver:
+        run = await send_async(system, agent["id"], "hi", callback_url=receiver.url)
+        await asyncio.to_thread(receiver.wait_for, 1)
+        await run_once(system, run["id"], answered)
+        async with connected(system) as nc:
+            js = nc.jetstream()
+            asked = await js.get_last_msg(
+                subjects.COMMANDS_STREAM, subjects.callback_command_subject(run["id"])
+            )
+            start = await last_command(nc, starts)
+            delivery = await callback_events(system, run["id"])
+            again = await publish_again(nc, starts, start)
+            asked_after = await js.get_last_msg(
+                subjects.COMMANDS_STREAM, subjects.callback_command_subject(run["id"])
+            )
+        assert len(receiver.received) == 1
+    command = decode(asked.data or b"")
+    assert command.producer == "executor" and command.id == callback_command_id(run["id"])
+    assert command.data == DeliverCallback(
+        run_id=run["id"], agent_id=agent["id"], completed_seq=command.data.completed_seq
+    )
+    assert again.ok and again.result == {"stop_reason": "end_turn"}
+    assert asked_after.seq == asked.seq  # asked again under the same id: deduplicated
+    assert await callback_events(system, run["id"]) == delivery
 
 
 async def test_a_failed_run_is_posted_as_failed_with_its_error(

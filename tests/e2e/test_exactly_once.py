@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +21,6 @@ import pytest
 from nats.aio.client import Client
 
 from o_contracts import evolution_commands, schedule_commands, subjects
-from o_contracts.base import Reply as CommandReply
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import derived_id
@@ -32,47 +29,22 @@ from o_contracts.subjects import Lane
 from o_executor.sandbox_calls import request_execution
 from o_gateway.routes.messages import idempotent_run_id, queued_event, start_run
 from o_gateway.schemas import SendMessageBody
-from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.eventlog import EventLog
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
 from tests.e2e.folder_support import agent_files, markdown, new_folder, processed, upload
-from tests.e2e.support import event_types, evolution_events, new_agent, send
+from tests.e2e.support import (
+    connected,
+    event_types,
+    evolution_events,
+    last_command,
+    new_agent,
+    publish_again,
+    send,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
-
-
-@asynccontextmanager
-async def connected(system: System) -> AsyncIterator[Client]:
-    nc = await nats.connect(system.env["NATS_URL"], **operator())
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def last_command(nc: Client, subject: str) -> Envelope[Any]:
-    msg = await nc.jetstream().get_last_msg(subjects.COMMANDS_STREAM, subject)
-    return decode(msg.data or b"")
-
-
-async def publish_again(nc: Client, subject: str, command: Envelope[Any]) -> CommandReply:
-    """Publish `command` under a Nats-Msg-Id the stream has not seen; wait for its reply."""
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    try:
-        await nc.jetstream().publish(
-            subject,
-            command.encode(),
-            stream=subjects.COMMANDS_STREAM,
-            headers={"Nats-Msg-Id": f"again-{uuid.uuid4()}", REPLY_HEADER: inbox},
-        )
-        msg = await sub.next_msg(timeout=30)
-        return decode_reply(msg.data)
-    finally:
-        await sub.unsubscribe()
 
 
 async def human_block(system: System, agent_id: str) -> dict[str, Any]:

@@ -12,12 +12,15 @@ import uuid
 
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import AgentDeleted
+from o_runtime.env import Env
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.reactor import EventReactor, replace_cumulative_consumer
+from o_setup import topology
 
 
 class Reactions:
@@ -151,3 +154,19 @@ async def test_a_consumer_made_with_cumulative_acks_is_replaced_from_its_ack_flo
         await upgraded.stop()
     assert info.config.ack_policy == AckPolicy.EXPLICIT
     assert reactions.seen == pending
+
+
+async def test_the_setup_role_removes_a_durable_o_no_longer_uses(
+    eventlog: EventLog, monkeypatch: pytest.MonkeyPatch, tag: str
+) -> None:
+    # (A retired name of the test's own: the shared server's real ones stay as they are.)
+    name = f"retired-{tag}"
+    monkeypatch.setattr(topology, "RETIRED", ((subjects.EVENTS_STREAM, name),))
+    await eventlog.js.add_consumer(
+        subjects.EVENTS_STREAM,
+        ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT),
+    )
+    await topology.apply(eventlog.js, Env({}))
+    with pytest.raises(NotFoundError):
+        await eventlog.js.consumer_info(subjects.EVENTS_STREAM, name)
+    await topology.apply(eventlog.js, Env({}))  # and again: nothing to remove, no error

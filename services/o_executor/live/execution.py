@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 
 from o_contracts import subjects
 from o_contracts.base import Reply
-from o_contracts.commands import StartRun
+from o_contracts.commands import DeliverCallback, StartRun, callback_command_id
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import (
     RunCancellationRequested,
@@ -166,7 +166,25 @@ class LiveRun:
             ),
             self._projected(reply),
         )
+        await self._ask_for_callback(reply)
         return reply
+
+    async def _ask_for_callback(self, reply: Reply) -> None:
+        """A run asked for a completion callback and ended: the gateway is asked to deliver
+        it (docs/callbacks.md). Before the command is acked: an executor that dies first
+        has the command back, finds the run finished and asks again (the same command id:
+        deduplicated, and a DeliverCallback handled twice delivers once)."""
+        steered = reply.result is not None and "steered_into" in reply.result
+        if self.cmd.callback_url is None or not reply.ok or not reply.seq or steered:
+            return
+        run_id = self.cmd.run_id
+        command = self.command.caused(
+            DeliverCallback(run_id=run_id, agent_id=self.cmd.agent_id, completed_seq=reply.seq),
+            aggregate_id=run_id,
+            producer=PRODUCER,
+            id=callback_command_id(run_id),
+        )
+        await self.s.eventlog.send_command(subjects.callback_command_subject(run_id), command)
 
     async def _agent_ever_existed(self) -> bool:
         agent_subject = subjects.agent_subject(self.cmd.agent_id)

@@ -1,6 +1,7 @@
 """Completion callbacks (Letta's `callback_url`, issue 22): when a run that asked for one
 ends, its outcome is POSTed to the caller's URL, signed, retried with backoff for a
-bounded time, every attempt recorded in the log (docs/callbacks.md).
+bounded time, every attempt recorded in the log (docs/callbacks.md). The executor asks for
+the delivery as the run ends (`DeliverCallback`, o_executor/live/execution.py).
 
 | module | what |
 |---|---|
@@ -10,7 +11,6 @@ bounded time, every attempt recorded in the log (docs/callbacks.md).
 | `payload.py` | the body: Letta's shape, from the run and its messages |
 | `schedule.py` | the delivery's state folded from its events, and what comes next |
 | `sender.py` | one POST: resolve, check every address, connect to a checked one, bounded |
-| `scheduler.py` | the event reactor that sees runs end and asks for their delivery |
 | `deliveries.py` | the `DeliverCallback` handler: one attempt at a time, recorded |
 | `projection.py` | projection "callbacks": what a run shows of its callback |
 """
