@@ -146,6 +146,8 @@ class Holdings:
         self._replies: dict[str, None] = {}
         self._changes = 0
         self._written = 0
+        # The changes the write in flight carries (a wait for those needs no other write).
+        self._writing = 0
         self._pending = asyncio.Event()
         self._now = asyncio.Event()
         self._wrote = asyncio.Condition()
@@ -179,7 +181,10 @@ class Holdings:
         target = self._changes
         if self._written >= target:
             return True
-        self._now.set()
+        if self._writing < target:
+            # (Not when the write in flight carries them: a later release would then go at
+            # once instead of riding with the next take, a second write per command.)
+            self._now.set()
         try:
             async with asyncio.timeout(timeout), self._wrote:
                 await self._wrote.wait_for(lambda: self._written >= target)
@@ -213,7 +218,7 @@ class Holdings:
                     await asyncio.wait_for(self._now.wait(), IDLE_WRITE)
             self._pending.clear()
             self._now.clear()
-            target = self._changes
+            target = self._writing = self._changes
             entry = Held(self.alive, tuple(self._replies))
             try:
                 await self.kv.put(self.key, entry.encode())
@@ -221,6 +226,7 @@ class Holdings:
                 raise
             except Exception as exc:
                 log.warning("%s: holdings not written (%r); trying again", self.consumer, exc)
+                self._writing = self._written
                 self._pending.set()
                 self._now.set()
                 await asyncio.sleep(RETRY_WRITE)

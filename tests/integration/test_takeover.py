@@ -20,8 +20,10 @@ from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
+from o_runtime import holdings as holdings_module
 from o_runtime.commands import CommandConsumer, Delivery, send_and_wait
 from o_runtime.eventlog import EventLog
+from o_runtime.holdings import HELD_BUCKET
 from tests.integration.commands_support import command
 from tests.servers import Servers
 
@@ -158,3 +160,33 @@ async def test_a_holder_that_stops_cleanly_gives_its_command_back_at_once(
     assert reply.ok and reply.result == {"by": "survivor"}
     assert survivor.deliveries == [2]
     assert survivor.at[0] - stopped_at < 1.0
+
+
+async def test_holdings_are_written_once_per_command_when_commands_follow_each_other(
+    eventlog: EventLog, consumer_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A take is written at once; the release after the ack rides with the next take (or
+    # goes alone IDLE_WRITE later, here longer than the test): one write per command. A
+    # handler waiting for its take's write while that write was in flight had the release
+    # written at once too: two writes per command, each a message and its ack over NATS.
+    monkeypatch.setattr(holdings_module, "IDLE_WRITE", 60.0)
+    one = Survivor(eventlog, consumer_name)
+    await one.consumer.start()
+    # (The writes come from this connection: each is heard here, in order, before the
+    # answer to a flush.)
+    puts = await eventlog.nc.subscribe(f"$KV.{HELD_BUCKET}.{one.consumer.holdings.key}")
+    acks = await eventlog.nc.subscribe(f"$JS.ACK.{subjects.COMMANDS_STREAM}.{consumer_name}.>")
+    try:
+        for _ in range(3):
+            c = command()
+            subject = f"o.cmd.{consumer_name}.{c.aggregate_id}"
+            assert (await send_and_wait(eventlog, subject, c, timeout=DEADLINE)).ok
+            # Its ack heard: released (the release follows the ack's publish at once).
+            await acks.next_msg(timeout=DEADLINE)
+        await eventlog.nc.flush()
+        written = puts.pending_msgs
+    finally:
+        for sub in (puts, acks):
+            await sub.unsubscribe()
+        await one.consumer.stop()
+    assert written == 3
