@@ -75,9 +75,12 @@ class RunQueue:
         # again then.
         self._waiting: dict[str, set[asyncio.Event]] = {}
         # Cursors this process wrote last. Usually still current when the
-        # agent's next run comes, so the next pending command can be looked up
-        # alongside the cursor read instead of after it (checked, never trusted).
+        # agent's next run comes: the next pending command is looked up from there
+        # at once, and the cursor is not read again unless another writer was heard
+        # moving it since (_cursor_and_next says why a stale one is harmless).
         self._written: dict[str, Cursor] = {}
+        # Agents whose cursor another process was heard moving past what we wrote.
+        self._moved: set[str] = set()
 
     @classmethod
     async def open(cls, eventlog: EventLog) -> RunQueue:
@@ -92,7 +95,12 @@ class RunQueue:
         return queue
 
     async def _on_put(self, msg: Msg) -> None:
-        self._wake(msg.subject.rsplit(".", 1)[-1])
+        agent_id = msg.subject.rsplit(".", 1)[-1]
+        written = self._written.get(agent_id)
+        if written is not None and _command_seq(msg.data) != written.command_seq:
+            # Someone else's write (ours come back too, with what we wrote), or a delete.
+            self._moved.add(agent_id)
+        self._wake(agent_id)
 
     def _wake(self, agent_id: str) -> None:
         for event in self._waiting.get(agent_id, ()):
@@ -141,7 +149,8 @@ class RunQueue:
         try:
             while True:
                 changed.clear()
-                cursor, pending = await self._cursor_and_next(agent_id)
+                # (Our own last write stands for the cursor on the first look only.)
+                cursor, pending = await self._cursor_and_next(agent_id, read=waited)
                 if waited:
                     cursor = dataclasses.replace(cursor, waited=True)
                 if cursor.command_seq >= command_seq:
@@ -162,16 +171,30 @@ class RunQueue:
             if not waiting:
                 self._waiting.pop(agent_id, None)
 
-    async def _cursor_and_next(self, agent_id: str) -> tuple[Cursor, int | None]:
-        """The agent's cursor and its first pending command after it."""
+    async def _cursor_and_next(self, agent_id: str, read: bool) -> tuple[Cursor, int | None]:
+        """The agent's cursor and its first pending command after it.
+
+        Where this process wrote the cursor last and heard no one move it since, its
+        write stands for the cursor unless `read`: one read fewer per run. Hearing is not
+        relied on (o_runtime/log_news.py): a write by another replica missed leaves our
+        cursor behind the real one, never ahead (cursors only move forward), and a cursor
+        behind is harmless. The command after it is then either ours, which is the next
+        after the real one too or already finished (its run answers from the log, and
+        finishing it again changes no cursor: the compare-and-swap fails on the stale
+        revision, reads, and finds it done), or an earlier one, already finished, which
+        makes us wait one pause and look again, reading.
+        """
         written = self._written.get(agent_id)
         if written is None:
             cursor = await self.cursor(agent_id)
             return cursor, await self._next_pending(agent_id, cursor.command_seq)
+        if not read and agent_id not in self._moved:
+            return written, await self._next_pending(agent_id, written.command_seq)
         cursor, pending = await asyncio.gather(
             self.cursor(agent_id), self._next_pending(agent_id, written.command_seq)
         )
         if cursor.command_seq != written.command_seq:  # another replica moved it since
+            self._moved.add(agent_id)  # (until our next write)
             pending = await self._next_pending(agent_id, cursor.command_seq)
         return cursor, pending
 
@@ -195,8 +218,18 @@ class RunQueue:
                     revision = await self.kv.update(agent_id, value, last=cursor.revision)
                 if len(self._written) >= MAX_WRITTEN:
                     self._written.clear()
+                    self._moved.clear()
                 self._written[agent_id] = Cursor(command_seq, event_seq, revision)
+                self._moved.discard(agent_id)
                 break
             except KeyWrongLastSequenceError:
                 log.debug("cursor of %s moved meanwhile; reading it again", agent_id)
         self._wake(agent_id)
+
+
+def _command_seq(value: bytes | None) -> int | None:
+    """The command sequence a cursor's value names (None: not a cursor, a delete)."""
+    try:
+        return int(json.loads(value or b"")["command_seq"])
+    except (ValueError, KeyError, TypeError):
+        return None
