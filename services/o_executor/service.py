@@ -62,6 +62,8 @@ class ExecutorService(Service):
                 # (why this short: ExecutorSettings.ack_wait)
                 ack_wait=self.config.ack_wait,
                 concurrency=16,
+                # A run reads its turn and state while its take is written (LiveRun._run).
+                reads_before_held=True,
             )
         )
         # Many at once: a FastStream subscriber takes one message at a time unless told, and

@@ -73,12 +73,20 @@ def retry_delay(attempt: int, outage: bool) -> float:
     return min(2.0**attempt, FAILURE_RETRY_DELAY)
 
 
+async def _on_record() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Delivery:
     """Where the command being handled sits in the commands stream, and how often it came."""
 
     stream_seq: int
     num_delivered: int
+    # Whether this process is on record as holding the command (o_runtime/holdings.py).
+    # A handler of a consumer made with `reads_before_held` awaits it before its first
+    # effect; for the others it is true before they start.
+    held: Callable[[], Awaitable[bool]] = _on_record
 
     @property
     def redelivered(self) -> bool:
@@ -184,8 +192,14 @@ class CommandConsumer:
         concurrency: int = 16,
         max_deliver: int | None = None,
         max_ack_pending: int | None = None,
+        reads_before_held: bool = False,
     ) -> None:
         self.eventlog = eventlog
+        # Whether handlers start at once and await `delivery.held()` before their first
+        # effect, instead of starting once the take is written: their reads (a run's
+        # state, its turn) then overlap that write's round trip. A death before it lands
+        # is covered as one before a handler starts (by the ack wait).
+        self.reads_before_held = reads_before_held
         self.name = name
         self.filter_subject = filter_subject
         self.handlers = {cls.type_name(): fn for cls, fn in handlers.items()}
@@ -286,11 +300,13 @@ class CommandConsumer:
         start = time.perf_counter()
         handled = ("unknown", "failed")
         try:
-            # On record as held before any work: a death from here on is seen by a
-            # survivor at once (module docstring). Written together with whatever else was
-            # taken meanwhile; if NATS cannot take it now, the work goes on regardless
-            # (a death then waits for the ack_wait, as before).
-            await self.holdings.written(HELD_BEFORE_WORK)
+            # On record as held before any work (or, reads_before_held, before the
+            # handler's first effect): a death from here on is seen by a survivor at once
+            # (module docstring). Written together with whatever else was taken meanwhile;
+            # if NATS cannot take it now, the work goes on regardless (a death then waits
+            # for the ack_wait, as before).
+            if not self.reads_before_held:
+                await self.holdings.written(HELD_BEFORE_WORK)
             handled = await self._process(raw)
         finally:
             measured.command_duration.record(
@@ -329,7 +345,11 @@ class CommandConsumer:
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(raw))
-        delivery = Delivery(meta.sequence.stream, meta.num_delivered)
+        delivery = Delivery(
+            meta.sequence.stream,
+            meta.num_delivered,
+            held=lambda: self.holdings.written(HELD_BEFORE_WORK),
+        )
         try:
             with continued(
                 f"{self.name} {envelope.type}",

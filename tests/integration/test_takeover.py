@@ -23,7 +23,7 @@ from o_contracts.envelope import Envelope
 from o_runtime import holdings as holdings_module
 from o_runtime.commands import CommandConsumer, Delivery, send_and_wait
 from o_runtime.eventlog import EventLog
-from o_runtime.holdings import HELD_BUCKET
+from o_runtime.holdings import HELD_BUCKET, Held
 from tests.integration.commands_support import command
 from tests.servers import Servers
 
@@ -190,3 +190,36 @@ async def test_holdings_are_written_once_per_command_when_commands_follow_each_o
             await sub.unsubscribe()
         await one.consumer.stop()
     assert written == 3
+
+
+async def test_a_handler_that_reads_first_is_on_record_once_its_holding_is_written(
+    eventlog: EventLog, consumer_name: str
+) -> None:
+    # reads_before_held (the executor's): the handler starts at once, its reads overlapping
+    # the take's write, and awaits delivery.held() before any effect; from then on the
+    # bucket names the message, so a survivor would find it.
+    seen: list[tuple[bool, tuple[str, ...]]] = []
+
+    async def handle(envelope: Envelope[Any], delivery: Delivery) -> Reply:
+        on_record = await delivery.held()
+        entry = await consumer.holdings.kv.get(consumer.holdings.key)
+        seen.append((on_record, Held.decode(entry.value or b"").replies))
+        return Reply(ok=True)
+
+    consumer = CommandConsumer(
+        eventlog,
+        consumer_name,
+        f"o.cmd.{consumer_name}.>",
+        {StartRun: handle},
+        ack_wait=30,
+        reads_before_held=True,
+    )
+    await consumer.start()
+    try:
+        c = command()
+        subject = f"o.cmd.{consumer_name}.{c.aggregate_id}"
+        assert (await send_and_wait(eventlog, subject, c, timeout=DEADLINE)).ok
+    finally:
+        await consumer.stop()
+    ((on_record, replies),) = seen
+    assert on_record and len(replies) == 1 and replies[0].startswith("$JS.ACK.")

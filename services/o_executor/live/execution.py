@@ -287,6 +287,11 @@ class LiveRun:
             self.last = max(self.last, into.last_seq)
             taken = {"stop_reason": into.stop_reason, "steered_into": into.run_id}
             return Reply(ok=True, seq=into.last_seq, result=taken)
+        # Everything so far only read; what follows appends and asks the model. Not before
+        # this process is on record as holding the run (o_runtime/holdings.py: a death
+        # from here on is seen by a survivor at once). The write went as the command was
+        # taken: by now it is usually back.
+        await self.delivery.held()
         if state.rolls_back:
             # Those runs have stopped (they came before this one): their messages leave
             # the context before this run reads it.
