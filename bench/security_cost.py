@@ -7,13 +7,14 @@ says why: one configuration after the other measures the machine's swings as muc
 configuration).
 
     python -m bench.security_cost [--runs 400] [--warmup 40] [--postgres-bin DIR]
-                                  [--on auth,nats-tls,postgres-tls]
+                                  [--on auth,nats-tls,postgres-tls] [--pause SECONDS]
 
 Postgres' TLS needs a Postgres built with SSL and pgvector (`--postgres-bin`, or
 O_POSTGRES_BIN_DIR; both systems then run it, on loopback ports). Without one, the "on" side
 has no TLS to Postgres: the embedded Postgres wheel has no SSL, and the tests' TLS front
 before it is a Python relay whose cost would be its own, not Postgres'. `--on` switches on
-only some of the three, to see what each costs.
+only some of the three, to see what each costs. `--pause` leaves that long between pairs: the
+cost at a lighter load than one client back to back (bench/README.md says what it shows).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def tls_setting(on: set[str]) -> str | None:
     return "all" if nats and postgres else "nats" if nats else "postgres" if postgres else None
 
 
-async def main(runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[str]) -> None:
+async def main(
+    runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[str], pause: float = 0.0
+) -> None:
     if postgres_bin is None:
         on_parts = on_parts - {"postgres-tls"}
     async with contextlib.AsyncExitStack() as stack:
@@ -69,7 +72,7 @@ async def main(runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[
             f" | Postgres from {off_system.servers.postgres.bin_dir}"
             f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
         )
-        await compare(off, on, runs, warmup)
+        await compare(off, on, runs, warmup, pause)
 
 
 if __name__ == "__main__":
@@ -83,4 +86,4 @@ if __name__ == "__main__":
     on_parts = set(filter(None, args.on.split(",")))
     if not on_parts <= set(PARTS):
         parser.error(f"--on takes {', '.join(PARTS)}")
-    asyncio.run(main(args.runs, args.warmup, args.postgres_bin, on_parts))
+    asyncio.run(main(args.runs, args.warmup, args.postgres_bin, on_parts, args.pause))

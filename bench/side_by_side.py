@@ -11,6 +11,7 @@ costs. Each side's processes are its own, so the CPU each spends per run is coun
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -66,8 +67,11 @@ async def make_side(name: str, system: LocalSystem) -> Side:
     return Side(name, system, agent_ids, parts)
 
 
-async def interleaved(a: Side, b: Side, text: str, runs: int, *, record: bool) -> None:
-    """`runs` pairs: one run on each side, the order flipped every pair."""
+async def interleaved(
+    a: Side, b: Side, text: str, runs: int, *, record: bool, pause: float = 0.0
+) -> None:
+    """`runs` pairs: one run on each side, the order flipped every pair, `pause` seconds
+    between pairs (0: back to back, the machine as busy as one client can make it)."""
     before = {s.name: cpu_by_part(s.parts) for s in (a, b)}
     for side in (a, b):
         side.gateway_ms, side.client_ms = [], []
@@ -77,6 +81,8 @@ async def interleaved(a: Side, b: Side, text: str, runs: int, *, record: bool) -
             if record:
                 side.gateway_ms.append(gateway)
                 side.client_ms.append(client)
+        if pause:
+            await asyncio.sleep(pause)  # (pacing the load, not waiting for anything)
     if record:
         for side in (a, b):
             after = cpu_by_part(side.parts)
@@ -106,12 +112,12 @@ def report(label: str, a: Side, b: Side) -> None:
         )
 
 
-async def compare(a: Side, b: Side, runs: int, warmup: int) -> None:
+async def compare(a: Side, b: Side, runs: int, warmup: int, pause: float = 0.0) -> None:
     """1-step runs, then 3-step runs (bench.agent_loop.scripted), `warmup` pairs untimed and
-    `runs` pairs timed each; a report of each."""
+    `runs` pairs timed each, `pause` seconds between timed pairs; a report of each."""
     for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
         await interleaved(a, b, text, warmup, record=False)
-        await interleaved(a, b, text, runs, record=True)
+        await interleaved(a, b, text, runs, record=True, pause=pause)
         report(label, a, b)
 
 
@@ -120,5 +126,11 @@ def arguments(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
     parser.add_argument("--runs", type=int, default=400, help="timed pairs of each kind")
     parser.add_argument("--warmup", type=int, default=40, help="untimed pairs before them")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        help="seconds between timed pairs (default 0: back to back, the machine at its busiest)",
+    )
     postgres_bin_argument(parser)
     return parser
