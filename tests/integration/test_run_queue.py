@@ -15,15 +15,32 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
+from o_devtools.embedded import EmbeddedNats
+from o_devtools.supervisor import ServerKeeper
 from o_executor.run_queue import Cursor, RunQueue
 from o_runtime.eventlog import EventLog
-from tests.servers import Servers
+from tests.integration.conftest import server_operator
+
+# A NATS server of these tests' own: on the shared one, an executor of an e2e system
+# started earlier in the session would take the StartRuns sent here, and finish them.
 
 
 @pytest.fixture
-async def other_log(servers: Servers) -> AsyncIterator[EventLog]:
+async def eventlog(nats_keeper: ServerKeeper) -> AsyncIterator[EventLog]:
+    server = nats_keeper.server
+    assert isinstance(server, EmbeddedNats)
+    log = await EventLog.connect(server.url, name="test", identity=server_operator(server))
+    yield log
+    await log.close()
+
+
+@pytest.fixture
+async def other_log(nats_keeper: ServerKeeper) -> AsyncIterator[EventLog]:
     """A second process' connection: another executor replica."""
-    log = await EventLog.connect(servers.nats_url, name="other-replica")
+    server = nats_keeper.server
+    assert isinstance(server, EmbeddedNats)
+    identity = server_operator(server)
+    log = await EventLog.connect(server.url, name="other-replica", identity=identity)
     yield log
     await log.close()
 
