@@ -8,9 +8,9 @@ from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 
 
-def command() -> Envelope[StartRun]:
-    """A StartRun of a fresh agent (its own subject, so tests never meet)."""
-    agent_id = new_id("agent")
+def command(agent_id: str | None = None) -> Envelope[StartRun]:
+    """A StartRun of `agent_id`, or of a fresh agent (its own subject, so tests never meet)."""
+    agent_id = agent_id or new_id("agent")
     return Envelope.wrap(
         StartRun(
             run_id=new_id("run"),

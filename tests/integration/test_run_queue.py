@@ -11,14 +11,12 @@ import pytest
 from nats.aio.msg import Msg
 
 from o_contracts import subjects
-from o_contracts.commands import StartRun
-from o_contracts.envelope import Envelope
 from o_contracts.ids import new_id
-from o_contracts.models import ChatMessage
 from o_devtools.embedded import EmbeddedNats
 from o_devtools.supervisor import ServerKeeper
 from o_executor.run_queue import Cursor, RunQueue
 from o_runtime.eventlog import EventLog
+from tests.integration.commands_support import command
 from tests.integration.conftest import server_operator
 
 # A NATS server of these tests' own: on the shared one, an executor of an e2e system
@@ -67,16 +65,9 @@ class Counted(RunQueue):
 
 async def start_run(eventlog: EventLog, agent_id: str) -> int:
     """A StartRun for the agent in the commands stream: its stream sequence."""
-    envelope = Envelope.wrap(
-        StartRun(
-            run_id=new_id("run"),
-            agent_id=agent_id,
-            messages=[ChatMessage(id=new_id("message"), role="user", content="hi")],
-        ),
-        aggregate_id=agent_id,
-        producer="test",
+    sent = await eventlog.send_command(
+        subjects.executor_command_subject(agent_id), command(agent_id)
     )
-    sent = await eventlog.send_command(subjects.executor_command_subject(agent_id), envelope)
     return sent.seq
 
 
