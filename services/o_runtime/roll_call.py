@@ -34,6 +34,8 @@ from o_runtime.readiness import Readiness
 
 log = logging.getLogger(__name__)
 
+# The status nats-server sends to the reply subject when nobody heard a request.
+NO_RESPONDERS = "503"
 # How long the asker waits for answers at most.
 DEADLINE = 2.5
 # Once every expected service has answered: how long without a new answer ends the wait.
@@ -71,6 +73,9 @@ class RollCallAnswerer:
         # (o_runtime/standby.py).
         self.started_at = datetime.now(UTC)
         self._sub = await nc.subscribe(subjects.ROLL_CALL, cb=self._on_call)
+        # Started means heard: the subscription on the server before this returns (a roll
+        # call published on another connection right after would miss it otherwise).
+        await nc.flush()
 
     async def stop(self) -> None:
         if self._sub is not None:
@@ -143,6 +148,8 @@ async def roll_call(
                 if wait < left:
                     break  # settled: every expected service answered, then quiet
                 continue
+            if (msg.headers or {}).get("Status") == NO_RESPONDERS:
+                continue  # the server's word that no one listened when it was asked
             try:
                 answer = Present.decode(msg.data)
             except (ValidationError, ValueError) as exc:

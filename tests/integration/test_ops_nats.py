@@ -5,6 +5,7 @@ gathers every replica that answers, ready or not."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,9 +14,11 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
+from o_devtools.supervisor import ServerKeeper
 from o_ops.jetstream_snapshots import SnapshotFailed, restore, snapshot
 from o_runtime.readiness import Readiness
 from o_runtime.roll_call import RollCallAnswerer, roll_call
+from tests.integration.conftest import server_operator
 from tests.servers import Servers, operator
 
 
@@ -147,4 +150,20 @@ async def test_a_replica_whose_checks_hang_still_answers_not_ready(
         assert (present.ready, present.checks) == (False, {"readiness": "not decided within 0.2s"})
     finally:
         await answerer.stop()
+        await client.close()
+
+
+async def test_a_roll_call_nobody_hears_gathers_no_one_and_warns_of_nothing(
+    nats_keeper: ServerKeeper, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (A server of its own: the shared one has the e2e system's services answering.)
+    server = nats_keeper.server
+    client = await nats.connect(server.url, **server_operator(server).options())
+    try:
+        with caplog.at_level(logging.WARNING, logger="o_runtime.roll_call"):
+            present = await roll_call(client, ["gateway"], deadline=0.5)
+        # nats-server's "no responders" status came back to the inbox: not an answer.
+        assert present == []
+        assert caplog.records == []
+    finally:
         await client.close()
