@@ -94,6 +94,8 @@ bench: $(STAMP)
 	@# Auth and TLS on against off, side by side; TLS to Postgres too where O_POSTGRES_BIN_DIR
 	@# names a Postgres built with SSL and pgvector (bench/README "Authentication and TLS").
 	PYTHONPATH=$(CODE) $(BIN)/python -m bench.security_cost
+	@# What one NATS hop's TLS costs, plain against TLS (bench/README "Where a hop's TLS goes").
+	PYTHONPATH=$(CODE) $(BIN)/python -m bench.tls_hop
 	$(BIN)/python bench/sandbox_roundtrip.py
 	$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/latency.py
