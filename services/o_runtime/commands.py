@@ -43,6 +43,7 @@ from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import AppendRejected, EventLog
 from o_runtime.holdings import Holdings
 from o_runtime.instruments import measured
+from o_runtime.nats_flush import FLUSH_WITHIN, flush
 from o_runtime.outages import is_outage
 from o_runtime.takeover import Takeover
 from o_runtime.tracing import continued
@@ -256,7 +257,7 @@ class CommandConsumer:
         # inbox has no interest left).
         with contextlib.suppress(Exception):
             await self._sub.unsubscribe()
-            await self.eventlog.nc.flush()
+            await flush(self.eventlog.nc, FLUSH_WITHIN)
         await self.takeover.stop()
         held = self.holdings.replies
         # The entry goes first: a nak names only the stream sequence (holdings.py).
@@ -264,7 +265,7 @@ class CommandConsumer:
         with contextlib.suppress(Exception):
             for reply in held:
                 await self.eventlog.nc.publish(reply, b"-NAK")
-            await self.eventlog.nc.flush()
+            await flush(self.eventlog.nc, FLUSH_WITHIN)
 
     async def _pull(self, sub: JetStreamContext.PullSubscription) -> None:
         # One pull request out at a time, and only while a handler slot is free.

@@ -34,6 +34,7 @@ from nats.aio.subscription import Subscription
 
 from o_contracts import subjects
 from o_runtime.eventlog import EventLog
+from o_runtime.nats_flush import FLUSH_WITHIN, flush
 
 # How long a probe waits for an answer (a live process answers in well under a millisecond;
 # one that does not is stalled or far away, and counts as alive).
@@ -73,7 +74,7 @@ class Liveness:
         self._sub = await self.nc.subscribe(self.subject, cb=self._answer)
         # The server holds the subscription before anyone is told this subject (holdings
         # name it): a probe before that would find no responders and take us for dead.
-        await self.nc.flush()
+        await flush(self.nc, FLUSH_WITHIN)
 
     async def _answer(self, msg: Msg) -> None:
         if msg.reply:

@@ -30,12 +30,15 @@ from pydantic import ValidationError
 
 from o_contracts import subjects
 from o_contracts.roll_call import Present
+from o_runtime.nats_flush import flush
 from o_runtime.readiness import Readiness
 
 log = logging.getLogger(__name__)
 
 # The status nats-server sends to the reply subject when nobody heard a request.
 NO_RESPONDERS = "503"
+# How long starting waits for the server to have the subscription.
+FLUSH_WITHIN = 2
 # How long the asker waits for answers at most.
 DEADLINE = 2.5
 # Once every expected service has answered: how long without a new answer ends the wait.
@@ -74,8 +77,10 @@ class RollCallAnswerer:
         self.started_at = datetime.now(UTC)
         self._sub = await nc.subscribe(subjects.ROLL_CALL, cb=self._on_call)
         # Started means heard: the subscription on the server before this returns (a roll
-        # call published on another connection right after would miss it otherwise).
-        await nc.flush()
+        # call published on another connection right after would miss it otherwise). Not
+        # a condition of starting: with NATS away, nats-py subscribes again on reconnecting.
+        with contextlib.suppress(TimeoutError):
+            await flush(nc, FLUSH_WITHIN)
 
     async def stop(self) -> None:
         if self._sub is not None:

@@ -37,6 +37,7 @@ from o_runtime.eventlog import EventLog
 from o_runtime.holdings import HELD_BUCKET, Held, Holdings, to_give_back
 from o_runtime.instruments import measured
 from o_runtime.liveness import Verdict, checked
+from o_runtime.nats_flush import FLUSH_WITHIN, flush
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class Takeover:
         replies = to_give_back(held, others)
         for reply in replies:
             await self.eventlog.nc.publish(reply, b"-NAK")
-        await self.eventlog.nc.flush()
+        await flush(self.eventlog.nc, FLUSH_WITHIN)
         if replies:
             measured.commands_taken_over.add(len(replies), {"consumer": self.consumer})
             log.warning(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 
@@ -16,6 +18,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
 from o_devtools.supervisor import ServerKeeper
 from o_ops.jetstream_snapshots import SnapshotFailed, restore, snapshot
+from o_runtime import roll_call as roll_call_module
 from o_runtime.readiness import Readiness
 from o_runtime.roll_call import RollCallAnswerer, roll_call
 from tests.integration.conftest import server_operator
@@ -167,3 +170,44 @@ async def test_a_roll_call_nobody_hears_gathers_no_one_and_warns_of_nothing(
         assert caplog.records == []
     finally:
         await client.close()
+
+
+async def test_an_answerer_started_while_nats_does_not_answer_starts_and_answers_later(
+    nats_keeper: ServerKeeper,
+) -> None:
+    server = nats_keeper.server
+    options = server_operator(server).options()
+    client = await nats.connect(server.url, **options)
+    answerer = RollCallAnswerer("memory", lambda: _ready())
+    answerer.instance = f"unanswered-{uuid.uuid4().hex[:8]}"
+    pid = nats_keeper.pid
+    assert pid is not None
+    try:
+        # Frozen, its connections still open: what the client cannot tell from a slow
+        # server (a partition looks the same). Starting does not wait for it long, nor fail.
+        os.kill(pid, signal.SIGSTOP)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await answerer.start(client)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert loop.time() - started < roll_call_module.FLUSH_WITHIN + 2.0
+
+        asker = await nats.connect(server.url, **options)
+        try:
+            deadline = loop.time() + 20.0
+            heard: set[str] = set()
+            while answerer.instance not in heard:
+                assert loop.time() < deadline, "the answerer never answered"
+                present = await roll_call(asker, ["memory"], deadline=0.5, settle=0.1)
+                heard = {p.instance for p in present}
+        finally:
+            await asker.close()
+    finally:
+        await answerer.stop()
+        await client.close()
+
+
+async def _ready() -> Readiness:
+    return ready(True)
