@@ -4,8 +4,9 @@ nats-py's `flush(timeout)` sends a PING and waits for the PONG. When that wait t
 cancels the PONG's future but leaves it queued, so a PONG that comes later (from a server
 that paused, or was slow) is set on a cancelled future. That raises InvalidStateError in the
 read loop, and the read loop stops for good: the connection stays up but hears nothing
-again. Checked with nats-py 2.16.0 against a nats-server frozen by SIGSTOP
-(tests/integration/test_nats_flush.py).
+again. Checked with nats-py 2.16.0 against a nats-server frozen by SIGSTOP: the test in
+tests/integration/test_nats_flush.py fails with `nc.flush(timeout=...)` in place of this
+module's `flush` (its second message is never heard).
 
 So O never lets nats-py's own timeout fire. The flush runs with a timeout far beyond the
 caller's, and the caller stops waiting on its own. By the time that long timeout fires, a
