@@ -23,8 +23,20 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.projection_names import RUNS
 from o_devtools.health import wait_healthy
 from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
+from o_evolution.projection import evolution
+from o_executor.projections import runs
+from o_gateway.callbacks.projection import callbacks
+from o_gateway.groups_projection import groups
+from o_gateway.mcp_projection import mcp_servers
+from o_gateway.projections import agents
+from o_gateway.tools_projection import tools
+from o_memory.archival_projection import archival
+from o_memory.files.projection import folders
+from o_memory.projections import memory
 from o_runtime.commands import REPLY_HEADER, decode_reply
+from o_runtime.eventlog import EventLog
 from o_runtime.waiting import ProjectionWatcher
+from o_schedules.projection import schedules
 from tests.e2e.conftest import System, free_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.servers import operator
@@ -282,3 +294,35 @@ async def publish_again(nc: Client, subject: str, command: Envelope[Any]) -> Com
         return decode_reply(msg.data)
     finally:
         await sub.unsubscribe()
+
+
+async def caught_up(system: System) -> None:
+    """Wait until every projection has reached the last event it follows.
+
+    Checkpoints move lazily past events a projection does not handle; a waiter
+    that says it waits (over NATS) has them written at once.
+    """
+    log = await EventLog.connect(system.env["NATS_URL"], "test")
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
+    await watcher.start()
+    try:
+        for projection in (
+            agents,
+            archival,
+            memory,
+            runs,
+            tools,
+            mcp_servers,
+            groups,
+            evolution,
+            callbacks,
+            schedules,
+            folders,
+        ):
+            last = 0
+            async for raw in log.replay(projection.filter_subject):
+                last = raw.seq
+            await watcher.wait(last, projection.name, timeout=30)
+    finally:
+        await watcher.stop()
+        await log.close()

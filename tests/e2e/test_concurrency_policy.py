@@ -29,6 +29,7 @@ from tests.e2e.conftest import System
 from tests.e2e.support import (
     AgentEvents,
     agent_events,
+    caught_up,
     event_types,
     new_agent,
     new_conversation,
@@ -36,7 +37,7 @@ from tests.e2e.support import (
     until,
 )
 from tests.e2e.test_exactly_once import connected, publish_again
-from tests.e2e.test_operations import caught_up, snapshot
+from tests.e2e.test_operations import snapshot
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
 

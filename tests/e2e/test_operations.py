@@ -14,23 +14,10 @@ import asyncpg
 import pytest
 
 from o_contracts import subjects
-from o_evolution.projection import evolution
-from o_executor.projections import runs
-from o_gateway.callbacks.projection import callbacks
-from o_gateway.groups_projection import groups
-from o_gateway.mcp_projection import mcp_servers
-from o_gateway.projections import agents
-from o_gateway.tools_projection import tools
-from o_memory.archival_projection import archival
-from o_memory.files.projection import folders
-from o_memory.projections import memory
-from o_runtime.eventlog import EventLog
-from o_runtime.waiting import ProjectionWatcher
-from o_schedules.projection import schedules
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
 from tests.e2e.folder_support import markdown, new_folder, processed, upload
-from tests.e2e.support import new_agent, send, subject_events
+from tests.e2e.support import caught_up, new_agent, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -272,38 +259,6 @@ async def with_folders(system: System, agent_id: str) -> str:
     opened = await system.http.patch(f"{agents_url}/files/{kept['id']}/open")
     assert opened.status_code == 200, opened.text
     return str(folder["id"])
-
-
-async def caught_up(system: System) -> None:
-    """Wait until every projection has reached the last event it follows.
-
-    Checkpoints move lazily past events a projection does not handle; a waiter
-    that says it waits (over NATS) has them written at once.
-    """
-    log = await EventLog.connect(system.env["NATS_URL"], "test")
-    watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
-    await watcher.start()
-    try:
-        for projection in (
-            agents,
-            archival,
-            memory,
-            runs,
-            tools,
-            mcp_servers,
-            groups,
-            evolution,
-            callbacks,
-            schedules,
-            folders,
-        ):
-            last = 0
-            async for raw in log.replay(projection.filter_subject):
-                last = raw.seq
-            await watcher.wait(last, projection.name, timeout=30)
-    finally:
-        await watcher.stop()
-        await log.close()
 
 
 async def wait_for_access_recorded(system: System, archive: str) -> None:

@@ -22,7 +22,7 @@ from o_executor.shadow.runner import replay
 from o_executor.shadow.snapshot import take_snapshot
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import caught_up, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +36,13 @@ async def eventlog(system: System) -> AsyncIterator[EventLog]:
 
 
 async def world(eventlog: EventLog, system: System) -> dict[str, Any]:
-    """What a shadow run must not change: the streams' ends and every projection's checkpoint."""
+    """What a shadow run must not change: the streams' ends and every projection's checkpoint.
+
+    Looked at once every projection has reached the last event it follows: checkpoints move
+    lazily past events a projection does not handle, so two looks at an unchanged log could
+    differ otherwise (seen on CI: a checkpoint moved during a replay that appended nothing).
+    """
+    await caught_up(system)
     events = await eventlog.js.stream_info(subjects.EVENTS_STREAM)
     commands = await eventlog.js.stream_info(subjects.COMMANDS_STREAM)
     conn = await asyncpg.connect(system.env["DATABASE_URL"])
