@@ -27,6 +27,7 @@ from o_executor.settings import ExecutorSettings
 from o_runtime import llm_providers
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
+from o_runtime.event_tap import EventTap
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
@@ -39,6 +40,7 @@ class ExecutorService(Service):
 
     run_queue: RunQueue
     history: HistoryCache
+    agent_events: EventTap
 
     def configure(self, env: Env) -> None:
         self.config = ExecutorSettings.from_env(env)
@@ -52,7 +54,10 @@ class ExecutorService(Service):
         self.preload()  # (already done by a spare: the imports are then no-ops)
         self.run_queue = await RunQueue.open(self.eventlog)
         self.history = HistoryCache(self.pool)
-        self.project(runs)
+        # A run hears its conversation's events from the runs projection's consumer while
+        # this process follows it (event_tap.py: no subscription of its own).
+        self.agent_events = EventTap(self.eventlog.nc)
+        self.project(runs, tap=self.agent_events)
         self.consume(
             CommandConsumer(
                 self.eventlog,

@@ -49,6 +49,7 @@ from o_contracts.base import Message
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_runtime.dead_letters import dead_letter
 from o_runtime.deferred_writes import ClaimLost, DeferredWrites
+from o_runtime.event_tap import EventTap
 from o_runtime.eventlog import EventLog, RawEvent, Recorded
 from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
@@ -257,6 +258,7 @@ class Projector:
         eventlog: EventLog,
         on_committed: Callable[[str, int], None] | None = None,
         settings: ProjectionSettings | None = None,
+        tap: EventTap | None = None,
     ) -> None:
         self.projection = projection
         self.settings = settings or ProjectionSettings()
@@ -265,6 +267,8 @@ class Projector:
         # Told (projection name, sequence) after each commit: waiters in this
         # process wake without waiting for the NOTIFY to come back from Postgres.
         self.on_committed = on_committed
+        # Told every event as it arrives, while this projector follows (event_tap.py).
+        self.tap = tap
         self._task: asyncio.Task[None] | None = None
         # Where this projector last left the checkpoint (None: it does not know).
         self._at: int | None = None
@@ -359,8 +363,12 @@ class Projector:
         # The highest sequence a waiter (any process) asked this projection for.
         wanted = 0
 
+        tap = self.tap
+
         async def on_msg(msg: Msg) -> None:
             arrived.put_nowait(msg)
+            if tap is not None:
+                tap.heard(msg)
 
         async def on_wanted(msg: Msg) -> None:
             nonlocal wanted
@@ -392,6 +400,8 @@ class Projector:
         skipped: int | None = None
         skipped_since = 0.0
         committed = start or 0
+        if tap is not None:
+            tap.follow(True)
         try:
             while True:
                 wait = IDLE_CHECK
@@ -443,6 +453,8 @@ class Projector:
                     await self._advance(skipped)
                     committed, skipped = skipped, None
         finally:
+            if tap is not None:
+                tap.follow(False)
             reconnected.cancel()
             with contextlib.suppress(Exception):
                 lock_conn.remove_termination_listener(on_lock_lost)

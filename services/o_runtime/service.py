@@ -16,6 +16,7 @@ from o_runtime import event_loop, llm_providers, metrics, tool_secrets
 from o_runtime.commands import CommandConsumer
 from o_runtime.db import connect_pool
 from o_runtime.env import BadSetting, Env
+from o_runtime.event_tap import EventTap
 from o_runtime.eventlog import EventLog
 from o_runtime.health import serve_health
 from o_runtime.instruments import samples
@@ -103,8 +104,9 @@ class Service:
         """Handle `consumer`'s commands while the service runs (setup() calls this)."""
         self.consumers.append(consumer)
 
-    def project(self, projection: Projection) -> None:
-        """Keep `projection` up to date while the service runs (setup() calls this)."""
+    def project(self, projection: Projection, tap: EventTap | None = None) -> None:
+        """Keep `projection` up to date while the service runs (setup() calls this); `tap`
+        is told the events it receives (o_runtime/event_tap.py)."""
         self.projectors.append(
             Projector(
                 projection,
@@ -112,6 +114,7 @@ class Service:
                 self.eventlog,
                 on_committed=self.watcher.applied,
                 settings=self.settings.projections,
+                tap=tap,
             )
         )
 

@@ -10,7 +10,6 @@ its recorded facts (run_log.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -215,20 +214,19 @@ class LiveRun:
             await self.s.watcher.wait(reply.seq, RUNS, timeout=PROJECTION_TIMEOUT, applies=True)
 
     async def _execute(self, cursor: Cursor) -> Reply:
-        # Every event appended to the agent's subject is also published on it:
-        # a cancellation of this run interrupts an LLM call in flight (the log's
-        # record of it is still what decides; see Recorder._read_news).
-        watching = await self.s.eventlog.nc.subscribe(self.subject, cb=self._on_agent_event)
+        # Events appended to the conversation's subject are heard as they are published
+        # (from the runs projection's consumer, or a subscription: o_runtime/event_tap.py):
+        # a cancellation of this run interrupts an LLM call in flight (the log's record of
+        # it is still what decides; see Recorder._read_news).
         try:
-            return await self._run(cursor)
+            async with self.s.agent_events.listening(self.subject, self._on_agent_event):
+                return await self._run(cursor)
         finally:
-            with contextlib.suppress(Exception):
-                await watching.unsubscribe()
             self._drop_reads_ahead()
             if self.recorder is not None:
                 await self.recorder.close()
 
-    async def _on_agent_event(self, msg: Msg) -> None:
+    def _on_agent_event(self, msg: Msg) -> None:
         if known_type(msg.data) not in _HEARD:
             return
         try:
