@@ -63,3 +63,34 @@ async def test_evicted_messages_leave_and_a_resumed_runs_own_come_back(
     await pool.execute("UPDATE messages SET in_context = false WHERE id = 'message-old'")
     # The next run sees run 2's message (below what the cache has seen, never parsed here).
     assert texts(await cache.load(Lane(AGENT), exclude_run="run-4")) == ["resumed", "later"]
+
+
+async def test_a_history_read_rides_in_another_statement(pool: asyncpg.Pool) -> None:
+    # As a run reads it: beside its own record, in one round trip (LiveRun._state_at).
+    cache = HistoryCache(pool)
+    lane = Lane("agent-riding")
+    await pool.execute(
+        "INSERT INTO messages (id, agent_id, run_id, role, body, seq, created_at)"
+        " SELECT 'message-' || n, $1, 'run-1', 'user', jsonb_build_object('id', 'message-' || n,"
+        " 'role', 'user', 'content', 'm' || n), 1000 + n, now() FROM generate_series(1, 3) n",
+        lane.key,
+    )
+    record = "SELECT $1::text AS run_id WHERE $1 = 'run-2'"
+
+    async def read(run_id: str) -> tuple[list[ChatMessage], str | None]:
+        history = cache.begin(lane, exclude_run=run_id, first_param=2)
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow(
+                f"SELECT h.*, r.* FROM ({history.sql}) AS h LEFT JOIN ({record}) AS r ON true",
+                run_id,
+                *history.args,
+            )
+            return await cache.complete(history, row, conn), row["run_id"] if row else None
+
+    first, found = await read("run-2")
+    assert (texts(first), found) == (["m1", "m2", "m3"], "run-2")
+    # Bodies this process parsed are not carried again, and it hands the same messages out.
+    again, _ = await read("run-2")
+    assert texts(again) == ["m1", "m2", "m3"] and again[0] is first[0]
+    # Run 1's own messages left out, and no record of it: the history's row still comes.
+    assert await read("run-1") == ([], None)

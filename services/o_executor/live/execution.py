@@ -374,24 +374,32 @@ class LiveRun:
         # Cancelled while it waited for its turn (possibly while the previous run
         # was still going)? Later cancellations show up as conflicts on our
         # appends: see Recorder._read_news.
+        # The record and the history in one statement (one round trip on the run's path),
+        # the history beside the record so that it is there when the run has none yet.
+        history = self.s.history.begin(self.cmd.lane, exclude_run=self.cmd.run_id, first_param=2)
         checked = self.s.reads.row_at(
-            seq, RUNS, _RUN_RECORD, self.cmd.run_id, timeout=PROJECTION_TIMEOUT
+            seq,
+            RUNS,
+            f"SELECT h.*, r.* FROM ({history.sql}) AS h LEFT JOIN ({_RUN_RECORD}) AS r ON true",
+            self.cmd.run_id,
+            *history.args,
+            timeout=PROJECTION_TIMEOUT,
         )
         taken = None
-        async with checked as (conn, row):
-            history = await self.s.load_history(
-                self.cmd.lane, exclude_run=self.cmd.run_id, conn=conn
-            )
+        async with checked as (conn, found):
+            # (None: neither messages nor a record)
+            messages = await self.s.history.complete(history, found, conn)
+            row = found if found is not None and found["status"] is not None else None
             if row is None and self.cmd.steer and self.cmd.messages:
                 taken = await conn.fetchrow(_TAKEN_BY, self.cmd.messages[0].id, self.cmd.run_id)
         if row is None:
             into = None
             if taken is not None:
                 into = SteeredInto(taken["id"], taken["stop_reason"], taken["last_seq"])
-            return LogState(False, history, None, steered_into=into)
+            return LogState(False, messages, None, steered_into=into)
         record = RunRecord(row["status"], row["stop_reason"], row["last_seq"], row["started_seq"])
         rolls_back = list(row["rolls_back"] or [])
-        return LogState(bool(row["cancel_requested"]), history, record, rolls_back)
+        return LogState(bool(row["cancel_requested"]), messages, record, rolls_back)
 
     async def _roll_back(self, run_ids: list[str]) -> None:
         """RunRolledBack for each run, caused by this run's command (ids derived from it: a
