@@ -11,7 +11,9 @@ that process. While it does (it holds the projection's lock: o_runtime/projector
 events it receives are handed to the listeners of their subject as they arrive, before they
 are applied, and a listener needs no subscription of its own. A process that does not follow
 the projection (a standby replica), or stops following it (its Postgres session or NATS
-connection was lost), gives each listener a core NATS subscription instead, as before.
+connection was lost), gives each listener a core NATS subscription instead, as before; so
+does a projector far behind the log (catching up after an outage), which would hand a run
+its cancellation only once it got there.
 
 What is heard is a hint, never the decision: the log is (the run's next append sees every
 event since its last: o_executor/live/recorder.py). A listener may hear an event twice (its
@@ -35,6 +37,10 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[Msg], None]
 
+# Events still to come after the one the projector received, past which it is too far
+# behind to be heard through: listeners subscribe until it has caught up.
+BEHIND = 100
+
 
 @dataclass(eq=False)
 class _Listening:
@@ -49,12 +55,15 @@ class EventTap:
     def __init__(self, nc: NATS) -> None:
         self.nc = nc
         self._by_subject: dict[str, list[_Listening]] = {}
-        # Whether a projector of this process follows the subjects listened to.
+        # Whether a projector of this process follows the subjects listened to, and whether
+        # it was last seen far behind the log.
         self._following = False
+        self._behind = False
 
     @property
     def following(self) -> bool:
-        return self._following
+        """Whether listeners hear through the projector (it follows, and is not behind)."""
+        return self._following and not self._behind
 
     @property
     def subscriptions(self) -> int:
@@ -65,16 +74,26 @@ class EventTap:
 
     def heard(self, msg: Msg) -> None:
         """An event the projector received (called before it is applied)."""
+        behind = msg.metadata.num_pending > BEHIND
+        if behind != self._behind:
+            self._behind = behind
+            if behind:
+                self._subscribe_all()
         for listening in self._by_subject.get(msg.subject, ()):
             _offer(listening.listener, msg)
 
     def follow(self, following: bool) -> None:
         """The projector started (True) or stopped (False) following the log."""
         self._following = following
+        self._behind = False
         if not following:
-            for listenings in self._by_subject.values():
-                for listening in listenings:
-                    self._subscribe_later(listening)
+            self._subscribe_all()
+
+    def _subscribe_all(self) -> None:
+        # (Listeners keep these to their end: hearing an event twice is harmless.)
+        for listenings in self._by_subject.values():
+            for listening in listenings:
+                self._subscribe_later(listening)
 
     @contextlib.asynccontextmanager
     async def listening(self, subject: str, listener: Listener) -> AsyncIterator[None]:
@@ -82,7 +101,7 @@ class EventTap:
         listening = _Listening(subject, listener)
         self._by_subject.setdefault(subject, []).append(listening)
         try:
-            if not self._following:
+            if not self.following:
                 await self._subscribe(listening)
             yield
         finally:

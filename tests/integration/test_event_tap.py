@@ -17,7 +17,7 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import RunCancellationRequested
 from o_contracts.ids import new_id
 from o_executor.projections import runs
-from o_runtime.event_tap import EventTap
+from o_runtime.event_tap import BEHIND, EventTap
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projection, Projector
 
@@ -134,3 +134,33 @@ async def test_a_listener_subscribes_once_the_projector_stops_following(
         await heard.wait_for(second)
     assert heard.run_ids == [first, second]
     assert tap.subscriptions == 0
+
+
+def delivered(subject: str, still_to_come: int) -> Msg:
+    """An event as the projector's consumer hands it over (its metadata in the ack subject)."""
+    ack = f"$JS.ACK.{subjects.EVENTS_STREAM}.runs.1.500.20.1795917626877424981.{still_to_come}"
+    return Msg(_client=None, subject=subject, reply=ack, data=b"", headers=None)  # type: ignore[arg-type]
+
+
+async def test_a_listener_subscribes_while_the_projector_is_far_behind_the_log(
+    eventlog: EventLog, tap: EventTap
+) -> None:
+    # Catching up after an outage, the projector would hand a run its cancellation only
+    # once it got there.
+    tap.follow(True)
+    elsewhere = subjects.agent_subject(new_id("agent"))
+    agent_id = new_id("agent")
+    heard = Heard()
+    async with tap.listening(subjects.agent_subject(agent_id), heard):
+        assert tap.subscriptions == 0
+        tap.heard(delivered(elsewhere, still_to_come=BEHIND + 1))
+        assert not tap.following
+        await until(lambda: tap.subscriptions == 1, "the listener subscribed")
+        run_id = await cancel(eventlog, agent_id)
+        await heard.wait_for(run_id)
+        # Caught up: those who listen from now on hear through the projector again.
+        tap.heard(delivered(elsewhere, still_to_come=0))
+        assert tap.following
+        async with tap.listening(subjects.agent_subject(new_id("agent")), Heard()):
+            assert tap.subscriptions == 1
+    assert heard.run_ids == [run_id]
