@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from o_devtools.supervisor import ServerKeeper
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_runtime.nats_identity import Identity
+from o_runtime.projector import Projection
 from o_runtime.waiting import ProjectionWatcher
 from tests.servers import Servers
 
@@ -37,6 +39,17 @@ async def watcher(
     await w.start()
     yield w
     await w.stop()
+
+
+def renamed(projection: Projection) -> Projection:
+    """`projection`'s subjects, tables and real handlers under a unique name: each test gets
+    a consumer and a checkpoint row of its own."""
+    return Projection(
+        name=f"{projection.name}_{uuid.uuid4().hex[:8]}",
+        filter_subject=projection.filter_subject,
+        tables=projection.tables,
+        handlers=projection.handlers,
+    )
 
 
 def server_operator(server: EmbeddedNats) -> Identity:

@@ -5,7 +5,6 @@ subscription of its own; through a subscription while it does not, or once it st
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Callable
 
 import asyncpg
@@ -19,17 +18,8 @@ from o_contracts.ids import new_id
 from o_executor.projections import runs
 from o_runtime.event_tap import BEHIND, EventTap
 from o_runtime.eventlog import EventLog
-from o_runtime.projector import Projection, Projector
-
-
-def fresh_runs_projection() -> Projection:
-    # The runs projection's subjects and handlers under a name (and checkpoint) of its own.
-    return Projection(
-        name=f"runs_{uuid.uuid4().hex[:8]}",
-        filter_subject=runs.filter_subject,
-        tables=runs.tables,
-        handlers=runs.handlers,
-    )
+from o_runtime.projector import Projector
+from tests.integration.conftest import renamed
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:
@@ -75,19 +65,22 @@ async def tap(eventlog: EventLog) -> AsyncIterator[EventTap]:
 
 
 @pytest.fixture
-async def projector(
+async def following(
     eventlog: EventLog, pool: asyncpg.Pool, tap: EventTap
 ) -> AsyncIterator[Projector]:
-    projector = Projector(fresh_runs_projection(), pool, eventlog, tap=tap)
-    yield projector
-    await projector.stop()
+    """A runs projector (of the test's own) telling `tap`, once it follows the log."""
+    projector = Projector(renamed(runs), pool, eventlog, tap=tap)
+    projector.start()
+    try:
+        await until(lambda: tap.following, "the projector follows the log")
+        yield projector
+    finally:
+        await projector.stop()
 
 
 async def test_while_the_projector_follows_a_listener_hears_through_it_without_a_subscription(
-    eventlog: EventLog, tap: EventTap, projector: Projector
+    eventlog: EventLog, tap: EventTap, following: Projector
 ) -> None:
-    projector.start()
-    await until(lambda: tap.following, "the projector follows the log")
     agent_id = new_id("agent")
     heard, elsewhere = Heard(), Heard()
     async with (
@@ -117,17 +110,15 @@ async def test_without_a_following_projector_a_listener_subscribes(
 
 
 async def test_a_listener_subscribes_once_the_projector_stops_following(
-    eventlog: EventLog, tap: EventTap, projector: Projector
+    eventlog: EventLog, tap: EventTap, following: Projector
 ) -> None:
-    projector.start()
-    await until(lambda: tap.following, "the projector follows the log")
     agent_id = new_id("agent")
     heard = Heard()
     async with tap.listening(subjects.agent_subject(agent_id), heard):
         first = await cancel(eventlog, agent_id)
         await heard.wait_for(first)
         assert tap.subscriptions == 0
-        await projector.stop()  # (as when its Postgres session or its NATS connection is lost)
+        await following.stop()  # (as when its Postgres session or its NATS connection is lost)
         assert not tap.following
         await until(lambda: tap.subscriptions == 1, "the listener subscribed")
         second = await cancel(eventlog, agent_id)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Protocol
 
@@ -34,17 +33,11 @@ from o_runtime.projector import Outcome, Projection, Projector
 from o_runtime.reads import ProjectionReads
 from o_runtime.settings import ProjectionSettings
 from o_runtime.waiting import ProjectionWatcher
+from tests.integration.conftest import renamed
 
 
 def fresh_memory_projection() -> Projection:
-    # The real handlers under a unique name: each test gets its own durable
-    # consumer and checkpoint row.
-    return Projection(
-        name=f"memory_{uuid.uuid4().hex[:8]}",
-        filter_subject=memory.filter_subject,
-        tables=memory.tables,
-        handlers=memory.handlers,
-    )
+    return renamed(memory)
 
 
 def with_handler(base: Projection, event_type: type[Any], handler: Any) -> Projection:
