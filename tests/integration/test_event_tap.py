@@ -68,8 +68,18 @@ async def tap(eventlog: EventLog) -> AsyncIterator[EventTap]:
 async def following(
     eventlog: EventLog, pool: asyncpg.Pool, tap: EventTap
 ) -> AsyncIterator[Projector]:
-    """A runs projector (of the test's own) telling `tap`, once it follows the log."""
-    projector = Projector(renamed(runs), pool, eventlog, tap=tap)
+    """A runs projector (of the test's own) telling `tap`, once it follows the log.
+
+    It starts at the log's head: a projector catching up on the events earlier tests
+    appended would be behind it, and listeners would subscribe (the last test here)."""
+    projection = renamed(runs)
+    head = (await eventlog.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    await pool.execute(
+        "INSERT INTO projection_checkpoints (projection, last_seq) VALUES ($1, $2)",
+        projection.name,
+        head,
+    )
+    projector = Projector(projection, pool, eventlog, tap=tap)
     projector.start()
     try:
         await until(lambda: tap.following, "the projector follows the log")
