@@ -30,8 +30,9 @@ import logging
 
 import asyncpg
 
+from o_contracts import projection_names
 from o_runtime.pg_reconnect import keep_connecting
-from o_runtime.projector import NOTIFY_CHANNEL
+from o_runtime.projector import notify_channel
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,9 @@ class ReadFence:
         conn = await asyncpg.connect(
             self.dsn, server_settings={"application_name": APPLICATION_NAME}
         )
-        await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        # Every projection's commits (each has a channel of its own: projector.py).
+        for projection in projection_names.ALL:
+            await conn.add_listener(notify_channel(projection), self._on_notify)
         conn.add_termination_listener(self._lost)
         self.generation += 1
         self._conn = conn

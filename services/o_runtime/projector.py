@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import (
     AsyncGenerator,
@@ -59,6 +60,18 @@ from o_runtime.tracing import continued
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "o_projection"
+# Postgres' longest identifier (NAMEDATALEN - 1 bytes): a channel's name must fit.
+_LONGEST_CHANNEL = 63
+
+
+def notify_channel(projection: str) -> str:
+    """The channel a projection's commits are notified on: one per projection, so that a
+    process is woken (and, over TLS, sent a record) only by the projections it waits for
+    (o_runtime/waiting.py), not by every commit of every projection."""
+    channel = f"{NOTIFY_CHANNEL}.{projection}"
+    if len(channel.encode()) <= _LONGEST_CHANNEL:
+        return channel
+    return f"{NOTIFY_CHANNEL}.{hashlib.sha256(projection.encode()).hexdigest()[:40]}"
 
 
 # An event whose handler fails for a passing reason (a deadlock, a lock or
@@ -259,6 +272,7 @@ class Projector:
         on_committed: Callable[[str, int], None] | None = None,
         settings: ProjectionSettings | None = None,
         tap: EventTap | None = None,
+        on_following: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.projection = projection
         self.settings = settings or ProjectionSettings()
@@ -269,6 +283,10 @@ class Projector:
         self.on_committed = on_committed
         # Told every event as it arrives, while this projector follows (event_tap.py).
         self.tap = tap
+        # Told (projection name, True) when this projector starts following the log and
+        # (name, False) when it stops: while it follows, on_committed hears of every commit
+        # and this process's waiters need no NOTIFY for it (waiting.py).
+        self.on_following = on_following
         self._task: asyncio.Task[None] | None = None
         # Where this projector last left the checkpoint (None: it does not know).
         self._at: int | None = None
@@ -402,6 +420,8 @@ class Projector:
         committed = start or 0
         if tap is not None:
             tap.follow(True)
+        if self.on_following is not None:
+            self.on_following(self.name, True)
         try:
             while True:
                 wait = IDLE_CHECK
@@ -455,6 +475,8 @@ class Projector:
         finally:
             if tap is not None:
                 tap.follow(False)
+            if self.on_following is not None:
+                self.on_following(self.name, False)
             reconnected.cancel()
             with contextlib.suppress(Exception):
                 lock_conn.remove_termination_listener(on_lock_lost)
@@ -531,7 +553,7 @@ class Projector:
                     return outcomes
             async with conn.transaction():
                 await conn.execute(_ASYNC_COMMIT)
-                at = await conn.fetchval(_CLAIM, self.name, end, NOTIFY_CHANNEL)
+                at = await conn.fetchval(_CLAIM, self.name, end, notify_channel(self.name))
                 if at < self._floor:
                     raise CheckpointRegressed(
                         f"the checkpoint is at {at}, behind {self._floor} where it was left"
@@ -547,7 +569,10 @@ class Projector:
         Never from below where this follower left it (CheckpointRegressed).
         """
         async with self.pool.acquire() as conn:
-            advanced = await conn.fetchrow(_ADVANCE, self.name, seq, NOTIFY_CHANNEL, self._floor)
+            advanced = await conn.fetchrow(
+                _ADVANCE, self.name, seq, notify_channel(self.name), self._floor
+            )
+            at = None
             if advanced is None:
                 at = await conn.fetchval(
                     "SELECT last_seq FROM projection_checkpoints WHERE projection = $1", self.name
@@ -559,6 +584,10 @@ class Projector:
         self._at = seq if advanced is not None else None
         if advanced is not None:
             self._committed(seq)
+        elif at is not None and at >= seq:
+            # Moved past it by someone else (a rebuild): this process's waiters, who hear
+            # of this projection from us while we follow, are told.
+            self._committed(at)
         return advanced is not None
 
     def _committed(self, seq: int) -> None:
@@ -578,7 +607,7 @@ class Projector:
         writes = DeferredWrites(
             conn,
             f"BEGIN; {_ASYNC_COMMIT}; SELECT o_claim_checkpoint({_literal(self.name)},"
-            f" {int(expected)}, {int(end)}, {_literal(NOTIFY_CHANNEL)})",
+            f" {int(expected)}, {int(end)}, {_literal(notify_channel(self.name))})",
         )
         try:
             # (The handlers get asyncpg's calls they use: deferred_writes.py.)
@@ -600,7 +629,7 @@ class Projector:
     ) -> list[Outcome]:
         # The row lock taken here serialises us with another follower and with
         # a rebuild in progress.
-        at = await conn.fetchval(_CLAIM, self.name, events[-1].seq, NOTIFY_CHANNEL)
+        at = await conn.fetchval(_CLAIM, self.name, events[-1].seq, notify_channel(self.name))
         return await self._apply_after(conn, events, at, live=live)
 
     async def _apply_after(
@@ -651,7 +680,7 @@ class Projector:
             origin_seq=event.seq,
         )
         async with self.pool.acquire() as conn:
-            await conn.fetchrow(_ADVANCE, self.name, event.seq, NOTIFY_CHANNEL, 0)
+            await conn.fetchrow(_ADVANCE, self.name, event.seq, notify_channel(self.name), 0)
         self._at = None
 
     async def rebuild(self) -> Rebuilt:
@@ -715,5 +744,5 @@ class Projector:
                 skipped.append(event.seq)
                 # The checkpoint still moves past it.
                 async with conn.transaction():
-                    await conn.fetchval(_CLAIM, self.name, event.seq, NOTIFY_CHANNEL)
+                    await conn.fetchval(_CLAIM, self.name, event.seq, notify_channel(self.name))
         return skipped

@@ -115,6 +115,7 @@ class Service:
                 on_committed=self.watcher.applied,
                 settings=self.settings.projections,
                 tap=tap,
+                on_following=self.watcher.following,
             )
         )
 

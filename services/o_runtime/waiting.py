@@ -5,6 +5,12 @@ waiter wakes on commit; one LISTEN connection per process serves all waiters.
 A waiter that has to wait also says so over NATS: a projector moves its
 checkpoint past events it does not handle lazily, unless someone waits.
 
+Each projection notifies on a channel of its own (projector.notify_channel), and a
+process LISTENs only to the projections it has waited for, and not to one its own
+projector follows (that projector tells it of each commit in-process): every process
+listening to every commit was a message and a wake-up per process per commit, each a
+TLS record where Postgres has TLS, for commits almost none of them waited for.
+
 If the LISTEN connection is lost (Postgres restarted, or crashed and lost the
 last asynchronous projection commits), what it was told may no longer hold:
 the watcher forgets it, reconnects and reads the checkpoints again.
@@ -23,7 +29,7 @@ from nats.aio.client import Client as NATS
 
 from o_contracts import subjects
 from o_runtime.pg_reconnect import keep_connecting
-from o_runtime.projector import NOTIFY_CHANNEL
+from o_runtime.projector import notify_channel
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +58,77 @@ class ProjectionWatcher:
         self._changed = asyncio.Condition()
         self._stopping = False
         self._reconnecting: asyncio.Task[None] | None = None
+        # The projections waited for here (kept: a process waits for the same few again),
+        # those a projector of this process follows (it tells of each commit in-process),
+        # and those whose channels the connection LISTENs to: the first less the second.
+        self._waited: set[str] = set()
+        self._following: set[str] = set()
+        self._listening: set[str] = set()
+        # One query at a time on the connection (LISTEN, UNLISTEN, reading checkpoints).
+        self._querying = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self._connect()
 
     async def _connect(self) -> None:
         conn = await asyncpg.connect(self.dsn)
-        await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        listening = set()
+        for projection in sorted(self._waited - self._following):
+            await conn.add_listener(notify_channel(projection), self._on_notify)
+            listening.add(projection)
         conn.add_termination_listener(self._on_lost)
-        self._conn = conn
+        self._conn, self._listening = conn, listening
         # Listen first, then read: no notification can fall between the two.
         await self.refresh()
+
+    @property
+    def listening(self) -> frozenset[str]:
+        """The projections whose commits Postgres tells this process of."""
+        return frozenset(self._listening)
+
+    def following(self, projection: str, follows: bool) -> None:
+        """A projector of this process started (True) or stopped (False) following
+        `projection`. While it follows it tells of each commit; once it stops, the commits
+        are another process's, heard by NOTIFY."""
+        if follows:
+            self._following.add(projection)
+        else:
+            self._following.discard(projection)
+        if not self._stopping and projection in self._waited:
+            task = asyncio.get_running_loop().create_task(self._listen_as_needed())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _needs_listening(self) -> bool:
+        return self._listening != self._waited - self._following
+
+    async def _listen_as_needed(self) -> None:
+        """LISTEN to the channels of the projections waited for and not followed here
+        (UNLISTEN the others), then read the checkpoints: a commit made before a LISTEN
+        is read, every one after it is heard."""
+        conn = self._conn
+        if conn is None:
+            return  # reconnecting: it listens, then reads the checkpoints
+        added = False
+        try:
+            async with self._querying:
+                if self._conn is None or self._conn is not conn:
+                    return  # lost meanwhile: the new connection listens as wanted
+                conn = self._conn
+                wanted = self._waited - self._following
+                for projection in sorted(wanted - self._listening):
+                    await conn.add_listener(notify_channel(projection), self._on_notify)
+                    self._listening.add(projection)
+                    added = True
+                for projection in sorted(self._listening - wanted):
+                    await conn.remove_listener(notify_channel(projection), self._on_notify)
+                    self._listening.discard(projection)
+            if added:
+                await self.refresh()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            # Its loss reconnects, listens to every channel wanted and reads them again.
+            log.warning("projection watcher: LISTEN on Postgres failed (%r)", exc)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -79,6 +145,7 @@ class ProjectionWatcher:
             return
         log.warning("projection watcher: Postgres connection lost; reconnecting")
         self._conn = None
+        self._listening = set()
         self._reached.clear()
         self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 
@@ -88,7 +155,8 @@ class ProjectionWatcher:
     async def refresh(self) -> None:
         if self._conn is None:
             return  # reconnecting: it reads the checkpoints once connected
-        rows = await self._conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
+        async with self._querying:
+            rows = await self._conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
         async with self._changed:
             for row in rows:
                 self._reached[row["projection"]] = max(
@@ -145,6 +213,11 @@ class ProjectionWatcher:
 
         if done():
             return
+        self._waited.update(projections)
+        if self._needs_listening():
+            await self._listen_as_needed()
+            if done():
+                return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if applies and await self._until(done, min(ASK_AFTER, timeout)):

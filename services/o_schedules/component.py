@@ -40,6 +40,7 @@ class Scheduler:
                 s.eventlog,
                 on_committed=self._committed,
                 settings=s.settings.projections,
+                on_following=s.watcher.following,
             )
         )
         s.consume(

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -39,6 +41,23 @@ async def watcher(
     await w.start()
     yield w
     await w.stop()
+
+
+async def until(
+    check: Callable[[], Awaitable[bool] | bool], what: str, within: float = 20.0
+) -> None:
+    """Poll a real condition (a function, sync or async) until it holds; fail after
+    `within` seconds, saying `what` never came."""
+    deadline = time.monotonic() + within
+    while True:
+        outcome = check()
+        if not isinstance(outcome, bool):
+            outcome = await outcome
+        if outcome:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {within}s: {what}")
+        await asyncio.sleep(0.01)
 
 
 def renamed(projection: Projection) -> Projection:

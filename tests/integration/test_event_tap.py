@@ -5,7 +5,7 @@ subscription of its own; through a subscription while it does not, or once it st
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -19,14 +19,7 @@ from o_executor.projections import runs
 from o_runtime.event_tap import BEHIND, EventTap
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projector
-from tests.integration.conftest import renamed
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 10.0
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.01)
+from tests.integration.conftest import renamed, until
 
 
 class Heard:

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from o_contracts import projection_names
 from o_gateway.read_fence import APPLICATION_NAME, ReadFence
-from o_runtime.projector import NOTIFY_CHANNEL
+from o_runtime.projector import notify_channel
 
 ROUNDS = 300
 
@@ -34,8 +35,12 @@ async def test_a_commit_notified_before_the_fence_is_always_counted(
             before = await fence.fence()
             assert before is not None
             # Committed (autocommit) before the fence is asked for, as a projector's
-            # transaction is before a write is acknowledged.
-            await committer.execute(f"SELECT pg_notify('{NOTIFY_CHANNEL}', 'test:{i}')")
+            # transaction is before a write is acknowledged; by each projection in turn
+            # (each notifies on a channel of its own).
+            projection = projection_names.ALL[i % len(projection_names.ALL)]
+            await committer.execute(
+                "SELECT pg_notify($1, $2)", notify_channel(projection), f"{projection}:{i}"
+            )
             after = await fence.fence()
             assert after is not None
             missed += after <= before

@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -22,25 +22,11 @@ from o_contracts import subjects
 from o_devtools.embedded import EmbeddedNats, EmbeddedPostgres, pid_alive
 from o_devtools.supervisor import ServerKeeper, _start_time
 from o_runtime.eventlog import EventLog
-from tests.integration.conftest import server_operator
+from tests.integration.conftest import server_operator, until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 DEADLINE = 20.0
-
-
-async def until(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
-    """Poll a real condition until it holds; fail after DEADLINE."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        outcome = check()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {DEADLINE}s: {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_killed_nats_server_comes_back_on_its_port_with_its_streams(

@@ -1,0 +1,172 @@
+"""Each projection's commits are notified on a channel of its own, and a process LISTENs only
+to the projections it waits for and does not follow itself (o_runtime/waiting.py), against
+real JetStream and Postgres. What a session listens to is asked of Postgres itself
+(`pg_listening_channels()` on the watcher's connection)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from o_memory.projections import memory
+from o_runtime.eventlog import EventLog
+from o_runtime.projector import Projection, Projector, notify_channel
+from o_runtime.waiting import ProjectionWatcher
+from tests.integration.conftest import renamed, until
+from tests.integration.test_projector import create_block, update_block
+
+
+@pytest.fixture
+async def projectors() -> AsyncIterator[list[Projector]]:
+    started: list[Projector] = []
+    yield started
+    for p in started:
+        await p.stop()
+
+
+async def channels(watcher: ProjectionWatcher) -> set[str]:
+    """The channels the watcher's session LISTENs to, as Postgres says."""
+    assert watcher._conn is not None
+    rows = await watcher._conn.fetch("SELECT pg_listening_channels() AS c")
+    return {r["c"] for r in rows}
+
+
+async def listens_to(watcher: ProjectionWatcher, wanted: set[str]) -> bool:
+    return await channels(watcher) == wanted
+
+
+def local(
+    projection: Projection, pool: asyncpg.Pool, eventlog: EventLog, watcher: ProjectionWatcher
+) -> Projector:
+    """A projector wired to the watcher as a service wires its own (o_runtime/service.py)."""
+    return Projector(
+        projection,
+        pool,
+        eventlog,
+        on_committed=watcher.applied,
+        on_following=watcher.following,
+    )
+
+
+async def test_a_projection_notifies_on_its_own_channel_only(
+    eventlog: EventLog, pool: asyncpg.Pool, database_url: str, projectors: list[Projector]
+) -> None:
+    ours, other = renamed(memory), renamed(memory)
+    heard: list[tuple[str, str]] = []
+    conn = await asyncpg.connect(database_url)
+    try:
+        for p in (ours, other):
+            await conn.add_listener(
+                notify_channel(p.name), lambda *a: heard.append((str(a[2]), str(a[3])))
+            )
+        projector = Projector(ours, pool, eventlog)
+        projectors.append(projector)
+        projector.start()
+        _, seq = await create_block(eventlog)
+        async with asyncio.timeout(30):
+            while (notify_channel(ours.name), f"{ours.name}:{seq}") not in heard:
+                await conn.execute("SELECT 1")  # (notifications come with an answer)
+        # Every notification of a commit made before this round trip has come before it.
+        await conn.execute("SELECT 1")
+        assert {channel for channel, _ in heard} == {notify_channel(ours.name)}
+    finally:
+        await conn.close()
+
+
+def test_a_long_projection_name_still_makes_a_channel_postgres_takes() -> None:
+    long_name = "evolution_archive_" + "x" * 80
+    channel = notify_channel(long_name)
+    assert len(channel.encode()) <= 63
+    assert channel != notify_channel(long_name + "y")
+    assert notify_channel("runs") == "o_projection.runs"
+
+
+async def test_a_watcher_listens_only_to_the_projections_it_has_waited_for(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+) -> None:
+    waited, never = renamed(memory), renamed(memory)
+    for p in (waited, never):  # (in another process, as far as the watcher knows)
+        projector = Projector(p, pool, eventlog)
+        projectors.append(projector)
+        projector.start()
+    assert await channels(watcher) == set()
+    block_id, seq = await create_block(eventlog)
+    await watcher.wait(seq, waited.name, timeout=30)
+    assert await channels(watcher) == {notify_channel(waited.name)}
+    # Later commits of the projection waited for are heard without asking.
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    await until(lambda: watcher.reached(waited.name) >= seq, "the commit heard")
+    assert watcher.listening == {waited.name}
+
+
+async def test_a_projection_followed_in_the_process_is_not_listened_to(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+) -> None:
+    projection = renamed(memory)
+    projector = local(projection, pool, eventlog, watcher)
+    projectors.append(projector)
+    projector.start()
+    block_id, seq = await create_block(eventlog)
+    # Told by its own projector (on_committed), however many times it waits.
+    await watcher.wait(seq, projection.name, timeout=30)
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert await channels(watcher) == set()
+
+
+async def test_once_its_projector_stops_following_the_process_listens_and_hears_the_next(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+) -> None:
+    projection = renamed(memory)
+    ours = local(projection, pool, eventlog, watcher)
+    projectors.append(ours)
+    ours.start()
+    block_id, seq = await create_block(eventlog)
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert await channels(watcher) == set()
+    await ours.stop()  # another replica's projector follows from now on
+    channel = {notify_channel(projection.name)}
+    await until(lambda: listens_to(watcher, channel), "the watcher listens")
+    theirs = Projector(projection, pool, eventlog)
+    projectors.append(theirs)
+    theirs.start()
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    # Heard by NOTIFY: nobody in this process tells the watcher, and it is not asked.
+    await until(lambda: watcher.reached(projection.name) >= seq, "the commit heard")
+
+
+async def test_a_reconnected_watcher_listens_again_to_what_it_waited_for(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+) -> None:
+    projection = renamed(memory)
+    projector = Projector(projection, pool, eventlog)
+    projectors.append(projector)
+    projector.start()
+    block_id, seq = await create_block(eventlog)
+    await watcher.wait(seq, projection.name, timeout=30)
+    assert watcher._conn is not None
+    backend = watcher._conn.get_server_pid()
+    assert await pool.fetchval("SELECT pg_terminate_backend($1)", backend)
+
+    def reconnected() -> bool:
+        return watcher._conn is not None and watcher._conn.get_server_pid() != backend
+
+    await until(reconnected, "the watcher connected again")
+    assert await channels(watcher) == {notify_channel(projection.name)}
+    seq = await update_block(eventlog, block_id, 2, "v2")
+    await until(lambda: watcher.reached(projection.name) >= seq, "the commit heard")
