@@ -20,6 +20,10 @@ a thousand concurrent reads cost Postgres a handful of empty queries).
 
 While the connection is down nothing is known: `fence()` says None (no cache) until it
 is back and listening, and the generation moves on reconnection.
+
+The same notifications wake the process's waiters (`watcher`: o_runtime/waiting.py), so
+the gateway's Postgres tells it of each commit once, not once on this connection and
+again on the watcher's: while this connection listens, the watcher does not.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import asyncpg
 from o_contracts import projection_names
 from o_runtime.pg_reconnect import keep_connecting
 from o_runtime.projector import notify_channel
+from o_runtime.waiting import ProjectionWatcher
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +49,10 @@ APPLICATION_NAME = "o-gateway-read-fence"
 
 
 class ReadFence:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, watcher: ProjectionWatcher | None = None) -> None:
         self.dsn = dsn
+        # Told of each commit heard here, while this connection listens.
+        self.watcher = watcher
         # How many projection commits (and connection changes) this process has heard of.
         self.generation = 0
         self._conn: asyncpg.Connection | None = None
@@ -61,6 +68,7 @@ class ReadFence:
 
     async def stop(self) -> None:
         self._stopping = True
+        self._telling(False)
         for task in (self._reconnecting, self._sender):
             if task is not None:
                 task.cancel()
@@ -124,9 +132,20 @@ class ReadFence:
         conn.add_termination_listener(self._lost)
         self.generation += 1
         self._conn = conn
+        self._telling(True)
 
-    def _on_notify(self, _conn: object, _pid: int, _channel: str, _payload: str) -> None:
+    def _telling(self, telling: bool) -> None:
+        if self.watcher is not None:
+            for projection in projection_names.ALL:
+                self.watcher.told(projection, APPLICATION_NAME, telling)
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         self.generation += 1
+        if self.watcher is not None:
+            # (what projectors say: "<projection>:<sequence>")
+            projection, _, seq = payload.rpartition(":")
+            if projection and seq.isdigit():
+                self.watcher.applied(projection, int(seq))
 
     def _lost(self, conn: object) -> None:
         if self._stopping or conn is not self._conn:
@@ -134,6 +153,7 @@ class ReadFence:
         log.warning("read fence: Postgres connection lost; reconnecting")
         self._conn = None
         self.generation += 1
+        self._telling(False)
         if self._reconnecting is None or self._reconnecting.done():
             self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 

@@ -69,7 +69,7 @@ class GatewayService(Service):
     async def setup(self) -> None:
         fence = None
         if self.config.read_cache_bytes:
-            fence = ReadFence(self.settings.database_url)
+            fence = ReadFence(self.settings.database_url, self.watcher)
             await fence.start()
         self.fence = fence
         self.gateway = Gateway(

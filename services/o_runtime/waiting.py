@@ -58,11 +58,12 @@ class ProjectionWatcher:
         self._changed = asyncio.Condition()
         self._stopping = False
         self._reconnecting: asyncio.Task[None] | None = None
-        # The projections waited for here (kept: a process waits for the same few again),
-        # those a projector of this process follows (it tells of each commit in-process),
-        # and those whose channels the connection LISTENs to: the first less the second.
+        # The projections waited for here (kept: a process waits for the same few again);
+        # who else in this process tells of each commit of a projection (its projector
+        # while it follows, a connection of its own that listens: `told`); the projections
+        # whose channels this connection LISTENs to: those waited for that nobody tells of.
         self._waited: set[str] = set()
-        self._following: set[str] = set()
+        self._tellers: dict[str, set[str]] = defaultdict(set)
         self._listening: set[str] = set()
         # One query at a time on the connection (LISTEN, UNLISTEN, reading checkpoints).
         self._querying = asyncio.Lock()
@@ -74,7 +75,7 @@ class ProjectionWatcher:
     async def _connect(self) -> None:
         conn = await asyncpg.connect(self.dsn)
         listening = set()
-        for projection in sorted(self._waited - self._following):
+        for projection in sorted(self._untold()):
             await conn.add_listener(notify_channel(projection), self._on_notify)
             listening.add(projection)
         conn.add_termination_listener(self._on_lost)
@@ -89,19 +90,31 @@ class ProjectionWatcher:
 
     def following(self, projection: str, follows: bool) -> None:
         """A projector of this process started (True) or stopped (False) following
-        `projection`. While it follows it tells of each commit; once it stops, the commits
-        are another process's, heard by NOTIFY."""
-        if follows:
-            self._following.add(projection)
+        `projection`. While it follows it tells of each commit (`applied`); once it stops,
+        the commits are another process's."""
+        self.told(projection, "projector", follows)
+
+    def told(self, projection: str, teller: str, telling: bool) -> None:
+        """Whether `teller` in this process tells (`applied`) of every commit of
+        `projection` from now on: while one does, this connection need not LISTEN to it;
+        once none does, it LISTENs (and reads the checkpoints) before anyone waits long."""
+        tellers = self._tellers[projection]
+        before = bool(tellers)
+        if telling:
+            tellers.add(teller)
         else:
-            self._following.discard(projection)
-        if not self._stopping and projection in self._waited:
+            tellers.discard(teller)
+        if bool(tellers) != before and not self._stopping and projection in self._waited:
             task = asyncio.get_running_loop().create_task(self._listen_as_needed())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def _untold(self) -> set[str]:
+        """The projections waited for that nobody in this process tells of."""
+        return {p for p in self._waited if not self._tellers[p]}
+
     def _needs_listening(self) -> bool:
-        return self._listening != self._waited - self._following
+        return self._listening != self._untold()
 
     async def _listen_as_needed(self) -> None:
         """LISTEN to the channels of the projections waited for and not followed here
@@ -116,7 +129,7 @@ class ProjectionWatcher:
                 if self._conn is None or self._conn is not conn:
                     return  # lost meanwhile: the new connection listens as wanted
                 conn = self._conn
-                wanted = self._waited - self._following
+                wanted = self._untold()
                 for projection in sorted(wanted - self._listening):
                     await conn.add_listener(notify_channel(projection), self._on_notify)
                     self._listening.add(projection)
@@ -132,10 +145,11 @@ class ProjectionWatcher:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._reconnecting is not None:
-            self._reconnecting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconnecting
+        for task in [self._reconnecting, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._conn is not None:
             await self._conn.close()
             self._conn = None

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from o_contracts.projection_names import SCHEDULES
+from o_gateway.read_fence import ReadFence
 from o_memory.projections import memory
 from o_runtime.eventlog import EventLog
 from o_runtime.projector import Projection, Projector, notify_channel
@@ -29,8 +31,10 @@ async def projectors() -> AsyncIterator[list[Projector]]:
 
 async def channels(watcher: ProjectionWatcher) -> set[str]:
     """The channels the watcher's session LISTENs to, as Postgres says."""
-    assert watcher._conn is not None
-    rows = await watcher._conn.fetch("SELECT pg_listening_channels() AS c")
+    # (one query at a time on its connection: the watcher's own lock)
+    async with watcher._querying:
+        assert watcher._conn is not None
+        rows = await watcher._conn.fetch("SELECT pg_listening_channels() AS c")
     return {r["c"] for r in rows}
 
 
@@ -170,3 +174,33 @@ async def test_a_reconnected_watcher_listens_again_to_what_it_waited_for(
     assert await channels(watcher) == {notify_channel(projection.name)}
     seq = await update_block(eventlog, block_id, 2, "v2")
     await until(lambda: watcher.reached(projection.name) >= seq, "the commit heard")
+
+
+async def test_the_gateways_read_fence_tells_its_watcher_which_then_listens_to_nothing(
+    database_url: str, watcher: ProjectionWatcher
+) -> None:
+    # The gateway's Postgres tells it of each commit once: on the read fence's connection.
+    fence = ReadFence(database_url, watcher)
+    await fence.start()
+    committer = await asyncpg.connect(database_url)
+    try:
+        seq = watcher.reached(SCHEDULES) + 1000
+        # (the task runs up to its wait before the notification's round trip is back)
+        waiting = asyncio.create_task(watcher.wait(seq, SCHEDULES, timeout=30))
+        await committer.execute(
+            "SELECT pg_notify($1, $2)", notify_channel(SCHEDULES), f"{SCHEDULES}:{seq}"
+        )
+        await waiting
+        assert await channels(watcher) == set()
+
+        # Without the fence's connection the watcher listens for itself.
+        await fence.stop()
+        channel = {notify_channel(SCHEDULES)}
+        await until(lambda: listens_to(watcher, channel), "the watcher listens")
+        await committer.execute(
+            "SELECT pg_notify($1, $2)", notify_channel(SCHEDULES), f"{SCHEDULES}:{seq + 1}"
+        )
+        await until(lambda: watcher.reached(SCHEDULES) == seq + 1, "the commit heard")
+    finally:
+        await committer.close()
+        await fence.stop()
