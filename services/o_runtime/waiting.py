@@ -167,10 +167,11 @@ class ProjectionWatcher:
         await keep_connecting(self._connect, lambda: self._stopping)
 
     async def refresh(self) -> None:
-        if self._conn is None:
-            return  # reconnecting: it reads the checkpoints once connected
         async with self._querying:
-            rows = await self._conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
+            conn = self._conn
+            if conn is None:
+                return  # reconnecting: it reads the checkpoints once connected
+            rows = await conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
         async with self._changed:
             for row in rows:
                 self._reached[row["projection"]] = max(
