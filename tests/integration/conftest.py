@@ -14,7 +14,7 @@ from o_devtools.supervisor import ServerKeeper
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_runtime.nats_identity import Identity
-from o_runtime.projector import Projection
+from o_runtime.projector import Projection, Projector
 from o_runtime.waiting import ProjectionWatcher
 from tests.servers import Servers
 
@@ -58,6 +58,15 @@ async def until(
         if time.monotonic() > deadline:
             pytest.fail(f"not within {within}s: {what}")
         await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def projectors() -> AsyncIterator[list[Projector]]:
+    """Projectors a test starts; stopped at its end whatever happens."""
+    started: list[Projector] = []
+    yield started
+    for p in started:
+        await p.stop()
 
 
 def renamed(projection: Projection) -> Projection:

@@ -6,7 +6,7 @@ real JetStream and Postgres. What a session listens to is asked of Postgres itse
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -19,14 +19,6 @@ from o_runtime.projector import Projection, Projector, notify_channel
 from o_runtime.waiting import ProjectionWatcher
 from tests.integration.conftest import renamed, until
 from tests.integration.test_projector import create_block, update_block
-
-
-@pytest.fixture
-async def projectors() -> AsyncIterator[list[Projector]]:
-    started: list[Projector] = []
-    yield started
-    for p in started:
-        await p.stop()
 
 
 async def channels(watcher: ProjectionWatcher) -> set[str]:
@@ -42,21 +34,54 @@ async def listens_to(watcher: ProjectionWatcher, wanted: set[str]) -> bool:
     return await channels(watcher) == wanted
 
 
-def local(
-    projection: Projection, pool: asyncpg.Pool, eventlog: EventLog, watcher: ProjectionWatcher
-) -> Projector:
-    """A projector wired to the watcher as a service wires its own (o_runtime/service.py)."""
-    return Projector(
-        projection,
-        pool,
-        eventlog,
-        on_committed=watcher.applied,
-        on_following=watcher.following,
-    )
+@dataclass
+class Process:
+    """A process as the tests see it: its watcher, and projectors started in it (wired to the
+    watcher as a service wires its own: o_runtime/service.py) or in another process."""
+
+    eventlog: EventLog
+    pool: asyncpg.Pool
+    watcher: ProjectionWatcher
+    projectors: list[Projector]
+
+    def run(self, projection: Projection, *, here: bool) -> Projector:
+        """A projector of `projection`, started (stopped at the test's end)."""
+        projector = (
+            Projector(
+                projection,
+                self.pool,
+                self.eventlog,
+                on_committed=self.watcher.applied,
+                on_following=self.watcher.following,
+            )
+            if here
+            else Projector(projection, self.pool, self.eventlog)
+        )
+        self.projectors.append(projector)
+        projector.start()
+        return projector
+
+    async def block_waited_for(self, projection: Projection) -> str:
+        """A new block, once the watcher has waited for `projection` to apply it: its id."""
+        block_id, seq = await create_block(self.eventlog)
+        await self.watcher.wait(seq, projection.name, timeout=30)
+        return block_id
+
+    async def update_heard(self, projection: Projection, block_id: str) -> None:
+        """The block updated; the watcher told of `projection` applying it, not waiting."""
+        seq = await update_block(self.eventlog, block_id, 2, "v2")
+        await until(lambda: self.watcher.reached(projection.name) >= seq, "the commit heard")
+
+
+@pytest.fixture
+def process(
+    eventlog: EventLog, pool: asyncpg.Pool, watcher: ProjectionWatcher, projectors: list[Projector]
+) -> Process:
+    return Process(eventlog, pool, watcher, projectors)
 
 
 async def test_a_projection_notifies_on_its_own_channel_only(
-    eventlog: EventLog, pool: asyncpg.Pool, database_url: str, projectors: list[Projector]
+    process: Process, database_url: str
 ) -> None:
     ours, other = renamed(memory), renamed(memory)
     heard: list[tuple[str, str]] = []
@@ -66,10 +91,8 @@ async def test_a_projection_notifies_on_its_own_channel_only(
             await conn.add_listener(
                 notify_channel(p.name), lambda *a: heard.append((str(a[2]), str(a[3])))
             )
-        projector = Projector(ours, pool, eventlog)
-        projectors.append(projector)
-        projector.start()
-        _, seq = await create_block(eventlog)
+        process.run(ours, here=False)
+        _, seq = await create_block(process.eventlog)
         async with asyncio.timeout(30):
             while (notify_channel(ours.name), f"{ours.name}:{seq}") not in heard:
                 await conn.execute("SELECT 1")  # (notifications come with an answer)
@@ -89,91 +112,62 @@ def test_a_long_projection_name_still_makes_a_channel_postgres_takes() -> None:
 
 
 async def test_a_watcher_listens_only_to_the_projections_it_has_waited_for(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
+    process: Process,
 ) -> None:
     waited, never = renamed(memory), renamed(memory)
-    for p in (waited, never):  # (in another process, as far as the watcher knows)
-        projector = Projector(p, pool, eventlog)
-        projectors.append(projector)
-        projector.start()
+    for p in (waited, never):
+        process.run(p, here=False)
+    watcher = process.watcher
     assert await channels(watcher) == set()
-    block_id, seq = await create_block(eventlog)
-    await watcher.wait(seq, waited.name, timeout=30)
+    block_id = await process.block_waited_for(waited)
     assert await channels(watcher) == {notify_channel(waited.name)}
     # Later commits of the projection waited for are heard without asking.
-    seq = await update_block(eventlog, block_id, 2, "v2")
-    await until(lambda: watcher.reached(waited.name) >= seq, "the commit heard")
+    await process.update_heard(waited, block_id)
     assert watcher.listening == {waited.name}
 
 
-async def test_a_projection_followed_in_the_process_is_not_listened_to(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
-) -> None:
+async def test_a_projection_followed_in_the_process_is_not_listened_to(process: Process) -> None:
     projection = renamed(memory)
-    projector = local(projection, pool, eventlog, watcher)
-    projectors.append(projector)
-    projector.start()
-    block_id, seq = await create_block(eventlog)
+    process.run(projection, here=True)
     # Told by its own projector (on_committed), however many times it waits.
-    await watcher.wait(seq, projection.name, timeout=30)
-    seq = await update_block(eventlog, block_id, 2, "v2")
-    await watcher.wait(seq, projection.name, timeout=30)
-    assert await channels(watcher) == set()
+    block_id = await process.block_waited_for(projection)
+    seq = await update_block(process.eventlog, block_id, 2, "v2")
+    await process.watcher.wait(seq, projection.name, timeout=30)
+    assert await channels(process.watcher) == set()
 
 
 async def test_once_its_projector_stops_following_the_process_listens_and_hears_the_next(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
+    process: Process,
 ) -> None:
     projection = renamed(memory)
-    ours = local(projection, pool, eventlog, watcher)
-    projectors.append(ours)
-    ours.start()
-    block_id, seq = await create_block(eventlog)
-    await watcher.wait(seq, projection.name, timeout=30)
-    assert await channels(watcher) == set()
+    ours = process.run(projection, here=True)
+    block_id = await process.block_waited_for(projection)
+    assert await channels(process.watcher) == set()
     await ours.stop()  # another replica's projector follows from now on
     channel = {notify_channel(projection.name)}
-    await until(lambda: listens_to(watcher, channel), "the watcher listens")
-    theirs = Projector(projection, pool, eventlog)
-    projectors.append(theirs)
-    theirs.start()
-    seq = await update_block(eventlog, block_id, 2, "v2")
+    await until(lambda: listens_to(process.watcher, channel), "the watcher listens")
+    process.run(projection, here=False)
     # Heard by NOTIFY: nobody in this process tells the watcher, and it is not asked.
-    await until(lambda: watcher.reached(projection.name) >= seq, "the commit heard")
+    await process.update_heard(projection, block_id)
 
 
 async def test_a_reconnected_watcher_listens_again_to_what_it_waited_for(
-    eventlog: EventLog,
-    pool: asyncpg.Pool,
-    watcher: ProjectionWatcher,
-    projectors: list[Projector],
+    process: Process,
 ) -> None:
     projection = renamed(memory)
-    projector = Projector(projection, pool, eventlog)
-    projectors.append(projector)
-    projector.start()
-    block_id, seq = await create_block(eventlog)
-    await watcher.wait(seq, projection.name, timeout=30)
+    process.run(projection, here=False)
+    block_id = await process.block_waited_for(projection)
+    watcher = process.watcher
     assert watcher._conn is not None
     backend = watcher._conn.get_server_pid()
-    assert await pool.fetchval("SELECT pg_terminate_backend($1)", backend)
+    assert await process.pool.fetchval("SELECT pg_terminate_backend($1)", backend)
 
     def reconnected() -> bool:
         return watcher._conn is not None and watcher._conn.get_server_pid() != backend
 
     await until(reconnected, "the watcher connected again")
     assert await channels(watcher) == {notify_channel(projection.name)}
-    seq = await update_block(eventlog, block_id, 2, "v2")
-    await until(lambda: watcher.reached(projection.name) >= seq, "the commit heard")
+    await process.update_heard(projection, block_id)
 
 
 async def test_the_gateways_read_fence_tells_its_watcher_which_then_listens_to_nothing(

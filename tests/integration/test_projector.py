@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import asyncpg
@@ -171,15 +171,6 @@ async def test_a_follower_whose_checkpoint_was_moved_meanwhile_claims_again(
     assert await projector.apply(seq, subject, msg.data or b"") is Outcome.SKIPPED
     assert await versions_of(pool, block_id) == []
     assert await versions_of(pool, applied) == [(1, "v")]
-
-
-@pytest.fixture
-async def projectors() -> AsyncIterator[list[Projector]]:
-    """Projectors a test starts; stopped at its end whatever happens."""
-    started: list[Projector] = []
-    yield started
-    for p in started:
-        await p.stop()
 
 
 class Follow(Protocol):
