@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -72,11 +73,26 @@ async def interleaved(
 ) -> None:
     """`runs` pairs: one run on each side, the order flipped every pair, `pause` seconds
     between pairs (0: back to back, the machine as busy as one client can make it)."""
-    before = {s.name: cpu_by_part(s.parts) for s in (a, b)}
-    for side in (a, b):
+    await rounds([a, b], text, runs, record=record, pause=pause)
+
+
+async def rounds(
+    sides: list[Side], text: str, runs: int, *, record: bool, pause: float = 0.0
+) -> None:
+    """`runs` rounds of one run on each side, `pause` seconds between rounds. Two sides take
+    turns going first; more go in an order drawn afresh every round (seeded), so that no side
+    always follows the same other one (a run's wake, its projections and reactions, spills
+    into the next run)."""
+    before = {s.name: cpu_by_part(s.parts) for s in sides}
+    for side in sides:
         side.gateway_ms, side.client_ms = [], []
+    order = random.Random(len(sides))
     for i in range(runs):
-        for side in (a, b) if i % 2 == 0 else (b, a):
+        if len(sides) == 2:
+            ordered = sides if i % 2 == 0 else sides[::-1]
+        else:
+            ordered = order.sample(sides, len(sides))
+        for side in ordered:
             gateway, client = await side.one_run(text, i)
             if record:
                 side.gateway_ms.append(gateway)
@@ -84,7 +100,7 @@ async def interleaved(
         if pause:
             await asyncio.sleep(pause)  # (pacing the load, not waiting for anything)
     if record:
-        for side in (a, b):
+        for side in sides:
             after = cpu_by_part(side.parts)
             side.cpu_s = {n: after[n] - before[side.name][n] for n in side.parts}
 
@@ -105,11 +121,16 @@ def report(label: str, a: Side, b: Side) -> None:
             f" | median paired difference {statistics.median(diffs):+5.2f} ms"
         )
     for side in (a, b):
-        spent = {n: v * 1000 / runs for n, v in side.cpu_s.items()}
-        print(
-            f"  CPU ms per run, {side.name}: total {sum(spent.values()):5.1f} = "
-            + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
-        )
+        print_cpu(side, runs)
+
+
+def print_cpu(side: Side, runs: int) -> None:
+    """The CPU the side's processes spent per run, by process."""
+    spent = {n: v * 1000 / runs for n, v in side.cpu_s.items()}
+    print(
+        f"  CPU ms per run, {side.name}: total {sum(spent.values()):5.1f} = "
+        + ", ".join(f"{n} {v:.1f}" for n, v in spent.items())
+    )
 
 
 async def compare(a: Side, b: Side, runs: int, warmup: int, pause: float = 0.0) -> None:
