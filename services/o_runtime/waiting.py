@@ -13,7 +13,11 @@ TLS record where Postgres has TLS, for commits almost none of them waited for.
 
 If the LISTEN connection is lost (Postgres restarted, or crashed and lost the
 last asynchronous projection commits), what it was told may no longer hold:
-the watcher forgets it, reconnects and reads the checkpoints again.
+the watcher forgets it, reconnects and reads the checkpoints again. asyncpg does not always
+say so (a connection it aborts itself closes without calling its termination listeners), so
+a connection found closed when it is used is lost the same way, and a wait that lasts reads
+the checkpoints every ASK_AGAIN: a notification lost on the way costs a second, not the
+wait's whole timeout.
 """
 
 from __future__ import annotations
@@ -80,8 +84,9 @@ class ProjectionWatcher:
             listening.add(projection)
         conn.add_termination_listener(self._on_lost)
         self._conn, self._listening = conn, listening
-        # Listen first, then read: no notification can fall between the two.
-        await self.refresh()
+        # Listen first, then read: no notification can fall between the two. (A failure
+        # here is the connect's: keep_connecting tries again.)
+        await self._read_checkpoints(conn)
 
     @property
     def listening(self) -> frozenset[str]:
@@ -142,6 +147,7 @@ class ProjectionWatcher:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             # Its loss reconnects, listens to every channel wanted and reads them again.
             log.warning("projection watcher: LISTEN on Postgres failed (%r)", exc)
+            self._check_open()
 
     async def stop(self) -> None:
         self._stopping = True
@@ -154,23 +160,48 @@ class ProjectionWatcher:
             await self._conn.close()
             self._conn = None
 
-    def _on_lost(self, _conn: object) -> None:
-        if self._stopping:
-            return
+    def _on_lost(self, conn: object) -> None:
+        # (the termination listener: the connection's session ended)
+        self._lost(conn)
+
+    def _check_open(self) -> None:
+        """A connection asyncpg closed without telling (see the module's docstring) is lost
+        like one whose session ended."""
+        conn = self._conn
+        if conn is not None and conn.is_closed():
+            self._lost(conn)
+
+    def _lost(self, conn: object) -> None:
+        if self._stopping or conn is None or conn is not self._conn:
+            return  # stopping, or a connection already replaced
         log.warning("projection watcher: Postgres connection lost; reconnecting")
         self._conn = None
         self._listening = set()
         self._reached.clear()
-        self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
         await keep_connecting(self._connect, lambda: self._stopping)
 
     async def refresh(self) -> None:
+        """Read every projection's checkpoint. On a connection found lost, nothing is read
+        here: the watcher connects again and reads them then."""
+        conn = self._conn
+        if conn is None:
+            return  # reconnecting: it reads the checkpoints once connected
+        try:
+            await self._read_checkpoints(conn)
+        except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
+            if not conn.is_closed():
+                raise
+            self._lost(conn)
+
+    async def _read_checkpoints(self, conn: asyncpg.Connection) -> None:
         async with self._querying:
-            conn = self._conn
-            if conn is None:
-                return  # reconnecting: it reads the checkpoints once connected
+            replaced = conn is not self._conn
+            if replaced:
+                return  # replaced while waiting for the lock: the new one reads them
             rows = await conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
         async with self._changed:
             for row in rows:
@@ -228,6 +259,7 @@ class ProjectionWatcher:
 
         if done():
             return
+        self._check_open()
         self._waited.update(projections)
         if self._needs_listening():
             await self._listen_as_needed()
@@ -238,7 +270,8 @@ class ProjectionWatcher:
         if applies and await self._until(done, min(ASK_AFTER, timeout)):
             return
         # Asked again every ASK_AGAIN: an ask is lost when no projector hears it (one
-        # starting, or taking over from a replica that died).
+        # starting, or taking over from a replica that died). And the checkpoints are read
+        # again: a notification is lost with the connection that was to bring it.
         while True:
             if self.nc is not None:
                 for p in projections:
@@ -247,12 +280,11 @@ class ProjectionWatcher:
             remaining = deadline - loop.time()
             if await self._until(done, max(0.0, min(ASK_AGAIN, remaining))):
                 return
+            await self.refresh()
+            if done():
+                return
             if remaining <= ASK_AGAIN:
                 break
-        # A lost connection drops notifications: read the table before failing.
-        await self.refresh()
-        if done():
-            return
         lagging = next(p for p in projections if self._reached[p] < seq)
         raise ProjectionLag(lagging, seq, self._reached[lagging])
 

@@ -170,6 +170,34 @@ async def test_a_reconnected_watcher_listens_again_to_what_it_waited_for(
     await process.update_heard(projection, block_id)
 
 
+async def test_a_watcher_whose_connection_closed_unannounced_connects_again(
+    process: Process,
+) -> None:
+    """asyncpg does not always call a connection's termination listeners (one it aborts
+    itself closes without them): a watcher that finds its connection closed connects again
+    and reads the checkpoints, where it used to fail every wait on the closed one (a gateway
+    answered 503 to every write once Postgres had restarted, in a CI run)."""
+    projection = renamed(memory)
+    process.run(projection, here=False)
+    block_id = await process.block_waited_for(projection)
+    watcher = process.watcher
+    closed = watcher._conn
+    assert closed is not None
+    closed.remove_termination_listener(watcher._on_lost)  # as asyncpg may not call it
+    backend = closed.get_server_pid()
+    assert await process.pool.fetchval("SELECT pg_terminate_backend($1)", backend)
+    await until(closed.is_closed, "the connection closed")
+    assert watcher._conn is closed  # nobody told the watcher
+    # A commit the closed connection cannot bring: the wait reads it from the checkpoints.
+    seq = await update_block(process.eventlog, block_id, 2, "v2")
+    await watcher.wait(seq, projection.name, timeout=20)
+    assert watcher._conn is not None and not watcher._conn.is_closed()
+    assert watcher._conn.get_server_pid() != backend
+    # And it listens again, so the next commit is heard, not read.
+    await until(lambda: watcher.listening == {projection.name}, "listening again")
+    await process.update_heard(projection, block_id)
+
+
 async def test_the_gateways_read_fence_tells_its_watcher_which_then_listens_to_nothing(
     database_url: str, watcher: ProjectionWatcher
 ) -> None:
