@@ -71,6 +71,9 @@ class ProjectionWatcher:
         self._listening: set[str] = set()
         # One query at a time on the connection (LISTEN, UNLISTEN, reading checkpoints).
         self._querying = asyncio.Lock()
+        # When the checkpoints were last read (the loop's clock): waiters that all wait
+        # long read them once between them, not once each (`refresh(fresh_within=...)`).
+        self._read_at = float("-inf")
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -184,25 +187,30 @@ class ProjectionWatcher:
     async def _reconnect(self) -> None:
         await keep_connecting(self._connect, lambda: self._stopping)
 
-    async def refresh(self) -> None:
-        """Read every projection's checkpoint. On a connection found lost, nothing is read
-        here: the watcher connects again and reads them then."""
+    async def refresh(self, fresh_within: float = 0.0) -> None:
+        """Read every projection's checkpoint, unless they were read less than
+        `fresh_within` seconds ago. On a connection found lost, nothing is read here: the
+        watcher connects again and reads them then."""
         conn = self._conn
         if conn is None:
             return  # reconnecting: it reads the checkpoints once connected
         try:
-            await self._read_checkpoints(conn)
+            await self._read_checkpoints(conn, fresh_within)
         except (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError):
             if not conn.is_closed():
                 raise
             self._lost(conn)
 
-    async def _read_checkpoints(self, conn: asyncpg.Connection) -> None:
+    async def _read_checkpoints(self, conn: asyncpg.Connection, fresh_within: float = 0.0) -> None:
+        loop = asyncio.get_running_loop()
         async with self._querying:
             replaced = conn is not self._conn
             if replaced:
                 return  # replaced while waiting for the lock: the new one reads them
+            if loop.time() - self._read_at < fresh_within:
+                return  # read meanwhile, for another waiter
             rows = await conn.fetch("SELECT projection, last_seq FROM projection_checkpoints")
+            self._read_at = loop.time()
         async with self._changed:
             for row in rows:
                 self._reached[row["projection"]] = max(
@@ -280,7 +288,7 @@ class ProjectionWatcher:
             remaining = deadline - loop.time()
             if await self._until(done, max(0.0, min(ASK_AGAIN, remaining))):
                 return
-            await self.refresh()
+            await self.refresh(fresh_within=ASK_AGAIN / 2)
             if done():
                 return
             if remaining <= ASK_AGAIN:

@@ -198,6 +198,41 @@ async def test_a_watcher_whose_connection_closed_unannounced_connects_again(
     await process.update_heard(projection, block_id)
 
 
+class CountingWatcher(ProjectionWatcher):
+    """A watcher that counts its reads of the checkpoints (each one still made): every read
+    stamps the time it was made."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(dsn)
+        self.stamps: set[float] = set()
+
+    async def _read_checkpoints(self, conn: asyncpg.Connection, fresh_within: float = 0.0) -> None:
+        await super()._read_checkpoints(conn, fresh_within)
+        self.stamps.add(self._read_at)
+
+
+async def test_waiters_that_wait_long_read_the_checkpoints_once_a_second_between_them(
+    database_url: str, pool: asyncpg.Pool
+) -> None:
+    """A wait that lasts reads the checkpoints every second (a notification can be lost with
+    its connection); twenty such waits read them about once a second between them, not
+    twenty times: a backlog is when waits last, and every read is on one connection.
+    (`pool`: the schema.)"""
+    watcher = CountingWatcher(database_url)
+    await watcher.start()
+    try:
+        started = len(watcher.stamps)
+        # A projection nobody runs: every wait lasts its whole timeout.
+        waits = [watcher.wait(10**12, "nobody_projects_this", timeout=3.2) for _ in range(20)]
+        outcomes = await asyncio.gather(*waits, return_exceptions=True)
+        assert all(isinstance(o, TimeoutError) for o in outcomes)
+        # About one a second (three or four in the 3.2 s); one each would be 60 and more.
+        reads = len(watcher.stamps) - started
+        assert 2 <= reads <= 8, reads
+    finally:
+        await watcher.stop()
+
+
 async def test_the_gateways_read_fence_tells_its_watcher_which_then_listens_to_nothing(
     database_url: str, watcher: ProjectionWatcher
 ) -> None:
