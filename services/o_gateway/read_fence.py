@@ -19,7 +19,11 @@ while it is on its way wait for the next one (so each waits one or two round tri
 a thousand concurrent reads cost Postgres a handful of empty queries).
 
 While the connection is down nothing is known: `fence()` says None (no cache) until it
-is back and listening, and the generation moves on reconnection.
+is back and listening, and the generation moves on reconnection. asyncpg does not always
+announce a closed connection (one it aborts itself closes without its termination
+listeners), and until a round trip fails the fence would go on telling the watcher of
+commits that no longer come: so it looks every CHECK_EVERY whether the connection is still
+open (no I/O: asyncpg's own flag).
 
 The same notifications wake the process's waiters (`watcher`: o_runtime/waiting.py), so
 the gateway's Postgres tells it of each commit once, not once on this connection and
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 ROUND_TRIP_TIMEOUT = 5.0
 # Its connection's name in pg_stat_activity.
 APPLICATION_NAME = "o-gateway-read-fence"
+# How often it looks whether its connection was closed unannounced (seconds).
+CHECK_EVERY = 1.0
 
 
 class ReadFence:
@@ -61,15 +67,17 @@ class ReadFence:
         self._next: asyncio.Future[int | None] | None = None
         self._sender: asyncio.Task[None] | None = None
         self._reconnecting: asyncio.Task[None] | None = None
+        self._checking: asyncio.Task[None] | None = None
         self._stopping = False
 
     async def start(self) -> None:
         await self._connect()
+        self._checking = asyncio.create_task(self._check_open_every(CHECK_EVERY))
 
     async def stop(self) -> None:
         self._stopping = True
         self._telling(False)
-        for task in (self._reconnecting, self._sender):
+        for task in (self._reconnecting, self._sender, self._checking):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -146,6 +154,13 @@ class ReadFence:
             projection, _, seq = payload.rpartition(":")
             if projection and seq.isdigit():
                 self.watcher.applied(projection, int(seq))
+
+    async def _check_open_every(self, period: float) -> None:
+        while not self._stopping:
+            await asyncio.sleep(period)  # (a periodic look, not a wait for anything)
+            conn = self._conn
+            if conn is not None and conn.is_closed():
+                self._lost(conn)
 
     def _lost(self, conn: object) -> None:
         if self._stopping or conn is not self._conn:

@@ -13,6 +13,7 @@ import pytest
 from o_contracts import projection_names
 from o_gateway.read_fence import APPLICATION_NAME, ReadFence
 from o_runtime.projector import notify_channel
+from tests.integration import conftest
 
 ROUNDS = 300
 
@@ -84,3 +85,27 @@ async def test_while_its_connection_is_lost_the_fence_vouches_for_nothing(
     # Back, listening again: a generation no answer kept before the loss can have.
     after = await until("up", fence)
     assert after is not None and after > before
+
+
+async def test_a_connection_closed_unannounced_is_made_again(
+    fence: ReadFence, database_url: str
+) -> None:
+    """asyncpg does not always call termination listeners: a fence whose connection closed
+    without them connects again by itself, rather than telling of commits that no longer
+    come until some round trip fails."""
+    closed = fence._conn
+    assert closed is not None
+    closed.remove_termination_listener(fence._lost)  # as asyncpg may not call it
+    backend = closed.get_server_pid()
+    admin = await asyncpg.connect(database_url)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", backend)
+    finally:
+        await admin.close()
+
+    def made_again() -> bool:
+        return fence._conn is not None and fence._conn is not closed
+
+    await conftest.until(made_again, "the fence connected again")
+    assert fence._conn is not None and not fence._conn.is_closed()
+    assert fence._conn.get_server_pid() != backend
