@@ -6,7 +6,9 @@ its monitoring port counts every connection alike, and a Postgres of the machine
 1-step runs:
 
 - NATS: each connection's messages in and out (nats-server's /connz), by the name the
-  connection gave (service and purpose), per run;
+  connection gave (service and purpose), per run, with their mean size; and what was
+  published, by subject, with its mean size (headers and payload; with the protocol line,
+  over 512 bytes makes a delivery two TLS records: bench/README.md);
 - Postgres: the statements the server ran (its statement log), by statement with numbers
   normalised, per run, and transactions committed per run (pg_stat_database).
 
@@ -48,15 +50,16 @@ def _with_monitoring(self: EmbeddedNats) -> str:
     return f"http: 127.0.0.1:{MONITOR_PORT}\n"
 
 
-def connections() -> dict[str, tuple[int, int]]:
-    """(messages in, messages out) by connection name, summed over connections of one name."""
+def connections() -> dict[str, tuple[int, int, int, int]]:
+    """(messages in, messages out, bytes in, bytes out) by connection name, summed over
+    connections of one name."""
     with urllib.request.urlopen(f"http://127.0.0.1:{MONITOR_PORT}/connz?limit=1000") as r:
         connz = json.load(r)
-    out: dict[str, tuple[int, int]] = collections.defaultdict(lambda: (0, 0))
+    out: dict[str, tuple[int, int, int, int]] = collections.defaultdict(lambda: (0, 0, 0, 0))
     for c in connz["connections"]:
         name = c.get("name") or f"cid {c['cid']}"
-        i, o = out[name]
-        out[name] = (i + c["in_msgs"], o + c["out_msgs"])
+        i, o, ib, ob = out[name]
+        out[name] = (i + c["in_msgs"], o + c["out_msgs"], ib + c["in_bytes"], ob + c["out_bytes"])
     return dict(out)
 
 
@@ -83,6 +86,13 @@ def statements(log: Path, start: int) -> collections.Counter[str]:
     return counts
 
 
+def _header_bytes(headers: dict[str, str] | None) -> int:
+    """The size of a message's header block on the wire (NATS/1.0, one line a header)."""
+    if not headers:
+        return 0
+    return len("NATS/1.0\r\n\r\n") + sum(len(k) + len(v) + 4 for k, v in headers.items())
+
+
 async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
     EmbeddedNats.extra_config = _with_monitoring  # type: ignore[method-assign]
     async with contextlib.AsyncExitStack() as stack:
@@ -104,9 +114,13 @@ async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
         await asyncio.sleep(0.5)  # the reload reaching every backend; counts only
         log_start = log.stat().st_size
         heard: collections.Counter[str] = collections.Counter()
+        sizes: collections.Counter[str] = collections.Counter()
 
         async def count(msg: Msg) -> None:
-            heard[_subject_kind(msg.subject)] += 1
+            kind = _subject_kind(msg.subject)
+            heard[kind] += 1
+            # What a delivery carries besides the protocol line: headers and payload.
+            sizes[kind] += len(msg.data) + _header_bytes(msg.headers)
 
         nc = await nats.connect(system.servers.nats.url, name="inventory")
         await nc.subscribe(">", cb=count)
@@ -124,17 +138,20 @@ async def main(runs: int, warmup: int, postgres_bin: Path) -> None:
         print(f"NATS messages per run over {runs} 1-step runs (in = published by it, out = to it)")
         total_in = total_out = 0.0
         for name in sorted(after):
-            i0, o0 = before.get(name, (0, 0))
-            i1, o1 = after[name]
+            i0, o0, ib0, ob0 = before.get(name, (0, 0, 0, 0))
+            i1, o1, ib1, ob1 = after[name]
             di, do = (i1 - i0) / runs, (o1 - o0) / runs
             total_in += di
             total_out += do
             if di or do:
-                print(f"  {name:60s} in {di:6.2f}  out {do:6.2f}")
-        print(f"  {'total':60s} in {total_in:6.2f}  out {total_out:6.2f}")
+                # Bytes a message (headers and payload, as nats-server counts them).
+                bi = (ib1 - ib0) / (i1 - i0) if i1 > i0 else 0
+                bo = (ob1 - ob0) / (o1 - o0) if o1 > o0 else 0
+                print(f"  {name:52s} in {di:6.2f} ({bi:5.0f} B)  out {do:6.2f} ({bo:5.0f} B)")
+        print(f"  {'total':52s} in {total_in:6.2f}          out {total_out:6.2f}")
         print("NATS messages published per run, by subject (ids and numbers as *)")
         for kind, n in heard.most_common():
-            print(f"  {n / runs:6.2f}  {kind}")
+            print(f"  {n / runs:6.2f}  {sizes[kind] / n:6.0f} B  {kind}")
         counts = statements(log, log_start)
         print(
             f"Postgres: {sum(counts.values()) / runs:.1f} statements and"
