@@ -8,6 +8,7 @@ for optimistic concurrency, `Nats-Expected-Last-Subject-Sequence`.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ SHORT_LIVED_CONSUMER = 2.0
 CLOSE_TIMEOUT = 3.0
 # Room left for a message's headers (ids, trace context) within max_payload.
 HEADERS_ROOM = 4096
+# How long a direct get may take (nats-py's default request timeout is 0.5 s).
+DIRECT_GET_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,28 @@ class EventLog:
         except NotFoundError:
             return 0
         return int(msg.seq or 0)
+
+    async def last_seq_matching(self, filter_subject: str) -> int:
+        """The stream sequence of the last event on any subject `filter_subject` matches
+        (wildcards allowed), 0 if there is none."""
+        # The request's JSON form: the subject form cannot carry a wildcard.
+        reply = await self.nc.request(
+            f"$JS.API.DIRECT.GET.{subjects.EVENTS_STREAM}",
+            json.dumps({"last_by_subj": filter_subject}).encode(),
+            timeout=DIRECT_GET_TIMEOUT,
+        )
+        headers = reply.headers or {}
+        status = headers.get("Status")
+        if status == "404":
+            return 0
+        if status is not None or "Nats-Sequence" not in headers:
+            raise RuntimeError(f"direct get of {filter_subject}'s last event failed: {headers}")
+        return int(headers["Nats-Sequence"])
+
+    async def end(self) -> int:
+        """The events stream's last sequence."""
+        info = await self.js.stream_info(subjects.EVENTS_STREAM)
+        return int(info.state.last_seq)
 
     async def append(
         self, subject: str, envelope: Envelope[Any], expected_last_seq: int | None = None

@@ -472,6 +472,13 @@ class Projector:
                 ):
                     await self._advance(skipped)
                     committed, skipped = skipped, None
+                if wanted > committed and skipped is None and arrived.empty():
+                    end, past = await self._past_own_events(committed)
+                    if past and end > committed:
+                        await self._advance(end)
+                        committed = end
+                    # (A position past the log's end is no one's: not asked about again.)
+                    wanted = min(wanted, end)
         finally:
             if tap is not None:
                 tap.follow(False)
@@ -483,6 +490,22 @@ class Projector:
             for subscription in (sub, asks):
                 with contextlib.suppress(Exception):
                     await subscription.unsubscribe()
+
+    async def _past_own_events(self, given: int) -> tuple[int, bool]:
+        """The log's end, and whether none of this projection's events lies past `given`
+        (the last position it was given and has applied) up to there.
+
+        A waiter may ask for a position past every event this projection follows: an
+        event on a subject outside its filter (the agents projection follows agents' own
+        subjects, a conversation's run appends under them). No delivery would ever take
+        the projection there, and the waiter would wait until some later event of the
+        projection's own came, or for its whole timeout. The log says whether there is
+        none in between: the end is read first, then the last event matching the filter,
+        so every event of ours up to that end has been given when that last one has.
+        """
+        end = await self.eventlog.end()
+        # (One past `given` is on its way: its delivery moves the projection on.)
+        return end, await self.eventlog.last_seq_matching(self.projection.filter_subject) <= given
 
     # -- applying events ----------------------------------------------------
 

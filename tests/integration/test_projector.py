@@ -294,6 +294,52 @@ async def test_a_waiter_moves_the_checkpoint_past_events_the_projection_does_not
     assert await checkpoint_of(pool, projection) == last
 
 
+def one_block_only(block_id: str) -> Projection:
+    """The memory projection following one block's subject only: no other test's event is
+    its business, so nothing but its own block's events moves it on by itself."""
+    base = fresh_memory_projection()
+    return Projection(
+        name=base.name,
+        filter_subject=subjects.block_subject(block_id),
+        tables=base.tables,
+        handlers=base.handlers,
+    )
+
+
+async def test_a_waiter_for_an_event_outside_the_projections_subjects_is_answered_at_once(
+    eventlog: EventLog,
+    pool: asyncpg.Pool,
+    watcher: ProjectionWatcher,
+    projectors: list[Projector],
+    follow: Follow,
+) -> None:
+    # The agents projection follows agents' own subjects, and a conversation's run appends
+    # under them: a run that waited for it at its own last event waited its whole minute
+    # (tests/e2e/test_concurrency_policy.py's steered stream took 60 s). No delivery takes
+    # a projection there; the log says that none of its events lies in between.
+    block_id, created = await create_block(eventlog)
+    projection = one_block_only(block_id)
+    await follow(projection, created)
+    elsewhere = await skipped_events(eventlog, 1)
+    await watcher.wait(elsewhere, projection.name, timeout=5)
+    assert await checkpoint_of(pool, projection) >= elsewhere
+
+
+async def test_the_log_says_whether_a_projection_has_an_event_past_a_position(
+    eventlog: EventLog, pool: asyncpg.Pool
+) -> None:
+    # What the answer above rests on: an event of the projection's own that it has not
+    # applied yet (here: not following at all) keeps it where it is.
+    block_id, created = await create_block(eventlog, value="v1")
+    projector = Projector(one_block_only(block_id), pool, eventlog)
+    updated = await update_block(eventlog, block_id, 2, "v2")
+    elsewhere = await skipped_events(eventlog, 1)
+    end, past = await projector._past_own_events(created)
+    assert end >= elsewhere and not past
+    end, past = await projector._past_own_events(updated)
+    assert end >= elsewhere and past
+
+
 async def test_a_waiter_for_an_event_the_projection_applies_does_not_ask_for_it(
     eventlog: EventLog,
     pool: asyncpg.Pool,
