@@ -503,9 +503,17 @@ class Projector:
         none in between: the end is read first, then the last event matching the filter,
         so every event of ours up to that end has been given when that last one has.
         """
-        end = await self.eventlog.end()
+        try:
+            end = await self.eventlog.end()
+            last_own = await self.eventlog.last_seq_matching(self.projection.filter_subject)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            # (NATS away: the waiter asks again, every second, until it answers.)
+            log.info("projection %s: the log's end not known (%r)", self.name, exc)
+            return given, False
         # (One past `given` is on its way: its delivery moves the projection on.)
-        return end, await self.eventlog.last_seq_matching(self.projection.filter_subject) <= given
+        return end, last_own <= given
 
     # -- applying events ----------------------------------------------------
 

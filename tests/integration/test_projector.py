@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import asyncpg
 import msgpack
+import nats.errors
 import nats.js.errors
 import pytest
 
@@ -326,7 +327,7 @@ async def test_a_waiter_for_an_event_outside_the_projections_subjects_is_answere
 
 
 async def test_the_log_says_whether_a_projection_has_an_event_past_a_position(
-    eventlog: EventLog, pool: asyncpg.Pool
+    eventlog: EventLog, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # What the answer above rests on: an event of the projection's own that it has not
     # applied yet (here: not following at all) keeps it where it is.
@@ -338,6 +339,13 @@ async def test_the_log_says_whether_a_projection_has_an_event_past_a_position(
     assert end >= elsewhere and not past
     end, past = await projector._past_own_events(updated)
     assert end >= elsewhere and past
+
+    # NATS away: no answer, and the projector stays where it is (the waiter asks again).
+    async def unreachable() -> int:
+        raise nats.errors.NoServersError
+
+    monkeypatch.setattr(eventlog, "end", unreachable)
+    assert await projector._past_own_events(updated) == (updated, False)
 
 
 async def test_a_waiter_for_an_event_the_projection_applies_does_not_ask_for_it(
