@@ -346,7 +346,11 @@ async def test_a_reply_that_takes_too_long_is_the_tools_error(
     held, client, sender, receiver = held_pair(system, llm, WAIT, "too late")
     async with agent_events(system, receiver.id) as events:
         try:
-            response = call(client, sender.id, WAIT, message="quick!", other_agent_id=receiver.id)
+            # (In a thread: a call of REPLY_TIMEOUT seconds on this loop stalled the event
+            # subscription's heartbeats, and RunCompleted reached the test 20 s late.)
+            response = await asyncio.to_thread(
+                call, client, sender.id, WAIT, message="quick!", other_agent_id=receiver.id
+            )
             (run,) = client.runs.list(agent_id=receiver.id)
             returned = tool_return(response)
             assert returned.status == "error"
