@@ -10,6 +10,14 @@ again in place with backoff; after MAX_DELIVERIES it is dead-lettered, so one
 bad event never stops the rest. Handlers must be idempotent: a crash between
 their effect and the ack delivers the event again.
 
+Events held by a reactor that dies come back after ACK_WAIT (5 s), to a replica or to the
+process's own restart; while a batch is being reacted to, the reactor tells the server it is
+still at work (`in_progress`) every ACK_WAIT/3, so a slow reaction is not delivered again
+under it. Reactors keep no holdings (o_runtime/holdings.py: a KV write per batch, which
+command consumers pay to be given back at once): they pull every few milliseconds on a busy
+system, beside every run, and a reaction late by a few seconds after a crash costs no one a
+wait (a sleep-time turn, an archived decision, a file's processing started).
+
 Each event is acked on its own, once its reaction is done (AckPolicy.EXPLICIT).
 Cumulative acks (AckPolicy.ALL) lost events: an ack of event N also acks every
 earlier event still held by another replica, or by a process that died while
@@ -50,6 +58,10 @@ BATCH = 256
 # that events arriving one by one are pulled together: one pull per pause instead of per
 # event. A reaction comes at most this much later.
 GATHER = 0.01
+# How long the server waits for an event's ack (or a heartbeat) before delivering it again.
+# The setup role makes every reactor's consumer with it (o_setup/topology.py); a reactor
+# heartbeats at the server's own value.
+ACK_WAIT = 5.0
 
 
 async def _settled(send: Callable[[], Awaitable[None]]) -> None:
@@ -64,7 +76,7 @@ async def _settled(send: Callable[[], Awaitable[None]]) -> None:
 def reactor_config(
     name: str,
     filter_subject: str,
-    ack_wait: float = 30.0,
+    ack_wait: float = ACK_WAIT,
     deliver: DeliverPolicy = DeliverPolicy.NEW,
     start_seq: int | None = None,
 ) -> ConsumerConfig:
@@ -81,7 +93,7 @@ def reactor_config(
 
 
 async def replace_cumulative_consumer(
-    js: JetStreamContext, name: str, filter_subject: str, ack_wait: float = 30.0
+    js: JetStreamContext, name: str, filter_subject: str, ack_wait: float = ACK_WAIT
 ) -> None:
     """A consumer made with cumulative acks (before per-event acks; NATS cannot change
     an ack policy in place) is replaced by one starting after its last acked event:
@@ -119,7 +131,7 @@ class EventReactor:
         filter_subject: str,
         handlers: dict[type[Message], Reaction],
         *,
-        ack_wait: float = 30.0,
+        ack_wait: float = ACK_WAIT,
     ) -> None:
         self.eventlog = eventlog
         self.name = name
@@ -137,6 +149,9 @@ class EventReactor:
             self.name,
             reactor_config(self.name, self.filter_subject, self.ack_wait),
         )
+        # The server's setting wins: heartbeats must come within the ack wait it applies.
+        info = await self._sub.consumer_info()
+        self.ack_wait = info.config.ack_wait or self.ack_wait
         self._pulling = asyncio.create_task(self._pull(), name=f"reactor {self.name}")
 
     async def stop(self) -> None:
@@ -150,27 +165,51 @@ class EventReactor:
             msgs = await pulled(self._sub, BATCH, self.name)
             if not msgs:
                 continue
-            by_type: dict[str, list[tuple[Recorded, Msg]]] = {}
-            for msg in msgs:
-                name = known_type(msg.data)
-                if name not in self.handlers:
-                    await _settled(msg.ack)
-                    continue
-                try:
-                    record = Recorded(msg.metadata.sequence.stream, msg.subject, decode(msg.data))
-                except MalformedMessage:
-                    # (Not an event anyone could have appended: projections refuse it too.)
-                    await _settled(msg.ack)
-                    continue
-                by_type.setdefault(name, []).append((record, msg))
-            for name, events in by_type.items():
-                # The reaction is part of the trace of the events it reacts to.
-                with reacting(f"{self.name} {name}", [msg.headers for _, msg in events]):
-                    await self._handle(self.handlers[name], events)
-                for _, msg in events:
-                    await _settled(msg.ack)
+            # (By ack subject: a message is not hashable, and its ack subject is its own.)
+            unacked = {msg.reply: msg for msg in msgs}
+            heartbeat = asyncio.create_task(self._keep_alive(unacked))
+            try:
+                await self._react(msgs, unacked)
+            finally:
+                heartbeat.cancel()
+                await asyncio.gather(heartbeat, return_exceptions=True)
             if len(msgs) < BATCH:
                 await asyncio.sleep(GATHER)
+
+    async def _react(self, msgs: list[Msg], unacked: dict[str, Msg]) -> None:
+        """React to one pulled batch, acking each event once its reaction is done."""
+
+        async def ack(msg: Msg) -> None:
+            unacked.pop(msg.reply, None)
+            await _settled(msg.ack)
+
+        by_type: dict[str, list[tuple[Recorded, Msg]]] = {}
+        for msg in msgs:
+            name = known_type(msg.data)
+            if name not in self.handlers:
+                await ack(msg)
+                continue
+            try:
+                record = Recorded(msg.metadata.sequence.stream, msg.subject, decode(msg.data))
+            except MalformedMessage:
+                # (Not an event anyone could have appended: projections refuse it too.)
+                await ack(msg)
+                continue
+            by_type.setdefault(name, []).append((record, msg))
+        for name, events in by_type.items():
+            # The reaction is part of the trace of the events it reacts to.
+            with reacting(f"{self.name} {name}", [msg.headers for _, msg in events]):
+                await self._handle(self.handlers[name], events)
+            for _, msg in events:
+                await ack(msg)
+
+    async def _keep_alive(self, unacked: dict[str, Msg]) -> None:
+        """Tell the server, every ack_wait/3, that the batch's events not yet acked are
+        still being reacted to (a slow reaction, retries with backoff)."""
+        while True:
+            await asyncio.sleep(self.ack_wait / 3)
+            for msg in list(unacked.values()):
+                await _settled(msg.in_progress)
 
     async def _handle(self, handler: Reaction, events: list[tuple[Recorded, Msg]]) -> None:
         """Handle the events, trying again in place until done or dead-lettered (so that
@@ -201,6 +240,3 @@ class EventReactor:
                         "%s: reacting to %d events failed; will retry", self.name, len(events)
                     )
                     await asyncio.sleep(retry_delay(attempt, outage=False))
-                # A long retry keeps the events from being delivered again meanwhile.
-                for _, msg in events:
-                    await _settled(msg.in_progress)

@@ -19,16 +19,18 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import AgentDeleted
 from o_runtime.env import Env
 from o_runtime.eventlog import EventLog, Recorded
-from o_runtime.reactor import EventReactor, replace_cumulative_consumer
+from o_runtime.reactor import ACK_WAIT, EventReactor, reactor_config, replace_cumulative_consumer
 from o_setup import topology
 
 
 class Reactions:
-    """What one replica reacted to; blocks (as a dying process would) when told to."""
+    """What one replica reacted to; blocks (as a dying process would) when told to, or
+    takes `slow` seconds over each reaction."""
 
-    def __init__(self, block: bool = False) -> None:
+    def __init__(self, block: bool = False, slow: float = 0.0) -> None:
         self.seen: list[str] = []
         self.block = block
+        self.slow = slow
         self.entered = asyncio.Event()
         self.changed = asyncio.Event()
 
@@ -36,6 +38,7 @@ class Reactions:
         self.entered.set()
         if self.block:
             await asyncio.Event().wait()  # never returns: the replica dies here
+        await asyncio.sleep(self.slow)  # (the reaction's own work, not a wait for anything)
         self.seen.extend(r.envelope.aggregate_id for r in records)
         self.changed.set()
 
@@ -99,6 +102,45 @@ async def test_events_held_by_a_dead_replica_come_again_although_a_live_one_acks
         await second.stop()
     assert sorted(live.seen) == sorted(held + later)
     assert dying.seen == []
+
+
+async def test_a_slow_reaction_is_not_delivered_again_to_another_replica_meanwhile(
+    eventlog: EventLog, tag: str
+) -> None:
+    """A reaction three ack waits long: the reactor tells the server it is still at work,
+    so the event it holds is not given to the other replica under it."""
+    name = f"reactor-{tag}"
+    slow = Reactions(slow=3.0)
+    other = Reactions()
+    first = replica(eventlog, name, slow, tag)
+    await first.start()
+    ids = [f"{tag}-slow"]
+    await append_deleted(eventlog, tag, ids)
+    async with asyncio.timeout(10):
+        await slow.entered.wait()
+    second = replica(eventlog, name, other, tag)
+    await second.start()
+    try:
+        await slow.until(set(ids), timeout=15)
+    finally:
+        await second.stop()
+        await first.stop()
+    # Without the reactor's word, the other replica (pulling all along) would have been
+    # given them a second after their first delivery, and reacted at once.
+    assert slow.seen == ids
+    assert other.seen == []
+
+
+async def test_the_setup_role_shortens_an_old_reactors_ack_wait(eventlog: EventLog) -> None:
+    """Reactors were made with a 30 s ack wait (a crash held their events that long): the
+    setup role brings an existing consumer to ACK_WAIT in place."""
+    durable = topology.events("evolution-turns")
+    old = reactor_config(durable.name, durable.filter_subject, ack_wait=30.0)
+    await eventlog.js.add_consumer(subjects.EVENTS_STREAM, old)
+    before = await eventlog.js.consumer_info(subjects.EVENTS_STREAM, durable.name)
+    await topology.apply(eventlog.js, Env({}))
+    after = await eventlog.js.consumer_info(subjects.EVENTS_STREAM, durable.name)
+    assert (before.config.ack_wait, after.config.ack_wait) == (30.0, ACK_WAIT)
 
 
 async def test_a_replica_reacts_to_each_event_once_when_nothing_fails(
