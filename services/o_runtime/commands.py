@@ -45,6 +45,7 @@ from o_runtime.holdings import Holdings
 from o_runtime.instruments import measured
 from o_runtime.nats_flush import FLUSH_WITHIN, flush
 from o_runtime.outages import is_outage
+from o_runtime.retries import Retries
 from o_runtime.takeover import Takeover
 from o_runtime.tracing import continued
 
@@ -54,24 +55,8 @@ REPLY_HEADER = "O-Reply-To"
 MAX_DELIVERIES = 5
 # How long one pull request waits on the server for a command.
 PULL_EXPIRES = 5.0
-# A command that met an outage is tried again after this, doubling up to the longest.
-OUTAGE_FIRST_RETRY = 0.5
-OUTAGE_RETRY_DELAY = 5.0
-# A handler that failed on its own is tried again after 2, 4, 8 ... seconds, at most this.
-FAILURE_RETRY_DELAY = 30.0
 # How long a command waits, at most, for its holder to be on record before work starts.
 HELD_BEFORE_WORK = 0.5
-
-
-def retry_delay(attempt: int, outage: bool) -> float:
-    """How long before trying again a message whose `attempt`-th handling (from 1) failed.
-
-    After an outage (not the message's fault) soon and often, up to OUTAGE_RETRY_DELAY,
-    however long it lasts; after the handler's own failure, backing off further.
-    """
-    if outage:
-        return min(OUTAGE_FIRST_RETRY * 2.0 ** min(attempt - 1, 10), OUTAGE_RETRY_DELAY)
-    return min(2.0**attempt, FAILURE_RETRY_DELAY)
 
 
 async def _on_record() -> bool:
@@ -194,8 +179,11 @@ class CommandConsumer:
         max_deliver: int | None = None,
         max_ack_pending: int | None = None,
         reads_before_held: bool = False,
+        retries: Retries | None = None,
     ) -> None:
         self.eventlog = eventlog
+        # When a failed command is tried again (the service sets its own: Service.start).
+        self.retries = retries or Retries()
         # Whether handlers start at once and await `delivery.held()` before their first
         # effect, instead of starting once the take is written: their reads (a run's
         # state, its turn) then overlap that write's round trip. A death before it lands
@@ -372,7 +360,7 @@ class CommandConsumer:
                 # Not the command's fault: tried again once the server is back,
                 # however long that takes (never dead-lettered for it).
                 log.warning("%s: %s met an outage (%r); will retry", self.name, envelope.type, exc)
-                await self._nak(raw, retry_delay(meta.num_delivered, outage=True))
+                await self._nak(raw, self.retries.delay(meta.num_delivered, outage=True))
                 return envelope.type, "outage"
             if meta.num_delivered >= MAX_DELIVERIES:
                 reason = f"failed {MAX_DELIVERIES} times: {exc!r}"
@@ -388,7 +376,7 @@ class CommandConsumer:
                 await self._ack(raw)
                 return envelope.type, "dead_lettered"
             log.exception("%s: %s failed; will retry", self.name, envelope.type)
-            await self._nak(raw, retry_delay(meta.num_delivered, outage=False))
+            await self._nak(raw, self.retries.delay(meta.num_delivered, outage=False))
             return envelope.type, "failed"
         finally:
             heartbeat.cancel()

@@ -42,10 +42,11 @@ from nats.js.errors import NotFoundError
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode, known_type
-from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled, retry_delay
+from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
+from o_runtime.retries import Retries
 from o_runtime.tracing import reacting
 
 log = logging.getLogger(__name__)
@@ -132,8 +133,11 @@ class EventReactor:
         handlers: dict[type[Message], Reaction],
         *,
         ack_wait: float = ACK_WAIT,
+        retries: Retries | None = None,
     ) -> None:
         self.eventlog = eventlog
+        # When a failed reaction is tried again (the service sets its own: Service.start).
+        self.retries = retries or Retries()
         self.name = name
         self.filter_subject = filter_subject
         self.handlers = {cls.type_name(): fn for cls, fn in handlers.items()}
@@ -223,7 +227,7 @@ class EventReactor:
             except Exception as exc:
                 if is_outage(exc):
                     log.warning("%s: reacting met an outage (%r); will retry", self.name, exc)
-                    await asyncio.sleep(retry_delay(attempt, outage=True))
+                    await asyncio.sleep(self.retries.delay(attempt, outage=True))
                 elif attempt >= MAX_DELIVERIES:
                     for record, msg in events:
                         await dead_letter(
@@ -239,4 +243,4 @@ class EventReactor:
                     log.exception(
                         "%s: reacting to %d events failed; will retry", self.name, len(events)
                     )
-                    await asyncio.sleep(retry_delay(attempt, outage=False))
+                    await asyncio.sleep(self.retries.delay(attempt, outage=False))

@@ -183,8 +183,11 @@ class Service:
         for projector in self.projectors:
             projector.start()
         for consumer in self.consumers:
+            # (Set here rather than at every consumer's making in setup().)
+            consumer.retries = self.settings.retries
             await consumer.start()
         for reactor in self.reactors:
+            reactor.retries = self.settings.retries
             await reactor.start()
         await self.broker.start()
         if metrics.serving():

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from o_runtime.env import BadSetting, Env
 from o_runtime.nats_identity import Identity, IdentityMissing
 from o_runtime.nats_tls import TlsMisconfigured
+from o_runtime.retries import Retries
 from o_runtime.telemetry_settings import TelemetrySettings
 
 
@@ -46,6 +47,8 @@ class Settings:
     # Traces, metrics and readiness (o_runtime/telemetry_settings.py).
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     projections: ProjectionSettings = field(default_factory=ProjectionSettings)
+    # When a failed command or reaction is tried again (o_runtime/retries.py).
+    retries: Retries = field(default_factory=Retries)
     # Who the service is on NATS (O_NATS_NKEY: its NKEY seed file; nats_identity.py).
     identity: Identity | None = None
 
@@ -80,4 +83,5 @@ class Settings:
             stream_replicas=env.integer("O_STREAM_REPLICAS", 1, minimum=1),
             telemetry=TelemetrySettings.from_env(env),
             projections=ProjectionSettings.from_env(env),
+            retries=Retries.from_env(env),
         )

@@ -55,7 +55,7 @@ class Scheduler:
                 },
             )
         )
-        self.fires = FiresFollower(s.eventlog, Dispatch(s.eventlog, s.pool))
+        self.fires = FiresFollower(s.eventlog, Dispatch(s.eventlog, s.pool), s.settings.retries)
 
     def agent_reactions(self) -> dict[type[Message], Reaction]:
         """What the scheduler does on agents' events (for the host's reactor on them)."""

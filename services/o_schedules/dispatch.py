@@ -32,10 +32,11 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import RunQueued, ScheduleFired
 from o_contracts.ids import derived_id
 from o_contracts.subjects import Lane
-from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled, retry_delay
+from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled
 from o_runtime.dead_letters import dead_letter
 from o_runtime.eventlog import EventLog
 from o_runtime.outages import is_outage
+from o_runtime.retries import Retries
 from o_schedules.plan import slot_key
 
 log = logging.getLogger(__name__)
@@ -118,9 +119,10 @@ def dispatch_consumer_config() -> ConsumerConfig:
 class FiresFollower:
     """Pulls the schedules' events and dispatches each ScheduleFired, acked one by one."""
 
-    def __init__(self, eventlog: EventLog, dispatch: Dispatch) -> None:
+    def __init__(self, eventlog: EventLog, dispatch: Dispatch, retries: Retries) -> None:
         self.eventlog = eventlog
         self.dispatch = dispatch
+        self.retries = retries
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -170,7 +172,7 @@ class FiresFollower:
             outage = is_outage(exc)
             if outage or meta.num_delivered < MAX_DELIVERIES:
                 log.warning("dispatching %s failed (%r); will retry", fire.data.run_id, exc)
-                await msg.nak(delay=retry_delay(meta.num_delivered, outage=outage))
+                await msg.nak(delay=self.retries.delay(meta.num_delivered, outage=outage))
                 return
             await dead_letter(
                 self.eventlog.js,

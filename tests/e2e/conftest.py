@@ -113,6 +113,10 @@ async def system(
         # at once (o_runtime/takeover.py), and the tests that kill executors, the memory
         # service (mid-file) and gateways (mid-callback) show it; none waits for an ack_wait.
         "O_EXECUTOR_ACK_WAIT": "10",
+        # A command that fails on its own is tried again after 0.2, 0.4, 0.8, 1.6 s before
+        # its fifth failure dead-letters it (2, 4, 8, 16 s by default: test_ops_dead_letters.py
+        # and test_poison.py wait for dead letters).
+        "O_FAILURE_RETRY_DELAY": "0.2",
         # A reply waits this long for the sleep-time decision on its turn (default 2 s), so
         # that on a loaded machine the reply still names the companion runs it started
         # (test_sleeptime.py checks each reply against the runs listed).

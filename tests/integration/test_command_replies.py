@@ -14,6 +14,7 @@ from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, decode
 from o_runtime import commands as commands_module
+from o_runtime import retries as retries_module
 from o_runtime.commands import (
     REPLY_HEADER,
     CommandConsumer,
@@ -64,8 +65,8 @@ async def test_an_unanswered_command_times_out(eventlog: EventLog) -> None:
 async def test_a_command_that_meets_an_outage_is_retried_never_dead_lettered(
     eventlog: EventLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(commands_module, "OUTAGE_FIRST_RETRY", 0.01)
-    monkeypatch.setattr(commands_module, "OUTAGE_RETRY_DELAY", 0.02)
+    monkeypatch.setattr(retries_module, "OUTAGE_FIRST", 0.01)
+    monkeypatch.setattr(retries_module, "OUTAGE_LONGEST", 0.02)
     deliveries = 0
 
     async def handler(envelope: Envelope[Any], delivery: Delivery) -> Reply:
