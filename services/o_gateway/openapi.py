@@ -50,6 +50,7 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     # Letta's older MCP routes: a server that cannot be reached is a 502, as Letta's.
     ("get", "/v1/tools/mcp/servers/{mcp_server_name}/tools"): (502,),
     ("post", "/v1/tools/mcp/servers/{mcp_server_name}/tools/{tool_name}/execute"): (502,),
+    ("post", "/v1/tools/mcp/servers/test"): (502,),
     # Options Letta refuses with 400: an unknown tool type, the legacy export format.
     ("get", "/v1/tools/"): (400,),
     ("get", "/v1/tools/count"): (400,),
@@ -63,6 +64,9 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
 STREAMING = {
     ("post", "/v1/agents/{agent_id}/messages"),
     ("post", "/v1/agents/{agent_id}/messages/stream"),
+    # An MCP server asked for its tools (mcp_probe.py).
+    ("post", "/v1/tools/mcp/servers/connect"),
+    ("get", "/v1/mcp-servers/connect/{mcp_server_id}"),
 }
 
 _DESCRIPTIONS = {

@@ -29,6 +29,37 @@ class McpUnavailable(Exception):
     """The server could not be asked (the reason is the message)."""
 
 
+class McpUnauthorized(McpUnavailable):
+    """The server answered HTTP 401: it wants credentials the request did not carry (a
+    token, or MCP's OAuth flow, which O does not run)."""
+
+
+UNAUTHORIZED = (
+    "the server asks for authorization (HTTP 401): give it a token (auth_header and "
+    "auth_token, or custom_headers); O does not run MCP's OAuth sign-in"
+)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error of the transport carries, wherever it is wrapped."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        status = getattr(getattr(current, "response", None), "status_code", None)
+        if isinstance(status, int):
+            return status
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return None
+
+
 @dataclass(frozen=True)
 class McpEndpoint:
     """Where a server is and what goes with each request (secrets in plaintext: held in
@@ -101,14 +132,28 @@ async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
         raise McpUnavailable(f"the mcp package is not installed: {exc}") from exc
     url = server.url or ""
     headers = server.headers
+    # The streamable HTTP transport turns an HTTP error into a JSON-RPC one, status lost:
+    # its client notes a 401 as it comes. (The SSE transport raises the HTTP error.)
+    refused: list[int] = []
+
+    async def note(response: Any) -> None:
+        if response.status_code == 401:
+            refused.append(401)
+
     if server.server_type == "sse":
         transport = sse_client(url, headers=headers, timeout=timeout, sse_read_timeout=timeout)
     else:
         client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(timeout))
+        client.event_hooks["response"].append(note)
         transport = streamable_http_client(url, http_client=client)
-    async with transport as streams, ClientSession(streams[0], streams[1]) as session:
-        await session.initialize()
-        yield session
+    try:
+        async with transport as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            yield session
+    except Exception as exc:
+        if refused or _http_status(exc) == 401:
+            raise McpUnauthorized(UNAUTHORIZED) from exc
+        raise
 
 
 def _stdio(server: McpEndpoint, relay: StdioRelay | None) -> tuple[StdioServerSpec, StdioRelay]:

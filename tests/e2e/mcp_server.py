@@ -59,12 +59,18 @@ def build(gate: Gate) -> MCPServer:
     return server
 
 
+# The token the locked server (Served.locked_url) wants, as `Authorization: Bearer <it>`.
+LOCK_TOKEN = "lock-token"
+
+
 @dataclass
 class Served:
     mcp: MCPServer
     gate: Gate
     http_url: str
     sse_url: str
+    # Streamable HTTP that answers 401 without LOCK_TOKEN (as an OAuth-protected one does).
+    locked_url: str = ""
     headers: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -77,6 +83,23 @@ class _Recording:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+
+class _Locked:
+    """ASGI middleware: 401 with a Bearer challenge unless the request carries LOCK_TOKEN."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if given != f"Bearer {LOCK_TOKEN}".encode():
+                headers = [(b"www-authenticate", b"Bearer"), (b"content-type", b"text/plain")]
+                await send({"type": "http.response.start", "status": 401, "headers": headers})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
         await self.app(scope, receive, send)
 
 
@@ -100,13 +123,20 @@ def _serve(app: Any, port: int) -> Iterator[None]:
 def served() -> Iterator[Served]:
     gate = Gate()
     mcp = build(gate)
-    http_port, sse_port = free_port(), free_port()
+    http_port, sse_port, locked_port = free_port(), free_port(), free_port()
     result = Served(
-        mcp, gate, f"http://127.0.0.1:{http_port}/mcp", f"http://127.0.0.1:{sse_port}/sse"
+        mcp,
+        gate,
+        f"http://127.0.0.1:{http_port}/mcp",
+        f"http://127.0.0.1:{sse_port}/sse",
+        f"http://127.0.0.1:{locked_port}/mcp",
     )
+    # (An app of its own: one server's streamable HTTP session manager runs once.)
+    locked = build(Gate())
     with (
         _serve(_Recording(mcp.streamable_http_app(), result.headers), http_port),
         _serve(_Recording(mcp.sse_app(), result.headers), sse_port),
+        _serve(_Locked(locked.streamable_http_app()), locked_port),
     ):
         try:
             yield result

@@ -1,14 +1,17 @@
 """Letta's older MCP routes, under `/v1/tools/mcp/servers`, which older clients call: servers
 by name, configs in Letta's `StdioServerConfig`/`SSEServerConfig` shape (`type`, not
-`mcp_server_type`). They act on the same registry as `/v1/mcp-servers/`."""
+`mcp_server_type`). They act on the same registry as `/v1/mcp-servers/`; `test` and
+`connect` ask a server that is not registered (mcp_probe.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
+from o_gateway import mcp_probe
 from o_gateway.mcp_registry import McpServer, relay, server_by_id, server_id_by_name
 from o_gateway.mcp_schemas import CreateMcpServerBody, RunMcpToolBody, UpdateMcpServerBody
 from o_gateway.mcp_tools import render_mcp_tool, tools_of
@@ -16,6 +19,7 @@ from o_gateway.routes import mcp_servers as current
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body
 from o_gateway.state import GW, Gateway
+from o_gateway.streaming import streamed
 from o_runtime import mcp_client
 
 router = APIRouter()
@@ -54,18 +58,45 @@ async def list_mcp_servers_by_name(gw: GW) -> dict[str, dict[str, Any]]:
     return {s.server_name: render_config(s) for s in await all_configs(gw)}
 
 
-@route(router, "PUT", PREFIX)
-async def add_mcp_server(body: LegacyConfigBody, gw: GW) -> list[dict[str, Any]]:
+def as_current(body: LegacyConfigBody) -> CreateMcpServerBody:
+    """The same server in `/v1/mcp-servers/`'s shape (422 for what that would refuse)."""
     fields = body.model_dump(exclude={"server_name", "type"})
     kind = body.type or ("stdio" if "command" in fields else "sse")
     try:
-        request = CreateMcpServerBody.model_validate(
+        return CreateMcpServerBody.model_validate(
             {"server_name": body.server_name, "config": {**fields, "mcp_server_type": kind}}
         )
     except ValidationError as exc:
         raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from exc
-    await current.create(gw, request)
+
+
+@route(router, "PUT", PREFIX)
+async def add_mcp_server(body: LegacyConfigBody, gw: GW) -> list[dict[str, Any]]:
+    await current.create(gw, as_current(body))
     return [render_config(s) for s in await all_configs(gw)]
+
+
+@route(router, "POST", PREFIX + "/test")
+async def test_mcp_server(body: LegacyConfigBody, gw: GW) -> dict[str, Any]:
+    """A server's tools, asked without registering it (mcp_probe.py); 502 with the reason
+    when it cannot be asked, as Letta answers."""
+    request = as_current(body)
+    endpoint = mcp_probe.endpoint_of(gw, request.config)
+    try:
+        tools = await mcp_probe.tools_offered(gw, endpoint)
+    except mcp_client.McpUnavailable as exc:
+        reason = f"MCP server '{body.server_name}' could not be reached: {exc}"
+        raise HTTPException(502, reason) from exc
+    return {"status": "success", "tools": [mcp_probe.render_offered(t) for t in tools]}
+
+
+@route(router, "POST", PREFIX + "/connect")
+async def connect_mcp_server(body: LegacyConfigBody, gw: GW) -> StreamingResponse:
+    """The same as a stream of events (mcp_probe.connect_events); a config that creating the
+    server would refuse is refused here before the stream starts."""
+    request = as_current(body)
+    endpoint = mcp_probe.endpoint_of(gw, request.config)
+    return streamed(mcp_probe.connect_events(gw, body.server_name, endpoint))
 
 
 class LegacyUpdateBody(Body):

@@ -1,5 +1,5 @@
 """MCP servers: `/v1/mcp-servers/` (create, list, get, update, delete; a server's tools,
-refresh, run one).
+refresh, run one; connect: its tools asked as a stream of events, mcp_probe.py).
 
 Where the calls run (docs/mcp.md): the gateway asks sse and streamable_http servers
 itself, one short session per request; stdio servers are programs users bring, run
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
+from fastapi.responses import StreamingResponse
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
@@ -21,6 +22,7 @@ from o_contracts.events import (
 )
 from o_contracts.ids import new_id
 from o_contracts.projection_names import MCP_SERVERS
+from o_gateway import mcp_probe
 from o_gateway.commands import PRODUCER
 from o_gateway.mcp_registry import (
     McpServer,
@@ -41,6 +43,7 @@ from o_gateway.mcp_schemas import (
 from o_gateway.mcp_tools import offered, render_mcp_tool, tool_of, tools_of
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
+from o_gateway.streaming import streamed
 from o_runtime import mcp_client
 from o_runtime.eventlog import ConcurrencyConflict
 
@@ -113,6 +116,15 @@ async def create(gw: Gateway, body: CreateMcpServerBody) -> McpServer:
     else:
         server = await server_by_id(gw, server_id)
     return server
+
+
+@route(router, "GET", "/v1/mcp-servers/connect/{mcp_server_id}")
+async def connect_mcp_server(mcp_server_id: str, gw: GW) -> StreamingResponse:
+    """A registered server asked for its tools, as a stream of events (mcp_probe.py);
+    nothing is recorded (a refresh records them)."""
+    checked_id(mcp_server_id, "mcp_server")
+    server = await server_by_id(gw, mcp_server_id)
+    return streamed(mcp_probe.connect_events(gw, server.server_name, server.endpoint()))
 
 
 @route(router, "GET", "/v1/mcp-servers/")
