@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -19,6 +20,9 @@ from o_setup import apply_topology
 from tests.e2e.callback_receiver import CALLBACK_SECRET
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
+
+if TYPE_CHECKING:
+    from tests.e2e.mcp_server import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
@@ -183,3 +187,14 @@ def llm(system: System) -> Iterator[FakeOpenAI]:
     system.llm.reset()
     yield system.llm
     system.llm.reset()
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[Served]:
+    """The tests' MCP servers (tests/e2e/mcp_server.py), started once per test module that
+    asks for them. (Imported here, not above: they need the `mcp` package, which the
+    modules using them check for first.)"""
+    from tests.e2e.mcp_server import served
+
+    with served() as server:
+        yield server

@@ -44,6 +44,11 @@ from tests.servers import operator
 DEADLINE = 30.0
 
 
+def unique(prefix: str) -> str:
+    """A name no other test (or earlier run on the same system) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
 async def projected(system: System, seq: int, projection: str = RUNS) -> None:
     """Wait until a projection (the runs') has applied event `seq` (it notifies through
     Postgres)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import nats
@@ -25,19 +24,13 @@ from tests.servers import operator
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
-from tests.e2e.mcp_server import Served, served
+from tests.e2e.mcp_server import Served
 
 pytestmark = pytest.mark.e2e
 
 # Hash-based vectors from the fake OpenAI server.
 FAKE_EMBEDDING = "openai/text-embedding-3-small"
 DEADLINE = 90.0
-
-
-@pytest.fixture(scope="module")
-def mcp_server() -> Iterator[Served]:
-    with served() as server:
-        yield server
 
 
 async def chunks_of(system: System, folder_id: str) -> list[str]:

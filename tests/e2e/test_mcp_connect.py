@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import System
+from tests.e2e.support import unique
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
-from tests.e2e.mcp_server import LOCK_TOKEN, Served, served
+from tests.e2e.mcp_server import LOCK_TOKEN, Served
 from tests.e2e.test_mcp_stdio import TOOLS as STDIO_TOOLS
 from tests.e2e.test_mcp_stdio import config as stdio_config
 
@@ -27,16 +27,6 @@ BASE = "/v1/tools/mcp/servers"
 TOOLS = ["echo", "add", "fail", "hold"]
 # Nobody answers here.
 DOWN = "http://127.0.0.1:9/mcp"
-
-
-@pytest.fixture(scope="module")
-def mcp_server() -> Iterator[Served]:
-    with served() as server:
-        yield server
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def events(body: str) -> list[dict[str, Any]]:

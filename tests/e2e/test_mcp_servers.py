@@ -14,13 +14,10 @@ from letta_client import ConflictError, NotFoundError, UnprocessableEntityError
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
+from tests.e2e.support import unique
 from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def stdio(name: str, **env: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from o_contracts import subjects
 from o_contracts.mcp_stdio import McpStdioRequest
 from tests.e2e.conftest import ROOT, System
 from tests.e2e.mcp_stdio_python import server_python
-from tests.e2e.support import DEADLINE, agent_events, new_agent, send
+from tests.e2e.support import DEADLINE, agent_events, new_agent, send, unique
 from tests.e2e.test_durable_runs import finished, kill_executors, send_later
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
@@ -40,10 +40,6 @@ TOOLS = [
 ]
 # O_MCP_STDIO_CALL_SECONDS in tests/e2e/conftest.py
 CALL_SECONDS = 4
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def config(*flags: str, **env: str) -> dict[str, Any]:

@@ -6,31 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from letta_client import NotFoundError
 
 from tests.e2e.conftest import System
-from tests.e2e.support import agent_events, new_agent, send
+from tests.e2e.support import agent_events, new_agent, send, unique
 from tests.e2e.test_durable_runs import DEADLINE, finished, kill_executors, send_later
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
-from tests.e2e.mcp_server import Served, fail, served
+from tests.e2e.mcp_server import Served, fail
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def mcp_server() -> Iterator[Served]:
-    with served() as server:
-        yield server
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.mark.parametrize("kind", ["streamable_http", "sse"])
