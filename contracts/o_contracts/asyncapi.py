@@ -138,6 +138,22 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "mcpOAuthEvents",
+        f"{subjects.EVENTS_PREFIX}.mcp_server.oauth.{{session_id}}",
+        "session_id",
+        "One OAuth sign-in to an MCP server: its start, the authorization server's answer, "
+        "the tokens (code, tokens and client registration as ciphertext; the state as its "
+        f"digest) and their refreshes (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.McpOAuthStarted,
+            events.McpOAuthCallbackReceived,
+            events.McpOAuthAuthorized,
+            events.McpOAuthTokensRefreshed,
+            events.McpOAuthFailed,
+        ),
+        "send",
+    ),
+    Channel(
         "groupEvents",
         f"{subjects.EVENTS_PREFIX}.group.{{group_id}}",
         "group_id",

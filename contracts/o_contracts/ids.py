@@ -26,6 +26,8 @@ IdPrefix = Literal[
     "source",
     "file_agent",
     "mcp_server",
+    # An MCP server's OAuth sign-in (docs/mcp.md).
+    "mcp_oauth",
     "group",
     "proposal",
     "rollout",

@@ -32,6 +32,10 @@ AGENT_AND_CONVERSATION_EVENTS: Final = f"{EVENTS_PREFIX}.agent.>"
 BLOCK_EVENTS: Final = f"{EVENTS_PREFIX}.block.*"
 TOOL_EVENTS: Final = f"{EVENTS_PREFIX}.tool.*"
 MCP_SERVER_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.*"
+# OAuth sign-ins to MCP servers, each an aggregate of its own (docs/mcp.md).
+MCP_OAUTH_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.oauth.*"
+# The registry: servers and sign-ins (one projection follows both, in log order).
+MCP_REGISTRY_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.>"
 GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
@@ -243,6 +247,10 @@ def files_command_subject(file_id: str) -> str:
 
 def mcp_server_subject(mcp_server_id: str) -> str:
     return f"{EVENTS_PREFIX}.mcp_server.{mcp_server_id}"
+
+
+def mcp_oauth_subject(session_id: str) -> str:
+    return f"{EVENTS_PREFIX}.mcp_server.oauth.{session_id}"
 
 
 def tool_execution_subject(execution_id: str) -> str:

@@ -6,6 +6,8 @@ tool; a server that is down, slow or answers garbage is the tool's error, with t
 reason, and the run goes on. The server's token and header values are decrypted here,
 in memory, for this one call (the executor needs O_SECRETS_KEY for servers that have
 them); a stdio server's environment stays ciphertext here: only the sandbox decrypts it.
+A server signed in to with OAuth gets its recorded tokens, refreshed (and the refresh
+recorded) when they have expired (o_runtime/mcp_oauth.py).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from o_contracts.mcp_stdio import StdioServerSpec
 from o_executor.run.agent import McpServerRef
 from o_executor.run.deps import ToolOutcome
 from o_runtime import mcp_client, tool_secrets
+from o_runtime.mcp_oauth import SignedIn
 
 
-def endpoint(ref: McpServerRef) -> mcp_client.McpEndpoint:
+def endpoint(ref: McpServerRef, oauth: SignedIn | None = None) -> mcp_client.McpEndpoint:
     if ref.server_type == "stdio":
         spec = StdioServerSpec(
             mcp_server_id=ref.server_id,
@@ -32,7 +35,10 @@ def endpoint(ref: McpServerRef) -> mcp_client.McpEndpoint:
     ).get("t")
     custom = tool_secrets.decrypt_all(ref.encrypted_custom_headers or {})
     return mcp_client.McpEndpoint(
-        ref.server_type, ref.url, mcp_client.http_headers(ref.auth_header, token, custom)
+        ref.server_type,
+        ref.url,
+        mcp_client.http_headers(ref.auth_header, token, custom),
+        oauth=oauth,
     )
 
 
@@ -42,11 +48,12 @@ async def run_mcp_tool(
     args: dict[str, Any],
     timeout: float,
     relay: mcp_client.StdioRelay,
+    oauth: SignedIn | None = None,
 ) -> ToolOutcome:
     # request_heartbeat is the loop's argument, not the tool's.
     arguments = {k: v for k, v in args.items() if k != "request_heartbeat"}
     try:
-        outcome = await mcp_client.call_tool(endpoint(ref), name, arguments, timeout, relay)
+        outcome = await mcp_client.call_tool(endpoint(ref, oauth), name, arguments, timeout, relay)
     except tool_secrets.SecretsUnavailable as exc:
         return ToolOutcome(False, f"MCP server could not be called: {exc}")
     except mcp_client.McpUnavailable as exc:

@@ -16,6 +16,7 @@ from o_contracts.ids import InvalidId
 from o_gateway import openapi
 from o_gateway.guards import RETRY_AFTER_SECONDS, InputLimits, install_error_handlers
 from o_gateway.hot_reads import HotReads
+from o_gateway.mcp_sign_in import CALLBACK_PATH as MCP_OAUTH_CALLBACK
 from o_gateway.render import VERSION
 from o_gateway.routes import (
     agent_files,
@@ -156,6 +157,9 @@ class Authenticated:
         if path == HEALTH_PATH or path.startswith(HEALTH_PATH + "/"):
             return True
         if path == operations.METRICS_PATH:
+            return True
+        if path == MCP_OAUTH_CALLBACK:
+            # A browser back from an authorization server: its sign-in's state admits it.
             return True
         if path == console.CONSOLE_PATH or path.startswith(console.CONSOLE_PATH + "/"):
             return True

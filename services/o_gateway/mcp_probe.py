@@ -9,8 +9,9 @@ the same config again reuses the process, which stops when idle like any other
 (docs/mcp.md).
 
 `connect` answers as a stream of events, as Letta's does: `connection_attempt`, then
-`success` with the tools or `error` with the reason. Letta goes on to MCP's OAuth sign-in
-when an HTTP server answers 401; O says so in the error instead (mcp_client.McpUnauthorized).
+`success` with the tools or `error` with the reason. An HTTP server that answers 401 goes on
+to MCP's OAuth sign-in (mcp_sign_in.py); one that has a recorded sign-in is asked with its
+tokens first.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from o_contracts.mcp_stdio import StdioServerSpec
+from o_gateway.commands import PRODUCER
 from o_gateway.mcp_registry import check_url, encrypt, relay
 from o_gateway.mcp_schemas import SseConfig, StdioConfig, StreamableHttpConfig
+from o_gateway.mcp_sign_in import event, render_offered, sign_in
 from o_gateway.state import Gateway
-from o_runtime import mcp_client
+from o_runtime import mcp_client, mcp_oauth
 from o_runtime.mcp_client import McpEndpoint, OfferedTool, http_headers
 
 # Seconds a test or connect waits for the server (starting a stdio one included).
@@ -38,9 +40,12 @@ def probe_name(config: StdioConfig) -> str:
     return "mcp_server-probe-" + hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
-def endpoint_of(gw: Gateway, config: StdioConfig | SseConfig | StreamableHttpConfig) -> McpEndpoint:
-    """Where the unregistered server is; 422 for an address the policy refuses, 400 for an
-    environment that cannot be encrypted (no O_SECRETS_KEY), as on creation."""
+async def endpoint_of(
+    gw: Gateway, config: StdioConfig | SseConfig | StreamableHttpConfig
+) -> McpEndpoint:
+    """Where the unregistered server is, with the sign-in its address has; 422 for an
+    address the policy refuses, 400 for an environment that cannot be encrypted (no
+    O_SECRETS_KEY), as on creation."""
     if isinstance(config, StdioConfig):
         spec = StdioServerSpec(
             mcp_server_id=probe_name(config),
@@ -51,7 +56,8 @@ def endpoint_of(gw: Gateway, config: StdioConfig | SseConfig | StreamableHttpCon
         return McpEndpoint("stdio", None, {}, stdio=spec)
     check_url(config.server_url, gw.settings.mcp_allow_private_urls)
     headers = http_headers(config.auth_header, config.auth_token, config.custom_headers)
-    return McpEndpoint(config.mcp_server_type, config.server_url, headers)
+    oauth = await mcp_oauth.signed_in(gw.pool, gw.eventlog, PRODUCER, config.server_url)
+    return McpEndpoint(config.mcp_server_type, config.server_url, headers, oauth=oauth)
 
 
 async def tools_offered(gw: Gateway, endpoint: McpEndpoint) -> list[OfferedTool]:
@@ -59,24 +65,19 @@ async def tools_offered(gw: Gateway, endpoint: McpEndpoint) -> list[OfferedTool]
     return await mcp_client.list_tools(endpoint, PROBE_SECONDS, relay(gw))
 
 
-def render_offered(tool: OfferedTool) -> dict[str, Any]:
-    """A tool as the MCP server described it (the protocol's field names, as Letta shows)."""
-    return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
-
-
-def _event(kind: str, **fields: Any) -> bytes:
-    # Letta's shape: `data:` lines only, the kind inside (`{"event": ...}`).
-    return f"data: {json.dumps({'event': kind, **fields})}\n\n".encode()
-
-
 async def connect_events(
-    gw: Gateway, server_name: str, endpoint: McpEndpoint
+    gw: Gateway, server_name: str, endpoint: McpEndpoint, redirect: str
 ) -> AsyncIterator[bytes]:
-    """Letta's connect stream: the attempt, then the tools or why there are none."""
-    yield _event("connection_attempt", server_name=server_name)
+    """Letta's connect stream: the attempt, then the tools or why there are none; an HTTP
+    server that answers 401 goes on to the OAuth sign-in (`redirect`: O's callback)."""
+    yield event("connection_attempt", server_name=server_name)
     try:
         tools = await tools_offered(gw, endpoint)
-    except mcp_client.McpUnavailable as exc:
-        yield _event("error", message=f"Connection failed: {exc}")
+    except mcp_client.McpUnauthorized:
+        async for said in sign_in(gw, server_name, endpoint, redirect):
+            yield said
         return
-    yield _event("success", tools=[render_offered(t) for t in tools])
+    except mcp_client.McpUnavailable as exc:
+        yield event("error", message=f"Connection failed: {exc}")
+        return
+    yield event("success", tools=[render_offered(t) for t in tools])

@@ -11,10 +11,12 @@ from fastapi import HTTPException
 
 from o_contracts.events import McpServerCreated
 from o_contracts.mcp_stdio import StdioServerSpec
+from o_gateway.commands import PRODUCER
 from o_gateway.mcp_schemas import HttpConfig, StdioConfig
 from o_gateway.state import Gateway
-from o_runtime import tool_secrets
+from o_runtime import mcp_oauth, tool_secrets
 from o_runtime.mcp_client import McpEndpoint, http_headers
+from o_runtime.mcp_oauth import SignedIn
 from o_runtime.mcp_stdio_relay import NatsStdioRelay
 from o_runtime.tool_secrets import REDACTED, SecretsUnavailable
 
@@ -142,7 +144,7 @@ class McpServer:
             secrets_readable=token_ok and headers_ok and env_ok,
         )
 
-    def endpoint(self) -> McpEndpoint:
+    def endpoint(self, oauth: SignedIn | None = None) -> McpEndpoint:
         stdio = None
         if self.server_type == "stdio":
             stdio = StdioServerSpec(
@@ -157,6 +159,7 @@ class McpServer:
             http_headers(self.auth_header, self.auth_token, self.custom_headers),
             self.secrets_readable,
             stdio,
+            oauth,
         )
 
     def render(self) -> dict[str, Any]:
@@ -176,6 +179,16 @@ class McpServer:
             "auth_token": self.auth_token,
             "custom_headers": self.custom_headers,
         }
+
+
+async def endpoint(gw: Gateway, server: McpServer) -> McpEndpoint:
+    """Where the server is and what its calls carry: its OAuth sign-in's tokens too, if
+    its address has one (refreshed ones recorded: o_runtime/mcp_oauth.py)."""
+    if server.server_type == "stdio":
+        return server.endpoint()
+    return server.endpoint(
+        await mcp_oauth.signed_in(gw.pool, gw.eventlog, PRODUCER, server.server_url)
+    )
 
 
 def relay(gw: Gateway) -> NatsStdioRelay:

@@ -10,7 +10,8 @@ each route declaring the same things:
 - each operation lists the statuses it can answer: 401 (with a key configured),
   413/414/422 (limits on every input, see o_gateway.guards), 404 where an id is looked
   up, 400/409/504 where it changes something, 500 and 503 (with Retry-After) anywhere;
-- with `O_API_KEY` set, a bearer security scheme is required everywhere but health.
+- with `O_API_KEY` set, a bearer security scheme is required everywhere but health and the
+  browser's return from an MCP server's OAuth sign-in.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from o_contracts.ids import IdPrefix
+from o_gateway.mcp_sign_in import CALLBACK_PATH as MCP_OAUTH_CALLBACK
 
 # Path parameter name -> the prefix of the id it holds.
 ID_PARAMETERS: dict[str, IdPrefix] = {
@@ -150,7 +152,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], *, secured: bo
                 param["schema"]["pattern"] = f"^(?:default|(?:conv|agent)-{_UUID})$"
         elif param.get("in") == "query" and param["name"] in ("after", "before"):
             has_cursor = True
-    public = path.startswith("/v1/health")
+    public = path.startswith("/v1/health") or path == MCP_OAUTH_CALLBACK
     statuses = {413, 414, 422, 500, 503}
     if secured and not public:
         statuses.add(401)

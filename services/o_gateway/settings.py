@@ -74,6 +74,11 @@ class GatewaySettings:
     # The hot reads' kept answers (hot_reads.py, docs/throughput.md): at most this many
     # bytes of them; O_READ_CACHE_BYTES=0 renders every read.
     read_cache_bytes: int = DEFAULT_READ_CACHE_BYTES
+    # The address clients and browsers reach O by (behind a proxy or ingress), for the
+    # URLs O hands out: an MCP server's OAuth callback. Unset: the address of the request.
+    public_url: str | None = None
+    # How long an MCP server's OAuth sign-in waits for the user (Letta: 300 s).
+    mcp_oauth_wait: float = 300.0
 
     @classmethod
     def from_env(cls, env: Env) -> GatewaySettings:
@@ -95,4 +100,7 @@ class GatewaySettings:
             callbacks=CallbackSettings.from_env(env),
             console=env.flag("O_CONSOLE") if env.optional("O_CONSOLE") is not None else True,
             read_cache_bytes=env.integer("O_READ_CACHE_BYTES", DEFAULT_READ_CACHE_BYTES, minimum=0),
+            # (LETTA_AGENTS_ENDPOINT: Letta's name for it, honoured for its operators.)
+            public_url=env.optional("O_PUBLIC_URL") or env.optional("LETTA_AGENTS_ENDPOINT"),
+            mcp_oauth_wait=env.number("O_MCP_OAUTH_WAIT", 300.0, minimum=1.0),
         )

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from o_contracts.mcp_stdio import StdioServerSpec
+from o_runtime import mcp_oauth, tool_secrets
+from o_runtime.mcp_oauth import SignedIn
 
 T = TypeVar("T")
 
@@ -31,32 +33,52 @@ class McpUnavailable(Exception):
 
 class McpUnauthorized(McpUnavailable):
     """The server answered HTTP 401: it wants credentials the request did not carry (a
-    token, or MCP's OAuth flow, which O does not run)."""
+    token, or MCP's OAuth sign-in: o_gateway/mcp_sign_in.py)."""
+
+
+class SignInFailed(McpUnavailable):
+    """An OAuth sign-in ended without tokens (the reason is the message)."""
 
 
 UNAUTHORIZED = (
     "the server asks for authorization (HTTP 401): give it a token (auth_header and "
-    "auth_token, or custom_headers); O does not run MCP's OAuth sign-in"
+    "auth_token, or custom_headers), or connect it to sign in with OAuth"
 )
 
 
-def _http_status(exc: BaseException) -> int | None:
-    """The HTTP status an error of the transport carries, wherever it is wrapped."""
+def _chain(exc: BaseException) -> list[BaseException]:
+    """An error and every error it wraps (causes, contexts, exception groups)."""
     seen: set[int] = set()
+    found: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo:
         current = todo.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        status = getattr(getattr(current, "response", None), "status_code", None)
-        if isinstance(status, int):
-            return status
+        found.append(current)
         if isinstance(current, BaseExceptionGroup):
             todo.extend(current.exceptions)
         for linked in (current.__cause__, current.__context__):
             if linked is not None:
                 todo.append(linked)
+    return found
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error of the transport carries, wherever it is wrapped."""
+    for current in _chain(exc):
+        status = getattr(getattr(current, "response", None), "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def _ours(exc: BaseException) -> McpUnavailable | None:
+    """An McpUnavailable raised inside the transport (by an OAuth handler), if any."""
+    for current in _chain(exc):
+        if isinstance(current, McpUnavailable):
+            return current
     return None
 
 
@@ -72,6 +94,8 @@ class McpEndpoint:
     secrets_readable: bool = True
     # A stdio server: how the sandbox starts it (its environment as ciphertext).
     stdio: StdioServerSpec | None = None
+    # The server's OAuth sign-in, when it has one (mcp_oauth.py).
+    oauth: SignedIn | None = None
 
 
 def http_headers(
@@ -115,8 +139,20 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if str(exc) else text
 
 
+def _auth(server: McpEndpoint, sign_in: Any | None) -> Any | None:
+    """The OAuth provider a call goes with: a sign-in's in progress, or the recorded one's."""
+    if sign_in is not None or server.oauth is None:
+        return sign_in
+    try:
+        return mcp_oauth.provider(server.oauth)
+    except tool_secrets.SecretsUnavailable as exc:
+        raise McpUnavailable(f"this server's OAuth tokens cannot be read: {exc}") from exc
+
+
 @asynccontextmanager
-async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
+async def _session(
+    server: McpEndpoint, timeout: float, sign_in: Any | None = None
+) -> AsyncIterator[Any]:
     if not server.secrets_readable:
         raise McpUnavailable(
             "this server's token or headers do not decrypt with the current O_SECRETS_KEY "
@@ -140,10 +176,13 @@ async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
         if response.status_code == 401:
             refused.append(401)
 
+    auth = _auth(server, sign_in)
     if server.server_type == "sse":
-        transport = sse_client(url, headers=headers, timeout=timeout, sse_read_timeout=timeout)
+        transport = sse_client(
+            url, headers=headers, timeout=timeout, sse_read_timeout=timeout, auth=auth
+        )
     else:
-        client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(timeout))
+        client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(timeout), auth=auth)
         client.event_hooks["response"].append(note)
         transport = streamable_http_client(url, http_client=client)
     try:
@@ -151,8 +190,12 @@ async def _session(server: McpEndpoint, timeout: float) -> AsyncIterator[Any]:
             await session.initialize()
             yield session
     except Exception as exc:
+        ours = _ours(exc)
+        if ours is not None:
+            raise ours from exc
         if refused or _http_status(exc) == 401:
-            raise McpUnauthorized(UNAUTHORIZED) from exc
+            reason = mcp_oauth.SIGN_IN_AGAIN if server.oauth is not None else UNAUTHORIZED
+            raise McpUnauthorized(reason) from exc
         raise
 
 
@@ -163,20 +206,27 @@ def _stdio(server: McpEndpoint, relay: StdioRelay | None) -> tuple[StdioServerSp
 
 
 async def list_tools(
-    server: McpEndpoint, timeout: float, relay: StdioRelay | None = None
+    server: McpEndpoint,
+    timeout: float,
+    relay: StdioRelay | None = None,
+    *,
+    sign_in: Any | None = None,
+    within: float | None = None,
 ) -> list[OfferedTool]:
+    """The server's tools; `timeout` for each exchange, `within` for all of it (a sign-in
+    in progress, `sign_in`, waits for a person)."""
     if server.server_type == "stdio":
         spec, sandbox = _stdio(server, relay)
         return await sandbox.list_tools(spec, timeout)
 
     async def ask() -> list[OfferedTool]:
-        async with _session(server, timeout) as session:
+        async with _session(server, timeout, sign_in) as session:
             listed = await session.list_tools()
             return [
                 OfferedTool(t.name, t.description, dict(t.input_schema or {})) for t in listed.tools
             ]
 
-    return await _bounded(ask(), timeout)
+    return await _bounded(ask(), within or timeout)
 
 
 async def call_tool(

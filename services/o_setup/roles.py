@@ -254,7 +254,8 @@ GATEWAY = Role(
             subjects.AGENT_AND_CONVERSATION_EVENTS,
             subjects.GROUP_EVENTS,
             subjects.TOOL_EVENTS,
-            subjects.MCP_SERVER_EVENTS,
+            # MCP servers and their OAuth sign-ins.
+            subjects.MCP_REGISTRY_EVENTS,
         ),
         sends(
             subjects.EXECUTOR_COMMANDS,
@@ -304,6 +305,8 @@ EXECUTOR = Role(
         service("executor"),
         # Runs (on the agent's and its conversations' subjects) and tool executions.
         appends(subjects.AGENT_AND_CONVERSATION_EVENTS, subjects.SANDBOX_EVENTS),
+        # An MCP server's OAuth tokens it had to refresh to call the server (docs/mcp.md).
+        appends(subjects.MCP_OAUTH_EVENTS),
         handles_commands(cmd("executor")),
         # Multi-agent runs, memory tools, evolution tools; a run's completion callback.
         sends(

@@ -85,9 +85,10 @@ async def test_a_server_that_wants_a_token_says_so_and_works_with_it(
     refused = await system.http.post(f"{BASE}/test", json=config)
     assert refused.status_code == 502
     assert "asks for authorization (HTTP 401)" in refused.json()["detail"]
+    # It is no OAuth server (no metadata, no registration): the sign-in ends at once.
     stream = events((await system.http.post(f"{BASE}/connect", json=config)).text)
-    assert [e["event"] for e in stream] == ["connection_attempt", "error"]
-    assert "HTTP 401" in stream[1]["message"] and "OAuth" in stream[1]["message"]
+    assert [e["event"] for e in stream] == ["connection_attempt", "oauth_required", "error"]
+    assert stream[2]["message"].startswith("OAuth sign-in failed: ")
 
     with_token = {**config, "auth_header": "Authorization", "auth_token": f"Bearer {LOCK_TOKEN}"}
     tested = await system.http.post(f"{BASE}/test", json=with_token)

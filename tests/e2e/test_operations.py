@@ -41,6 +41,7 @@ TABLES = {
     "evolution_cases": "proposal_id, n",
     "evolution_serving": "agent_id",
     "mcp_tools": "id",
+    "mcp_oauth_sessions": "id",
     "passages": "id",
     "run_callbacks": "run_id",
     "schedules": "id",

@@ -144,6 +144,8 @@ WRITERS = {
     subjects.tool_subject("t"): {"gateway"},
     subjects.group_subject("g"): {"gateway"},
     subjects.mcp_server_subject("m"): {"gateway"},
+    # (Tokens are refreshed by whoever calls the server: the executor too.)
+    subjects.mcp_oauth_subject("s"): {"gateway", "executor"},
     # (Tools the API runs directly record their execution too: /v1/tools/run.)
     subjects.tool_execution_subject("e"): {"executor", "gateway"},
     subjects.folder_subject("f"): {"gateway"},

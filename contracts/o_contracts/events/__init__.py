@@ -74,6 +74,13 @@ from o_contracts.events.groups import (
     GroupUpdated,
     SleeptimeTurnCounted,
 )
+from o_contracts.events.mcp_oauth import (
+    McpOAuthAuthorized,
+    McpOAuthCallbackReceived,
+    McpOAuthFailed,
+    McpOAuthStarted,
+    McpOAuthTokensRefreshed,
+)
 from o_contracts.events.mcp_servers import (
     McpServerCreated,
     McpServerDeleted,
@@ -144,6 +151,11 @@ __all__ = [
     "GroupUpdated",
     "ImportedMessage",
     "LLMResponded",
+    "McpOAuthAuthorized",
+    "McpOAuthCallbackReceived",
+    "McpOAuthFailed",
+    "McpOAuthStarted",
+    "McpOAuthTokensRefreshed",
     "McpServerCreated",
     "McpServerDeleted",
     "McpServerToolsSynced",

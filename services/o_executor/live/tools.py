@@ -35,6 +35,7 @@ from o_executor.run.policy import PURE_TOOLS
 from o_executor.run.tool_step import memory_command_id
 from o_executor.sandbox_calls import run_user_tool
 from o_executor.settings import ExecutorSettings
+from o_runtime import mcp_oauth
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
 from o_runtime.mcp_stdio_relay import NatsStdioRelay
@@ -90,12 +91,15 @@ class LiveTools:
             return await tools.run(call, args)
         user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None and user_tool.mcp is not None:
+            # (An OAuth server's tokens: the newest its address has, read at the call.)
+            oauth = await mcp_oauth.signed_in(self.pool, self.eventlog, PRODUCER, user_tool.mcp.url)
             return await run_mcp_tool(
                 user_tool.mcp,
                 user_tool.name,
                 args,
                 self.settings.tool_timeout,
                 NatsStdioRelay(self.eventlog.nc),
+                oauth,
             )
         if user_tool is not None:
             result = await run_user_tool(

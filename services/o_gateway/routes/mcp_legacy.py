@@ -7,13 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from o_gateway import mcp_probe
-from o_gateway.mcp_registry import McpServer, relay, server_by_id, server_id_by_name
+from o_gateway.mcp_registry import (
+    McpServer,
+    endpoint,
+    relay,
+    server_by_id,
+    server_id_by_name,
+)
 from o_gateway.mcp_schemas import CreateMcpServerBody, RunMcpToolBody, UpdateMcpServerBody
+from o_gateway.mcp_sign_in import CALLBACK_PATH, called_back, redirect_uri, render_offered
 from o_gateway.mcp_tools import render_mcp_tool, tools_of
 from o_gateway.routes import mcp_servers as current
 from o_gateway.routes.paths import route
@@ -81,22 +88,41 @@ async def test_mcp_server(body: LegacyConfigBody, gw: GW) -> dict[str, Any]:
     """A server's tools, asked without registering it (mcp_probe.py); 502 with the reason
     when it cannot be asked, as Letta answers."""
     request = as_current(body)
-    endpoint = mcp_probe.endpoint_of(gw, request.config)
+    found = await mcp_probe.endpoint_of(gw, request.config)
     try:
-        tools = await mcp_probe.tools_offered(gw, endpoint)
+        tools = await mcp_probe.tools_offered(gw, found)
     except mcp_client.McpUnavailable as exc:
         reason = f"MCP server '{body.server_name}' could not be reached: {exc}"
         raise HTTPException(502, reason) from exc
-    return {"status": "success", "tools": [mcp_probe.render_offered(t) for t in tools]}
+    return {"status": "success", "tools": [render_offered(t) for t in tools]}
 
 
 @route(router, "POST", PREFIX + "/connect")
-async def connect_mcp_server(body: LegacyConfigBody, gw: GW) -> StreamingResponse:
-    """The same as a stream of events (mcp_probe.connect_events); a config that creating the
-    server would refuse is refused here before the stream starts."""
+async def connect_mcp_server(
+    body: LegacyConfigBody, gw: GW, http_request: Request
+) -> StreamingResponse:
+    """The same as a stream of events (mcp_probe.connect_events), with the OAuth sign-in
+    when the server asks for it (mcp_sign_in.py); a config that creating the server would
+    refuse is refused here before the stream starts."""
     request = as_current(body)
-    endpoint = mcp_probe.endpoint_of(gw, request.config)
-    return streamed(mcp_probe.connect_events(gw, body.server_name, endpoint))
+    found = await mcp_probe.endpoint_of(gw, request.config)
+    redirect = redirect_uri(gw, http_request)
+    return streamed(mcp_probe.connect_events(gw, body.server_name, found, redirect))
+
+
+@route(router, "GET", CALLBACK_PATH)
+async def mcp_oauth_callback(
+    gw: GW,
+    code: str | None = None,
+    state: str | None = None,
+    error: str | None = None,
+    error_description: str | None = None,
+    iss: str | None = None,
+) -> dict[str, Any]:
+    """Where an authorization server sends the user's browser back after an MCP server's
+    OAuth sign-in (mcp_sign_in.py). Open without the API key: the browser has none; the
+    state, a secret of the sign-in, is what admits it. Always 200, as Letta answers."""
+    return await called_back(gw, code, state, error, error_description, iss)
 
 
 class LegacyUpdateBody(Body):
@@ -134,7 +160,9 @@ async def list_mcp_tools_by_server(mcp_server_name: str, gw: GW) -> list[dict[st
     # Letta asks the server here, not its registry; an unreachable one is a 502.
     server = await by_name(gw, mcp_server_name)
     try:
-        listed = await mcp_client.list_tools(server.endpoint(), current.CALL_SECONDS, relay(gw))
+        listed = await mcp_client.list_tools(
+            await endpoint(gw, server), current.CALL_SECONDS, relay(gw)
+        )
     except mcp_client.McpUnavailable as exc:
         reason = f"MCP server '{mcp_server_name}' could not be reached: {exc}"
         raise HTTPException(502, reason) from exc
@@ -157,7 +185,7 @@ async def execute_mcp_tool(
     args = body.args if body is not None else {}
     try:
         outcome = await mcp_client.call_tool(
-            server.endpoint(), tool_name, args, current.CALL_SECONDS, relay(gw)
+            await endpoint(gw, server), tool_name, args, current.CALL_SECONDS, relay(gw)
         )
     except mcp_client.McpUnavailable as exc:
         reason = f"MCP server '{mcp_server_name}' could not be called: {exc}"

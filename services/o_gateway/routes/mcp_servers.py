@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from o_contracts import subjects
@@ -29,6 +29,7 @@ from o_gateway.mcp_registry import (
     check_url,
     encrypt,
     encrypt_one,
+    endpoint,
     relay,
     server_by_id,
     server_created,
@@ -40,6 +41,7 @@ from o_gateway.mcp_schemas import (
     UpdateMcpServerBody,
     UpdateStdioConfig,
 )
+from o_gateway.mcp_sign_in import redirect_uri
 from o_gateway.mcp_tools import offered, render_mcp_tool, tool_of, tools_of
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
@@ -80,7 +82,7 @@ async def check_name_free(gw: Gateway, name: str, server_id: str | None = None) 
 
 async def sync_tools(gw: Gateway, server: McpServer, timeout: float) -> list[str]:
     """Ask the server for its tools and record the answer; the names, in its order."""
-    listed = await mcp_client.list_tools(server.endpoint(), timeout, relay(gw))
+    listed = await mcp_client.list_tools(await endpoint(gw, server), timeout, relay(gw))
     tools = [offered(server.id, t) for t in listed]
     await append(
         gw,
@@ -119,12 +121,17 @@ async def create(gw: Gateway, body: CreateMcpServerBody) -> McpServer:
 
 
 @route(router, "GET", "/v1/mcp-servers/connect/{mcp_server_id}")
-async def connect_mcp_server(mcp_server_id: str, gw: GW) -> StreamingResponse:
-    """A registered server asked for its tools, as a stream of events (mcp_probe.py);
-    nothing is recorded (a refresh records them)."""
+async def connect_mcp_server(
+    mcp_server_id: str, gw: GW, http_request: Request
+) -> StreamingResponse:
+    """A registered server asked for its tools, as a stream of events (mcp_probe.py), with
+    the OAuth sign-in when it asks for one (mcp_sign_in.py); its tools are recorded by a
+    refresh."""
     checked_id(mcp_server_id, "mcp_server")
     server = await server_by_id(gw, mcp_server_id)
-    return streamed(mcp_probe.connect_events(gw, server.server_name, server.endpoint()))
+    found = await endpoint(gw, server)
+    redirect = redirect_uri(gw, http_request)
+    return streamed(mcp_probe.connect_events(gw, server.server_name, found, redirect))
 
 
 @route(router, "GET", "/v1/mcp-servers/")
@@ -226,7 +233,7 @@ async def run_mcp_tool(
     args = body.args if body is not None else {}
     try:
         outcome = await mcp_client.call_tool(
-            server.endpoint(), tool["name"], args, CALL_SECONDS, relay(gw)
+            await endpoint(gw, server), tool["name"], args, CALL_SECONDS, relay(gw)
         )
         status, text = ("success" if outcome.ok else "error"), outcome.text
     except mcp_client.McpUnavailable as exc:
@@ -254,7 +261,7 @@ async def refresh(gw: Gateway, server: McpServer) -> dict[str, list[str]]:
     """Ask the server again and record its answer: what was deleted, updated, added."""
     before = {r["name"]: r["json_schema"] for r in await tools_of(gw, server)}
     try:
-        listed = await mcp_client.list_tools(server.endpoint(), CALL_SECONDS, relay(gw))
+        listed = await mcp_client.list_tools(await endpoint(gw, server), CALL_SECONDS, relay(gw))
     except mcp_client.McpUnavailable as exc:
         # Letta's answer when the server cannot be reached: 404 with its reason.
         raise HTTPException(
