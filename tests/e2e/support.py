@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import nats
 import nats.js.errors
@@ -331,3 +332,35 @@ async def caught_up(system: System) -> None:
     finally:
         await watcher.stop()
         await log.close()
+
+
+def files_holding(folder: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def plaintext_found(dsn: str, nats_store: Path | None, needle: str) -> list[str]:
+    """Where `needle` is in plaintext: files of the NATS store (every stream and bucket),
+    tables of Postgres (every row of every table)."""
+    found = []
+    if nats_store is not None:
+        found += await asyncio.to_thread(files_holding, nats_store, needle.encode())
+    conn = await asyncpg.connect(dsn)
+    try:
+        tables = [
+            r["t"]
+            for r in await conn.fetch(
+                "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) AS t"
+                " FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
+                " AND table_schema NOT IN ('pg_catalog', 'information_schema')"
+            )
+        ]
+        assert len(tables) > 10
+        for table in tables:
+            if await conn.fetchval(
+                f"SELECT count(*) FROM {table} x WHERE row_to_json(x)::text LIKE '%' || $1 || '%'",
+                needle,
+            ):
+                found.append(table)
+    finally:
+        await conn.close()
+    return found

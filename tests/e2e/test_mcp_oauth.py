@@ -20,9 +20,9 @@ import pytest
 from o_contracts import subjects
 from o_contracts.envelope import decode
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, on_subject, send, unique
+from tests.e2e.support import new_agent, on_subject, plaintext_found, send, unique
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.servers import operator
+from tests.servers import Servers, operator
 
 pytest.importorskip("mcp", reason="the mcp package is not installed")
 
@@ -146,7 +146,7 @@ async def run_whisper(system: System, server_id: str, word: str) -> httpx.Respon
 
 
 async def test_a_server_signed_in_to_serves_every_call_with_its_tokens(
-    system: System, llm: FakeOpenAI
+    system: System, servers: Servers, llm: FakeOpenAI
 ) -> None:
     with oauth_served() as served:
         name, session_id = await signed_in(system, served)
@@ -180,10 +180,14 @@ async def test_a_server_signed_in_to_serves_every_call_with_its_tokens(
             "McpOAuthCallbackReceived",
             "McpOAuthAuthorized",
         ]
+        # Nor anywhere else: the NATS store, Postgres.
         (client,) = served.issuer.clients.values()
-        secrets = [access, refresh, client.client_secret or ""]
-        for _, raw in recorded:
-            assert not any(s.encode() in raw for s in secrets)
+        for secret in (access, refresh, client.client_secret or ""):
+            assert secret
+            assert not any(secret.encode() in raw for _, raw in recorded)
+            assert (
+                await plaintext_found(system.env["DATABASE_URL"], servers.nats_store, secret) == []
+            )
         await system.http.delete(f"/v1/mcp-servers/{server['id']}")
 
 
