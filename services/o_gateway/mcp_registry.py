@@ -25,26 +25,35 @@ _INTERNAL_NAMES = ("localhost", "metadata.google.internal")
 _INTERNAL_SUFFIXES = (".local", ".localdomain", ".home.arpa", ".svc", ".internal")
 
 
-def check_url(url: str, allow_private: bool) -> None:
-    """An http(s) URL with a host; not an internal one unless the operator allows it.
+def refused_address(url: str, allow_private: bool) -> str | None:
+    """Why O may not send requests to `url` (None: it may): not an http(s) URL with a
+    host, or an internal one unless the operator allows it.
 
     Like Letta, a hostname is not resolved here (a name may resolve differently at call
     time); only names and literal addresses that are internal by themselves are refused.
     """
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise HTTPException(422, f"server_url must be an http:// or https:// URL, got '{url}'")
+        return f"server_url must be an http:// or https:// URL, got '{url}'"
     if allow_private:
-        return
+        return None
     host = parsed.hostname.rstrip(".").lower()
     if host in _INTERNAL_NAMES or host.endswith(_INTERNAL_SUFFIXES):
-        raise HTTPException(422, f"server_url points inside this network: {host}")
+        return f"server_url points inside this network: {host}"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return
+        return None
     if not address.is_global:
-        raise HTTPException(422, f"server_url is not a public address: {host}")
+        return f"server_url is not a public address: {host}"
+    return None
+
+
+def check_url(url: str, allow_private: bool) -> None:
+    """422 for a server URL O may not call (refused_address)."""
+    reason = refused_address(url, allow_private)
+    if reason is not None:
+        raise HTTPException(422, reason)
 
 
 def encrypt(values: dict[str, str] | None) -> dict[str, str] | None:

@@ -36,6 +36,7 @@ from o_contracts.events import (
 from o_contracts.ids import new_id
 from o_contracts.projection_names import MCP_SERVERS
 from o_gateway.commands import PRODUCER
+from o_gateway.mcp_registry import refused_address
 from o_gateway.state import Gateway
 from o_runtime import mcp_client, mcp_oauth, tool_secrets
 from o_runtime.log_news import look_until
@@ -152,6 +153,13 @@ class _SignIn:
     async def set_client_info(self, info: Any) -> None:
         self.client = info
 
+    def guard(self, url: str) -> None:
+        """Discovery, registration and token requests go where the server's metadata
+        points: held to the private-address policy that the server's own URL is."""
+        reason = refused_address(url, self.gw.settings.mcp_allow_private_urls)
+        if reason is not None:
+            raise SignInFailed(f"refused to send a sign-in request to {url}: {reason}")
+
     # -- the stream ---------------------------------------------------------------------
 
     async def run(self, endpoint: McpEndpoint) -> AsyncIterator[bytes]:
@@ -168,7 +176,9 @@ class _SignIn:
         fresh = McpEndpoint(endpoint.server_type, endpoint.url, endpoint.headers)
         within = self.gw.settings.mcp_oauth_wait + 4 * EXCHANGE_SECONDS
         listing = asyncio.create_task(
-            mcp_client.list_tools(fresh, EXCHANGE_SECONDS, sign_in=self.provider, within=within)
+            mcp_client.list_tools(
+                fresh, EXCHANGE_SECONDS, sign_in=self.provider, within=within, guard=self.guard
+            )
         )
         try:
             while not listing.done():

@@ -15,7 +15,7 @@ the reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -149,9 +149,17 @@ def _auth(server: McpEndpoint, sign_in: Any | None) -> Any | None:
         raise McpUnavailable(f"this server's OAuth tokens cannot be read: {exc}") from exc
 
 
+# Says why a request may not be sent to a URL by raising McpUnavailable (the OAuth
+# sign-in's: its discovery and token requests go where the server's metadata points).
+RequestGuard = Callable[[str], None]
+
+
 @asynccontextmanager
 async def _session(
-    server: McpEndpoint, timeout: float, sign_in: Any | None = None
+    server: McpEndpoint,
+    timeout: float,
+    sign_in: Any | None = None,
+    guard: RequestGuard | None = None,
 ) -> AsyncIterator[Any]:
     if not server.secrets_readable:
         raise McpUnavailable(
@@ -176,13 +184,30 @@ async def _session(
         if response.status_code == 401:
             refused.append(401)
 
+    async def check(request: Any) -> None:
+        if guard is not None:
+            guard(str(request.url))
+
+    def guarded_client(
+        headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:
+        # (Hooks see the auth flow's own requests too: discovery, registration, token.)
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client.event_hooks["request"].append(check)
+        return client
+
     auth = _auth(server, sign_in)
     if server.server_type == "sse":
         transport = sse_client(
-            url, headers=headers, timeout=timeout, sse_read_timeout=timeout, auth=auth
+            url,
+            headers=headers,
+            timeout=timeout,
+            sse_read_timeout=timeout,
+            auth=auth,
+            httpx_client_factory=guarded_client,
         )
     else:
-        client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(timeout), auth=auth)
+        client = guarded_client(headers=headers, timeout=httpx2.Timeout(timeout), auth=auth)
         client.event_hooks["response"].append(note)
         transport = streamable_http_client(url, http_client=client)
     try:
@@ -212,15 +237,16 @@ async def list_tools(
     *,
     sign_in: Any | None = None,
     within: float | None = None,
+    guard: RequestGuard | None = None,
 ) -> list[OfferedTool]:
     """The server's tools; `timeout` for each exchange, `within` for all of it (a sign-in
-    in progress, `sign_in`, waits for a person)."""
+    in progress, `sign_in`, waits for a person); `guard` sees every request's URL first."""
     if server.server_type == "stdio":
         spec, sandbox = _stdio(server, relay)
         return await sandbox.list_tools(spec, timeout)
 
     async def ask() -> list[OfferedTool]:
-        async with _session(server, timeout, sign_in) as session:
+        async with _session(server, timeout, sign_in, guard) as session:
             listed = await session.list_tools()
             return [
                 OfferedTool(t.name, t.description, dict(t.input_schema or {})) for t in listed.tools

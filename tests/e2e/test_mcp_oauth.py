@@ -271,3 +271,50 @@ async def test_a_sign_in_refused_by_the_user_ends_the_stream_with_the_reason(
             "message": "Missing state parameter",
         }
         assert "exchanged" not in served.issuer.log
+
+
+async def test_a_sign_in_request_the_guard_refuses_is_not_sent() -> None:
+    """The sign-in's discovery goes where the server's metadata points: every request
+    passes the guard first (the gateway's is the private-address policy), and a refusal
+    ends the sign-in with the guard's reason, before anything is registered."""
+    from mcp.client.auth import OAuthClientProvider
+
+    from o_runtime import mcp_client, mcp_oauth
+    from o_runtime.mcp_client import McpEndpoint, SignInFailed
+
+    class Memory:
+        async def get_tokens(self) -> None:
+            return None
+
+        async def set_tokens(self, tokens: object) -> None:
+            raise AssertionError("no tokens come")
+
+        async def get_client_info(self) -> None:
+            return None
+
+        async def set_client_info(self, info: object) -> None:
+            raise AssertionError("nothing is registered")
+
+    async def never(*_: object) -> Any:
+        raise AssertionError("never sent to sign in")
+
+    seen: list[str] = []
+
+    def guard(url: str) -> None:
+        seen.append(url)
+        if "/.well-known/" in url:
+            raise SignInFailed(f"refused {url}")
+
+    with oauth_served() as served:
+        provider = OAuthClientProvider(
+            served.url,
+            mcp_oauth.client_metadata("http://127.0.0.1:1/callback"),
+            Memory(),
+            redirect_handler=never,
+            callback_handler=never,
+        )
+        endpoint = McpEndpoint("streamable_http", served.url, {})
+        with pytest.raises(SignInFailed, match=r"refused http://127\.0\.0\.1:\d+/\.well-known/"):
+            await mcp_client.list_tools(endpoint, 10, sign_in=provider, guard=guard)
+        assert seen[0] == served.url  # (the server itself, answering 401)
+        assert served.issuer.log == []
