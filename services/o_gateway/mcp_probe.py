@@ -21,12 +21,11 @@ import json
 from collections.abc import AsyncIterator
 
 from o_contracts.mcp_stdio import StdioServerSpec
-from o_gateway.commands import PRODUCER
-from o_gateway.mcp_registry import check_url, encrypt, relay
+from o_gateway.mcp_registry import check_url, encrypt, relay, signed_in
 from o_gateway.mcp_schemas import SseConfig, StdioConfig, StreamableHttpConfig
 from o_gateway.mcp_sign_in import event, render_offered, sign_in
 from o_gateway.state import Gateway
-from o_runtime import mcp_client, mcp_oauth
+from o_runtime import mcp_client
 from o_runtime.mcp_client import McpEndpoint, OfferedTool, http_headers
 
 # Seconds a test or connect waits for the server (starting a stdio one included).
@@ -56,7 +55,7 @@ async def endpoint_of(
         return McpEndpoint("stdio", None, {}, stdio=spec)
     check_url(config.server_url, gw.settings.mcp_allow_private_urls)
     headers = http_headers(config.auth_header, config.auth_token, config.custom_headers)
-    oauth = await mcp_oauth.signed_in(gw.pool, gw.eventlog, PRODUCER, config.server_url)
+    oauth = await signed_in(gw, config.server_url)
     return McpEndpoint(config.mcp_server_type, config.server_url, headers, oauth=oauth)
 
 

@@ -11,6 +11,7 @@ from fastapi import HTTPException
 
 from o_contracts.events import McpServerCreated
 from o_contracts.mcp_stdio import StdioServerSpec
+from o_contracts.projection_names import MCP_SERVERS
 from o_gateway.commands import PRODUCER
 from o_gateway.mcp_schemas import HttpConfig, StdioConfig
 from o_gateway.state import Gateway
@@ -190,14 +191,21 @@ class McpServer:
         }
 
 
+async def signed_in(gw: Gateway, server_url: str | None) -> SignedIn | None:
+    """The OAuth sign-in calls to `server_url` carry, if it has one (o_runtime/mcp_oauth.py)."""
+
+    async def visible(seq: int) -> None:
+        await gw.visible(seq, MCP_SERVERS)
+
+    return await mcp_oauth.signed_in(gw.pool, gw.eventlog, PRODUCER, server_url, visible)
+
+
 async def endpoint(gw: Gateway, server: McpServer) -> McpEndpoint:
     """Where the server is and what its calls carry: its OAuth sign-in's tokens too, if
     its address has one (refreshed ones recorded: o_runtime/mcp_oauth.py)."""
     if server.server_type == "stdio":
         return server.endpoint()
-    return server.endpoint(
-        await mcp_oauth.signed_in(gw.pool, gw.eventlog, PRODUCER, server.server_url)
-    )
+    return server.endpoint(await signed_in(gw, server.server_url))
 
 
 def relay(gw: Gateway) -> NatsStdioRelay:

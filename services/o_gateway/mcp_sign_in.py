@@ -135,7 +135,8 @@ class _SignIn:
 
     async def set_tokens(self, tokens: Any) -> None:
         metadata = self.provider.context.oauth_metadata if self.provider is not None else None
-        await self._append(
+        # (Seen before the stream says success: a server registered next is called with it.)
+        seq = await self._append(
             McpOAuthAuthorized(
                 session_id=self.session_id,
                 server_url=self.url,
@@ -146,6 +147,7 @@ class _SignIn:
                 oauth_metadata=mcp_oauth.metadata_json(metadata),
             )
         )
+        await self.gw.visible(seq, MCP_SERVERS)
 
     async def get_client_info(self) -> Any:
         return self.client
@@ -180,14 +182,14 @@ class _SignIn:
                 fresh, EXCHANGE_SECONDS, sign_in=self.provider, within=within, guard=self.guard
             )
         )
+        said: asyncio.Task[bytes] | None = None
         try:
             while not listing.done():
                 said = asyncio.create_task(self.news.get())
                 await asyncio.wait({listing, said}, return_when=asyncio.FIRST_COMPLETED)
                 if said.done():
                     yield said.result()
-                else:
-                    said.cancel()
+                said.cancel()
             while not self.news.empty():
                 yield self.news.get_nowait()
             try:
@@ -199,7 +201,10 @@ class _SignIn:
                 return
             yield event("success", tools=[render_offered(t) for t in tools])
         finally:
+            # (A client that went away: the sign-in stops; its record stays pending.)
             listing.cancel()
+            if said is not None:
+                said.cancel()
 
 
 def render_offered(tool: OfferedTool) -> dict[str, Any]:

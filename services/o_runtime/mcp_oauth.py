@@ -194,8 +194,14 @@ async def grant_for(pool: Any, server_url: str | None) -> OAuthGrant | None:
     return OAuthGrant.from_row(row) if row is not None else None
 
 
-def recorder(eventlog: Any, producer: str) -> RecordRefresh:
-    """Records the tokens a call refreshed, sealed, on the sign-in's subject."""
+# Waits until the registry's projection shows a log position.
+Visible = Callable[[int], Awaitable[None]]
+
+
+def recorder(eventlog: Any, producer: str, visible: Visible) -> RecordRefresh:
+    """Records the tokens a call refreshed, sealed, on the sign-in's subject, and waits
+    until the projection shows them: the next call reads them there (the refresh token
+    before them may be spent)."""
     from o_contracts import subjects
     from o_contracts.envelope import Envelope
     from o_contracts.events import McpOAuthTokensRefreshed
@@ -208,17 +214,18 @@ def recorder(eventlog: Any, producer: str) -> RecordRefresh:
         event = McpOAuthTokensRefreshed(
             session_id=session_id, encrypted_tokens=seal(tokens), expires_at=expires_at, scope=scope
         )
-        await eventlog.append(
+        appended = await eventlog.append(
             subjects.mcp_oauth_subject(session_id),
             Envelope.wrap(event, aggregate_id=session_id, producer=producer),
         )
+        await visible(appended.seq)
 
     return record
 
 
 async def signed_in(
-    pool: Any, eventlog: Any, producer: str, server_url: str | None
+    pool: Any, eventlog: Any, producer: str, server_url: str | None, visible: Visible
 ) -> SignedIn | None:
     """What a call to `server_url` carries for its sign-in, if it has one."""
     grant = await grant_for(pool, server_url)
-    return SignedIn(grant, recorder(eventlog, producer)) if grant is not None else None
+    return SignedIn(grant, recorder(eventlog, producer, visible)) if grant is not None else None

@@ -24,6 +24,7 @@ from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.evolution_commands import RunEvolutionTool
 from o_contracts.ids import derived_id
 from o_contracts.models import ToolCall, Usage
+from o_contracts.projection_names import MCP_SERVERS
 from o_executor import file_calls, recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
 from o_executor.mcp_calls import run_mcp_tool
@@ -42,6 +43,8 @@ from o_runtime.mcp_stdio_relay import NatsStdioRelay
 from o_runtime.reads import ProjectionReads
 
 PRODUCER = "executor"
+# How long a recorded token refresh may take to show in the registry's projection.
+REGISTRY_WAIT = 10.0
 MEMORY_CONSUMER = "memory"
 IN_DOUBT_TIMEOUT = 30.0
 # A memory command unanswered this long is sent again (a replica that died
@@ -92,7 +95,9 @@ class LiveTools:
         user_tool = self.agent.user_tools.get(call.name)
         if user_tool is not None and user_tool.mcp is not None:
             # (An OAuth server's tokens: the newest its address has, read at the call.)
-            oauth = await mcp_oauth.signed_in(self.pool, self.eventlog, PRODUCER, user_tool.mcp.url)
+            oauth = await mcp_oauth.signed_in(
+                self.pool, self.eventlog, PRODUCER, user_tool.mcp.url, self._registry_shows
+            )
             return await run_mcp_tool(
                 user_tool.mcp,
                 user_tool.name,
@@ -122,6 +127,10 @@ class LiveTools:
         if call.name in ARCHIVAL_TOOLS:
             return await self._archival_tool(call, args)
         return ToolOutcome(False, f"tool '{call.name}' cannot be run yet")
+
+    async def _registry_shows(self, seq: int) -> None:
+        # (A refresh this run recorded: the next call, here or anywhere, starts from it.)
+        await self.reads.watcher.wait(seq, MCP_SERVERS, timeout=REGISTRY_WAIT)
 
     async def _file_tool(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
         """The files tools, by the memory service (o_executor/file_calls.py)."""
