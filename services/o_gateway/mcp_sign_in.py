@@ -243,11 +243,14 @@ async def called_back(
         return {"status": "error", "message": "Missing state parameter"}
     if any(len(p or "") > MAX_PARAM_CHARS for p in (code, state, error, error_description, iss)):
         return {"status": "error", "message": "Invalid callback parameters (too long)"}
+    # (Past the wait, the stream that held the sign-in has ended: nobody would take a code.)
     row = await gw.pool.fetchrow(
-        "SELECT id, server_url, status FROM mcp_oauth_sessions WHERE state_digest = $1",
+        "SELECT id, server_url, status, created_at + make_interval(secs => $2) < now()"
+        " AS expired FROM mcp_oauth_sessions WHERE state_digest = $1",
         mcp_oauth.state_digest(state),
+        gw.settings.mcp_oauth_wait + EXCHANGE_SECONDS,
     )
-    if row is None or row["status"] != "pending":
+    if row is None or row["status"] != "pending" or row["expired"]:
         return {"status": "error", "message": "Invalid or expired state parameter"}
     session_id = row["id"]
     received = McpOAuthCallbackReceived(

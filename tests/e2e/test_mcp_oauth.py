@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,9 +19,18 @@ import nats
 import pytest
 
 from o_contracts import subjects
-from o_contracts.envelope import decode
+from o_contracts.envelope import Envelope, decode
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, on_subject, plaintext_found, send, unique
+from tests.e2e.support import (
+    connected,
+    event_types,
+    new_agent,
+    on_subject,
+    plaintext_found,
+    projected,
+    send,
+    unique,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import Servers, operator
 
@@ -318,3 +328,34 @@ async def test_a_sign_in_request_the_guard_refuses_is_not_sent() -> None:
             await mcp_client.list_tools(endpoint, 10, sign_in=provider, guard=guard)
         assert seen[0] == served.url  # (the server itself, answering 401)
         assert served.issuer.log == []
+
+
+async def test_a_sign_in_past_its_wait_takes_no_code(system: System) -> None:
+    """The stream that held a sign-in has ended once its wait is over: a browser coming
+    back later (a stale tab, a replayed URL) is refused, and nothing is recorded."""
+    from o_contracts.events import McpOAuthStarted
+    from o_contracts.ids import new_id
+    from o_contracts.projection_names import MCP_SERVERS
+    from o_runtime import mcp_oauth
+
+    state = f"state-{unique('old')}"
+    session_id = new_id("mcp_oauth")
+    started = McpOAuthStarted(
+        session_id=session_id,
+        server_url="http://127.0.0.1:9/mcp",
+        server_name=unique("old"),
+        state_digest=mcp_oauth.state_digest(state),
+        redirect_uri=f"{system.base_url.rstrip('/')}{CALLBACK}",
+    )
+    # Started an hour ago (the wait is 300 s and an exchange's 30 s).
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    envelope = Envelope.wrap(started, aggregate_id=session_id, producer="test", time=an_hour_ago)
+    subject = subjects.mcp_oauth_subject(session_id)
+    async with connected(system) as nc:
+        ack = await nc.jetstream().publish(
+            subject, envelope.encode(), stream=subjects.EVENTS_STREAM
+        )
+        await projected(system, ack.seq, MCP_SERVERS)
+        answer = await callback(f"{system.base_url.rstrip('/')}{CALLBACK}?state={state}&code=c")
+        assert answer == {"status": "error", "message": "Invalid or expired state parameter"}
+        assert [t for _, t in await event_types(nc, subject)] == ["McpOAuthStarted"]
