@@ -132,14 +132,14 @@ class OAuthServed:
     url: str
 
 
-def build(issuer: Issuer, origin: str) -> MCPServer:
+def build(issuer: Issuer, origin: str, path: str) -> MCPServer:
     server = MCPServer(
         "o-test-oauth",
         log_level="ERROR",
         auth_server_provider=issuer,
         auth=AuthSettings(
             issuer_url=origin,
-            resource_server_url=f"{origin}/mcp",
+            resource_server_url=f"{origin}{path}",
             client_registration_options=ClientRegistrationOptions(enabled=True),
             validate_token_resource=False,
         ),
@@ -149,10 +149,14 @@ def build(issuer: Issuer, origin: str) -> MCPServer:
 
 
 @contextmanager
-def oauth_served(lifetime: int = 3600) -> Iterator[OAuthServed]:
-    """A signed-in-only MCP server on a free port; tokens last `lifetime` seconds."""
+def oauth_served(lifetime: int = 3600, kind: str = "streamable_http") -> Iterator[OAuthServed]:
+    """A signed-in-only MCP server on a free port (streamable HTTP at /mcp, or SSE at
+    /sse); tokens last `lifetime` seconds."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     issuer = Issuer(lifetime=lifetime)
-    with _serve(build(issuer, origin).streamable_http_app(), port):
-        yield OAuthServed(issuer, f"{origin}/mcp")
+    path = "/sse" if kind == "sse" else "/mcp"
+    server = build(issuer, origin, path)
+    app = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    with _serve(app, port):
+        yield OAuthServed(issuer, f"{origin}{path}")

@@ -106,10 +106,12 @@ async def callback(url: str) -> dict[str, Any]:
     return body
 
 
-async def signed_in(system: System, served: OAuthServed) -> tuple[str, str]:
+async def signed_in(
+    system: System, served: OAuthServed, kind: str = "streamable_http"
+) -> tuple[str, str]:
     """Connect the server and sign in; the server's name and the sign-in's id."""
     name = unique("oauth")
-    config = {"server_name": name, "type": "streamable_http", "server_url": served.url}
+    config = {"server_name": name, "type": kind, "server_url": served.url}
     async with connecting(system, config) as stream:
         url, session_id = await until_sent_to_sign_in(stream, name)
         back = await browser_back(system, url)
@@ -134,13 +136,12 @@ async def sign_in_events(system: System, session_id: str) -> list[tuple[str, byt
     return [(decode(raw).type, raw) for _, raw in found]
 
 
-async def register(system: System, name: str, url: str) -> dict[str, Any]:
+async def register(
+    system: System, name: str, url: str, kind: str = "streamable_http"
+) -> dict[str, Any]:
     created = await system.http.post(
         "/v1/mcp-servers/",
-        json={
-            "server_name": name,
-            "config": {"mcp_server_type": "streamable_http", "server_url": url},
-        },
+        json={"server_name": name, "config": {"mcp_server_type": kind, "server_url": url}},
     )
     assert created.status_code == 200, created.text
     server: dict[str, Any] = created.json()
@@ -359,3 +360,13 @@ async def test_a_sign_in_past_its_wait_takes_no_code(system: System) -> None:
         answer = await callback(f"{system.base_url.rstrip('/')}{CALLBACK}?state={state}&code=c")
         assert answer == {"status": "error", "message": "Invalid or expired state parameter"}
         assert [t for _, t in await event_types(nc, subject)] == ["McpOAuthStarted"]
+
+
+async def test_an_sse_server_is_signed_in_to_the_same_way(system: System) -> None:
+    with oauth_served(kind="sse") as served:
+        name, _ = await signed_in(system, served, "sse")
+        server = await register(system, name, served.url, "sse")
+        ran = await run_whisper(system, server["id"], "sse")
+        assert ran.json()["func_return"] == "psst: sse"
+        assert served.issuer.log == ["registered", "authorized", "exchanged"]
+        await system.http.delete(f"/v1/mcp-servers/{server['id']}")
