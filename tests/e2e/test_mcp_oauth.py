@@ -281,6 +281,11 @@ async def test_a_sign_in_refused_by_the_user_ends_the_stream_with_the_reason(
             "status": "error",
             "message": "Missing state parameter",
         }
+        overlong = f"{system.base_url.rstrip('/')}{CALLBACK}?state=s&code={'c' * 5000}"
+        assert await callback(overlong) == {
+            "status": "error",
+            "message": "Invalid callback parameters (too long)",
+        }
         assert "exchanged" not in served.issuer.log
 
 
