@@ -156,6 +156,17 @@ async def run_whisper(system: System, server_id: str, word: str) -> httpx.Respon
     )
 
 
+async def agent_whispers(system: System, llm: FakeOpenAI, server_id: str) -> None:
+    """An agent with the server's tool calls it in a run (the executor's call), and gets
+    the server's answer."""
+    tools = (await system.http.get(f"/v1/mcp-servers/{server_id}/tools")).json()
+    agent = await new_agent(system, tool_ids=[tools[0]["id"]])
+    llm.push(Reply(tool_calls=[("whisper", {"word": "run"})]), Reply(content="Said."))
+    result = await send(system, agent["id"], "Whisper run.")
+    returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
+    assert [(r["status"], r["tool_return"]) for r in returns] == [("success", "psst: run")]
+
+
 async def test_a_server_signed_in_to_serves_every_call_with_its_tokens(
     system: System, servers: Servers, llm: FakeOpenAI
 ) -> None:
@@ -171,12 +182,7 @@ async def test_a_server_signed_in_to_serves_every_call_with_its_tokens(
         ran = await run_whisper(system, server["id"], "hello")
         assert ran.status_code == 200, ran.text
         assert ran.json()["func_return"] == "psst: hello"
-        tools = (await system.http.get(f"/v1/mcp-servers/{server['id']}/tools")).json()
-        agent = await new_agent(system, tool_ids=[tools[0]["id"]])
-        llm.push(Reply(tool_calls=[("whisper", {"word": "run"})]), Reply(content="Said."))
-        result = await send(system, agent["id"], "Whisper run.")
-        returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
-        assert [(r["status"], r["tool_return"]) for r in returns] == [("success", "psst: run")]
+        await agent_whispers(system, llm, server["id"])
 
         # Connecting again uses the tokens: no second sign-in.
         config = {"server_name": name, "type": "streamable_http", "server_url": served.url}
@@ -217,12 +223,7 @@ async def test_expired_tokens_are_refreshed_and_the_refresh_recorded(
         # from the tokens the one before recorded.
         assert served.issuer.log.count("refreshed") == 3
 
-        tools = (await system.http.get(f"/v1/mcp-servers/{server['id']}/tools")).json()
-        agent = await new_agent(system, tool_ids=[tools[0]["id"]])
-        llm.push(Reply(tool_calls=[("whisper", {"word": "run"})]), Reply(content="Said."))
-        result = await send(system, agent["id"], "Whisper run.")
-        returns = [m for m in result["messages"] if m["message_type"] == "tool_return_message"]
-        assert [(r["status"], r["tool_return"]) for r in returns] == [("success", "psst: run")]
+        await agent_whispers(system, llm, server["id"])
         assert served.issuer.log.count("refreshed") == 4
 
         recorded = await sign_in_events(system, session_id)
