@@ -244,14 +244,21 @@ async def resolve_tools(
     """Built-in tool names and user tools, from tools given by name and by id (each once)."""
     builtins = list(base)
     user_ids: list[str] = []
+    missing_names: list[str] = []
     for name in names:
         if name in SCHEMAS:
             builtins.append(name)
             continue
         row = await user_tool_by_name(gw, name)
         if row is None:
-            raise HTTPException(400, f"unknown tool '{name}'")
-        user_ids.append(row["id"])
+            missing_names.append(name)
+        else:
+            user_ids.append(row["id"])
+    if missing_names:
+        # Letta's words (a set of the names): Letta Code reads them to recover, by
+        # creating its agent without the tools this server lacks.
+        listed = ", ".join(repr(n) for n in sorted(set(missing_names)))
+        raise HTTPException(400, f"Tools not found by name: {{{listed}}}")
     for tool_id in tool_ids:
         checked_id(tool_id, "tool")
         if tool_id in BUILTIN_IDS:

@@ -217,6 +217,22 @@ async def test_agent_fields_are_bounded(system: System) -> None:
     await serves_on(system)
 
 
+async def test_tools_unknown_by_name_are_named_as_letta_names_them(system: System) -> None:
+    """Letta Code creates its agents with tools by name and, told in Letta's words which
+    ones a server lacks, creates the agent without them: the words are part of the API."""
+    name = "agent-with-unknown-tools"
+    body = {
+        "model": "openai/gpt-4o-mini",
+        "name": name,
+        "tools": ["no_such_tool", "memory_insert", "nor_this"],
+    }
+    detail = refused(await system.http.post("/v1/agents/", json=body), 400)
+    assert detail == "Tools not found by name: {'no_such_tool', 'nor_this'}"
+    listed = await system.http.get("/v1/agents/", params={"name": name})
+    assert listed.status_code == 200 and listed.json() == [], listed.text
+    await serves_on(system)
+
+
 # What Postgres cannot store (point 6): refused before it is appended.
 
 
