@@ -1,16 +1,17 @@
-"""Which addresses a completion callback may reach: no SSRF through O.
+"""Which addresses O may send a request to on someone else's word: no SSRF through O.
 
-A callback URL comes from a client, and O POSTs to it from inside the operator's
-network. So, unless the operator allows them (O_CALLBACK_ALLOWED_TARGETS), O
-refuses every address that is not public: loopback, private, link-local (the
-cloud metadata service at 169.254.169.254 among them), shared (100.64.0.0/10,
-where some clouds keep theirs), unspecified, reserved, multicast, and IPv6's
-equivalents (an IPv4 address mapped into IPv6 is judged as the IPv4 it is).
+A completion callback's URL comes from a client, a page `fetch_webpage` reads from a
+model, and O sends both from inside the operator's network. So, unless the operator
+allows them (O_CALLBACK_ALLOWED_TARGETS, O_WEB_ALLOWED_TARGETS), O refuses every address
+that is not public: loopback, private, link-local (the cloud metadata service at
+169.254.169.254 among them), shared (100.64.0.0/10, where some clouds keep theirs),
+unspecified, reserved, multicast, and IPv6's equivalents (an IPv4 address mapped into
+IPv6 is judged as the IPv4 it is).
 
-At request time only what the URL says by itself is judged: a literal address,
+Before anything is sent only what the URL says by itself is judged: a literal address,
 or a name that always means "inside" (localhost, *.internal ...). A host name is
-resolved at delivery time, every address it resolves to is judged, and the
-connection goes to one of those checked addresses (sender.py), so a name that
+resolved when the request is made, every address it resolves to is judged, and the
+connection goes to one of those checked addresses (pinned_http.py), so a name that
 resolves elsewhere a moment later (DNS rebinding) cannot slip through.
 Pure functions: no I/O here.
 """

@@ -12,10 +12,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from o_contracts.callback_urls import CallbackUrl
 from o_gateway.callbacks.accept import accepted_callback_url
-from o_gateway.callbacks.policy import TargetPolicy
-from o_gateway.callbacks.sender import pinned
 from o_gateway.callbacks.settings import CallbackSettings
+from o_runtime.egress_policy import TargetPolicy
 from o_runtime.env import BadSetting, Env
+from o_runtime.pinned_http import pinned
 
 DEFAULT = TargetPolicy()
 

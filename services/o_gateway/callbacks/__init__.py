@@ -6,7 +6,7 @@ the delivery as the run ends (`DeliverCallback`, o_executor/live/execution.py).
 | module | what |
 |---|---|
 | `settings.py` | the operator's settings (secret, allowed targets, timeouts, backoff) |
-| `policy.py` | which addresses a callback may reach (no SSRF through O) |
+| (`o_runtime/egress_policy.py`) | which addresses a callback may reach (no SSRF through O) |
 | `signing.py` | the signature headers, and how a receiver checks them |
 | `payload.py` | the body: Letta's shape, from the run and its messages |
 | `schedule.py` | the delivery's state folded from its events, and what comes next |

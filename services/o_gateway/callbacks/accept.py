@@ -1,7 +1,7 @@
 """Whether the API accepts a request's `callback_url`: refused at once what can be told
 at once (the form: the schema, o_contracts/callback_urls.py; a literal address or an
 internal name the policy refuses; no secret to sign with). A host name is judged
-again, resolved, at every attempt (policy.py)."""
+again, resolved, at every attempt (o_runtime/egress_policy.py)."""
 
 from __future__ import annotations
 

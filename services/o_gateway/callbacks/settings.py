@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from o_gateway.callbacks.policy import TargetPolicy
+from o_runtime.egress_policy import TargetPolicy
 from o_runtime.env import BadSetting, Env
 
 SECRET_ENV = "O_CALLBACK_SECRET"
