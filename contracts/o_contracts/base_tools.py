@@ -2,7 +2,8 @@
 
 Memory tools are carried out by the memory service (the executor sends it a
 `RunMemoryTool` command); `send_message` is handled by the loop itself; the
-multi-agent tools send the other agent a `StartRun` (o_executor/multi_agent).
+multi-agent tools send the other agent a `StartRun` (o_executor/multi_agent); the web
+tools are run by the executor itself (o_executor/web).
 """
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ _LABEL = {
 
 _MESSAGE = {"type": "string", "description": "The message for the other agent."}
 _OTHER_AGENT = {"type": "string", "description": "The id of the agent to send it to."}
+
+# Exa's result kinds, as Letta's web_search offers them.
+_SEARCH_CATEGORIES = (
+    "company",
+    "research paper",
+    "news",
+    "pdf",
+    "github",
+    "tweet",
+    "personal site",
+    "linkedin profile",
+    "financial report",
+)
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "send_message": _fn(
@@ -353,11 +367,69 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["query"],
     ),
+    # Letta's built-in web tools (its `letta_builtin` type), run by the executor
+    # (o_executor/web/): the parameters are Letta's, so agents and clients made for
+    # Letta call them unchanged.
+    "web_search": _fn(
+        "web_search",
+        "Search the web (Exa's search engine) and get, for each result, its title, address,"
+        " date, author, the passages most relevant to the query and a summary.",
+        {
+            "query": {"type": "string", "description": "What to search for."},
+            "num_results": {
+                "type": "integer",
+                "description": "How many results to return, 1 to 100 (default 10).",
+            },
+            "category": {
+                "type": "string",
+                "enum": list(_SEARCH_CATEGORIES),
+                "description": "Only results of this kind.",
+            },
+            "include_text": {
+                "type": "boolean",
+                "description": "Also return each page's whole text (default false: it can"
+                " fill the context window).",
+            },
+            "include_domains": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Only results from these domains.",
+            },
+            "exclude_domains": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "No results from these domains.",
+            },
+            "start_published_date": {
+                "type": "string",
+                "description": "Only pages published on or after this ISO 8601 date.",
+            },
+            "end_published_date": {
+                "type": "string",
+                "description": "Only pages published on or before this ISO 8601 date.",
+            },
+            "user_location": {
+                "type": "string",
+                "description": "Two-letter country code to localise results for (e.g. US).",
+            },
+        },
+        ["query"],
+    ),
+    "fetch_webpage": _fn(
+        "fetch_webpage",
+        "Read a web page (http or https) as markdown text: its main content, without"
+        " menus and footers.",
+        {"url": {"type": "string", "description": "The page's address."}},
+        ["url"],
+    ),
 }
 
 # The files tools, in Letta's order: carried out by the memory service
 # (o_executor/file_calls.py); attaching a folder gives them to the agent.
 FILE_TOOLS = ("open_files", "grep_files", "semantic_search_files")
+
+# Letta's built-in web tools (ToolType letta_builtin): given by name, as Letta Code does.
+WEB_TOOLS = ("web_search", "fetch_webpage")
 
 # Evolution in the agent's own hands: given when its evolution is on (see above).
 EVOLUTION_TOOLS = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from o_executor.llm import Retries
+from o_executor.web.settings import WebSettings
 from o_runtime.env import Env
 
 
@@ -24,6 +25,8 @@ class ExecutorSettings:
     agent_reply_timeout: float = 300.0
     # O_EVOLUTION_ENABLED=0 (server-wide): no agent has evolution tools.
     evolution_enabled: bool = True
+    # web_search and fetch_webpage (o_executor/web/).
+    web: WebSettings = field(default_factory=WebSettings)
 
     @classmethod
     def from_env(cls, env: Env) -> ExecutorSettings:
@@ -36,4 +39,5 @@ class ExecutorSettings:
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),
             agent_reply_timeout=env.number("O_AGENT_REPLY_TIMEOUT", 300.0, minimum=0.1),
             evolution_enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
+            web=WebSettings.from_env(env),
         )

@@ -19,6 +19,8 @@ from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
 from o_setup import apply_topology
 from tests.e2e.callback_receiver import CALLBACK_SECRET
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.exa_server import FakeExa
+from tests.fakes.exa_server import serving as exa_serving
 from tests.fakes.openai_server import FakeOpenAI
 
 if TYPE_CHECKING:
@@ -71,8 +73,25 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture(scope="session")
+def fake_exa() -> Iterator[FakeExa]:
+    with exa_serving() as fake:
+        yield fake
+
+
+@pytest.fixture
+def exa(fake_exa: FakeExa) -> Iterator[FakeExa]:
+    fake_exa.reset()
+    yield fake_exa
+    fake_exa.reset()
+
+
+@pytest.fixture(scope="session")
 async def system(
-    servers, fake_llm: FakeOpenAI, fake_anthropic: FakeAnthropic, tmp_path_factory
+    servers,
+    fake_llm: FakeOpenAI,
+    fake_anthropic: FakeAnthropic,
+    fake_exa: FakeExa,
+    tmp_path_factory,
 ) -> AsyncIterator[System]:  # type: ignore[no-untyped-def]
     import asyncpg
 
@@ -113,6 +132,11 @@ async def system(
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
         # A stdio MCP server's call that gets no answer ends this soon (test_mcp_stdio.py).
         "O_MCP_STDIO_CALL_SECONDS": "4",
+        # The web tools (test_web_tools.py): Exa is a local fake, and fetch_webpage may
+        # read the tests' site on 127.0.0.1 (not their "internal" server on 127.0.0.2).
+        "O_EXA_BASE_URL": fake_exa.url,
+        "O_WEB_ALLOWED_TARGETS": "127.0.0.1",
+        "EXA_API_KEY": "",  # (no server-wide key: an agent brings its own)
         # Longer than the default on purpose: a killed process's commands are taken over
         # at once (o_runtime/takeover.py), and the tests that kill executors, the memory
         # service (mid-file) and gateways (mid-callback) show it; none waits for an ack_wait.

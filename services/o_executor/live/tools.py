@@ -1,8 +1,8 @@
 """Running a run's tool calls in the live system: memory and archival tools through the
 memory service, users' tools in the sandbox, `conversation_search` on the executor's own
-messages projection, the multi-agent tools as other agents' runs. A memory edit requested
-before a crash but with no recorded result is looked up in the block log rather than run
-twice."""
+messages projection, the web tools here (o_executor/web), the multi-agent tools as other
+agents' runs. A memory edit requested before a crash but with no recorded result is looked
+up in the block log rather than run twice."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from o_contracts.base_tools import (
     FILE_TOOLS,
     MEMORY_TOOLS,
     MULTI_AGENT_TOOLS,
+    WEB_TOOLS,
 )
 from o_contracts.commands import InsertPassage, ReflectOnMemories, RunMemoryTool, StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
@@ -36,6 +37,7 @@ from o_executor.run.policy import PURE_TOOLS
 from o_executor.run.tool_step import memory_command_id
 from o_executor.sandbox_calls import run_user_tool
 from o_executor.settings import ExecutorSettings
+from o_executor.web.tools import run_web_tool
 from o_runtime import mcp_oauth
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
@@ -88,6 +90,14 @@ class LiveTools:
             return await self._evolution_tool(call, args)
         if call.name in FILE_TOOLS and call.name in self.agent.tools:
             return await self._file_tool(call, args)
+        if call.name in WEB_TOOLS and call.name in self.agent.tools:
+            return await run_web_tool(
+                call.name,
+                args,
+                self.settings.web,
+                self.agent.encrypted_secrets,
+                self.settings.tool_timeout,
+            )
         if call.name in MULTI_AGENT_TOOLS:
             runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
             tools = MultiAgentTools(runs, self.settings.agent_reply_timeout, self.cancel_requested)

@@ -25,6 +25,9 @@ PURE_TOOLS = frozenset(
         "archival_memory_search",
         "grep_files",
         "semantic_search_files",
+        # Reads of the web: asking again after a crash changes nothing anywhere.
+        "web_search",
+        "fetch_webpage",
     }
 )
 _HEARTBEAT_PARAMETER = {
