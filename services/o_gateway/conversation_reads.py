@@ -24,6 +24,20 @@ from o_gateway.state import Gateway, checked_id
 from o_gateway.tool_return_groups import StepKey, message_key, shown
 
 Order = Literal["asc", "desc"]
+# Letta's MessageType: what a listing's `include_return_message_types` may name.
+MessageTypeName = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+    "summary_message",
+    "event_message",
+]
 
 _COLUMNS = "id, seq, body, created_at, run_id, step_id, compiled_system, conversation_id"
 
@@ -79,6 +93,16 @@ async def lane_messages(
         order,
         cursors_follow_order=cursors_follow_order,
     )
+
+
+def of_types(
+    messages: list[dict[str, Any]], types: list[MessageTypeName] | None
+) -> list[dict[str, Any]]:
+    """Only the messages of `types` (None: all), as Letta filters a page: after it is
+    read, so a page may hold fewer than its limit."""
+    if types is None:
+        return messages
+    return [m for m in messages if m.get("message_type") in types]
 
 
 async def in_context_ids(gw: Gateway, lane: Lane) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, new_conversation, until
+from tests.e2e.support import send as send_default
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -114,6 +115,46 @@ async def test_pages_walk_a_conversation_once(system: System, llm: FakeOpenAI) -
     assert [m.id for m in before_last] == everything[:-1]
     unknown = "message-00000000-0000-4000-8000-000000000000"
     assert len(client.conversations.messages.list(conversation.id, after=unknown).items) == 7
+
+
+async def test_listings_take_lettas_default_and_message_types(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Letta Code lists an agent's default conversation as `conversation_id=default`, and
+    asks a listing for the message types it shows (Letta filters the page once read)."""
+    agent = await new_agent(system)
+    client = system.client()
+    other = client.conversations.create(agent_id=agent["id"])
+    llm.push(Reply(content="default answer"), Reply(content="other answer"))
+    await send_default(system, agent["id"], "in the default")
+    send(client, other.id, "in the other")
+    everything = client.agents.messages.list(agent["id"], order="asc").items
+    for default_id in ("default", agent["id"]):
+        named = client.agents.messages.list(agent["id"], conversation_id=default_id, order="asc")
+        assert [m.id for m in named.items] == [m.id for m in everything]
+    assert [m.message_type for m in everything] == [
+        "system_message",
+        "user_message",
+        "assistant_message",
+    ]
+    users = client.agents.messages.list(
+        agent["id"], conversation_id="default", include_return_message_types=["user_message"]
+    ).items
+    assert [m.content for m in users] == ["in the default"]
+    spoken = client.conversations.messages.list(
+        other.id, include_return_message_types=["assistant_message", "user_message"]
+    ).items
+    assert [m.message_type for m in spoken] == ["assistant_message", "user_message"]
+    assert spoken[0].content == "other answer"
+    # The filter applies to the page as read: two messages read, one of them shown.
+    newest_two = client.agents.messages.list(
+        agent["id"], limit=2, include_return_message_types=["assistant_message"]
+    ).items
+    assert [m.content for m in newest_two] == ["default answer"]
+    bad = await system.http.get(
+        f"/v1/agents/{agent['id']}/messages", params={"include_return_message_types": "nope"}
+    )
+    assert bad.status_code == 422 and "include_return_message_types" in bad.text, bad.text
 
 
 async def test_fork_shares_the_source_messages(system: System, llm: FakeOpenAI) -> None:

@@ -33,10 +33,12 @@ from o_gateway import render
 from o_gateway.agent_reads import agent_state
 from o_gateway.commands import PRODUCER, memory_command
 from o_gateway.conversation_reads import (
+    MessageTypeName,
     conversation_json,
     conversation_row,
     in_context_ids,
     lane_messages,
+    of_types,
     rendered_messages,
     resolve,
 )
@@ -310,11 +312,13 @@ async def list_conversation_messages(
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     order: Literal["asc", "desc"] = "desc",
+    include_return_message_types: Annotated[list[MessageTypeName] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     lane = await resolve(gw, conversation_id, agent_id)
     agent = await gw.agent_row(lane.agent_id)
     rows = await lane_messages(gw, lane, before, after, limit, order, cursors_follow_order=True)
-    return await rendered_messages(gw, rows, agent["agent_type"], newest_first=order == "desc")
+    rendered = await rendered_messages(gw, rows, agent["agent_type"], newest_first=order == "desc")
+    return of_types(rendered, include_return_message_types)
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/messages")

@@ -20,7 +20,13 @@ from o_contracts.subjects import Lane
 from o_gateway import concurrency, render, sleeptime
 from o_gateway.callbacks.accept import accepted_callback_url
 from o_gateway.commands import PRODUCER, answered
-from o_gateway.conversation_reads import in_context_ids, lane_messages, rendered_messages
+from o_gateway.conversation_reads import (
+    MessageTypeName,
+    in_context_ids,
+    lane_messages,
+    of_types,
+    rendered_messages,
+)
 from o_gateway.idempotency import (
     IdempotencyKey,
     command_id_for,
@@ -781,11 +787,13 @@ async def list_messages(
     use_assistant_message: bool = True,
     assistant_message_tool_name: Annotated[str, Query(max_length=MAX_NAME_CHARS)] = "send_message",
     assistant_message_tool_kwarg: Annotated[str, Query(max_length=MAX_NAME_CHARS)] = "message",
+    include_return_message_types: Annotated[list[MessageTypeName] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """The default conversation's messages (or, with `conversation_id`, that one's)."""
+    """The default conversation's messages (or, with `conversation_id`, that one's; Letta's
+    "default", as Letta Code sends it, and the agent's own id both name the default)."""
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
     lane = Lane(agent_id)
-    if conversation_id is not None:
+    if conversation_id is not None and conversation_id not in ("default", agent_id):
         lane = Lane(agent_id, checked_id(conversation_id, "conv"))
     rows = await lane_messages(gw, lane, before, after, limit, order)
     # Letta returns the chosen page in chronological order either way.
@@ -794,4 +802,5 @@ async def list_messages(
     view = render.AssistantView(
         use_assistant_message, assistant_message_tool_name, assistant_message_tool_kwarg
     )
-    return await rendered_messages(gw, rows, agent["agent_type"], view)
+    rendered = await rendered_messages(gw, rows, agent["agent_type"], view)
+    return of_types(rendered, include_return_message_types)
