@@ -191,9 +191,15 @@ async def check(version: str) -> int:
                     )
                 )
                 assert tool["num_turns"] == 2 and tool["result"].startswith("done: "), tool
-                listed = json.loads(await run("messages", "list", "--agent", agent))
+                listed = json.loads(
+                    await run("messages", "list", "--agent", agent, "--conversation", conversation)
+                )
                 kinds = {m["message_type"] for m in listed}
-                assert {"system_message", "user_message"} <= kinds, kinds
+                assert {"user_message", "assistant_message"} <= kinds, kinds
+                default = json.loads(await run("messages", "list", "--agent", agent))
+                assert [m["message_type"] for m in default] == ["system_message"], default
+                await run("messages", "transcript", "--conversation", conversation)
+                await run("messages", "search", "--query", "hello", "--agent", agent)
                 await run("agents", "list", "--include-blocks")
                 await run("model", "list")
             finally:

@@ -1,4 +1,5 @@
-"""`/v1/messages/`: messages across all agents, and one message by its id."""
+"""`/v1/messages/`: messages across all agents, one message by its id, and a search of
+them (message_search.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE
 from o_gateway.conversation_reads import rendered_messages
 from o_gateway.message_pages import message_page, row_key
+from o_gateway.message_search import SearchBody, search
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, checked_id
 
@@ -68,3 +70,9 @@ async def retrieve_message(message_id: str, gw: GW) -> list[dict[str, Any]]:
             row["step_id"],
         )
     return await rendered_messages(gw, rows, DEFAULT_AGENT_TYPE, a_page=False)
+
+
+@route(router, "POST", "/v1/messages/search")
+async def search_all_messages(body: SearchBody, gw: GW) -> list[dict[str, Any]]:
+    """Messages matching a query, best first (full text: message_search.py)."""
+    return await search(gw, body)
