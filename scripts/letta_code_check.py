@@ -199,7 +199,12 @@ async def check(version: str) -> int:
                 default = json.loads(await run("messages", "list", "--agent", agent))
                 assert [m["message_type"] for m in default] == ["system_message"], default
                 await run("messages", "transcript", "--conversation", conversation)
-                await run("messages", "search", "--query", "hello", "--agent", agent)
+                hits = json.loads(
+                    await run("messages", "search", "--query", "hello", "--agent", agent)
+                )
+                hits = hits if isinstance(hits, list) else hits.get("results", [])
+                said = {h["message_type"] for h in hits if "hello" in str(h.get("content"))}
+                assert {"user_message", "assistant_message"} <= said, hits
                 await run("agents", "list", "--include-blocks")
                 await run("model", "list")
             finally:
