@@ -3,7 +3,8 @@
 Memory tools are carried out by the memory service (the executor sends it a
 `RunMemoryTool` command); `send_message` is handled by the loop itself; the
 multi-agent tools send the other agent a `StartRun` (o_executor/multi_agent); the web
-tools are run by the executor itself (o_executor/web).
+tools are run by the executor itself (o_executor/web), the code tools in the tool sandbox
+(o_executor/code_runs.py).
 """
 
 from __future__ import annotations
@@ -415,6 +416,29 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["query"],
     ),
+    # Letta's code tools (letta_builtin too), run in O's tool sandbox (o_executor/code_runs.py).
+    "run_code": _fn(
+        "run_code",
+        "Run code in a sandbox and get its output: printed lines, errors, and the value of"
+        " its last line if that is an expression. This server runs Python only.",
+        {
+            "code": {"type": "string", "description": "The code to run."},
+            "language": {
+                "type": "string",
+                "enum": ["python", "js", "ts", "r", "java"],
+                "description": "The code's language (only python runs here).",
+            },
+        },
+        ["code", "language"],
+    ),
+    "run_code_with_tools": _fn(
+        "run_code_with_tools",
+        "Run Python code that may call your own tools by name, in a sandbox, and get its"
+        " output: printed lines, errors, and the value of its last line if that is an"
+        " expression.",
+        {"code": {"type": "string", "description": "The Python code to run."}},
+        ["code"],
+    ),
     "fetch_webpage": _fn(
         "fetch_webpage",
         "Read a web page (http or https) as markdown text: its main content, without"
@@ -430,6 +454,8 @@ FILE_TOOLS = ("open_files", "grep_files", "semantic_search_files")
 
 # Letta's built-in web tools (ToolType letta_builtin): given by name, as Letta Code does.
 WEB_TOOLS = ("web_search", "fetch_webpage")
+# Letta's built-in code tools (letta_builtin too): run in the tool sandbox.
+CODE_TOOLS = ("run_code", "run_code_with_tools")
 
 # Evolution in the agent's own hands: given when its evolution is on (see above).
 EVOLUTION_TOOLS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from o_contracts.base_tools import FILE_TOOLS, MULTI_AGENT_TOOLS, SCHEMAS, WEB_TOOLS
+from o_contracts.base_tools import CODE_TOOLS, FILE_TOOLS, MULTI_AGENT_TOOLS, SCHEMAS, WEB_TOOLS
 from o_contracts.ids import derived_id
 
 
@@ -14,7 +14,7 @@ def tool_type(name: str) -> str:
         return "letta_multi_agent_core"
     if name in FILE_TOOLS:
         return "letta_files_core"
-    if name in WEB_TOOLS:
+    if name in WEB_TOOLS or name in CODE_TOOLS:
         return "letta_builtin"
     return "letta_core" if name in SCHEMAS else "custom"
 

@@ -14,6 +14,7 @@ from typing import Any
 from o_contracts import subjects
 from o_contracts.base_tools import (
     ARCHIVAL_TOOLS,
+    CODE_TOOLS,
     EVOLUTION_TOOLS,
     FILE_TOOLS,
     MEMORY_TOOLS,
@@ -28,6 +29,7 @@ from o_contracts.models import ToolCall, Usage
 from o_contracts.projection_names import MCP_SERVERS
 from o_executor import file_calls, recall
 from o_executor.archival_calls import ArchivalCallError, insert_passage, search_passages
+from o_executor.code_runs import run_code_tool
 from o_executor.mcp_calls import run_mcp_tool
 from o_executor.multi_agent.runs import OtherRuns
 from o_executor.multi_agent.tools import MultiAgentTools
@@ -97,6 +99,18 @@ class LiveTools:
                 self.settings.web,
                 self.agent.encrypted_secrets,
                 self.settings.tool_timeout,
+            )
+        if call.name in CODE_TOOLS and call.name in self.agent.tools:
+            return await run_code_tool(
+                call.name,
+                args,
+                eventlog=self.eventlog,
+                cause=self.command,
+                agent=self.agent,
+                run_id=self.cmd.run_id,
+                tool_call_id=call.id,
+                producer=PRODUCER,
+                timeout=self.settings.tool_timeout,
             )
         if call.name in MULTI_AGENT_TOOLS:
             runs = OtherRuns(self.eventlog, self.pool, self.reads, self.command)
@@ -250,9 +264,11 @@ class LiveTools:
             call.name in MULTI_AGENT_TOOLS
             or call.name in EVOLUTION_TOOLS
             or call.name in FILE_TOOLS
+            or call.name in CODE_TOOLS
         ):
-            # Safe to call again: an evolution tool's (or open_files') command has an id
-            # derived from the call, and the service answers a repeat from its record;
+            # Safe to call again: an evolution tool's (or open_files', or the code tools'
+            # sandbox) command has an id derived from the call, and the service answers a
+            # repeat from its record;
             # the other agents' runs have ids derived from this call,
             # so the runs it started are found (and waited for, or read back), never
             # started twice (o_executor/multi_agent/runs.py).

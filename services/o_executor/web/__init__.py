@@ -1,7 +1,7 @@
 """Letta's built-in web tools, run by the executor: `web_search` (Exa's search engine, with
 the key from the agent's tool secrets or the server's `EXA_API_KEY`) and `fetch_webpage`
 (Exa's contents with a key, else the page fetched by O and its main text extracted).
-docs/web-tools.md says what an agent and an operator see.
+docs/builtin-tools.md says what an agent and an operator see.
 
 | module | what |
 |---|---|
