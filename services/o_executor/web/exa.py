@@ -7,6 +7,8 @@ itself.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,7 +40,7 @@ async def search(
     }
     if request.include_text:
         contents["text"] = True
-    async with _client(api_key, base_url, timeout) as exa:
+    async with await _client(api_key, base_url, timeout) as exa:
         try:
             response = await exa.search(
                 request.query,
@@ -52,7 +54,7 @@ async def search(
 
 async def contents(url: str, api_key: str, base_url: str, timeout: float) -> Found | None:
     """The page's text as Exa has it (None: Exa has nothing for it)."""
-    async with _client(api_key, base_url, timeout) as exa:
+    async with await _client(api_key, base_url, timeout) as exa:
         try:
             response = await exa.get_contents([url], text=True)
         except Exception as exc:
@@ -61,11 +63,11 @@ async def contents(url: str, api_key: str, base_url: str, timeout: float) -> Fou
     return found[0] if found else None
 
 
-def _client(api_key: str, base_url: str, timeout: float) -> Any:
-    # (Imported here: the SDK loads when a web tool is first used, not at start.)
-    from exa_py import AsyncExa
-
-    return AsyncExa(api_key=api_key, api_base=base_url, timeout=timeout)
+async def _client(api_key: str, base_url: str, timeout: float) -> Any:
+    # The SDK loads when a web tool is first used, not at start, and in a thread: it takes
+    # a quarter of a second, which the executor's other runs should not wait out.
+    sdk = await asyncio.to_thread(importlib.import_module, "exa_py")
+    return sdk.AsyncExa(api_key=api_key, api_base=base_url, timeout=timeout)
 
 
 def _found(results: Iterable[Any]) -> list[Found]:
