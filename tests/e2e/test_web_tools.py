@@ -157,6 +157,8 @@ async def test_a_page_is_read_as_markdown_of_its_main_content(
     assert "Shop the otter store" not in text and "Cookie settings" not in text
     status, text = returned(client, agent.id, "fetch_webpage", url=f"{site.url}/notes.txt")
     assert (status, text) == ("success", "plain notes: otters eat sea urchins\nline two\n")
+    status, text = returned(client, agent.id, "fetch_webpage", url=f"{site.url}/paper.pdf")
+    assert (status, text) == ("success", "On the sleep of otters\n\nThey hold hands."), text
 
 
 async def test_a_page_is_not_fetched_from_inside_the_network(

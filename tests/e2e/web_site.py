@@ -3,8 +3,8 @@ O_WEB_ALLOWED_TARGETS), and an "internal" server on 127.0.0.2 (which it does not
 records whether anything reached it.
 
 Pages: `/article` (an article inside a menu and a footer), `/moved` (a redirect to it),
-`/notes.txt` (plain text), `/logo.png` (an image), `/to-internal` (a redirect to the
-internal server).
+`/notes.txt` (plain text), `/paper.pdf` (a PDF of two pages), `/logo.png` (an image),
+`/to-internal` (a redirect to the internal server).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.pdf_fixture import tiny_pdf
 
 ARTICLE = """<!doctype html>
 <html><head><title>Sea otters</title></head>
@@ -75,6 +77,9 @@ def serving() -> Iterator[Site]:
                 self._redirect(f"{site.internal_url}/secret")
             elif self.path == "/notes.txt":
                 self._send(200, "text/plain; charset=utf-8", NOTES.encode())
+            elif self.path == "/paper.pdf":
+                pdf = tiny_pdf([["On the sleep of otters"], ["They hold hands."]])
+                self._send(200, "application/pdf", pdf)
             elif self.path == "/logo.png":
                 self._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + bytes(64))
             else:

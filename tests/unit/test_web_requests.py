@@ -10,6 +10,7 @@ import pytest
 from o_executor.web import answers
 from o_executor.web.pages import NotAPage, media_type, page_text
 from o_executor.web.requests import BadArguments, fetch_request, search_request
+from tests.pdf_fixture import tiny_pdf
 
 
 def test_a_search_takes_lettas_arguments_and_clamps_the_count() -> None:
@@ -110,6 +111,17 @@ def test_a_page_is_its_main_content_or_its_text() -> None:
     assert page_text("café".encode("latin-1"), "text/plain; charset=ISO-8859-1") == "café"
     assert page_text(b'{"a": 1}', "application/json") == '{"a": 1}'
     assert page_text(b"odd", "text/plain; charset=no-such-charset") == "odd"
-    with pytest.raises(NotAPage, match="application/pdf"):
-        page_text(b"%PDF-1.7", "application/pdf")
+    with pytest.raises(NotAPage, match="image/png"):
+        page_text(b"\x89PNG", "image/png")
     assert media_type("Text/HTML; Charset=UTF-8") == ("text/html", "UTF-8")
+
+
+def test_a_pdf_is_the_text_of_its_pages() -> None:
+    pdf = tiny_pdf([["Otters and kelp", "page one"], ["page two"]])
+    text = page_text(pdf, "application/pdf")
+    assert "Otters and kelp" in text and text.index("page one") < text.index("page two")
+    assert page_text(pdf, None) == text  # (known by its first bytes)
+    with pytest.raises(NotAPage, match="could not be read"):
+        page_text(b"%PDF-1.7 broken", "application/pdf")
+    with pytest.raises(NotAPage, match="no text to read"):
+        page_text(tiny_pdf([[]]), "application/pdf")

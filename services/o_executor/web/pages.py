@@ -2,12 +2,14 @@
 
 HTML goes through trafilatura, which keeps a page's main content (no menus, footers or
 cookie banners) as markdown; a page it finds no main content in is given as all of its
-text instead. Other text (plain, markdown, JSON, XML, CSS ...) is given as it is. Anything
-else (images, PDFs, archives) is refused with its type.
+text instead. A PDF gives the text of its pages (pypdf), one after the other. Other text
+(plain, markdown, JSON, XML, CSS ...) is given as it is. Anything else (images, archives)
+is refused with its type.
 """
 
 from __future__ import annotations
 
+import io
 from email.message import Message
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -33,6 +35,8 @@ def page_text(body: bytes, content_type: str | None) -> str:
     kind, charset = media_type(content_type)
     if kind in HTML_TYPES or (not kind and body.lstrip()[:1] == b"<"):
         return _html_text(body)
+    if kind == "application/pdf" or (not kind and body.startswith(b"%PDF-")):
+        return _pdf_text(body)
     if kind in TEXT_TYPES or kind.startswith("text/") or not kind:
         return _decoded(body, charset)
     raise NotAPage(f"the address answered with {kind}, not a web page or text")
@@ -48,6 +52,27 @@ def _html_text(body: bytes) -> str:
     if markdown:
         return str(markdown)
     return str(trafilatura.html2txt(body))
+
+
+def _pdf_text(body: bytes) -> str:
+    # (Imported here, as trafilatura: only when a PDF is first read.)
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(body))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise NotAPage("the PDF is encrypted with a password")
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+    except NotAPage:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # (pypdf meets malformed files with its own errors and with plain ones.)
+        raise NotAPage(f"the PDF could not be read: {exc}") from exc
+    text = "\n\n".join(p for p in pages if p)
+    if not text:
+        raise NotAPage("the PDF has no text to read (a scan, without a text layer?)")
+    return text
 
 
 def _decoded(body: bytes, charset: str | None) -> str:
