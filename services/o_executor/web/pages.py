@@ -9,8 +9,9 @@ is refused with its type.
 
 from __future__ import annotations
 
-import io
 from email.message import Message
+
+from o_runtime.pdf_text import UnreadablePdf, pdf_pages
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
@@ -55,20 +56,10 @@ def _html_text(body: bytes) -> str:
 
 
 def _pdf_text(body: bytes) -> str:
-    # (Imported here, as trafilatura: only when a PDF is first read.)
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
-
     try:
-        reader = PdfReader(io.BytesIO(body))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise NotAPage("the PDF is encrypted with a password")
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    except NotAPage:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        # (pypdf meets malformed files with its own errors and with plain ones.)
-        raise NotAPage(f"the PDF could not be read: {exc}") from exc
+        pages = pdf_pages(body)
+    except UnreadablePdf as exc:
+        raise NotAPage(str(exc)) from exc
     text = "\n\n".join(p for p in pages if p)
     if not text:
         raise NotAPage("the PDF has no text to read (a scan, without a text layer?)")

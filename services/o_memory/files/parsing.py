@@ -9,12 +9,12 @@ storable (no NUL, no lone surrogates: Postgres refuses both).
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from o_contracts.file_types import of_mime
+from o_runtime.pdf_text import UnreadablePdf, pdf_pages
 
 
 class ParseError(ValueError):
@@ -60,20 +60,10 @@ def _decoded(data: bytes) -> str:
 
 
 def _pdf(data: bytes) -> ParsedText:
-    # Imported here: only the memory service's worker parses PDFs.
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
-
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ParseError("the PDF is encrypted with a password")
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    except ParseError:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        # pypdf meets malformed files with its own errors and with plain ones.
-        raise ParseError(f"the PDF could not be read: {exc}") from exc
+        pages = pdf_pages(data)
+    except UnreadablePdf as exc:
+        raise ParseError(str(exc)) from exc
     return ParsedText(storable("\n\n".join(p for p in pages if p)), pages=len(pages))
 
 
