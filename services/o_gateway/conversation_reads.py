@@ -52,6 +52,10 @@ _LANE = (
     " JOIN messages m ON m.id = c.message_id WHERE c.conversation_id = $2"
 )
 
+# All of an agent's own messages, in every conversation (each once: a fork's inherited
+# messages are its source's), but a rolled-back run's.
+_AGENT = f"SELECT {_COLUMNS} FROM messages WHERE agent_id = $1 AND NOT rolled_back"
+
 
 async def lane_in_context(pool: asyncpg.Pool, lane: Lane) -> list[asyncpg.Record]:
     """The conversation's in-context messages (its system prompt first), in order."""
@@ -92,6 +96,16 @@ async def lane_messages(
         limit,
         order,
         cursors_follow_order=cursors_follow_order,
+    )
+
+
+async def agent_messages(
+    gw: Gateway, agent_id: str, before: str | None, after: str | None, limit: int, order: Order
+) -> list[asyncpg.Record]:
+    """A page of the agent's messages in all its conversations, in `order` (`after`:
+    newer), as Letta lists an agent's messages when no conversation is named."""
+    return await message_page(
+        gw.pool, _AGENT, [agent_id], before, after, limit, order, cursors_follow_order=False
     )
 
 

@@ -91,7 +91,7 @@ async def test_conversations_are_isolated_but_share_memory(system: System, llm: 
     oldest = client.conversations.messages.list(apple.id, order="asc").items
     assert [m.message_type for m in oldest][:2] == ["system_message", "user_message"]
     # The agent's own (default) conversation saw none of it.
-    default = client.agents.messages.list(agent["id"]).items
+    default = client.agents.messages.list(agent["id"], conversation_id="default").items
     assert [m.message_type for m in default] == ["system_message"]
     listed = [c.id for c in client.conversations.list(agent_id=agent["id"])]
     assert set(listed) == {apple.id, banana.id}
@@ -128,15 +128,28 @@ async def test_listings_take_lettas_default_and_message_types(
     llm.push(Reply(content="default answer"), Reply(content="other answer"))
     await send_default(system, agent["id"], "in the default")
     send(client, other.id, "in the other")
-    everything = client.agents.messages.list(agent["id"], order="asc").items
-    for default_id in ("default", agent["id"]):
-        named = client.agents.messages.list(agent["id"], conversation_id=default_id, order="asc")
-        assert [m.id for m in named.items] == [m.id for m in everything]
-    assert [m.message_type for m in everything] == [
+    default = client.agents.messages.list(agent["id"], conversation_id="default", order="asc")
+    assert [m.message_type for m in default.items] == [
         "system_message",
         "user_message",
         "assistant_message",
     ]
+    by_agent_id = client.agents.messages.list(
+        agent["id"], conversation_id=agent["id"], order="asc"
+    ).items
+    assert [m.id for m in by_agent_id] == [m.id for m in default.items]
+    # No conversation named: every conversation's messages, interleaved, as Letta lists them.
+    everything = client.agents.messages.list(agent["id"], order="asc").items
+    assert [(m.message_type, m.conversation_id) for m in everything] == [
+        ("system_message", None),
+        ("system_message", other.id),
+        ("user_message", None),
+        ("assistant_message", None),
+        ("user_message", other.id),
+        ("assistant_message", other.id),
+    ]
+    newest = client.agents.messages.list(agent["id"], limit=2).items
+    assert [m.id for m in newest] == [m.id for m in everything[-2:]]
     users = client.agents.messages.list(
         agent["id"], conversation_id="default", include_return_message_types=["user_message"]
     ).items
@@ -148,7 +161,10 @@ async def test_listings_take_lettas_default_and_message_types(
     assert spoken[0].content == "other answer"
     # The filter applies to the page as read: two messages read, one of them shown.
     newest_two = client.agents.messages.list(
-        agent["id"], limit=2, include_return_message_types=["assistant_message"]
+        agent["id"],
+        conversation_id="default",
+        limit=2,
+        include_return_message_types=["assistant_message"],
     ).items
     assert [m.content for m in newest_two] == ["default answer"]
     bad = await system.http.get(

@@ -22,6 +22,7 @@ from o_gateway.callbacks.accept import accepted_callback_url
 from o_gateway.commands import PRODUCER, answered
 from o_gateway.conversation_reads import (
     MessageTypeName,
+    agent_messages,
     in_context_ids,
     lane_messages,
     of_types,
@@ -789,13 +790,17 @@ async def list_messages(
     assistant_message_tool_kwarg: Annotated[str, Query(max_length=MAX_NAME_CHARS)] = "message",
     include_return_message_types: Annotated[list[MessageTypeName] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """The default conversation's messages (or, with `conversation_id`, that one's; Letta's
-    "default", as Letta Code sends it, and the agent's own id both name the default)."""
+    """The agent's messages in all its conversations, interleaved, as Letta lists them;
+    with `conversation_id`, that conversation's (Letta's "default", as Letta Code sends
+    it, and the agent's own id both name the default conversation)."""
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    lane = Lane(agent_id)
-    if conversation_id is not None and conversation_id not in ("default", agent_id):
-        lane = Lane(agent_id, checked_id(conversation_id, "conv"))
-    rows = await lane_messages(gw, lane, before, after, limit, order)
+    if conversation_id is None:
+        rows = await agent_messages(gw, agent_id, before, after, limit, order)
+    else:
+        lane = Lane(agent_id)
+        if conversation_id not in ("default", agent_id):
+            lane = Lane(agent_id, checked_id(conversation_id, "conv"))
+        rows = await lane_messages(gw, lane, before, after, limit, order)
     # Letta returns the chosen page in chronological order either way.
     if order == "desc":
         rows = list(reversed(rows))
