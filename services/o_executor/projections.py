@@ -443,8 +443,9 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         " conversation_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$16) ON CONFLICT (id) DO NOTHING),"
         " run AS (UPDATE runs SET step_count = step_count + 1, last_seq = $9 WHERE id = $3)"
         " INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
-        " completion_tokens, total_tokens, finish_reason, seq, created_at)"
-        " VALUES ($4,$3,$2,$10,$11,$12,$13,$14,$15,$9,$8) ON CONFLICT (id) DO NOTHING",
+        " completion_tokens, total_tokens, finish_reason, seq, created_at, step_start_ns,"
+        " llm_request_start_ns, llm_request_ns)"
+        " VALUES ($4,$3,$2,$10,$11,$12,$13,$14,$15,$9,$8,$17,$18,$19) ON CONFLICT (id) DO NOTHING",
         e.message.id,
         e.agent_id,
         e.run_id,
@@ -461,6 +462,9 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.usage.total_tokens,
         e.finish_reason,
         subjects.conversation_of(rec.subject),
+        e.step_start_ns,
+        e.llm_request_start_ns,
+        e.llm_request_ns,
     )
     if e.message.approval_request:
         # Only the calls that wait for an answer; the held ones run once they are answered.
@@ -503,10 +507,15 @@ async def run_cancellation_requested(
 @runs.on(ToolReturned)
 async def tool_returned(conn: asyncpg.Connection, e: ToolReturned, rec: Recorded) -> None:
     await _insert_message(conn, rec, e.agent_id, e.run_id, e.step_id, e.message)
+    # (A tool run in a later run, once approved, does not count in its step's time.)
     await conn.execute(
-        "DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
+        "WITH step AS (UPDATE steps SET tools_returned_at = $3 WHERE id = $4 AND run_id = $5)"
+        " DELETE FROM pending_approvals WHERE agent_id = $1 AND tool_call_id = $2",
         e.agent_id,
         e.message.tool_call_id,
+        rec.envelope.time,
+        e.step_id,
+        e.run_id,
     )
 
 

@@ -66,12 +66,70 @@ async def test_a_run_its_messages_steps_and_usage(system: System, llm: FakeOpenA
     assert [r.id for r in listed] == [run_id]
 
 
+async def test_run_and_step_metrics_and_a_steps_messages(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    llm.push(
+        Reply(
+            tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})],
+            delay=0.2,
+        ),
+        Reply(content="Noted."),
+    )
+    (run_id,) = (await send(system, agent["id"], "I like tea"))["usage"]["run_ids"]
+    tools = (await system.http.get("/v1/tools/", params={"name": "memory_insert"})).json()
+    metrics = (await system.http.get(f"/v1/runs/{run_id}/metrics")).json()
+    assert (metrics["id"], metrics["agent_id"], metrics["num_steps"]) == (run_id, agent["id"], 2)
+    assert metrics["tools_used"] == [tools[0]["id"]]
+    assert metrics["run_ns"] >= 200_000_000  # the model's first answer took 0.2 s
+
+    steps = (await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})).json()
+    client = system.client()
+    first = await asyncio.to_thread(client.steps.metrics.retrieve, steps[0]["id"])
+    assert (first.run_id, first.agent_id) == (run_id, agent["id"])
+    assert first.llm_request_ns is not None and first.llm_request_ns >= 200_000_000
+    assert first.step_start_ns is not None and first.llm_request_start_ns is not None
+    assert first.step_start_ns <= first.llm_request_start_ns
+    assert first.tool_execution_ns is not None and first.tool_execution_ns > 0
+    assert first.step_ns is not None and first.step_ns >= first.llm_request_ns
+    second = (await system.http.get(f"/v1/steps/{steps[1]['id']}/metrics")).json()
+    assert second["tool_execution_ns"] is None  # it called no tool
+    assert 0 < second["llm_request_ns"] < 200_000_000 and second["step_ns"] > 0
+
+    said = await asyncio.to_thread(lambda: list(client.steps.messages.list(steps[0]["id"])))
+    assert [m.message_type for m in said] == ["tool_call_message", "tool_return_message"]
+    replied = (await system.http.get(f"/v1/steps/{steps[1]['id']}/messages")).json()
+    assert [(m["message_type"], m["content"]) for m in replied] == [("assistant_message", "Noted.")]
+
+
+async def test_active_runs_and_readiness(system: System, llm: FakeOpenAI) -> None:
+    agent = await new_agent(system)
+    held = threading.Event()
+    llm.push(Reply(content="late", release=held))
+    async with agent_events(system, agent["id"]) as events:
+        try:
+            url = f"/v1/agents/{agent['id']}/messages/async"
+            run = (await system.http.post(url, json={"input": "one"})).json()
+            await until(llm, lambda reqs: len(reqs) == 1)
+            active = await system.http.get("/v1/runs/active", params={"agent_id": agent["id"]})
+            assert [(r["id"], r["status"]) for r in active.json()] == [(run["id"], "running")]
+        finally:
+            held.set()
+        await events.wait_for("RunCompleted", 1)
+        await projected(system, events.last_seq)
+    assert (await system.http.get("/v1/runs/active", params={"agent_id": agent["id"]})).json() == []
+    ready = await system.http.get("/v1/ready/")
+    assert ready.status_code == 200 and ready.json()["status"] == "ok", ready.text
+
+
 async def test_unknown_runs_and_steps(system: System) -> None:
     missing = "run-00000000-0000-4000-8000-000000000000"
     assert (await system.http.get(f"/v1/runs/{missing}")).status_code == 404
     assert (await system.http.get(f"/v1/runs/{missing}/steps")).status_code == 404
     step = "step-00000000-0000-4000-8000-000000000000"
     assert (await system.http.get(f"/v1/steps/{step}")).status_code == 404
+    for path in (f"/v1/runs/{missing}/metrics", f"/v1/steps/{step}/metrics"):
+        assert (await system.http.get(path)).status_code == 404, path
+    assert (await system.http.get(f"/v1/steps/{step}/messages")).status_code == 404
     response = await system.http.get("/v1/runs/not-a-run")
     assert response.status_code == 422 and "run" in response.json()["detail"]
 

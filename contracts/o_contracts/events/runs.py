@@ -72,6 +72,12 @@ class LLMResponded(Event):
     usage: Usage
     model: str
     finish_reason: str | None = None
+    # When the step began (its prompt compiled), when the model was asked, and how long
+    # it took to answer: wall-clock nanoseconds since the epoch and a duration (Letta's
+    # step metrics; None in events recorded before they were kept).
+    step_start_ns: int | None = None
+    llm_request_start_ns: int | None = None
+    llm_request_ns: int | None = None
 
 
 class StepFeedbackGiven(Event):

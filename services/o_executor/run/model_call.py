@@ -3,6 +3,7 @@ window, the answer recorded (LLMResponded) before any of its tool calls runs."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from o_contracts.directories import limits_of, render_directories
@@ -92,6 +93,7 @@ async def ask_model(
     """The model's answer for this step, recorded. Raises ContextOverflow, RunCancelled,
     llm.LLMError."""
     state = run.state
+    step_start_ns = time.time_ns()
     system = await system_prompt(run, len(messages))
     window = run.model.window
     family = llm.family(handle)
@@ -110,6 +112,7 @@ async def ask_model(
     reply_id = run.message_id(step, "assistant")
     streaming = run.cmd.stream_tokens
     # (The call's span and metrics: o_executor/llm_telemetry.py, around every LLM call.)
+    llm_request_start_ns, asked = time.time_ns(), time.perf_counter_ns()
     result = await run.deps.complete(
         ModelRequest(
             handle,
@@ -122,6 +125,7 @@ async def ask_model(
             on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
         )
     )
+    llm_request_ns = time.perf_counter_ns() - asked
     state.tokens.learn(estimated, result.usage.prompt_tokens)
     content = storable(result.content) if result.content is not None else None
     calls = [storable_call(c) for c in result.tool_calls]
@@ -150,6 +154,9 @@ async def ask_model(
             usage=result.usage,
             model=str(handle),
             finish_reason=result.finish_reason,
+            step_start_ns=step_start_ns,
+            llm_request_start_ns=llm_request_start_ns,
+            llm_request_ns=llm_request_ns,
         ),
         f"llm-{step}",
     )

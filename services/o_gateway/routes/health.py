@@ -4,6 +4,7 @@ from typing import Any
 
 import msgpack
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 from nats.errors import NoRespondersError, TimeoutError
 
 from o_contracts import subjects
@@ -17,6 +18,22 @@ router = APIRouter()
 @route(router, "GET", "/v1/health/")
 async def health(gw: GW) -> dict[str, Any]:
     return {"version": VERSION, "status": "ok", "sandbox": await sandbox_isolation(gw)}
+
+
+@route(router, "GET", "/v1/ready/")
+async def check_readiness(gw: GW) -> Any:
+    """Letta's readiness route: 200 while this gateway is ready for work (NATS connected,
+    Postgres answering, its projections caught up: o_runtime/readiness.py), else 503
+    with the reasons (what `/readyz` on its operations port says)."""
+    if gw.operated is None:
+        return {"version": VERSION, "status": "ok"}
+    readiness = await gw.operated.readiness()
+    if readiness.ready:
+        return {"version": VERSION, "status": "ok"}
+    return JSONResponse(
+        status_code=503,
+        content={"version": VERSION, "status": "not ready", "checks": readiness.checks},
+    )
 
 
 async def sandbox_isolation(gw: Gateway) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from o_gateway.conversation_reads import rendered_messages
 from o_gateway.message_pages import message_page
 from o_gateway.pagination import Listing
 from o_gateway.routes.paths import route
+from o_gateway.run_metrics import run_metrics, step_metrics, tools_used
 from o_gateway.schemas import RetrieveStreamBody
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import Numbering, stream_run, streamed
@@ -141,6 +142,17 @@ async def list_runs(
     return [run_json(dict(r), callbacks.get(r["id"])) for r in rows]
 
 
+@route(router, "GET", "/v1/runs/active")
+async def list_active_runs(
+    gw: GW, agent_id: str | None = None, background: bool | None = None
+) -> list[dict[str, Any]]:
+    """Letta's deprecated list of active runs: the runs list with `active`, every one."""
+    runs: list[dict[str, Any]] = await list_runs(
+        gw, agent_id=agent_id, background=background, active=True, limit=1000
+    )
+    return runs
+
+
 @route(router, "GET", "/v1/runs/{run_id}")
 async def retrieve_run(run_id: str, gw: GW) -> dict[str, Any]:
     row = await run_row(gw, run_id)
@@ -238,6 +250,12 @@ async def retrieve_run_usage(run_id: str, gw: GW) -> dict[str, Any]:
     }
 
 
+@route(router, "GET", "/v1/runs/{run_id}/metrics")
+async def retrieve_metrics_for_run(run_id: str, gw: GW) -> dict[str, Any]:
+    run = await run_row(gw, run_id)
+    return run_metrics(run, await tools_used(gw.pool, run["agent_id"], run["id"]))
+
+
 @route(router, "GET", "/v1/runs/{run_id}/steps")
 async def list_run_steps(
     run_id: str,
@@ -257,6 +275,50 @@ async def list_run_steps(
 @route(router, "GET", "/v1/steps/{step_id}")
 async def retrieve_step(step_id: str, gw: GW) -> dict[str, Any]:
     return await step_view(gw, step_id)
+
+
+@route(router, "GET", "/v1/steps/{step_id}/metrics")
+async def retrieve_metrics_for_step(step_id: str, gw: GW) -> dict[str, Any]:
+    return step_metrics(await step_row(gw, step_id))
+
+
+@route(router, "GET", "/v1/steps/{step_id}/messages")
+async def list_messages_for_step(
+    step_id: str,
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    order: Literal["asc", "desc"] = "asc",
+) -> list[dict[str, Any]]:
+    """The messages a step wrote: the model's answer and its tools' results."""
+    step = await step_row(gw, step_id)
+    run = await run_row(gw, step["run_id"])
+    rows = await message_page(
+        gw.pool,
+        _STEP_MESSAGES,
+        [step["run_id"], step["id"]],
+        before,
+        after,
+        limit,
+        order,
+        cursors_follow_order=True,
+        unknown_cursor="not_found",
+    )
+    return await rendered_messages(
+        gw,
+        rows,
+        await agent_type_of(gw, step["agent_id"]),
+        render.AssistantView.of(run["request_config"]),
+        newest_first=order == "desc",
+    )
+
+
+# (By its run too: the index on a run's messages finds them.)
+_STEP_MESSAGES = (
+    "SELECT id, seq, body, created_at, run_id, step_id, conversation_id FROM messages"
+    " WHERE run_id = $1 AND step_id = $2"
+)
 
 
 async def step_view(gw: Gateway, step_id: str) -> dict[str, Any]:
