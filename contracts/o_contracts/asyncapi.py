@@ -164,6 +164,21 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "providerEvents",
+        f"{subjects.EVENTS_PREFIX}.provider.{{provider_id}}",
+        "provider_id",
+        "One model provider registered through the API (Letta's bring-your-own-key): its "
+        "type, address and key (as ciphertext), and the models it listed when last asked "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (
+            events.ProviderCreated,
+            events.ProviderUpdated,
+            events.ProviderModelsSynced,
+            events.ProviderDeleted,
+        ),
+        "send",
+    ),
+    Channel(
         "evolutionEvents",
         f"{subjects.EVENTS_PREFIX}.evolution.{{agent_id}}",
         "agent_id",

@@ -34,6 +34,8 @@ IdPrefix = Literal[
     # A completion callback's delivery (one per run that asked for one).
     "callback",
     "schedule",
+    # A model provider registered through the API (Letta's "provider-<uuid>").
+    "provider",
 ]
 
 _ID_RE = re.compile(

@@ -12,6 +12,7 @@ ARCHIVAL: Final = "archival"  # the memory service's archival passages
 RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
+PROVIDERS: Final = "providers"  # the gateway's model providers registered through the API
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
 CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
 SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
@@ -26,6 +27,7 @@ ALL: Final = (
     RUNS,
     MCP_SERVERS,
     GROUPS,
+    PROVIDERS,
     EVOLUTION,
     CALLBACKS,
     SCHEDULES,

@@ -37,6 +37,8 @@ MCP_OAUTH_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.oauth.*"
 # The registry: servers and sign-ins (one projection follows both, in log order).
 MCP_REGISTRY_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.>"
 GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
+# Model providers registered through the API (events/providers.py).
+PROVIDER_EVENTS: Final = f"{EVENTS_PREFIX}.provider.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 # One agent's evolution decisions, hash-chained (events/evolution.py).
@@ -224,6 +226,10 @@ def tool_subject(tool_id: str) -> str:
 
 def group_subject(group_id: str) -> str:
     return f"{EVENTS_PREFIX}.group.{group_id}"
+
+
+def provider_subject(provider_id: str) -> str:
+    return f"{EVENTS_PREFIX}.provider.{provider_id}"
 
 
 def folder_subject(folder_id: str) -> str:

@@ -30,6 +30,7 @@ PROJECTIONS = {
     names.TOOLS: "o_gateway.tools_projection:tools",
     names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
     names.GROUPS: "o_gateway.groups_projection:groups",
+    names.PROVIDERS: "o_gateway.providers_projection:providers",
     names.EVOLUTION: "o_evolution.projection:evolution",
     names.FOLDERS: "o_memory.files.projection:folders",
     names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",

@@ -20,6 +20,7 @@ from o_executor.model_settings import (
     openai_params,
 )
 from o_executor.providers import Handle, anthropic_client, config_for, openai_client
+from o_runtime import provider_registry
 from o_runtime.sdk_imports import api_error, imported
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ async def complete(
     on_tool_call: OnToolCall | None = None,
     retries: Retries = Retries(),
 ) -> LLMResult:
+    # (A provider registered through the API is read afresh: its key may have changed.)
+    await provider_registry.ensure(handle.provider)
     config = config_for(handle)
     await imported(config.protocol)
     sdk_error = api_error(config.protocol)

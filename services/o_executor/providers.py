@@ -54,11 +54,20 @@ def config_for(handle: Handle) -> ProviderConfig:
         raise UnknownProvider(str(exc)) from exc
 
 
-@cache
 def openai_client(name: str) -> AsyncOpenAI:
+    return _openai_for(provider(name))
+
+
+def anthropic_client(name: str) -> AsyncAnthropic:
+    return _anthropic_for(provider(name))
+
+
+# One client per provider as configured: a registered provider whose key or address
+# changed gets a new one (provider_registry.py).
+@cache
+def _openai_for(config: ProviderConfig) -> AsyncOpenAI:
     from openai import AsyncOpenAI
 
-    config = provider(name)
     return AsyncOpenAI(
         api_key=config.api_key or "not-set",
         base_url=config.base_url,
@@ -68,10 +77,9 @@ def openai_client(name: str) -> AsyncOpenAI:
 
 
 @cache
-def anthropic_client(name: str) -> AsyncAnthropic:
+def _anthropic_for(config: ProviderConfig) -> AsyncAnthropic:
     from anthropic import AsyncAnthropic
 
-    config = provider(name)
     return AsyncAnthropic(
         api_key=config.api_key or "not-set",
         base_url=config.base_url,

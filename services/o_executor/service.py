@@ -24,7 +24,7 @@ from o_executor.projections import runs
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
 from o_executor.settings import ExecutorSettings
-from o_runtime import llm_providers
+from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
 from o_runtime.event_tap import EventTap
@@ -52,6 +52,7 @@ class ExecutorService(Service):
 
     async def setup(self) -> None:
         self.preload()  # (already done by a spare: the imports are then no-ops)
+        provider_registry.bind(self.pool)
         self.run_queue = await RunQueue.open(self.eventlog)
         self.history = HistoryCache(self.pool)
         # A run hears its conversation's events from the runs projection's consumer while

@@ -32,6 +32,7 @@ from o_gateway.models_config import embedding_config_for, llm_config_for, llm_co
 from o_gateway.schemas import CreateAgentBody, CreateBlockBody, UpdateAgentBody
 from o_gateway.state import Gateway, checked_id
 from o_gateway.tool_registry import BUILTIN_IDS, user_tool_by_name, user_tools
+from o_runtime import provider_registry
 from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
 
 DEFAULT_DESCRIPTIONS = {
@@ -50,6 +51,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
     if body.llm_config:
         llm_config = llm_config_from_body(body.llm_config)
     elif body.model:
+        await provider_registry.ensure_handle(body.model, gw.pool)
         llm_config = llm_config_for(body.model, body.context_window_limit)
     else:
         raise HTTPException(400, "Must specify either model or llm_config")
@@ -143,6 +145,7 @@ async def update_agent(gw: Gateway, agent_id: str, body: UpdateAgentBody) -> Upd
     if body.llm_config is not None:
         llm_config = llm_config_from_body(body.llm_config)
     elif body.model is not None:
+        await provider_registry.ensure_handle(body.model, gw.pool)
         llm_config = llm_config_for(body.model, body.context_window_limit)
     embedding_config = body.embedding_config
     if body.embedding is not None:

@@ -39,6 +39,7 @@ from o_gateway.routes import (
     messages,
     models,
     operations,
+    providers,
     runs,
     schedules,
     steps,
@@ -63,6 +64,8 @@ from o_runtime.waiting import ProjectionLag
 # (they hold no data: the page asks for the key and sends it with every API call), and with
 # O_OPEN_DOCS=1 the docs.
 HEALTH_PATH = "/v1/health"
+# Letta's readiness route: open as health is (a load balancer's probe has no key).
+READY_PATH = "/v1/ready"
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 
 
@@ -156,6 +159,8 @@ class Authenticated:
     def is_open(self, path: str) -> bool:
         if path == HEALTH_PATH or path.startswith(HEALTH_PATH + "/"):
             return True
+        if path in (READY_PATH, READY_PATH + "/"):
+            return True
         if path == operations.METRICS_PATH:
             return True
         if path == MCP_OAUTH_CALLBACK:
@@ -219,6 +224,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         generate,
         context,
         models,
+        providers,
         runs,
         tool_actions,
         tool_generation,

@@ -26,7 +26,7 @@ _INTERNAL_NAMES = ("localhost", "metadata.google.internal")
 _INTERNAL_SUFFIXES = (".local", ".localdomain", ".home.arpa", ".svc", ".internal")
 
 
-def refused_address(url: str, allow_private: bool) -> str | None:
+def refused_address(url: str, allow_private: bool, field: str = "server_url") -> str | None:
     """Why O may not send requests to `url` (None: it may): not an http(s) URL with a
     host, or an internal one unless the operator allows it.
 
@@ -35,24 +35,24 @@ def refused_address(url: str, allow_private: bool) -> str | None:
     """
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        return f"server_url must be an http:// or https:// URL, got '{url}'"
+        return f"{field} must be an http:// or https:// URL, got '{url}'"
     if allow_private:
         return None
     host = parsed.hostname.rstrip(".").lower()
     if host in _INTERNAL_NAMES or host.endswith(_INTERNAL_SUFFIXES):
-        return f"server_url points inside this network: {host}"
+        return f"{field} points inside this network: {host}"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None
     if not address.is_global:
-        return f"server_url is not a public address: {host}"
+        return f"{field} is not a public address: {host}"
     return None
 
 
-def check_url(url: str, allow_private: bool) -> None:
-    """422 for a server URL O may not call (refused_address)."""
-    reason = refused_address(url, allow_private)
+def check_url(url: str, allow_private: bool, field: str = "server_url") -> None:
+    """422 for a URL O may not call (refused_address)."""
+    reason = refused_address(url, allow_private, field)
     if reason is not None:
         raise HTTPException(422, reason)
 

@@ -48,7 +48,7 @@ def llm_config_for(handle: str, context_window_limit: int | None = None) -> dict
         "model_endpoint_type": config.endpoint_type,
         "model_endpoint": config.base_url,
         "provider_name": provider_name,
-        "provider_category": "base",
+        "provider_category": config.category,
         "model_wrapper": None,
         "context_window": window,
         "put_inner_thoughts_in_kwargs": False,

@@ -41,6 +41,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "folder_id": "source",
     "file_id": "file",
     "schedule_id": "schedule",
+    "provider_id": "provider",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -60,6 +61,10 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     # A file of a type folders do not take, as Letta answers it.
     ("post", "/v1/folders/{folder_id}/upload"): (415,),
     ("post", "/v1/sources/{folder_id}/upload"): (415,),
+    # A provider's key refused by it (401), or a provider that does not answer (502).
+    ("post", "/v1/providers/check"): (401, 502),
+    ("post", "/v1/providers/{provider_id}/check"): (401, 502),
+    ("patch", "/v1/providers/{provider_id}/refresh"): (401, 502),
 }
 
 # Operations that answer a stream of server-sent events (with `streaming: true`, or always).
@@ -152,7 +157,7 @@ def _operation(path: str, method: str, operation: dict[str, Any], *, secured: bo
                 param["schema"]["pattern"] = f"^(?:default|(?:conv|agent)-{_UUID})$"
         elif param.get("in") == "query" and param["name"] in ("after", "before"):
             has_cursor = True
-    public = path.startswith("/v1/health") or path == MCP_OAUTH_CALLBACK
+    public = path.startswith(("/v1/health", "/v1/ready")) or path == MCP_OAUTH_CALLBACK
     statuses = {413, 414, 422, 500, 503}
     if secured and not public:
         statuses.add(401)

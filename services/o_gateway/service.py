@@ -19,6 +19,7 @@ from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
+from o_gateway.providers_projection import providers
 from o_gateway.read_fence import ReadFence
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
@@ -78,6 +79,7 @@ class GatewayService(Service):
         self.project(agents)
         self.project(tools)
         self.project(mcp_servers)
+        self.project(providers)
         self.project(groups)
         self.project(callbacks)
         self.deliver_callbacks()

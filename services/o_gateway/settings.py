@@ -56,6 +56,9 @@ class GatewaySettings:
     # refuses them: the gateway would otherwise reach into the operator's network on a
     # client's word); an operator whose MCP servers live there allows them.
     mcp_allow_private_urls: bool = False
+    # A provider registered through the API may have a base_url inside this network
+    # (a local model server): the gateway and the executor call it.
+    providers_allow_private_urls: bool = False
     # How long a sleep-time primary's reply waits for the evolution service to count its
     # turn (to name the companion runs it started); past it, the reply names none.
     sleeptime_turn_wait: float = 2.0
@@ -93,6 +96,7 @@ class GatewaySettings:
             ),
             stream_ping_seconds=env.number("O_STREAM_PING_SECONDS", 10.0, minimum=0.01),
             mcp_allow_private_urls=env.flag("O_MCP_ALLOW_PRIVATE_URLS"),
+            providers_allow_private_urls=env.flag("O_PROVIDERS_ALLOW_PRIVATE_URLS"),
             sleeptime_turn_wait=env.number("O_SLEEPTIME_TURN_WAIT", 2.0, minimum=0.0),
             cors_origins=cors_origins(env),
             tool_timeout=env.number("O_TOOL_TIMEOUT", 30.0, minimum=0.1),

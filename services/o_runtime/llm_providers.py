@@ -50,6 +50,9 @@ class ProviderConfig:
     context_window: int | None = None
     # The `model_endpoint_type` Letta shows for it.
     endpoint_type: str = field(default="openai")
+    # Letta's provider_category: "base" (the operator's) or "byok" (registered through
+    # the API: provider_registry.py).
+    category: str = "base"
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,35 @@ def _from_file(path: str, env: Mapping[str, str]) -> list[ProviderConfig]:
     return out
 
 
-def configured(env: Mapping[str, str] | None = None) -> dict[str, ProviderConfig]:
-    """Every configured provider by name (this process's environment is read once)."""
+# Providers registered through the API, as this process last read them
+# (provider_registry.py keeps it; the operator's providers win a name they share).
+_registered: dict[str, ProviderConfig] = {}
+
+
+def set_registered(name: str, config: ProviderConfig | None) -> None:
+    """This process's view of one registered provider (None: there is none by that name)."""
+    if config is None:
+        _registered.pop(name, None)
+    else:
+        _registered[name] = config
+
+
+def replace_registered(configs: Mapping[str, ProviderConfig]) -> None:
+    _registered.clear()
+    _registered.update(configs)
+
+
+def operators(env: Mapping[str, str] | None = None) -> dict[str, ProviderConfig]:
+    """The providers the operator configured (environment, O_PROVIDERS_FILE) by name."""
     return _from_environ() if env is None else _configured(env)
+
+
+def configured(env: Mapping[str, str] | None = None) -> dict[str, ProviderConfig]:
+    """Every configured provider by name: the operator's (this process's environment is
+    read once) and, for this process's environment, those registered through the API."""
+    if env is not None:
+        return _configured(env)
+    return {**_registered, **_from_environ()}
 
 
 @cache

@@ -254,6 +254,7 @@ GATEWAY = Role(
             subjects.AGENT_AND_CONVERSATION_EVENTS,
             subjects.GROUP_EVENTS,
             subjects.TOOL_EVENTS,
+            subjects.PROVIDER_EVENTS,
             # MCP servers and their OAuth sign-ins.
             subjects.MCP_REGISTRY_EVENTS,
         ),

@@ -130,6 +130,8 @@ async def system(
         "O_SECRETS_KEY": SECRETS_KEY,
         # The tests' MCP servers listen on 127.0.0.1, which O refuses unless allowed.
         "O_MCP_ALLOW_PRIVATE_URLS": "1",
+        # So do providers registered through the API (test_providers.py's is local).
+        "O_PROVIDERS_ALLOW_PRIVATE_URLS": "1",
         # A stdio MCP server's call that gets no answer ends this soon (test_mcp_stdio.py).
         "O_MCP_STDIO_CALL_SECONDS": "4",
         # The web tools (test_web_tools.py): Exa is a local fake, and fetch_webpage may

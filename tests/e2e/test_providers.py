@@ -1,210 +1,146 @@
-"""Providers: Anthropic through its SDK, OpenAI-compatible ones by base URL, retries, errors."""
+"""Model providers registered through the API (Letta's bring-your-own-key): checked,
+registered with the models they list, used by an agent with their own key, rotated,
+refreshed and deleted; the key never in the log."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
+from o_contracts import subjects
 from tests.e2e.conftest import System
-from tests.e2e.support import merged, new_agent, parse_sse, send
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.e2e.support import new_agent, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
 
+KEY = "sk-byok-first"
 
-async def test_an_anthropic_agent_calls_tools_and_replies(
-    system: System, claude: FakeAnthropic
+
+@pytest.fixture(scope="module")
+def byok() -> Iterator[FakeOpenAI]:
+    """The provider a user brings: an OpenAI-compatible server of its own, with its key."""
+    fake = FakeOpenAI(models=["lab-chat", "lab-embed-small"])
+    fake.start()
+    fake.api_key = KEY
+    yield fake
+    fake.stop()
+
+
+async def test_a_registered_provider_serves_an_agent_with_its_own_key(
+    system: System, llm: FakeOpenAI, byok: FakeOpenAI
 ) -> None:
-    agent = await new_agent(system, model="anthropic/claude-sonnet-5-5")
-    assert agent["llm_config"]["model_endpoint_type"] == "anthropic"
-    assert agent["llm_config"]["context_window"] == 200000
-    claude.push(
-        Reply(
-            content="Saving that.",
-            tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: rain"})],
-            prompt_tokens=50,
-            completion_tokens=7,
-        ),
-        Reply(content="Noted, Sam.", prompt_tokens=60, completion_tokens=3),
+    http = system.http
+    # A key is checked by asking the provider for its models with it.
+    wrong = await http.post(
+        "/v1/providers/check",
+        json={"provider_type": "openai", "api_key": "sk-wrong", "base_url": byok.base_url},
     )
-    result = await send(system, agent["id"], "I like rain")
-    assert [m["message_type"] for m in result["messages"]] == [
-        "assistant_message",
-        "tool_call_message",
-        "tool_return_message",
-        "assistant_message",
-    ]
-    assert result["messages"][-1]["content"] == "Noted, Sam."
-    assert (result["usage"]["prompt_tokens"], result["usage"]["completion_tokens"]) == (110, 10)
-    first, second = claude.requests[-2:]
-    assert "Name: Sam" in first["system"] and first["model"] == "claude-sonnet-5-5"
-    assert {t["name"] for t in first["tools"]} >= {"memory_insert", "memory_replace"}
-    assert all("input_schema" in t for t in first["tools"])
-    # The tool's result went back as a tool_result block answering the tool_use.
-    tool_use = second["messages"][1]["content"][-1]
-    tool_result = second["messages"][2]["content"][0]
-    assert tool_use["type"] == "tool_use" and tool_use["input"]["new_string"] == "Likes: rain"
-    assert tool_result == {
-        "type": "tool_result",
-        "tool_use_id": tool_use["id"],
-        "content": "The core memory block with label `human` has been edited.",
-    }
-    human = await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
-    assert human.json()["value"] == "Name: Sam\nLikes: rain"
-
-
-async def test_anthropic_streaming(system: System, claude: FakeAnthropic) -> None:
-    agent = await new_agent(system, model="anthropic/claude-haiku-5-5")
-    claude.push(
-        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "x " * 30})]),
-        Reply(content="Streamed from Claude."),
+    assert wrong.status_code == 401 and "Invalid api key" in wrong.json()["detail"], wrong.text
+    right = await http.post(
+        "/v1/providers/check",
+        json={"provider_type": "openai", "api_key": f" {KEY} ", "base_url": byok.base_url},
     )
-    response = await system.http.post(
-        f"/v1/agents/{agent['id']}/messages/stream",
-        json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
+    assert right.json() == {"message": "Valid api key for provider_type=openai"}, right.text
+
+    created = await http.post(
+        "/v1/providers/",
+        json={
+            "name": "my-lab",
+            "provider_type": "openai",
+            "api_key": KEY,
+            "base_url": byok.base_url,
+        },
     )
-    pieces = [
-        d
-        for _, d in parse_sse(response.text)
-        if d != "[DONE]" and d["message_type"] == "tool_call_message"
-    ]
-    assert len(pieces) > 1  # the tool call's input streamed in pieces (input_json_delta)
-    events = [d for _, d in merged(parse_sse(response.text))]
-    kinds = [d if d == "[DONE]" else d["message_type"] for d in events]
-    assert events[2]["content"] == "Streamed from Claude."
-    assert kinds == [
-        "tool_call_message",
-        "tool_return_message",
-        "assistant_message",
-        "stop_reason",
-        "usage_statistics",
-        "[DONE]",
-    ]
-    assert json.loads(events[0]["tool_call"]["arguments"]) == {
-        "label": "human",
-        "new_string": "x " * 30,
-    }
-    assert all(r.get("stream") for r in claude.requests)
+    assert created.status_code == 200, created.text
+    provider = created.json()
+    assert provider["id"].startswith("provider-") and provider["provider_category"] == "byok"
+    assert provider["api_key"] == "****" and provider["last_synced"] is not None
+    assert [p["name"] for p in (await http.get("/v1/providers/")).json()] == ["my-lab"]
+
+    # Its chat models are handles like any other (its embedding models are not offered:
+    # O embeds with the operator's providers).
+    models = {m["handle"]: m for m in (await http.get("/v1/models/")).json()}
+    assert models["my-lab/lab-chat"]["provider_category"] == "byok"
+    assert models["openai/gpt-4o-mini"]["provider_category"] == "base"
+    embedding = [m["handle"] for m in (await http.get("/v1/models/embedding")).json()]
+    assert not any(h.startswith("my-lab/") for h in embedding)
+
+    agent = await new_agent(system, model="my-lab/lab-chat")
+    assert agent["llm_config"]["provider_category"] == "byok"
+    byok.push(Reply(content="from my lab"))
+    reply = await send(system, agent["id"], "hello")
+    assert [
+        m["content"] for m in reply["messages"] if m["message_type"] == "assistant_message"
+    ] == ["from my lab"]
+    assert byok.requests[-1]["model"] == "lab-chat" and llm.requests == []
+
+    # A new key is used from the next model call on (the old one is refused now).
+    byok.api_key = "sk-byok-second"
+    rotated = await http.patch(
+        f"/v1/providers/{provider['id']}", json={"api_key": "sk-byok-second"}
+    )
+    assert rotated.status_code == 200, rotated.text
+    byok.push(Reply(content="still mine"))
+    reply = await send(system, agent["id"], "again")
+    assert reply["messages"][-1]["content"] == "still mine", reply
+
+    # A refresh records what the provider lists now.
+    byok.models.append("lab-chat-2")
+    refreshed = await http.patch(f"/v1/providers/{provider['id']}/refresh")
+    assert refreshed.status_code == 200, refreshed.text
+    assert "my-lab/lab-chat-2" in {m["handle"] for m in (await http.get("/v1/models/")).json()}
+
+    # The key is in the log only as ciphertext.
+    async with subject_events(system, subjects.provider_subject(provider["id"])) as events:
+        await events.wait_for("ProviderModelsSynced", 2)
+        logged = json.dumps([e.data.model_dump(mode="json") for e in events.seen])
+    assert KEY not in logged and "sk-byok-second" not in logged
+    assert "encrypted_api_key" in logged
+
+    deleted = await http.delete(f"/v1/providers/{provider['id']}")
+    assert deleted.json() == {"message": f"Provider id={provider['id']} successfully deleted"}
+    assert (await http.get(f"/v1/providers/{provider['id']}")).status_code == 404
+    assert "my-lab/lab-chat" not in {m["handle"] for m in (await http.get("/v1/models/")).json()}
+    # Its agent's next call fails as a model call does (the executor logs that the
+    # provider is not configured); the provider is not asked.
+    asked = len(byok.requests)
+    failed = await http.post(
+        f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": "?"}]}
+    )
+    assert failed.json()["stop_reason"]["stop_reason"] == "llm_api_error", failed.text
+    assert len(byok.requests) == asked
 
 
-async def test_a_429_is_retried(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(system)
-    llm.push(Reply(status=429), Reply(status=503), Reply(content="third time lucky"))
-    result = await send(system, agent["id"], "hello")
-    assert result["messages"][0]["content"] == "third time lucky"
-    assert len(llm.requests) == 3
-
-
-async def test_exhausted_retries_end_the_run_with_llm_api_error(
-    system: System, llm: FakeOpenAI
+async def test_bad_provider_requests_are_refused_with_a_reason(
+    system: System, byok: FakeOpenAI
 ) -> None:
-    agent = await new_agent(system)
-    llm.push(*[Reply(status=500, error_message="upstream down")] * 4)
-    result = await send(system, agent["id"], "hello")
-    assert result["stop_reason"]["stop_reason"] == "llm_api_error"
-    assert len(llm.requests) == 4
-    run_id = result["usage"]["run_ids"][0]
-    run = (await system.http.get(f"/v1/runs/{run_id}")).json()
-    assert run["status"] == "failed" and run["stop_reason"] == "llm_api_error"
-
-
-async def test_an_anthropic_auth_error_is_not_retried(
-    system: System, claude: FakeAnthropic
-) -> None:
-    agent = await new_agent(system, model="anthropic/claude-sonnet-5-5")
-    claude.push(Reply(status=401, error_message="invalid x-api-key"))
-    response = await system.http.post(
-        f"/v1/agents/{agent['id']}/messages/stream",
-        json={"messages": [{"role": "user", "content": "hi"}]},
+    http = system.http
+    body = {"name": "twice", "provider_type": "openai", "api_key": KEY, "base_url": byok.base_url}
+    assert (await http.post("/v1/providers/", json=body)).status_code == 200
+    again = await http.post("/v1/providers/", json=body)
+    assert again.status_code == 409 and "already exists" in again.json()["detail"]
+    base = await http.post("/v1/providers/", json={**body, "name": "openai"})
+    assert base.status_code == 400 and "conflicts with an existing base provider" in base.text
+    slash = await http.post("/v1/providers/", json={**body, "name": "a/b"})
+    assert slash.status_code == 422 and "name/model" in slash.text
+    google = await http.post(
+        "/v1/providers/", json={**body, "name": "g", "provider_type": "google_ai"}
     )
-    events = parse_sse(response.text)
-    error = next(d for e, d in events if e == "error")
-    assert error["error_type"] == "llm_api_error"
-    assert "refused the credentials (401)" in error["message"]
-    assert len(claude.requests) == 1
-
-
-async def test_an_error_mid_stream_before_any_text_is_retried(
-    system: System, llm: FakeOpenAI
-) -> None:
-    agent = await new_agent(system)
-    insert = ("memory_insert", {"label": "human", "new_string": "Likes: retries"})
-    llm.push(
-        Reply(tool_calls=[insert], error_mid_stream=True),
-        Reply(tool_calls=[insert]),
-        Reply(content="ok"),
+    assert google.status_code == 400 and "not supported by O" in google.json()["detail"]
+    local = await http.post(
+        "/v1/providers/", json={"name": "v", "provider_type": "vllm", "api_key": "x"}
     )
-    response = await system.http.post(
-        f"/v1/agents/{agent['id']}/messages/stream",
-        json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
+    assert local.status_code == 400 and "needs a base_url" in local.json()["detail"]
+    empty = await http.post("/v1/providers/check", json={"provider_type": "openai", "api_key": " "})
+    assert empty.status_code == 400 and empty.json()["detail"] == "API key is required!"
+    missing = "provider-00000000-0000-4000-8000-000000000000"
+    assert (await http.get(f"/v1/providers/{missing}")).status_code == 404
+    assert (await http.get("/v1/providers/not-an-id")).status_code == 422
+    unreachable = await http.post(
+        "/v1/providers/check",
+        json={"provider_type": "openai", "api_key": KEY, "base_url": "http://127.0.0.1:9/v1"},
     )
-    events = [d for _, d in merged(parse_sse(response.text))]
-    assert [d if d == "[DONE]" else d["message_type"] for d in events][:4] == [
-        "tool_call_message",
-        "tool_return_message",
-        "assistant_message",
-        "stop_reason",
-    ]
-    assert len(llm.requests) == 3
-    human = await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
-    assert human.json()["value"] == "Name: Sam\nLikes: retries"
-
-
-async def test_a_token_stream_that_breaks_part_way_is_an_error_event(
-    system: System, llm: FakeOpenAI
-) -> None:
-    agent = await new_agent(system)
-    llm.push(Reply(content="this breaks halfway through", error_mid_stream=True))
-    response = await system.http.post(
-        f"/v1/agents/{agent['id']}/messages/stream",
-        json={"messages": [{"role": "user", "content": "hi"}], "stream_tokens": True},
-    )
-    events = parse_sse(response.text)
-    # The part already shown cannot be taken back, so the step is not retried.
-    assert events[0][1]["message_type"] == "assistant_message"
-    error = next(d for e, d in events if e == "error")
-    assert error["error_type"] == "llm_api_error" and "part-way" in error["message"]
-    assert [d for _, d in events][-3:-1][0]["stop_reason"] == "llm_api_error"
-    assert len(llm.requests) == 1
-
-
-async def test_a_malformed_tool_call_is_a_tool_error_and_the_run_goes_on(
-    system: System, llm: FakeOpenAI
-) -> None:
-    agent = await new_agent(system)
-    llm.push(
-        Reply(tool_calls=[("memory_insert", {})], raw_arguments='{"label": "human", "new_'),
-        Reply(content="Sorry, let me retry later."),
-    )
-    result = await send(system, agent["id"], "remember")
-    ret = result["messages"][1]
-    assert ret["message_type"] == "tool_return_message" and ret["status"] == "error"
-    assert "invalid arguments" in ret["tool_return"]
-    assert result["stop_reason"]["stop_reason"] == "end_turn"
-
-
-async def test_a_user_named_openai_compatible_provider(system: System, llm: FakeOpenAI) -> None:
-    agent = await new_agent(system, model="lab/qwen3-32b")
-    assert agent["llm_config"]["model_endpoint"] == llm.base_url
-    llm.push(Reply(content="from the lab"))
-    result = await send(system, agent["id"], "hi")
-    assert result["messages"][0]["content"] == "from the lab"
-    assert llm.requests[-1]["model"] == "qwen3-32b"
-    unknown = await system.http.post("/v1/agents/", json={"model": "nowhere/x"})
-    assert unknown.status_code == 400
-    assert "'nowhere' is not configured" in unknown.json()["detail"]
-
-
-async def test_models_lists_every_configured_provider(system: System) -> None:
-    models = (await system.http.get("/v1/models/")).json()
-    handles = {m["handle"] for m in models}
-    assert {"openai/gpt-4o-mini", "anthropic/claude-sonnet-5-5", "lab/gpt-4o-mini"} <= handles
-    assert not any("embedding" in h for h in handles)
-    by_handle = {m["handle"]: m for m in models}
-    assert by_handle["anthropic/claude-sonnet-5-5"]["model_endpoint_type"] == "anthropic"
-    embeddings = (await system.http.get("/v1/models/embedding")).json()
-    assert "openai/text-embedding-3-small" in {e["handle"] for e in embeddings}
-    small = next(e for e in embeddings if e["handle"] == "openai/text-embedding-3-small")
-    assert small["embedding_dim"] == 1536
+    assert unreachable.status_code == 502 and "did not answer" in unreachable.json()["detail"]

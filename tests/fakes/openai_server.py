@@ -241,6 +241,24 @@ def _error_response(
     )
 
 
+class _KeyCheck:
+    """Refuses a request without the fake's key (FakeOpenAI.api_key), as OpenAI does. Plain
+    ASGI: it leaves streamed answers (and their disconnects) as they are."""
+
+    def __init__(self, app: Any, fake: FakeOpenAI) -> None:
+        self.app = app
+        self.fake = fake
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        expected = self.fake.api_key
+        if scope["type"] == "http" and expected is not None:
+            given = dict(scope["headers"]).get(b"authorization", b"").decode()
+            if given != f"Bearer {expected}":
+                await _error_response(401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -443,6 +461,9 @@ class FakeOpenAI:
         #: ``embedding_requests``) are held unanswered until ``release_embeddings()``
         #: (a test kills the caller while its request is held).
         self.embeddings_answered_up_to: int | None = None
+        #: While not None: every request must carry ``Authorization: Bearer <api_key>``,
+        #: else it is refused with OpenAI's 401 (a provider's key, checked).
+        self.api_key: str | None = None
         #: Decides the reply when the queue is empty (default: echo the last user message).
         self.default_reply: Callable[[JSONDict], Reply] = echo_reply
         self._queue: collections.deque[Reply] = collections.deque()
@@ -566,6 +587,7 @@ class FakeOpenAI:
             self._call_ids = itertools.count(1)
             self.default_reply = echo_reply
             self.embeddings_answered_up_to = None
+            self.api_key = None
             self._arrived.notify_all()
 
     def wait_for_requests(
@@ -587,6 +609,7 @@ class FakeOpenAI:
     def release_embeddings(self) -> None:
         with self._arrived:
             self.embeddings_answered_up_to = None
+            self.api_key = None
             self._arrived.notify_all()
 
     def wait_for_embedding_requests(self, count: int, timeout: float = 30.0) -> bool:
@@ -665,6 +688,7 @@ class FakeOpenAI:
 
     def _build_app(self) -> FastAPI:
         app = FastAPI(title="Fake OpenAI", openapi_url=None, docs_url=None, redoc_url=None)
+        app.add_middleware(_KeyCheck, fake=self)
 
         async def read_json(request: Request) -> JSONDict | JSONResponse:
             try:

@@ -115,8 +115,12 @@ async def test_every_operation_documents_its_errors(secured: httpx.AsyncClient) 
         for method, op in ops.items():
             statuses = set(op["responses"])
             assert {"413", "422", "500", "503"} <= statuses, (method, path)
-            # (Open without the key: health, and the browser's return from an OAuth sign-in.)
-            open_path = path.startswith("/v1/health") or path == "/v1/tools/mcp/oauth/callback"
+            # (Open without the key: health, readiness, and the browser's return from an
+            # OAuth sign-in.)
+            open_path = (
+                path.startswith(("/v1/health", "/v1/ready"))
+                or path == "/v1/tools/mcp/oauth/callback"
+            )
             assert ("401" in statuses) != open_path, (method, path)
             if "{" in path:
                 assert "404" in statuses, (method, path)

@@ -87,6 +87,12 @@ from o_contracts.events.mcp_servers import (
     McpServerToolsSynced,
     McpServerUpdated,
 )
+from o_contracts.events.providers import (
+    ProviderCreated,
+    ProviderDeleted,
+    ProviderModelsSynced,
+    ProviderUpdated,
+)
 from o_contracts.events.runs import (
     ContextSummarized,
     LLMResponded,
@@ -169,6 +175,10 @@ __all__ = [
     "ProposalApproved",
     "ProposalRefused",
     "ProposalRejected",
+    "ProviderCreated",
+    "ProviderDeleted",
+    "ProviderModelsSynced",
+    "ProviderUpdated",
     "RolloutAborted",
     "RolloutAdvanced",
     "RolloutCompleted",

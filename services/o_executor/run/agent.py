@@ -92,10 +92,15 @@ class ModelChoice:
     def override(cls, handle: str, settings: Mapping[str, Any] | None = None) -> ModelChoice:
         """override_model: that model with its defaults (and `settings` over them), for one
         request (as Letta, which uses the handle's own llm_config, not the agent's
-        settings). Raises ProviderNotConfigured."""
+        settings)."""
         provider, _, model = handle.partition("/")
-        config = llm_providers.provider(provider)
         chosen = ModelSettings.from_llm_config(settings) if settings else ModelSettings()
+        try:
+            config = llm_providers.provider(provider)
+        except llm_providers.ProviderNotConfigured:
+            # A provider registered through the API that this process has not read yet:
+            # the model call reads it (provider_registry.py), or says it is unknown.
+            return cls(handle, llm_providers.DEFAULT_CONTEXT_WINDOW, chosen)
         return cls(handle, llm_providers.context_window(model, config), chosen)
 
 

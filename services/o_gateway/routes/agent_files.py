@@ -22,6 +22,7 @@ from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Name
 from o_gateway.state import GW, checked_id
+from o_runtime import provider_registry
 
 router = APIRouter()
 
@@ -143,6 +144,8 @@ async def import_agent_file(
     )
     import_id = resource_id("cmd", key, "import")
     registry = await registry_for(gw, agent_file, import_id)
+    # (Its agents' models may be those of providers registered through the API.)
+    await provider_registry.load_all(gw.pool)
     plan = plan_import(agent_file, options, registry, import_id, key)
     await write(gw, plan)
     return {

@@ -15,6 +15,7 @@ from o_gateway.models_config import override_handle
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Name, Object, Text
 from o_gateway.state import GW, checked_id
+from o_runtime import provider_registry
 
 router = APIRouter()
 
@@ -49,6 +50,7 @@ async def generate(agent_id: str, body: GenerateBody, gw: GW) -> dict[str, Any]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
     if body.override_model:
         # As Letta: the other model with its own defaults, not the agent's settings.
+        await provider_registry.ensure_handle(body.override_model, gw.pool)
         request = Generate(handle=override_handle(body.override_model), prompt=body.prompt)
     else:
         llm_config = dict(agent["llm_config"])

@@ -53,6 +53,7 @@ from o_gateway.schemas import (
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import RUN_REPLY_TIMEOUT, Numbering, stream_run, streamed
 from o_gateway.tool_return_groups import message_key, shown
+from o_runtime import provider_registry
 from o_runtime.log_news import look_until
 
 router = APIRouter()
@@ -429,6 +430,9 @@ async def send_in(
     conversation routes refuse it with 409 (a retry of the request in progress, same
     otids, follows it), its agent-level routes queue it.
     """
+    if body.override_model:
+        # (A provider registered through the API: read before the handle is checked.)
+        await provider_registry.ensure_handle(body.override_model, gw.pool)
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
     policy = policy_for(body.concurrency, agent.get("concurrency"), route_policy)

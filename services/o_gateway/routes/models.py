@@ -1,10 +1,9 @@
 """GET /v1/models/ and /v1/models/embedding: the handles of every configured provider.
 
-Each provider is asked for its models (its own /models endpoint, through its
-SDK), briefly cached; one that does not answer lists the models named in its
-configuration instead, so a slow provider never breaks the listing. The SDKs are
-imported by the first listing that asks a provider of theirs, not with the gateway
-(the anthropic one alone is ~38 MB of a process: docs/memory.md#footprint).
+Each of the operator's providers is asked for its models (provider_models.py),
+briefly cached; one that does not answer lists the models named in its
+configuration instead, so a slow provider never breaks the listing. A provider
+registered through the API lists what it listed when made or last refreshed.
 """
 
 from __future__ import annotations
@@ -17,37 +16,22 @@ from typing import Any
 from fastapi import APIRouter
 
 from o_gateway.models_config import embedding_config_for, llm_config_for
+from o_gateway.provider_models import ProviderRefused, ProviderUnreachable, ask
 from o_gateway.routes.paths import route
-from o_runtime import llm_providers
+from o_gateway.state import GW, Gateway
+from o_runtime import llm_providers, provider_registry
 from o_runtime.llm_providers import ProviderConfig
-from o_runtime.sdk_imports import imported
+from o_runtime.provider_types import is_embedding_model
 
 router = APIRouter()
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 60.0
-ASK_TIMEOUT = 3.0
 _cache: dict[str, tuple[float, list[str]]] = {}
 
 
 def _is_embedding(model: str) -> bool:
-    return "embed" in model
-
-
-async def _ask(config: ProviderConfig) -> list[str]:
-    key = config.api_key or "not-set"
-    await imported(config.protocol)
-    if config.protocol == "anthropic":
-        from anthropic import AsyncAnthropic
-
-        anthropic = AsyncAnthropic(
-            api_key=key, base_url=config.base_url, timeout=ASK_TIMEOUT, max_retries=0
-        )
-        return [m.id async for m in anthropic.models.list()]
-    from openai import AsyncOpenAI
-
-    openai = AsyncOpenAI(api_key=key, base_url=config.base_url, timeout=ASK_TIMEOUT, max_retries=0)
-    return [m.id async for m in openai.models.list()]
+    return is_embedding_model(model)
 
 
 async def models_of(config: ProviderConfig) -> list[str]:
@@ -55,8 +39,8 @@ async def models_of(config: ProviderConfig) -> list[str]:
     if cached and time.monotonic() - cached[0] < CACHE_SECONDS:
         return cached[1]
     try:
-        names = await asyncio.wait_for(_ask(config), ASK_TIMEOUT)
-    except Exception as exc:  # any failure: fall back to the configured list
+        names = await ask(config)
+    except (ProviderRefused, ProviderUnreachable) as exc:  # fall back to the configured list
         log.warning("provider %s did not list its models: %r", config.name, exc)
         names = [*config.models, *config.embedding_models]
     else:
@@ -65,17 +49,27 @@ async def models_of(config: ProviderConfig) -> list[str]:
     return names
 
 
-async def _all() -> list[tuple[str, str]]:
+async def _all(gw: Gateway) -> list[tuple[str, str]]:
+    """Every provider's models: the operator's as they answer now, registered ones as they
+    listed them when made or last refreshed (routes/providers.py)."""
+    await provider_registry.load_all(gw.pool)
     providers = list(llm_providers.configured().values())
-    listed = await asyncio.gather(*(models_of(p) for p in providers))
+    listed = await asyncio.gather(
+        *(models_of(p) if p.category == "base" else _synced(p) for p in providers)
+    )
     return [(p.name, m) for p, names in zip(providers, listed, strict=True) for m in names]
 
 
+async def _synced(config: ProviderConfig) -> list[str]:
+    # (Its chat models only: O embeds with the operator's embedding providers.)
+    return list(config.models)
+
+
 @route(router, "GET", "/v1/models/")
-async def list_models() -> list[dict[str, Any]]:
-    return [llm_config_for(f"{p}/{m}") for p, m in await _all() if not _is_embedding(m)]
+async def list_models(gw: GW) -> list[dict[str, Any]]:
+    return [llm_config_for(f"{p}/{m}") for p, m in await _all(gw) if not _is_embedding(m)]
 
 
 @route(router, "GET", "/v1/models/embedding")
-async def list_embedding_models() -> list[dict[str, Any]]:
-    return [embedding_config_for(f"{p}/{m}") for p, m in await _all() if _is_embedding(m)]
+async def list_embedding_models(gw: GW) -> list[dict[str, Any]]:
+    return [embedding_config_for(f"{p}/{m}") for p, m in await _all(gw) if _is_embedding(m)]

@@ -30,6 +30,7 @@ from o_gateway.tool_generation import (
     user_prompt,
 )
 from o_gateway.tool_schema import ToolSourceError
+from o_runtime import provider_registry
 
 router = APIRouter()
 
@@ -49,6 +50,7 @@ class GenerateToolBody(Body):
 
 @route(router, "POST", "/v1/tools/generate-tool")
 async def generate_tool(body: GenerateToolBody, gw: GW) -> dict[str, Any]:
+    await provider_registry.ensure_handle(body.handle or DEFAULT_HANDLE, gw.pool)
     handle = override_handle(body.handle or DEFAULT_HANDLE)
     request = Generate(
         handle=handle,
