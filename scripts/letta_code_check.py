@@ -14,6 +14,11 @@ of Letta's hosted service, below).
 The scripted model echoes, except that a message asking it to "call the Agent tool" calls
 Letta Code's client-side `Agent` tool: the call goes back to Letta Code as an approval,
 runs there, and its result comes back for the model's next step.
+
+It also brings a provider of its own, as a user does with `letta connect openai-compatible`
+(a second scripted model that checks its key): Letta Code checks the key, registers the
+provider (`/v1/providers/`), lists its model, and an agent made with that model is served
+by it.
 """
 
 from __future__ import annotations
@@ -97,6 +102,9 @@ def model_reply(body: dict[str, Any]) -> Reply:
     return echo_reply(body)
 
 
+LAB_KEY = "sk-lab-of-my-own"
+
+
 @contextmanager
 def scripted_model() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
@@ -157,8 +165,16 @@ def result_of(output: str) -> dict[str, Any]:
 async def check(version: str) -> int:
     node, cli = installed(version)
     log: list[tuple[int, str, str]] = []
-    with scripted_model() as model, tempfile.TemporaryDirectory(prefix="o-letta-code-") as tmp:
-        async with local_system(model.base_url) as system:
+    with (
+        scripted_model() as model,
+        scripted_model() as lab,
+        tempfile.TemporaryDirectory(prefix="o-letta-code-") as tmp,
+    ):
+        # A provider of the user's own, brought with `letta connect` (its key checked).
+        lab.api_key = LAB_KEY
+        lab.models = ["lab-chat"]
+        allowed = {"O_PROVIDERS_ALLOW_PRIVATE_URLS": "1"}  # (the lab is on 127.0.0.1)
+        async with local_system(model.base_url, service_env=allowed) as system:
             # A socket listening before the proxy serves it: connections wait in its
             # backlog, so Letta Code may start at once.
             listening = socket.create_server(("127.0.0.1", 0))
@@ -207,6 +223,25 @@ async def check(version: str) -> int:
                 assert {"user_message", "assistant_message"} <= said, hits
                 await run("agents", "list", "--include-blocks")
                 await run("model", "list")
+                # Bring-your-own-key: connect a provider, see its model, run an agent on it.
+                await run(
+                    "connect", "openai-compatible", "--base-url", lab.base_url, "--api-key", LAB_KEY
+                )
+                handles = {m["handle"] for m in json.loads(await run("model", "list"))}
+                assert "lc-openai-compatible/lab-chat" in handles, handles
+                own = result_of(
+                    await run(
+                        "-p",
+                        "hello lab",
+                        "--new-agent",
+                        "--model",
+                        "lc-openai-compatible/lab-chat",
+                        "--output-format",
+                        "json",
+                    )
+                )
+                assert own["subtype"] == "success" and "echo:" in own["result"], own
+                assert {r["model"] for r in lab.requests} == {"lab-chat"}, lab.requests
             finally:
                 proxy.should_exit = True
                 await serving
