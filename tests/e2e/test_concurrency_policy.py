@@ -129,7 +129,11 @@ def starts(text: str) -> Callable[[Envelope[Any]], bool]:
 
 
 async def history(system: System, agent_id: str) -> list[tuple[str, Any]]:
-    rows = (await system.http.get(f"/v1/agents/{agent_id}/messages")).json()
+    rows = (
+        await system.http.get(
+            f"/v1/agents/{agent_id}/messages", params={"conversation_id": "default"}
+        )
+    ).json()
     return [
         (m["message_type"], m.get("content") or (m.get("tool_call") or {}).get("name"))
         for m in rows

@@ -56,7 +56,11 @@ async def finished(task: asyncio.Task[Any]) -> dict[str, Any]:
 
 async def history(system: System, agent_id: str) -> list[tuple[str, Any]]:
     """The default conversation after its system message."""
-    rows = (await system.http.get(f"/v1/agents/{agent_id}/messages")).json()
+    rows = (
+        await system.http.get(
+            f"/v1/agents/{agent_id}/messages", params={"conversation_id": "default"}
+        )
+    ).json()
     assert rows[0]["message_type"] == "system_message"
     return [
         (m["message_type"], m.get("content") or m.get("tool_return") or m.get("tool_call"))

@@ -131,7 +131,7 @@ async def _row(gw: Gateway, provider_id: str) -> Any:
         "SELECT * FROM providers WHERE id = $1", checked_id(provider_id, "provider")
     )
     if row is None:
-        raise HTTPException(404, f"Provider {provider_id} not found")
+        raise HTTPException(404, f"Provider not found with id='{provider_id}'")
     return row
 
 
