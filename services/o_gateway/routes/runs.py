@@ -170,12 +170,25 @@ async def list_run_messages(
     order: Literal["asc", "desc"] = "asc",
 ) -> list[dict[str, Any]]:
     run = await run_row(gw, run_id)
-    agent_type = await agent_type_of(gw, run["agent_id"])
-    view = render.AssistantView.of(run["request_config"])
+    return await _run_page(gw, run, _RUN_MESSAGES, [run["id"]], before, after, limit, order)
+
+
+async def _run_page(
+    gw: Gateway,
+    run: dict[str, Any],
+    relation: str,
+    args: list[object],
+    before: str | None,
+    after: str | None,
+    limit: int,
+    order: Literal["asc", "desc"],
+) -> list[dict[str, Any]]:
+    """A page of `relation`, some of a run's messages, rendered as the run's request asked
+    (cursors follow the order and must name one of them)."""
     rows = await message_page(
         gw.pool,
-        _RUN_MESSAGES,
-        [run["id"]],
+        relation,
+        args,
         before,
         after,
         limit,
@@ -183,7 +196,13 @@ async def list_run_messages(
         cursors_follow_order=True,
         unknown_cursor="not_found",
     )
-    return await rendered_messages(gw, rows, agent_type, view, newest_first=order == "desc")
+    return await rendered_messages(
+        gw,
+        rows,
+        await agent_type_of(gw, run["agent_id"]),
+        render.AssistantView.of(run["request_config"]),
+        newest_first=order == "desc",
+    )
 
 
 # A run's messages (cursors name one of them).
@@ -294,24 +313,8 @@ async def list_messages_for_step(
     """The messages a step wrote: the model's answer and its tools' results."""
     step = await step_row(gw, step_id)
     run = await run_row(gw, step["run_id"])
-    rows = await message_page(
-        gw.pool,
-        _STEP_MESSAGES,
-        [step["run_id"], step["id"]],
-        before,
-        after,
-        limit,
-        order,
-        cursors_follow_order=True,
-        unknown_cursor="not_found",
-    )
-    return await rendered_messages(
-        gw,
-        rows,
-        await agent_type_of(gw, step["agent_id"]),
-        render.AssistantView.of(run["request_config"]),
-        newest_first=order == "desc",
-    )
+    args: list[object] = [step["run_id"], step["id"]]
+    return await _run_page(gw, run, _STEP_MESSAGES, args, before, after, limit, order)
 
 
 # (By its run too: the index on a run's messages finds them.)
