@@ -53,6 +53,8 @@ class ProviderConfig:
     # Letta's provider_category: "base" (the operator's) or "byok" (registered through
     # the API: provider_registry.py).
     category: str = "base"
+    # A registered provider's Letta provider_type (None: the operator's, named by endpoint).
+    provider_type: str | None = None
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ def config_of(row: Mapping[str, Any]) -> ProviderConfig | None:
         embedding_models=tuple(row["embedding_models"] or ()),
         endpoint_type=kind.endpoint_type,
         category="byok",
+        provider_type=row["provider_type"],
     )
 
 

@@ -65,6 +65,19 @@ async def test_a_registered_provider_serves_an_agent_with_its_own_key(
     models = {m["handle"]: m for m in (await http.get("/v1/models/")).json()}
     assert models["my-lab/lab-chat"]["provider_category"] == "byok"
     assert models["openai/gpt-4o-mini"]["provider_category"] == "base"
+    mine = models["my-lab/lab-chat"]
+    assert (mine["name"], mine["provider_name"], mine["provider_type"], mine["model_type"]) == (
+        "lab-chat",
+        "my-lab",
+        "openai",
+        "llm",
+    )
+    assert mine["max_context_window"] == mine["context_window"] > 0
+    for narrowed in ({"provider_category": "byok"}, {"provider_name": "my-lab"}):
+        listed = (await http.get("/v1/models/", params=narrowed)).json()
+        assert [m["handle"] for m in listed] == ["my-lab/lab-chat"], narrowed
+    based = (await http.get("/v1/models/", params={"provider_category": "base"})).json()
+    assert based and all(m["provider_category"] == "base" for m in based)
     embedding = [m["handle"] for m in (await http.get("/v1/models/embedding")).json()]
     assert not any(h.startswith("my-lab/") for h in embedding)
 

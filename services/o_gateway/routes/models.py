@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from o_gateway.models_config import embedding_config_for, llm_config_for
 from o_gateway.provider_models import ProviderRefused, ProviderUnreachable, ask
@@ -65,11 +65,66 @@ async def _synced(config: ProviderConfig) -> list[str]:
     return list(config.models)
 
 
+def model_json(llm_config: dict[str, Any]) -> dict[str, Any]:
+    """Letta's Model: an llm_config (its deprecated fields) with the names Letta's list
+    gives it (its provider_type is the endpoint's type)."""
+    return {
+        "handle": llm_config["handle"],
+        "name": llm_config["model"],
+        "display_name": llm_config["model"],
+        "provider_type": llm_config["model_endpoint_type"],
+        "provider_name": llm_config["provider_name"],
+        "model_type": "llm",
+        "max_context_window": llm_config["context_window"],
+        **llm_config,
+    }
+
+
+def embedding_model_json(config: dict[str, Any]) -> dict[str, Any]:
+    """Letta's EmbeddingModel, likewise."""
+    return {
+        "name": config["embedding_model"],
+        "display_name": config["embedding_model"],
+        "provider_type": config["embedding_endpoint_type"],
+        "provider_name": config["embedding_endpoint_type"],
+        "model_type": "embedding",
+        **config,
+    }
+
+
 @route(router, "GET", "/v1/models/")
-async def list_models(gw: GW) -> list[dict[str, Any]]:
-    return [llm_config_for(f"{p}/{m}") for p, m in await _all(gw) if not _is_embedding(m)]
+async def list_models(
+    gw: GW,
+    provider_category: Annotated[list[Literal["base", "byok"]] | None, Query()] = None,
+    provider_name: str | None = None,
+    provider_type: str | None = None,
+) -> list[dict[str, Any]]:
+    """Every provider's chat models; `provider_category`, `provider_name` and
+    `provider_type` (the provider's type: a registered provider's, else its endpoint's)
+    narrow the list, as Letta's do."""
+    models = []
+    for p, m in await _all(gw):
+        if _is_embedding(m) or (provider_name is not None and p != provider_name):
+            continue
+        config = llm_providers.configured().get(p)
+        if config is None:
+            continue
+        if provider_category and config.category not in provider_category:
+            continue
+        if provider_type is not None and provider_type != _type_of(config):
+            continue
+        models.append(model_json(llm_config_for(f"{p}/{m}")))
+    return models
+
+
+def _type_of(config: ProviderConfig) -> str:
+    return config.provider_type or config.endpoint_type
 
 
 @route(router, "GET", "/v1/models/embedding")
 async def list_embedding_models(gw: GW) -> list[dict[str, Any]]:
-    return [embedding_config_for(f"{p}/{m}") for p, m in await _all(gw) if _is_embedding(m)]
+    return [
+        embedding_model_json(embedding_config_for(f"{p}/{m}"))
+        for p, m in await _all(gw)
+        if _is_embedding(m)
+    ]
