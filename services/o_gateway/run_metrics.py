@@ -24,10 +24,15 @@ def epoch_ns(when: datetime | None) -> int | None:
     return (int(when.timestamp()) * 1_000_000 + when.microsecond) * 1000
 
 
-def run_metrics(run: dict[str, Any], tools_used: list[str]) -> dict[str, Any]:
-    created, completed = run["created_at"], run["completed_at"]
-    start = epoch_ns(created)
-    end = epoch_ns(completed)
+def run_metrics(
+    run: dict[str, Any], tools_used: list[str], first_step_ns: int | None = None
+) -> dict[str, Any]:
+    """`first_step_ns`: when its first step began, which may be a little before the run's
+    record was stamped (the executor records the start and begins the step at once)."""
+    start = epoch_ns(run["created_at"])
+    if start is not None and first_step_ns is not None:
+        start = min(start, first_step_ns)
+    end = epoch_ns(run["completed_at"])
     return {
         "id": run["id"],
         "organization_id": None,

@@ -139,7 +139,9 @@ def configured(env: Mapping[str, str] | None = None) -> dict[str, ProviderConfig
     read once) and, for this process's environment, those registered through the API."""
     if env is not None:
         return _configured(env)
-    return {**_registered, **_from_environ()}
+    operators = _from_environ()
+    # (The operator's first, as Letta lists its base providers before the others.)
+    return operators | {n: c for n, c in _registered.items() if n not in operators}
 
 
 @cache

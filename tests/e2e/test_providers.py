@@ -62,7 +62,11 @@ async def test_a_registered_provider_serves_an_agent_with_its_own_key(
 
     # Its chat models are handles like any other (its embedding models are not offered:
     # O embeds with the operator's providers).
-    models = {m["handle"]: m for m in (await http.get("/v1/models/")).json()}
+    listing = (await http.get("/v1/models/")).json()
+    models = {m["handle"]: m for m in listing}
+    # The operator's providers first, as Letta lists its base providers first.
+    categories = [m["provider_category"] for m in listing]
+    assert categories == sorted(categories), categories
     assert models["my-lab/lab-chat"]["provider_category"] == "byok"
     assert models["openai/gpt-4o-mini"]["provider_category"] == "base"
     mine = models["my-lab/lab-chat"]

@@ -90,6 +90,7 @@ async def test_run_and_step_metrics_and_a_steps_messages(system: System, llm: Fa
     assert first.llm_request_ns is not None and first.llm_request_ns >= 200_000_000
     assert first.step_start_ns is not None and first.llm_request_start_ns is not None
     assert first.step_start_ns <= first.llm_request_start_ns
+    assert metrics["run_start_ns"] <= first.step_start_ns  # the run holds its steps
     assert first.tool_execution_ns is not None and first.tool_execution_ns > 0
     assert first.step_ns is not None and first.step_ns >= first.llm_request_ns
     second = (await system.http.get(f"/v1/steps/{steps[1]['id']}/metrics")).json()

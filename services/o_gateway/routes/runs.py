@@ -272,7 +272,10 @@ async def retrieve_run_usage(run_id: str, gw: GW) -> dict[str, Any]:
 @route(router, "GET", "/v1/runs/{run_id}/metrics")
 async def retrieve_metrics_for_run(run_id: str, gw: GW) -> dict[str, Any]:
     run = await run_row(gw, run_id)
-    return run_metrics(run, await tools_used(gw.pool, run["agent_id"], run["id"]))
+    first_step_ns = await gw.pool.fetchval(
+        "SELECT min(step_start_ns) FROM steps WHERE run_id = $1", run["id"]
+    )
+    return run_metrics(run, await tools_used(gw.pool, run["agent_id"], run["id"]), first_step_ns)
 
 
 @route(router, "GET", "/v1/runs/{run_id}/steps")
