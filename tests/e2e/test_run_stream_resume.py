@@ -78,10 +78,26 @@ async def test_a_finished_background_run_streams_again_from_any_chunk(
 
 
 def tokens_then_replay(client: Letta, agent_id: str, llm: FakeOpenAI) -> None:
-    llm.push(Reply(content="Tokens arrive one small piece at a time, then the whole."))
-    live = list(
-        client.agents.messages.stream(agent_id, messages=ask(), background=True, stream_tokens=True)
+    # The model holds the second half of its answer until a delta of the first half has
+    # reached the client: deltas are best effort, and one that comes after its recorded
+    # message is dropped, so only a held answer makes their arrival certain.
+    rest = threading.Event()
+    llm.push(
+        Reply(
+            content="Tokens arrive one small piece at a time, then the whole.", hold_mid_stream=rest
+        )
     )
+    live: list[Any] = []
+    try:
+        stream = client.agents.messages.stream(
+            agent_id, messages=ask(), background=True, stream_tokens=True
+        )
+        for chunk in stream:
+            live.append(chunk)
+            if chunk.message_type == "assistant_message":
+                rest.set()
+    finally:
+        rest.set()
     pieces = [c for c in live if c.message_type == "assistant_message"]
     # Token deltas are not in the log: unnumbered. The recorded message that follows them
     # (what they missed, or an empty piece) carries its seq_id, so a client that read it

@@ -109,6 +109,9 @@ class Reply:
     error_message: str | None = None
     delay: float = 0.0
     release: threading.Event | None = None
+    # (Streaming only) sends about half the chunks, then waits for the test to set it
+    # before the rest: the client has seen part of the answer, and the answer is not over.
+    hold_mid_stream: threading.Event | None = None
     # FakeAnthropic only: a signed thinking block before the answer (extended thinking).
     thinking: str | None = None
 
@@ -682,8 +685,14 @@ class FakeOpenAI:
                 raise _SimulatedDisconnect("simulated connection drop")
             yield _sse(_error_body(500, reply.error_message))
             return
-        for payload in chunks:
+        held = reply.hold_mid_stream
+        cut = min(len(chunks), max(2, len(chunks) // 2)) if held is not None else len(chunks)
+        for payload in chunks[:cut]:
             yield _sse(payload)
+        if held is not None:
+            await asyncio.get_running_loop().run_in_executor(None, held.wait)
+            for payload in chunks[cut:]:
+                yield _sse(payload)
         yield b"data: [DONE]\n\n"
 
     def _build_app(self) -> FastAPI:
