@@ -10,8 +10,27 @@ from o_contracts import subjects
 from o_contracts.base import Command, Reply
 from o_contracts.envelope import Envelope
 from o_runtime.commands import CommandTimeout, send_and_wait
+from o_runtime.eventlog import ConcurrencyConflict, EventLog
 
 PRODUCER = "gateway"
+
+
+async def append_decided(
+    eventlog: EventLog, subject: str, aggregate_id: str, event: Any, expected: int | None, what: str
+) -> int:
+    """Append a registry's event decided on its row as read (`expected`: that row's
+    sequence, 0 for a new aggregate); a change meanwhile is a 409 naming `what`."""
+    try:
+        appended = await eventlog.append(
+            subject,
+            Envelope.wrap(event, aggregate_id=aggregate_id, producer=PRODUCER),
+            expected_last_seq=expected,
+        )
+    except ConcurrencyConflict as exc:
+        raise HTTPException(409, f"{what} was changed concurrently; try again") from exc
+    return appended.seq
+
+
 COMMAND_TIMEOUT = 15.0
 
 

@@ -14,18 +14,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
-from o_contracts.envelope import Envelope
 from o_contracts.events import GroupCreated, GroupDeleted, GroupUpdated
 from o_contracts.ids import new_id
 from o_contracts.projection_names import GROUPS
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import append_decided
 from o_gateway.group_reads import group_row, render_group
 from o_gateway.group_schemas import CreateGroupBody, ManagerConfig, UpdateGroupBody
 from o_gateway.pagination import Listing
 from o_gateway.routes.messages import list_messages
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
-from o_runtime.eventlog import ConcurrencyConflict
 
 router = APIRouter()
 
@@ -65,15 +63,10 @@ async def checked_manager(gw: Gateway, manager_type: str, fields: dict[str, Any]
 
 
 async def appended(gw: Gateway, group_id: str, event: Any, expected: int | None) -> int:
-    try:
-        result = await gw.eventlog.append(
-            subjects.group_subject(group_id),
-            Envelope.wrap(event, aggregate_id=group_id, producer=PRODUCER),
-            expected_last_seq=expected,
-        )
-    except ConcurrencyConflict as exc:
-        raise HTTPException(409, f"group {group_id} changed meanwhile; try again") from exc
-    return result.seq
+    subject = subjects.group_subject(group_id)
+    return await append_decided(
+        gw.eventlog, subject, group_id, event, expected, f"group {group_id}"
+    )
 
 
 async def group_or_404(gw: Gateway, group_id: str) -> Any:

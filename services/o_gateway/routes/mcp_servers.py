@@ -14,7 +14,6 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from o_contracts import subjects
-from o_contracts.envelope import Envelope
 from o_contracts.events import (
     McpServerDeleted,
     McpServerToolsSynced,
@@ -23,7 +22,7 @@ from o_contracts.events import (
 from o_contracts.ids import new_id
 from o_contracts.projection_names import MCP_SERVERS
 from o_gateway import mcp_probe
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import append_decided
 from o_gateway.mcp_registry import (
     McpServer,
     check_url,
@@ -47,7 +46,6 @@ from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
 from o_gateway.streaming import streamed
 from o_runtime import mcp_client
-from o_runtime.eventlog import ConcurrencyConflict
 
 router = APIRouter()
 
@@ -59,19 +57,12 @@ CALL_SECONDS = 30.0
 
 
 async def append(gw: Gateway, server_id: str, event: Any, expected: int | None) -> int:
-    # The expected sequence is the row we decided on: a concurrent change is a 409.
-    try:
-        appended = await gw.eventlog.append(
-            subjects.mcp_server_subject(server_id),
-            Envelope.wrap(event, aggregate_id=server_id, producer=PRODUCER),
-            expected_last_seq=expected,
-        )
-    except ConcurrencyConflict as exc:
-        raise HTTPException(
-            409, f"MCP server {server_id} was changed concurrently; try again"
-        ) from exc
-    await gw.visible(appended.seq, MCP_SERVERS)
-    return appended.seq
+    subject = subjects.mcp_server_subject(server_id)
+    seq = await append_decided(
+        gw.eventlog, subject, server_id, event, expected, f"MCP server {server_id}"
+    )
+    await gw.visible(seq, MCP_SERVERS)
+    return seq
 
 
 async def check_name_free(gw: Gateway, name: str, server_id: str | None = None) -> None:

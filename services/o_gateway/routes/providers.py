@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
-from o_contracts.envelope import Envelope
 from o_contracts.events import (
     ProviderCreated,
     ProviderDeleted,
@@ -25,7 +24,7 @@ from o_contracts.events import (
 from o_contracts.ids import new_id
 from o_contracts.projection_names import PROVIDERS
 from o_gateway import render
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import append_decided
 from o_gateway.mcp_registry import check_url, encrypt_one
 from o_gateway.pagination import Listing
 from o_gateway.provider_models import ProviderRefused, ProviderUnreachable, ask
@@ -33,7 +32,6 @@ from o_gateway.provider_schemas import CheckProviderBody, CreateProviderBody, Up
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway, checked_id
 from o_runtime import llm_providers
-from o_runtime.eventlog import ConcurrencyConflict
 from o_runtime.llm_providers import ProviderConfig
 from o_runtime.provider_registry import config_of
 from o_runtime.provider_types import (
@@ -115,15 +113,10 @@ async def _models(config: ProviderConfig, kind: str) -> list[str]:
 
 
 async def _append(gw: Gateway, provider_id: str, event: Any, expected: int | None) -> int:
-    try:
-        appended = await gw.eventlog.append(
-            subjects.provider_subject(provider_id),
-            Envelope.wrap(event, aggregate_id=provider_id, producer=PRODUCER),
-            expected_last_seq=expected,
-        )
-    except ConcurrencyConflict as exc:
-        raise HTTPException(409, f"provider {provider_id} changed meanwhile; try again") from exc
-    return appended.seq
+    subject = subjects.provider_subject(provider_id)
+    return await append_decided(
+        gw.eventlog, subject, provider_id, event, expected, f"provider {provider_id}"
+    )
 
 
 async def _row(gw: Gateway, provider_id: str) -> Any:

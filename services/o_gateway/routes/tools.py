@@ -8,11 +8,10 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts import subjects
 from o_contracts.base_tools import SCHEMAS
-from o_contracts.envelope import Envelope
 from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
 from o_contracts.projection_names import TOOLS
-from o_gateway.commands import PRODUCER
+from o_gateway.commands import append_decided
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
@@ -27,7 +26,6 @@ from o_gateway.tool_registry import (
 )
 from o_gateway.tool_schema import ToolSourceError, derive_schema
 from o_gateway.tools_catalog import tool_state
-from o_runtime.eventlog import ConcurrencyConflict
 
 router = APIRouter()
 
@@ -56,17 +54,10 @@ def check_name_free(name: str) -> None:
 
 
 async def append_tool_event(gw: Gateway, tool_id: str, event: Any, expected: int | None) -> int:
-    # The expected sequence is the row we decided on: a concurrent change is a 409.
-    try:
-        appended = await gw.eventlog.append(
-            subjects.tool_subject(tool_id),
-            Envelope.wrap(event, aggregate_id=tool_id, producer=PRODUCER),
-            expected_last_seq=expected,
-        )
-    except ConcurrencyConflict as exc:
-        raise HTTPException(409, f"tool {tool_id} was changed concurrently; try again") from exc
-    await gw.visible(appended.seq, TOOLS)
-    return appended.seq
+    subject = subjects.tool_subject(tool_id)
+    seq = await append_decided(gw.eventlog, subject, tool_id, event, expected, f"tool {tool_id}")
+    await gw.visible(seq, TOOLS)
+    return seq
 
 
 async def create(gw: Gateway, body: CreateToolBody) -> dict[str, Any]:
