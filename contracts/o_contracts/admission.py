@@ -2,7 +2,7 @@
 acts on.
 
 Commands are keyed by what they act on (`o.cmd.executor.<agent or conversation>`,
-`o.cmd.memory.<block or agent>`, `o.cmd.evolution.<agent>`, `o.cmd.schedule.<agent>`,
+`o.cmd.memory.<block, agent or archive>`, `o.cmd.evolution.<agent>`, `o.cmd.schedule.<agent>`,
 `o.cmd.callback.<run>`), and a NATS identity can be
 allowed to publish on some keys only (an outside publisher restricted to its agents:
 o_setup/roles.py). So every consumer refuses a command whose body acts on something else
@@ -29,7 +29,9 @@ def acts_on(command: Message) -> str | None:
         return command.run_id
     if isinstance(command, ProcessFile):  # (one file's processing: o.cmd.files.<file>)
         return command.file_id
-    for field in ("block_id", "agent_id"):
+    # (An archive attached to an agent or detached from it changes the agent's memory: its
+    # key is the agent's. An archive's other commands are keyed by the archive.)
+    for field in ("block_id", "agent_id", "archive_id"):
         value = getattr(command, field, None)
         if isinstance(value, str):
             return value

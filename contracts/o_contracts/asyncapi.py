@@ -292,6 +292,31 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "archiveEvents",
+        f"{subjects.EVENTS_PREFIX}.archive.{{archive_id}}",
+        "archive_id",
+        "One archive: archival passages that the agents attached to it share (Letta's "
+        "archives), appended only by the memory service: its name, and the passages put "
+        f"in it, through its API or by an agent (stream {subjects.EVENTS_STREAM}).",
+        (
+            events.ArchiveCreated,
+            events.ArchiveUpdated,
+            events.ArchiveDeleted,
+            events.ArchivePassagesInserted,
+            events.ArchivePassageDeleted,
+        ),
+        "send",
+    ),
+    Channel(
+        "archiveAgentEvents",
+        f"{subjects.EVENTS_PREFIX}.archive.{{archive_id}}.agent.{{agent_id}}",
+        ("archive_id", "agent_id"),
+        "An archive attached to one agent and detached from it, appended only by the "
+        f"memory service (stream {subjects.EVENTS_STREAM}).",
+        (events.ArchiveAttached, events.ArchiveDetached),
+        "send",
+    ),
+    Channel(
         "executorCommands",
         f"{subjects.COMMANDS_PREFIX}.executor.{{agent_id}}",
         "agent_id",
@@ -330,7 +355,8 @@ CHANNELS = (
         f"{subjects.COMMANDS_PREFIX}.memory.{{key}}",
         "key",
         f"Ask the memory service to change blocks (stream {subjects.COMMANDS_STREAM}); key is "
-        "the block id, or the agent id for memory tools, archival memory and its open files.",
+        "the block id, the agent id for memory tools, archival memory and its open files, or the "
+        "archive id for an archive's changes.",
         (
             commands.CreateBlock,
             commands.UpdateBlock,
@@ -340,6 +366,13 @@ CHANNELS = (
             commands.InsertPassage,
             commands.DeletePassage,
             commands.ReflectOnMemories,
+            commands.CreateArchive,
+            commands.UpdateArchive,
+            commands.DeleteArchive,
+            commands.AttachArchive,
+            commands.DetachArchive,
+            commands.InsertArchivePassages,
+            commands.DeleteArchivePassage,
             file_commands.OpenFiles,
             file_commands.CloseFiles,
         ),

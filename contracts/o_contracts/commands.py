@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from o_contracts import limits
 from o_contracts.base import Command
@@ -181,6 +181,79 @@ class InsertPassage(Command):
 
 class DeletePassage(Command):
     agent_id: str
+    passage_id: str
+
+
+class CreateArchive(Command):
+    """Memory: make an archive (events/archives.py), keyed by its id."""
+
+    archive_id: str
+    name: str = Field(min_length=1, max_length=limits.MAX_NAME_CHARS)
+    description: str | None = Field(default=None, max_length=limits.MAX_DESCRIPTION_CHARS)
+    # The embedding model handle its passages are embedded with (None: the local model).
+    embedding: str | None = Field(default=None, max_length=limits.MAX_NAME_CHARS)
+
+
+class UpdateArchive(Command):
+    """Memory: rename an archive or change its description (absent fields stay)."""
+
+    archive_id: str
+    name: str | None = Field(default=None, min_length=1, max_length=limits.MAX_NAME_CHARS)
+    description: str | None = Field(default=None, max_length=limits.MAX_DESCRIPTION_CHARS)
+
+
+class DeleteArchive(Command):
+    archive_id: str
+
+
+class AttachArchive(Command):
+    """Memory: the agent's archival memory takes in the archive's passages; what the agent
+    writes to archival memory from now goes into the archive (the first one attached)."""
+
+    archive_id: str
+    agent_id: str
+
+
+class DetachArchive(Command):
+    archive_id: str
+    agent_id: str
+
+
+class ArchivePassage(BaseModel):
+    """One passage of InsertArchivePassages (InsertPassage's fields but the agent's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passage_id: str
+    text: str = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    importance: int | None = Field(default=None, ge=1, le=10)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class InsertArchivePassages(Command):
+    """Memory: put passages into an archive, all or none (no agent rates them: without
+    `importance` they get the default)."""
+
+    archive_id: str
+    passages: list[ArchivePassage] = Field(min_length=1, max_length=limits.MAX_ARCHIVE_BATCH)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> InsertArchivePassages:
+        # One event carries them all, with a vector each: their text together is held to
+        # one text's limit, so the event fits in a NATS message.
+        text = sum(limits.utf8_len(p.text) for p in self.passages)
+        if text > limits.MAX_TEXT_BYTES:
+            raise ValueError(
+                f"the passages' text is {text} bytes together;"
+                f" at most {limits.MAX_TEXT_BYTES} in one request"
+            )
+        return self
+
+
+class DeleteArchivePassage(Command):
+    archive_id: str
     passage_id: str
 
 

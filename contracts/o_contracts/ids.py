@@ -36,6 +36,8 @@ IdPrefix = Literal[
     "schedule",
     # A model provider registered through the API (Letta's "provider-<uuid>").
     "provider",
+    # An archive: archival passages agents share (Letta's "archive-<uuid>").
+    "archive",
 ]
 
 _ID_RE = re.compile(

@@ -53,6 +53,9 @@ MAX_TAGS = 64
 MAX_TAG_CHARS = 256
 # Entries in a list of ids or rules in one request (block_ids, tool_ids, tool_rules ...).
 MAX_LIST_ITEMS = 256
+# Passages put into an archive with one request: one event holds them with a vector each
+# (8 KB at 1536 dimensions), and their text together is held to MAX_TEXT_BYTES.
+MAX_ARCHIVE_BATCH = 64
 # Memory blocks created with one agent (each is a command of its own), and client
 # tools in one message request (together at most MAX_OBJECT_BYTES as JSON).
 MAX_MEMORY_BLOCKS = 64

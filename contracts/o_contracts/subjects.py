@@ -41,6 +41,8 @@ GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 PROVIDER_EVENTS: Final = f"{EVENTS_PREFIX}.provider.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
+# Archives agents share, and which agents each is attached to (events/archives.py).
+ARCHIVE_EVENTS: Final = f"{EVENTS_PREFIX}.archive.>"
 # One agent's evolution decisions, hash-chained (events/evolution.py).
 EVOLUTION_EVENTS: Final = f"{EVENTS_PREFIX}.evolution.*"
 # Folders (o.evt.folder.<folder_id>) and the processing of each of their files
@@ -165,6 +167,20 @@ def block_subject(block_id: str) -> str:
 
 def archival_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.archival.{agent_id}"
+
+
+def archive_subject(archive_id: str) -> str:
+    return f"{EVENTS_PREFIX}.archive.{archive_id}"
+
+
+def archive_agent_subject(archive_id: str, agent_id: str) -> str:
+    """Where an archive is attached to an agent and detached from it."""
+    return f"{EVENTS_PREFIX}.archive.{archive_id}.agent.{agent_id}"
+
+
+def agent_archives_filter(agent_id: str) -> str:
+    """Every attaching and detaching of archives to and from one agent."""
+    return f"{EVENTS_PREFIX}.archive.*.agent.{agent_id}"
 
 
 def evolution_subject(agent_id: str) -> str:

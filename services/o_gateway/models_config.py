@@ -100,6 +100,22 @@ def _embedding_endpoint(provider_name: str) -> str | None:
     return os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
 
 
+# O embeds locally when a folder or an archive names no embedder (Letta requires one, or its
+# default_embedding_handle): a sentence-transformers model, run on the CPU.
+LOCAL_EMBEDDING = {
+    "embedding_endpoint_type": "hugging-face",
+    "embedding_endpoint": None,
+    "embedding_model": "all-MiniLM-L6-v2",
+    "embedding_dim": 384,
+    "embedding_chunk_size": 300,
+    "handle": "local/all-MiniLM-L6-v2",
+    "batch_size": 32,
+    "azure_endpoint": None,
+    "azure_version": None,
+    "azure_deployment": None,
+}
+
+
 def embedding_config_for(handle: str) -> dict[str, Any]:
     provider, model = _split(handle, "embedding")
     return {

@@ -42,6 +42,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "file_id": "file",
     "schedule_id": "schedule",
     "provider_id": "provider",
+    "archive_id": "archive",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -60,6 +61,9 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     ("get", "/v1/agents/{agent_id}/export"): (400,),
     # A file of a type folders do not take, as Letta answers it.
     ("post", "/v1/folders/{folder_id}/upload"): (415,),
+    # Passages are embedded as they go in: an embedding provider that fails is a 502.
+    ("post", "/v1/archives/{archive_id}/passages"): (502,),
+    ("post", "/v1/archives/{archive_id}/passages/batch"): (502,),
     ("post", "/v1/sources/{folder_id}/upload"): (415,),
     # A provider's key refused by it (401), or a provider that does not answer (502).
     ("post", "/v1/providers/check"): (401, 502),

@@ -36,7 +36,17 @@ Fusion = Literal["convex", "rrf"]
 
 PASSAGE_COLUMNS = (
     "id, agent_id, text, tags, importance, importance_source, kind, sources, embedding_model,"
-    " created_at, last_accessed_at"
+    " created_at, last_accessed_at, archive_id, metadata"
+)
+# The passages an agent's archival memory holds ($1 the agent): its own, and those of the
+# archives attached to it (events/archives.py).
+AGENT_SCOPE = (
+    "(agent_id = $1 AND archive_id IS NULL"
+    " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = $1))"
+)
+# The archive an agent's new memories go into: the first one attached to it (None: its own).
+WRITES_TO = (
+    "SELECT archive_id FROM archive_agents WHERE agent_id = $1 ORDER BY attached_seq LIMIT 1"
 )
 
 
@@ -82,7 +92,7 @@ def candidates_sql(dim: int, where: str, with_text: bool) -> str:
         # the archive can match a fifth of 100k passages, and ranking them all
         # costs ~100 ms. Rare words (names, codes) match fewer; all are ranked.
         " m AS (SELECT id, tsv, created_at FROM passages"
-        f"  WHERE agent_id = $1 AND tsv @@ to_tsquery('simple', $4){where}"
+        f"  WHERE {AGENT_SCOPE} AND tsv @@ to_tsquery('simple', $4){where}"
         f"  ORDER BY created_at DESC LIMIT {TEXT_MATCH_CAP}),"
         " t AS (SELECT id, ts_rank_cd(tsv, to_tsquery('simple', $4)) AS rank FROM m"
         f"  ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST})"
@@ -91,7 +101,7 @@ def candidates_sql(dim: int, where: str, with_text: bool) -> str:
     )
     return (
         f"WITH v AS (SELECT id, {col} <=> $3::vector({dim}) AS distance FROM passages"
-        f"  WHERE dim = {dim} AND agent_id = $1 AND embedding_model = $2{where}"
+        f"  WHERE dim = {dim} AND {AGENT_SCOPE} AND embedding_model = $2{where}"
         f"  ORDER BY {col} <=> $3::vector({dim}) LIMIT {CANDIDATES_PER_LIST}),"
         f"{text}"
         f" SELECT {', '.join('p.' + c.strip() for c in PASSAGE_COLUMNS.split(','))},"

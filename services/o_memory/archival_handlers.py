@@ -22,6 +22,7 @@ from o_contracts.projection_names import ARCHIVAL
 from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
+from o_memory.archive_handlers import ArchiveCommands
 from o_memory.embeddings import EmbeddingError, embedder_for
 from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
@@ -48,12 +49,15 @@ def passage_json(row: dict[str, Any]) -> dict[str, Any]:
         "embedding_model": row["embedding_model"],
         "created_at": row["created_at"].isoformat(),
         "last_accessed_at": row["last_accessed_at"].isoformat(),
+        "archive_id": row.get("archive_id"),
+        "metadata": row.get("metadata") or {},
     }
 
 
 class ArchivalCommands:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, archives: ArchiveCommands) -> None:
         self.s = service
+        self.archives = archives
         self.model = ExecutorModel(service.eventlog.nc)
 
     async def _agent(self, agent_id: str) -> tuple[dict[str, Any], StreamSettings]:
@@ -122,6 +126,10 @@ class ArchivalCommands:
         if any(not t.strip() for t in cmd.tags):
             raise AppendRejected("tags must be non-empty strings", 400)
         done = await self._done(cmd.agent_id, cause.id)
+        # (An agent with an archive attached writes there: events/archives.py.)
+        archive_id = await self.s.pool.fetchval(archival.WRITES_TO, cmd.agent_id)
+        if done is None and archive_id is not None:
+            done = await self.archives.done(archive_id, cause.id)
         if done is not None:
             return await self._inserted(cmd.passage_id, done)
         agent, settings = await self._agent(cmd.agent_id)
@@ -144,19 +152,31 @@ class ArchivalCommands:
             embedding_model=model,
             embedding=vector,
         )
-        event = cause.caused(
-            PassageInserted(agent_id=cmd.agent_id, passage=passage),
-            aggregate_id=cmd.agent_id,
-            producer=PRODUCER,
-            id=derived_id("evt", cause.id),
-        )
-        appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
-        await self.s.watcher.wait(appended.seq, ARCHIVAL)
+        seq: int | None = None
+        if archive_id is not None:
+            try:
+                seq = (
+                    await self.archives.insert_written(cause, archive_id, cmd.agent_id, passage)
+                ).seq
+            except AppendRejected as exc:
+                if exc.status != 404:
+                    raise
+                # Deleted since it was looked up: the memory stays the agent's own.
+        if seq is None:
+            event = cause.caused(
+                PassageInserted(agent_id=cmd.agent_id, passage=passage),
+                aggregate_id=cmd.agent_id,
+                producer=PRODUCER,
+                id=derived_id("evt", cause.id),
+            )
+            appended = await self.s.eventlog.append(subjects.archival_subject(cmd.agent_id), event)
+            await self.s.watcher.wait(appended.seq, ARCHIVAL)
+            seq = appended.seq
         if not agent["enable_sleeptime"]:
             # A sleep-time agent reflects on its companion's schedule instead
             # (o_evolution/turns.py), as the companion's run.
             await self._maybe_reflect(cause, cmd.agent_id, settings)
-        return await self._inserted(cmd.passage_id, appended.seq)
+        return await self._inserted(cmd.passage_id, seq or 0)
 
     async def _maybe_reflect(
         self, env: Envelope[Any], agent_id: str, settings: StreamSettings
@@ -235,14 +255,23 @@ class ArchivalCommands:
             done = await conn.fetchval(
                 "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
             )
-            exists = await conn.fetchval(
-                "SELECT 1 FROM passages WHERE id = $1 AND agent_id = $2",
-                cmd.passage_id,
+            found = await conn.fetchrow(
+                f"SELECT archive_id FROM passages WHERE id = $2 AND {archival.AGENT_SCOPE}",
                 cmd.agent_id,
+                cmd.passage_id,
             )
+        if done is None and found is None:
+            # Done already, in an archive (on the archive's subject), if anywhere.
+            async with self.s.reads.at(await self.s.eventlog.end(), ARCHIVAL) as conn:
+                done = await conn.fetchval(
+                    "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
+                )
         if done is not None:
             return Reply(ok=True, seq=done)
-        if not exists:
+        if found is not None and found["archive_id"] is not None:
+            # A passage of an archive attached to the agent: gone for every agent sharing it.
+            return await self.archives.delete_passage_of(env, found["archive_id"], cmd.passage_id)
+        if found is None:
             raise AppendRejected(
                 f"Passage {cmd.passage_id} not found in agent {cmd.agent_id}'s archival memory",
                 404,

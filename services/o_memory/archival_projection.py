@@ -7,6 +7,13 @@ import asyncpg
 from o_contracts import subjects
 from o_contracts.events import (
     AgentDeleted,
+    ArchiveAttached,
+    ArchiveCreated,
+    ArchiveDeleted,
+    ArchiveDetached,
+    ArchivePassageDeleted,
+    ArchivePassagesInserted,
+    ArchiveUpdated,
     MemoriesReflected,
     PassageDeleted,
     PassageInserted,
@@ -16,18 +23,29 @@ from o_contracts.events.archival import ArchivalPassage
 from o_contracts.projection_names import ARCHIVAL
 from o_contracts.vectors import unpack_vector
 from o_runtime.eventlog import Recorded
-from o_runtime.projector import Projection
+from o_runtime.projector import Projection, assignments
 
-# Reads every event: archival ones, and AgentDeleted (an agent's archive goes with it).
+# Reads every event: archival ones, archives' (events/archives.py), and AgentDeleted (an
+# agent's own passages go with it). Archives and their passages are one projection, so a
+# passage is never recorded under an archive this projection has seen deleted.
 archival = Projection(
     name=ARCHIVAL,
     filter_subject=subjects.ALL_EVENTS,
-    tables=["passages", "archival_effects", "archival_counts", "archival_tag_counts"],
+    tables=[
+        "passages",
+        "archival_effects",
+        "archival_counts",
+        "archival_tag_counts",
+        "archives",
+        "archive_agents",
+    ],
 )
 
 
 async def _count(conn: asyncpg.Connection, agent_id: str, tags: list[str], by: int) -> None:
-    """Keep the archive's size and tags (every prompt shows them) without counting passages."""
+    """Keep the archive's size and tags (every prompt shows them) without counting passages.
+
+    `agent_id` is whose passages they are: an agent's own, or an archive's (its id)."""
     await conn.execute(
         "INSERT INTO archival_counts AS c (agent_id, passages) VALUES ($1, $2)"
         " ON CONFLICT (agent_id) DO UPDATE SET passages = c.passages + EXCLUDED.passages",
@@ -61,13 +79,20 @@ async def _effect(conn: asyncpg.Connection, agent_id: str, rec: Recorded) -> Non
         )
 
 
-async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, seq: int) -> None:
+async def _insert(
+    conn: asyncpg.Connection,
+    agent_id: str | None,
+    p: ArchivalPassage,
+    seq: int,
+    archive_id: str | None = None,
+) -> None:
     vector = unpack_vector(p.embedding)
     inserted = await conn.fetchval(
         "INSERT INTO passages (id, agent_id, text, tags, importance, importance_source, kind,"
-        " sources, embedding_model, dim, embedding, created_at, last_accessed_at, seq)"
-        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13) ON CONFLICT (id) DO NOTHING"
-        " RETURNING 1",
+        " sources, embedding_model, dim, embedding, created_at, last_accessed_at, seq,"
+        " archive_id, metadata)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13,$14,$15)"
+        " ON CONFLICT (id) DO NOTHING RETURNING 1",
         p.passage_id,
         agent_id,
         p.text,
@@ -81,9 +106,11 @@ async def _insert(conn: asyncpg.Connection, agent_id: str, p: ArchivalPassage, s
         vector,
         p.created_at,
         seq,
+        archive_id,
+        p.metadata,
     )
     if inserted:
-        await _count(conn, agent_id, p.tags, 1)
+        await _count(conn, archive_id or agent_id or "", p.tags, 1)
 
 
 @archival.on(PassageInserted)
@@ -95,7 +122,8 @@ async def passage_inserted(conn: asyncpg.Connection, e: PassageInserted, rec: Re
 @archival.on(PassageDeleted)
 async def passage_deleted(conn: asyncpg.Connection, e: PassageDeleted, rec: Recorded) -> None:
     tags = await conn.fetchval(
-        "DELETE FROM passages WHERE id = $1 AND agent_id = $2 RETURNING tags",
+        "DELETE FROM passages WHERE id = $1 AND agent_id = $2 AND archive_id IS NULL"
+        " RETURNING tags",
         e.passage_id,
         e.agent_id,
     )
@@ -106,9 +134,10 @@ async def passage_deleted(conn: asyncpg.Connection, e: PassageDeleted, rec: Reco
 
 @archival.on(PassagesAccessed)
 async def passages_accessed(conn: asyncpg.Connection, e: PassagesAccessed, rec: Recorded) -> None:
+    # (An archive's passages found by any agent sharing it: their access time is shared.)
     await conn.execute(
         "UPDATE passages SET last_accessed_at = greatest(last_accessed_at, $3)"
-        " WHERE agent_id = $1 AND id = ANY($2)",
+        " WHERE (agent_id = $1 OR archive_id IS NOT NULL) AND id = ANY($2)",
         e.agent_id,
         e.passage_ids,
         e.accessed_at,
@@ -129,8 +158,97 @@ async def memories_reflected(conn: asyncpg.Connection, e: MemoriesReflected, rec
 
 @archival.on(AgentDeleted)
 async def agent_deleted(conn: asyncpg.Connection, e: AgentDeleted, rec: Recorded) -> None:
-    # Unlike blocks, passages are never shared, so they go with their agent (as in Letta).
-    await conn.execute("DELETE FROM passages WHERE agent_id = $1", e.agent_id)
+    # The agent's own passages go with it (as in Letta); what it wrote into an archive
+    # stays there, for the agents that share it.
+    await conn.execute(
+        "DELETE FROM passages WHERE agent_id = $1 AND archive_id IS NULL", e.agent_id
+    )
     await conn.execute("DELETE FROM archival_effects WHERE agent_id = $1", e.agent_id)
     await conn.execute("DELETE FROM archival_counts WHERE agent_id = $1", e.agent_id)
     await conn.execute("DELETE FROM archival_tag_counts WHERE agent_id = $1", e.agent_id)
+    await conn.execute("DELETE FROM archive_agents WHERE agent_id = $1", e.agent_id)
+
+
+# -- archives (events/archives.py) -----------------------------------------------------
+
+
+@archival.on(ArchiveCreated)
+async def archive_created(conn: asyncpg.Connection, e: ArchiveCreated, rec: Recorded) -> None:
+    await conn.execute(
+        "INSERT INTO archives (id, name, description, embedding_model, created_at, updated_at,"
+        " last_seq) VALUES ($1,$2,$3,$4,$5,$5,$6) ON CONFLICT (id) DO NOTHING",
+        e.archive_id,
+        e.name,
+        e.description,
+        e.embedding_model,
+        rec.envelope.time,
+        rec.seq,
+    )
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchiveUpdated)
+async def archive_updated(conn: asyncpg.Connection, e: ArchiveUpdated, rec: Recorded) -> None:
+    args: list[object] = [e.archive_id, rec.envelope.time, rec.seq]
+    sets = assignments(e.changes, ("name", "description"), args)
+    await conn.execute(
+        f"UPDATE archives SET updated_at = $2, last_seq = $3{sets} WHERE id = $1", *args
+    )
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchiveDeleted)
+async def archive_deleted(conn: asyncpg.Connection, e: ArchiveDeleted, rec: Recorded) -> None:
+    await conn.execute("DELETE FROM archives WHERE id = $1", e.archive_id)
+    await conn.execute("DELETE FROM archive_agents WHERE archive_id = $1", e.archive_id)
+    await conn.execute("DELETE FROM passages WHERE archive_id = $1", e.archive_id)
+    await conn.execute("DELETE FROM archival_counts WHERE agent_id = $1", e.archive_id)
+    await conn.execute("DELETE FROM archival_tag_counts WHERE agent_id = $1", e.archive_id)
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchiveAttached)
+async def archive_attached(conn: asyncpg.Connection, e: ArchiveAttached, rec: Recorded) -> None:
+    # (On a subject apart from the archive's: one deleted just before is not attached.)
+    await conn.execute(
+        "INSERT INTO archive_agents (archive_id, agent_id, attached_seq)"
+        " SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM archives WHERE id = $1)"
+        " ON CONFLICT DO NOTHING",
+        e.archive_id,
+        e.agent_id,
+        rec.seq,
+    )
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchiveDetached)
+async def archive_detached(conn: asyncpg.Connection, e: ArchiveDetached, rec: Recorded) -> None:
+    await conn.execute(
+        "DELETE FROM archive_agents WHERE archive_id = $1 AND agent_id = $2",
+        e.archive_id,
+        e.agent_id,
+    )
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchivePassagesInserted)
+async def archive_passages_inserted(
+    conn: asyncpg.Connection, e: ArchivePassagesInserted, rec: Recorded
+) -> None:
+    for p in e.passages:
+        await _insert(conn, e.agent_id, p, rec.seq, e.archive_id)
+    await _effect(conn, e.archive_id, rec)
+
+
+@archival.on(ArchivePassageDeleted)
+async def archive_passage_deleted(
+    conn: asyncpg.Connection, e: ArchivePassageDeleted, rec: Recorded
+) -> None:
+    tags = await conn.fetchval(
+        "DELETE FROM passages WHERE id = $1 AND archive_id = $2 RETURNING tags",
+        e.passage_id,
+        e.archive_id,
+    )
+    if tags is not None:
+        await _count(conn, e.archive_id, list(tags), -1)
+    await _effect(conn, e.archive_id, rec)

@@ -43,6 +43,10 @@ _DIRECTORIES = (
     " WHERE af.agent_id = $1), '[]'::jsonb)"
 )
 
+# Whose passages are the agent's archival memory: its own, and its archives' (the counts
+# are kept by owner: an agent, or an archive).
+_OWNERS = "agent_id = $1 OR agent_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = $1)"
+
 # One round trip: the archive's size and tags as a one-row table, joined to the
 # agent's blocks in order (no blocks: one row of NULL block columns). The
 # archival projection keeps the size and tags: counting passages here grew
@@ -51,9 +55,9 @@ _CORE_MEMORY = (
     "SELECT "
     + ", ".join(f'b."{f}"' for f in BLOCK_FIELDS)
     + ", a.archival_count, a.archival_tags, a.directories FROM (SELECT"
-    " coalesce((SELECT passages FROM archival_counts WHERE agent_id = $1), 0)"
-    " AS archival_count, coalesce((SELECT array_agg(tag ORDER BY tag)"
-    " FROM archival_tag_counts WHERE agent_id = $1), '{}') AS archival_tags,"
+    f" coalesce((SELECT sum(passages) FROM archival_counts WHERE {_OWNERS}), 0)"
+    " AS archival_count, coalesce((SELECT array_agg(DISTINCT tag ORDER BY tag)"
+    f" FROM archival_tag_counts WHERE {_OWNERS}), '{{}}') AS archival_tags,"
     f" {_DIRECTORIES} AS directories) a"
     " LEFT JOIN (agent_blocks ab JOIN blocks b ON b.id = ab.block_id) ON ab.agent_id = $1"
     " ORDER BY ab.position, b.id"

@@ -11,13 +11,20 @@ import msgpack
 
 from o_contracts import subjects
 from o_contracts.commands import (
+    AttachArchive,
+    CreateArchive,
     CreateBlock,
+    DeleteArchive,
+    DeleteArchivePassage,
     DeleteBlock,
     DeletePassage,
+    DetachArchive,
+    InsertArchivePassages,
     InsertPassage,
     ReflectOnMemories,
     RestoreBlockVersion,
     RunMemoryTool,
+    UpdateArchive,
     UpdateBlock,
 )
 from o_contracts.events import FileUploaded
@@ -27,6 +34,7 @@ from o_contracts.projection_names import MEMORY
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
+from o_memory.archive_handlers import ArchiveCommands
 from o_memory.core_memory import read_core_memory
 from o_memory.embeddings import local_embedder, openai_configured
 from o_memory.evolution_archive import EvolutionArchive, archived_types
@@ -81,7 +89,8 @@ class MemoryService(Service):
         self.project(archival)
         self.project(folders)
         cmds = MemoryCommands(self)
-        self.archival = ArchivalCommands(self)
+        archives = ArchiveCommands(self)
+        self.archival = ArchivalCommands(self, archives)
         views = FileViews(self)
         self.consume(
             CommandConsumer(
@@ -97,6 +106,13 @@ class MemoryService(Service):
                     InsertPassage: self.archival.insert_passage,
                     DeletePassage: self.archival.delete_passage,
                     ReflectOnMemories: self.archival.reflect,
+                    CreateArchive: archives.create,
+                    UpdateArchive: archives.update,
+                    DeleteArchive: archives.delete,
+                    AttachArchive: archives.attach,
+                    DetachArchive: archives.detach,
+                    InsertArchivePassages: archives.insert_passages,
+                    DeleteArchivePassage: archives.delete_passage,
                     OpenFiles: views.open_files,
                     CloseFiles: views.close_files,
                 },

@@ -339,7 +339,7 @@ MEMORY = Role(
     grants(
         inbox("memory"),
         service("memory"),
-        appends(subjects.BLOCK_EVENTS, subjects.ARCHIVAL_EVENTS),
+        appends(subjects.BLOCK_EVENTS, subjects.ARCHIVAL_EVENTS, subjects.ARCHIVE_EVENTS),
         handles_commands(cmd("memory")),
         consumes(evt("memory-evolution-archive")),
         # Folders' files: each file's processing (not the folder's own events), agents'

@@ -21,6 +21,7 @@ from o_contracts.events import PassageInserted
 from o_contracts.projection_names import ARCHIVAL
 from o_evolution.judge import RUBRIC
 from o_memory.archival_handlers import ArchivalCommands
+from o_memory.archive_handlers import ArchiveCommands
 from o_memory.evolution_archive import EvolutionArchive
 from o_memory.evolution_notes import TAG
 from o_memory.service import MemoryService
@@ -85,7 +86,7 @@ async def evolution_archive(system: System) -> AsyncIterator[EvolutionArchive]:
     await memory.watcher.start()
     memory.reads = ProjectionReads(memory.pool, memory.watcher)
     try:
-        yield EvolutionArchive(memory, ArchivalCommands(memory))
+        yield EvolutionArchive(memory, ArchivalCommands(memory, ArchiveCommands(memory)))
     finally:
         await memory.watcher.stop()
         await memory.pool.close()

@@ -23,6 +23,15 @@ from o_contracts.events.archival import (
     PassageInserted,
     PassagesAccessed,
 )
+from o_contracts.events.archives import (
+    ArchiveAttached,
+    ArchiveCreated,
+    ArchiveDeleted,
+    ArchiveDetached,
+    ArchivePassageDeleted,
+    ArchivePassagesInserted,
+    ArchiveUpdated,
+)
 from o_contracts.events.blocks import BlockCreated, BlockDeleted, BlockUpdated
 from o_contracts.events.callbacks import (
     CallbackAbandoned,
@@ -118,6 +127,13 @@ __all__ = [
     "AgentCreated",
     "AgentDeleted",
     "AgentUpdated",
+    "ArchiveAttached",
+    "ArchiveCreated",
+    "ArchiveDeleted",
+    "ArchiveDetached",
+    "ArchivePassageDeleted",
+    "ArchivePassagesInserted",
+    "ArchiveUpdated",
     "BlockAttached",
     "BlockCreated",
     "BlockDeleted",

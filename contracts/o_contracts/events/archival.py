@@ -14,7 +14,7 @@ passage event at 384 dimensions (8 KB at 1536).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -41,6 +41,8 @@ class ArchivalPassage(Value):
     kind: Literal["memory", "reflection"] = "memory"
     # A reflection cites the passages it was drawn from.
     sources: list[str] = Field(default_factory=list)
+    # The client's own (an archive's passages: Letta's `metadata`).
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class PassageInserted(Event):

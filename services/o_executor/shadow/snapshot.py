@@ -19,6 +19,11 @@ from o_contracts.events import (
     AgentCreated,
     AgentDeleted,
     AgentUpdated,
+    ArchiveAttached,
+    ArchiveDeleted,
+    ArchiveDetached,
+    ArchivePassageDeleted,
+    ArchivePassagesInserted,
     BlockAttached,
     BlockCreated,
     BlockDeleted,
@@ -229,11 +234,36 @@ class ArchiveFold:
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, PassageInserted):
             self.passages.setdefault(event.passage.passage_id, list(event.passage.tags))
+        elif isinstance(event, ArchivePassagesInserted):
+            for p in event.passages:
+                self.passages.setdefault(p.passage_id, list(p.tags))
         elif isinstance(event, MemoriesReflected):
             for insight in event.insights:
                 self.passages.setdefault(insight.passage_id, list(insight.tags))
-        elif isinstance(event, PassageDeleted):
+        elif isinstance(event, PassageDeleted | ArchivePassageDeleted):
             self.passages.pop(event.passage_id, None)
+        elif isinstance(event, ArchiveDeleted):
+            self.passages.clear()
+
+
+async def _archival_memory(log: LogReader, agent_id: str, seq: int) -> ArchiveFold:
+    """The agent's archival memory as of `seq`: its own passages and those of the archives
+    attached to it then (events/archives.py)."""
+    fold = ArchiveFold()
+    for at, event in await log.events(subjects.archival_subject(agent_id), seq):
+        fold.apply(at, event)
+    attached: dict[str, None] = {}
+    for _, event in await log.events(subjects.agent_archives_filter(agent_id), seq):
+        if isinstance(event, ArchiveAttached):
+            attached[event.archive_id] = None
+        elif isinstance(event, ArchiveDetached):
+            attached.pop(event.archive_id, None)
+    for archive_id in attached:
+        shared = ArchiveFold()
+        for at, event in await log.events(subjects.archive_subject(archive_id), seq):
+            shared.apply(at, event)
+        fold.passages.update(shared.passages)
+    return fold
 
 
 @dataclass(frozen=True)
@@ -366,8 +396,6 @@ async def take_snapshot(
             tool.apply(at, event)
         if tool.state is not None:
             tools[tool.state["name"]] = UserTool.from_row(tool.state)
-    archive = ArchiveFold()
-    for at, event in await log.events(subjects.archival_subject(agent_id), seq):
-        archive.apply(at, event)
+    archive = await _archival_memory(log, agent_id, seq)
     config = dataclasses.replace(AgentConfig.from_row(agent.fields), user_tools=tools)
     return Snapshot(seq, config, blocks, conversation, archive)

@@ -20,6 +20,7 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_gateway.commands import memory_command
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.pagination import Listing
+from o_gateway.passages import PASSAGE_COLUMNS, passage
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
@@ -36,38 +37,6 @@ class CreatePassageBody(Body):
     created_at: datetime | None = None
     # O extension: importance 1-10; without it the agent's LLM rates the memory.
     importance: int | None = Field(default=None, ge=1, le=10)
-
-
-def passage(row: dict[str, Any], embedding_config: dict[str, Any] | None) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "text": row["text"],
-        "tags": list(row["tags"]),
-        "created_at": _iso(row["created_at"]),
-        "updated_at": _iso(row["created_at"]),
-        "agent_id": row["agent_id"],
-        "archive_id": None,
-        "source_id": None,
-        "file_id": None,
-        "file_name": None,
-        "is_deleted": False,
-        "embedding": None,
-        "embedding_config": embedding_config,
-        "created_by_id": None,
-        "last_updated_by_id": None,
-        "metadata": {
-            "importance": row["importance"],
-            "importance_source": row["importance_source"],
-            "kind": row["kind"],
-            "sources": list(row["sources"]),
-            "embedding_model": row["embedding_model"],
-            "last_accessed_at": _iso(row["last_accessed_at"]),
-        },
-    }
-
-
-def _iso(value: Any) -> str:
-    return value if isinstance(value, str) else str(value.isoformat())
 
 
 @route(router, "POST", "/v1/agents/{agent_id}/archival-memory")
@@ -108,12 +77,14 @@ async def list_passages(
     ascending: bool = True,
 ) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
-    q = Listing(
-        "passages",
-        columns="id, agent_id, text, tags, importance, importance_source, kind, sources,"
-        " embedding_model, created_at, last_accessed_at",
+    q = Listing("passages", columns=PASSAGE_COLUMNS)
+    # Its own passages, and those of the archives attached to it (events/archives.py).
+    q.filter(
+        "(agent_id = {} AND archive_id IS NULL"
+        " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {}))",
+        agent_id,
+        agent_id,
     )
-    q.filter("agent_id = {}", agent_id)
     if search:
         q.filter("text ILIKE {}", f"%{search}%")
     rows = await q.page(gw.pool, "passage", before, after, "asc" if ascending else "desc", limit)

@@ -38,7 +38,7 @@ from o_gateway.folder_reads import (
     render_file,
     render_folder,
 )
-from o_gateway.models_config import embedding_config_for
+from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
 from o_gateway.pagination import Listing, page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Description, Object, Text
@@ -47,20 +47,6 @@ from o_runtime.file_store import file_store
 
 router = APIRouter()
 PREFIXES = ("/v1/folders", "/v1/sources")
-# O embeds locally when a folder names no embedder (Letta requires one, or its
-# default_embedding_handle): a sentence-transformers model, run on the CPU.
-LOCAL_EMBEDDING = {
-    "embedding_endpoint_type": "hugging-face",
-    "embedding_endpoint": None,
-    "embedding_model": "all-MiniLM-L6-v2",
-    "embedding_dim": 384,
-    "embedding_chunk_size": 300,
-    "handle": "local/all-MiniLM-L6-v2",
-    "batch_size": 32,
-    "azure_endpoint": None,
-    "azure_version": None,
-    "azure_deployment": None,
-}
 MAX_FILE_NAME = 255
 FolderName = Annotated[str, Field(min_length=1, max_length=256)]
 ChunkSize = Annotated[int, Field(ge=16, le=2000)]

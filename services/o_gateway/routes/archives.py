@@ -1,0 +1,293 @@
+"""`/v1/archives/`: archival passages that agents share (Letta's archives).
+
+An archive is the memory service's to decide (events/archives.py): every change here is
+a command to it, and reads are its archival projection. An agent's archival memory is its
+own passages and those of the archives attached to it; while one is attached, what the
+agent writes to archival memory goes into the first one attached, where every agent
+sharing it finds it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import asyncpg
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import Field
+
+from o_contracts.commands import (
+    ArchivePassage,
+    AttachArchive,
+    CreateArchive,
+    DeleteArchive,
+    DeleteArchivePassage,
+    DetachArchive,
+    InsertArchivePassages,
+    UpdateArchive,
+)
+from o_contracts.limits import MAX_ARCHIVE_BATCH
+from o_contracts.projection_names import ARCHIVAL
+from o_gateway.agent_reads import render_agent
+from o_gateway.commands import memory_command
+from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
+from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
+from o_gateway.pagination import Listing
+from o_gateway.passages import PASSAGE_COLUMNS, passage
+from o_gateway.routes.paths import route
+from o_gateway.schemas import Body, Description, Name, Object, Tags, Text
+from o_gateway.state import GW, Gateway, checked_id
+
+router = APIRouter()
+# Passages are embedded before the memory service answers.
+INSERT_TIMEOUT = 90.0
+
+
+class CreateArchiveBody(Body):
+    name: Annotated[Name, Field(min_length=1)]
+    # The embedding model handle (e.g. "openai/text-embedding-3-small"); None: O's local one.
+    embedding: Name | None = None
+    # Deprecated in Letta for `embedding`: only its handle is used.
+    embedding_config: Object | None = None
+    description: Description | None = None
+
+
+class UpdateArchiveBody(Body):
+    name: Annotated[Name, Field(min_length=1)] | None = None
+    description: Description | None = None
+
+
+class CreateArchivePassageBody(Body):
+    text: Annotated[Text, Field(min_length=1)]
+    metadata: Object | None = None
+    tags: Tags | None = None
+    created_at: datetime | None = None
+
+
+class CreateArchivePassagesBody(Body):
+    passages: Annotated[
+        list[CreateArchivePassageBody], Field(min_length=1, max_length=MAX_ARCHIVE_BATCH)
+    ]
+
+
+def embedding_config(handle: str) -> dict[str, Any]:
+    return LOCAL_EMBEDDING if handle == LOCAL_EMBEDDING["handle"] else embedding_config_for(handle)
+
+
+def archive_json(row: asyncpg.Record) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "description": row["description"],
+        "vector_db_provider": "native",
+        "embedding_config": embedding_config(row["embedding_model"]),
+        "metadata": {},
+        "created_at": row["created_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
+        "created_by_id": None,
+        "last_updated_by_id": None,
+    }
+
+
+async def archive_row(gw: Gateway, archive_id: str) -> asyncpg.Record:
+    row = await gw.pool.fetchrow("SELECT * FROM archives WHERE id = $1", archive_id)
+    if row is None:
+        raise HTTPException(404, f"Archive {archive_id} not found")
+    return row
+
+
+def embedding_handle(body: CreateArchiveBody) -> str | None:
+    """The handle the archive embeds with, checked (None: O's local model)."""
+    handle = body.embedding
+    if handle is None and body.embedding_config:
+        config = body.embedding_config
+        handle = config.get("handle") or (
+            f"{config.get('embedding_endpoint_type')}/{config.get('embedding_model')}"
+            if config.get("embedding_model")
+            else None
+        )
+    if handle is None or handle == LOCAL_EMBEDDING["handle"]:
+        return None
+    if not isinstance(handle, str):
+        raise HTTPException(422, "embedding_config.handle must be a string")
+    embedding_config_for(handle)  # (a handle not of the form provider/model: 400)
+    return handle
+
+
+@route(router, "POST", "/v1/archives/")
+async def create_archive(
+    body: CreateArchiveBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    key = checked_key(idempotency_key)
+    archive_id = resource_id("archive", key)
+    reply = await memory_command(
+        gw,
+        CreateArchive(
+            archive_id=archive_id,
+            name=body.name,
+            description=body.description,
+            embedding=embedding_handle(body),
+        ),
+        archive_id,
+        command_id=resource_id("cmd", key, archive_id) if key else None,
+    )
+    await gw.visible(reply.seq, ARCHIVAL)
+    return archive_json(await archive_row(gw, archive_id))
+
+
+@route(router, "GET", "/v1/archives/")
+async def list_archives(
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "desc",
+    order_by: Literal["created_at"] = "created_at",
+    name: str | None = None,
+    agent_id: str | None = None,
+) -> list[dict[str, Any]]:
+    q = Listing("archives")
+    if name is not None:
+        q.filter("name = {}", name)
+    if agent_id is not None:
+        q.filter(
+            "id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {})",
+            checked_id(agent_id, "agent"),
+        )
+    rows = await q.page(gw.pool, "archive", before, after, order, limit)
+    return [archive_json(r) for r in rows]
+
+
+@route(router, "GET", "/v1/archives/{archive_id}")
+async def retrieve_archive(archive_id: str, gw: GW) -> dict[str, Any]:
+    return archive_json(await archive_row(gw, checked_id(archive_id, "archive")))
+
+
+@route(router, "PATCH", "/v1/archives/{archive_id}")
+async def modify_archive(archive_id: str, body: UpdateArchiveBody, gw: GW) -> dict[str, Any]:
+    checked_id(archive_id, "archive")
+    reply = await memory_command(
+        gw,
+        UpdateArchive(
+            archive_id=archive_id,
+            **body.model_dump(include={"name", "description"}, exclude_none=True),
+        ),
+        archive_id,
+    )
+    await gw.visible(reply.seq, ARCHIVAL)
+    return archive_json(await archive_row(gw, archive_id))
+
+
+@route(router, "DELETE", "/v1/archives/{archive_id}", status_code=204)
+async def delete_archive(archive_id: str, gw: GW) -> Response:
+    checked_id(archive_id, "archive")
+    reply = await memory_command(gw, DeleteArchive(archive_id=archive_id), archive_id)
+    await gw.visible(reply.seq, ARCHIVAL)
+    return Response(status_code=204)
+
+
+@route(router, "GET", "/v1/archives/{archive_id}/agents")
+async def list_agents_for_archive(
+    archive_id: str,
+    gw: GW,
+    before: str | None = None,
+    after: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    order: Literal["asc", "desc"] = "desc",
+) -> list[dict[str, Any]]:
+    await archive_row(gw, checked_id(archive_id, "archive"))
+    q = Listing("agents")
+    q.filter("id IN (SELECT agent_id FROM archive_agents WHERE archive_id = {})", archive_id)
+    rows = await q.page(gw.pool, "agent", before, after, order, limit)
+    return [await render_agent(gw, dict(r)) for r in rows]
+
+
+async def _insert(
+    gw: Gateway, archive_id: str, bodies: list[CreateArchivePassageBody], key: str | None
+) -> list[dict[str, Any]]:
+    archive = await archive_row(gw, checked_id(archive_id, "archive"))
+    if any(not b.text.strip() for b in bodies):
+        raise HTTPException(400, "text must not be empty")
+    passages = [
+        ArchivePassage(
+            passage_id=resource_id("passage", key, archive_id, str(n)),
+            text=b.text,
+            tags=b.tags or [],
+            created_at=b.created_at,
+            metadata=b.metadata or {},
+        )
+        for n, b in enumerate(bodies)
+    ]
+    try:
+        command = InsertArchivePassages(archive_id=archive_id, passages=passages)
+    except ValueError as exc:  # (their text together over the limit)
+        raise HTTPException(422, str(exc)) from exc
+    reply = await memory_command(
+        gw,
+        command,
+        archive_id,
+        timeout=INSERT_TIMEOUT,
+        command_id=resource_id("cmd", key, archive_id, "passages") if key else None,
+    )
+    await gw.visible(reply.seq, ARCHIVAL)
+    rows = {
+        r["id"]: r
+        for r in await gw.pool.fetch(
+            f"SELECT {PASSAGE_COLUMNS} FROM passages WHERE id = ANY($1)",
+            [p.passage_id for p in passages],
+        )
+    }
+    config = embedding_config(archive["embedding_model"])
+    return [passage(dict(rows[p.passage_id]), config) for p in passages if p.passage_id in rows]
+
+
+@route(router, "POST", "/v1/archives/{archive_id}/passages")
+async def create_passage_in_archive(
+    archive_id: str,
+    body: CreateArchivePassageBody,
+    gw: GW,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    created = await _insert(gw, archive_id, [body], checked_key(idempotency_key))
+    if not created:  # (deleted by another request in between)
+        raise HTTPException(409, "the passage was deleted meanwhile")
+    return created[0]
+
+
+@route(router, "POST", "/v1/archives/{archive_id}/passages/batch")
+async def create_passages_in_archive(
+    archive_id: str,
+    body: CreateArchivePassagesBody,
+    gw: GW,
+    idempotency_key: IdempotencyKey = None,
+) -> list[dict[str, Any]]:
+    return await _insert(gw, archive_id, body.passages, checked_key(idempotency_key))
+
+
+@route(router, "DELETE", "/v1/archives/{archive_id}/passages/{passage_id}", status_code=204)
+async def delete_passage_from_archive(archive_id: str, passage_id: str, gw: GW) -> Response:
+    checked_id(archive_id, "archive")
+    checked_id(passage_id, "passage")
+    reply = await memory_command(
+        gw, DeleteArchivePassage(archive_id=archive_id, passage_id=passage_id), archive_id
+    )
+    await gw.visible(reply.seq, ARCHIVAL)
+    return Response(status_code=204)
+
+
+async def _attachment(gw: Gateway, command: AttachArchive | DetachArchive) -> None:
+    await gw.agent_row(checked_id(command.agent_id, "agent"))
+    checked_id(command.archive_id, "archive")
+    # (Keyed by the agent, whose memory it changes: o_contracts/admission.py.)
+    reply = await memory_command(gw, command, command.agent_id)
+    await gw.visible(reply.seq, ARCHIVAL)
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/archives/attach/{archive_id}")
+async def attach_archive_to_agent(agent_id: str, archive_id: str, gw: GW) -> None:
+    await _attachment(gw, AttachArchive(archive_id=archive_id, agent_id=agent_id))
+
+
+@route(router, "PATCH", "/v1/agents/{agent_id}/archives/detach/{archive_id}")
+async def detach_archive_from_agent(agent_id: str, archive_id: str, gw: GW) -> None:
+    await _attachment(gw, DetachArchive(archive_id=archive_id, agent_id=agent_id))
