@@ -29,9 +29,10 @@ def acts_on(command: Message) -> str | None:
         return command.run_id
     if isinstance(command, ProcessFile):  # (one file's processing: o.cmd.files.<file>)
         return command.file_id
-    # (An archive attached to an agent or detached from it changes the agent's memory: its
-    # key is the agent's. An archive's other commands are keyed by the archive.)
-    for field in ("block_id", "agent_id", "archive_id"):
+    # An archive's commands are keyed by the archive, attaching it to an agent included: an
+    # outside publisher allowed only its agents can neither make archives nor attach one
+    # (which would let its agent read the archive, and write into it).
+    for field in ("block_id", "archive_id", "agent_id"):
         value = getattr(command, field, None)
         if isinstance(value, str):
             return value

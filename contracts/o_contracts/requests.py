@@ -19,8 +19,12 @@ from o_contracts.models import ChatMessage
 class SearchArchival(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent_id: str
+    # Whose passages: an agent's archival memory (its own and its archives'); without it,
+    # one archive's (`archive_id`), or, with neither, every passage (Letta's
+    # POST /v1/passages/search). Only an agent's search is recorded as an access.
+    agent_id: str | None
     query: str
+    archive_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     tag_match_mode: Literal["any", "all"] = "any"
     top_k: int = Field(default=10, ge=1, le=100)

@@ -79,10 +79,16 @@ def _filters(f: SearchFilter, args: list[Any]) -> str:
     return sql
 
 
-def candidates_sql(dim: int, where: str, with_text: bool) -> str:
+# Whose passages a search looks at ($1: the agent, the archive, or NULL for all of them).
+ARCHIVE_SCOPE = "archive_id = $1"
+EVERY_PASSAGE = "$1::text IS NULL"
+
+
+def candidates_sql(dim: int, where: str, with_text: bool, scope: str = AGENT_SCOPE) -> str:
     """Both candidate lists and their details in one statement.
 
-    $1 agent id, $2 embedding model, $3 query vector, $4 the OR-tsquery text.
+    $1 what `scope` names (an agent, an archive), $2 embedding model, $3 query vector,
+    $4 the OR-tsquery text.
     """
     # The cast and the `dim = <literal>` predicate must appear literally for
     # the planner to use the partial expression index.
@@ -92,7 +98,7 @@ def candidates_sql(dim: int, where: str, with_text: bool) -> str:
         # the archive can match a fifth of 100k passages, and ranking them all
         # costs ~100 ms. Rare words (names, codes) match fewer; all are ranked.
         " m AS (SELECT id, tsv, created_at FROM passages"
-        f"  WHERE {AGENT_SCOPE} AND tsv @@ to_tsquery('simple', $4){where}"
+        f"  WHERE {scope} AND tsv @@ to_tsquery('simple', $4){where}"
         f"  ORDER BY created_at DESC LIMIT {TEXT_MATCH_CAP}),"
         " t AS (SELECT id, ts_rank_cd(tsv, to_tsquery('simple', $4)) AS rank FROM m"
         f"  ORDER BY rank DESC, created_at DESC LIMIT {CANDIDATES_PER_LIST})"
@@ -101,7 +107,7 @@ def candidates_sql(dim: int, where: str, with_text: bool) -> str:
     )
     return (
         f"WITH v AS (SELECT id, {col} <=> $3::vector({dim}) AS distance FROM passages"
-        f"  WHERE dim = {dim} AND {AGENT_SCOPE} AND embedding_model = $2{where}"
+        f"  WHERE dim = {dim} AND {scope} AND embedding_model = $2{where}"
         f"  ORDER BY {col} <=> $3::vector({dim}) LIMIT {CANDIDATES_PER_LIST}),"
         f"{text}"
         f" SELECT {', '.join('p.' + c.strip() for c in PASSAGE_COLUMNS.split(','))},"
@@ -136,7 +142,7 @@ def relevance(
 
 async def search(
     pool: asyncpg.Pool,
-    agent_id: str,
+    agent_id: str | None,
     *,
     query: str,
     model: str,
@@ -146,7 +152,10 @@ async def search(
     top_k: int,
     now: datetime,
     fusion: Fusion = "convex",
+    scope: str = AGENT_SCOPE,
 ) -> list[Hit]:
+    """The best `top_k` of `scope`'s passages for `query` (`agent_id`: what $1 in `scope`
+    is: an agent, an archive, or None for every passage)."""
     async with pool.acquire() as conn, conn.transaction():
         # iterative_scan: with filters, keep walking the HNSW graph until
         # enough rows pass them (pgvector >= 0.8). force_custom_plan: how many
@@ -164,7 +173,7 @@ async def search(
             query,
         )
         args: list[Any] = [agent_id, model, vector, tsquery or None]
-        sql = candidates_sql(len(vector), _filters(filters, args), bool(tsquery))
+        sql = candidates_sql(len(vector), _filters(filters, args), bool(tsquery), scope)
         rows = [dict(r) for r in await conn.fetch(sql, *args)]
     by_id = {r["id"]: r for r in rows}
     cosine = {r["id"]: float(r["cosine"]) for r in rows}

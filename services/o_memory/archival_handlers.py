@@ -23,7 +23,7 @@ from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
 from o_memory.archive_handlers import ArchiveCommands
-from o_memory.embeddings import EmbeddingError, embedder_for
+from o_memory.embeddings import LOCAL_MODEL, EmbeddingError, embedder_for
 from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
 from o_runtime.commands import Delivery
@@ -287,7 +287,10 @@ class ArchivalCommands:
         return Reply(ok=True, seq=appended.seq)
 
     async def search(self, request: SearchArchival) -> list[dict[str, Any]]:
-        """Ranked results; the returned passages' access is recorded as one event."""
+        """Ranked results; the returned passages' access is recorded as one event (an
+        agent's search: one of an archive, or of every passage, is no agent's access)."""
+        if request.agent_id is None:
+            return await self._search_passages(request)
         agent, settings = await self._agent(request.agent_id)
         if request.min_seq:
             await self.s.watcher.wait(request.min_seq, ARCHIVAL)
@@ -301,12 +304,7 @@ class ArchivalCommands:
             query=request.query,
             model=model,
             vector=vector,
-            filters=archival.SearchFilter(
-                request.tags,
-                request.tag_match_mode,
-                request.start_datetime,
-                request.end_datetime,
-            ),
+            filters=_filter(request),
             settings=settings,
             top_k=request.top_k,
             now=now,
@@ -322,8 +320,49 @@ class ArchivalCommands:
                 producer=PRODUCER,
             )
             await self.s.eventlog.append(subjects.archival_subject(request.agent_id), accessed)
-        return [
-            passage_json(h.row)
-            | {"score": h.scored.score, "relevance": h.scored.relevance, "cosine": h.cosine}
-            for h in hits
-        ]
+        return [_result(h) for h in hits]
+
+    async def _search_passages(self, request: SearchArchival) -> list[dict[str, Any]]:
+        """One archive's passages, or every passage, by relevance alone. The query is
+        embedded with the archive's model; across archives, with the local one (passages
+        of other models are found by their words)."""
+        handle, scope = LOCAL_MODEL, archival.EVERY_PASSAGE
+        if request.archive_id is not None:
+            handle = await self.s.pool.fetchval(
+                "SELECT embedding_model FROM archives WHERE id = $1", request.archive_id
+            )
+            if handle is None:
+                raise AppendRejected(f"Archive {request.archive_id} not found", 404)
+            scope = archival.ARCHIVE_SCOPE
+        if request.min_seq:
+            await self.s.watcher.wait(request.min_seq, ARCHIVAL)
+        model, (vector,) = await self._vectors(
+            {"embedding_config": {"handle": handle}}, [request.query]
+        )
+        hits = await archival.search(
+            self.s.pool,
+            request.archive_id,
+            query=request.query,
+            model=model,
+            vector=vector,
+            filters=_filter(request),
+            settings=StreamSettings(w_recency=0, w_importance=0, w_relevance=1),
+            top_k=request.top_k,
+            now=datetime.now(UTC),
+            scope=scope,
+        )
+        return [_result(h) for h in hits]
+
+
+def _filter(request: SearchArchival) -> archival.SearchFilter:
+    return archival.SearchFilter(
+        request.tags, request.tag_match_mode, request.start_datetime, request.end_datetime
+    )
+
+
+def _result(hit: archival.Hit) -> dict[str, Any]:
+    return passage_json(hit.row) | {
+        "score": hit.scored.score,
+        "relevance": hit.scored.relevance,
+        "cosine": hit.cosine,
+    }

@@ -235,8 +235,11 @@ async def archive_detached(conn: asyncpg.Connection, e: ArchiveDetached, rec: Re
 async def archive_passages_inserted(
     conn: asyncpg.Connection, e: ArchivePassagesInserted, rec: Recorded
 ) -> None:
-    for p in e.passages:
-        await _insert(conn, e.agent_id, p, rec.seq, e.archive_id)
+    # (Decided on the archive's subject, so never after its deletion; checked all the same,
+    # as a passage of no archive would be no agent's.)
+    if await conn.fetchval("SELECT 1 FROM archives WHERE id = $1", e.archive_id):
+        for p in e.passages:
+            await _insert(conn, e.agent_id, p, rec.seq, e.archive_id)
     await _effect(conn, e.archive_id, rec)
 
 

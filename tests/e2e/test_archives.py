@@ -281,10 +281,30 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
     hits = await found(system, agent["id"], "Who lives by the sea cliffs?")
     assert hits[:1] == ["The lighthouse keeper lives on the northern cliff."]
 
-    # The official client says 404 for an archive that is not there.
-    def missing() -> None:
-        with pytest.raises(letta_client.NotFoundError):
-            system.client().archives.retrieve("archive-00000000-0000-4000-8000-000000000000")
+    await http.post(f"/v1/archives/{archive}/passages", json={"text": "Tea is served at four."})
 
-    await asyncio.to_thread(missing)
+    # Letta's passage search, through the official client: one archive's passages by
+    # meaning, an agent's, and every passage newest first without a query; an archive
+    # that is not there is a 404.
+    def searches() -> dict[str, Any]:
+        client = system.client()
+        with pytest.raises(letta_client.NotFoundError):
+            client.archives.retrieve("archive-00000000-0000-4000-8000-000000000000")
+        with pytest.raises(letta_client.NotFoundError):
+            client.passages.search(
+                query="x", archive_id="archive-00000000-0000-4000-8000-000000000000"
+            )
+        return {
+            "archive": client.passages.search(
+                query="Who lives by the sea cliffs?", archive_id=archive
+            ),
+            "agent": client.passages.search(query="When is tea?", agent_id=agent["id"], limit=1),
+            "newest": client.passages.search(limit=2),
+        }
+
+    r = await asyncio.to_thread(searches)
+    assert r["archive"][0].passage.text == "The lighthouse keeper lives on the northern cliff."
+    assert r["archive"][0].passage.archive_id == archive and r["archive"][0].score > 0
+    assert [x.passage.text for x in r["agent"]] == ["Tea is served at four."]
+    assert r["newest"][0].passage.text == "Tea is served at four." and len(r["newest"]) == 2
     assert json.loads((await http.get(f"/v1/archives/{archive}")).text)["name"] == "once"

@@ -21,7 +21,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
-from o_contracts.commands import StartRun
+from o_contracts.commands import AttachArchive, StartRun
 from o_contracts.envelope import Envelope, decode
 from o_contracts.events import BlockUpdated, PassageDeleted, RunStarted
 from o_contracts.ids import new_id
@@ -364,6 +364,35 @@ async def test_an_outside_publisher_may_not_command_an_agent_it_does_not_own(
         " a command is sent on the subject of what it acts on"
     )
     assert await last_seq(subjects.agent_subject(theirs)) == before
+
+
+async def test_an_outside_publisher_allowed_its_agents_may_not_touch_archives(
+    partner: tuple[Connection, str, str], system: System
+) -> None:
+    conn, mine, _ = partner
+    made = await system.http.post("/v1/archives/", json={"name": "not the partner's"})
+    assert made.status_code == 200, made.text
+    archive = made.json()["id"]
+    attach = AttachArchive(archive_id=archive, agent_id=mine)
+    before = await last_seq(subjects.archive_agent_subject(archive, mine))
+    # On the archive's subject (archives' commands are keyed by the archive): refused by
+    # the server, as is making an archive.
+    subject = subjects.memory_command_subject(archive)
+    with pytest.raises(nats.errors.TimeoutError):
+        await conn.js.publish(
+            subject, Envelope.wrap(attach, aggregate_id=archive, producer="partner").encode()
+        )
+    await conn.refused(f'Permissions Violation for Publish to "{subject}"')
+    # On its own agent's subject: the memory service refuses it.
+    reply = await publish_command(
+        conn,
+        subjects.memory_command_subject(mine),
+        Envelope.wrap(attach, aggregate_id=mine, producer="partner").encode(),
+    )
+    assert not reply.ok and reply.status == 403, reply
+    assert await last_seq(subjects.archive_agent_subject(archive, mine)) == before
+    listed = await system.http.get("/v1/archives/", params={"agent_id": mine})
+    assert listed.json() == []
 
 
 # -- secrets ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""`/v1/archives/`: archival passages that agents share (Letta's archives).
+"""`/v1/archives/`: archival passages that agents share (Letta's archives), and Letta's
+`POST /v1/passages/search` across them.
 
 An archive is the memory service's to decide (events/archives.py): every change here is
 a command to it, and reads are its archival projection. An agent's archival memory is its
@@ -28,12 +29,14 @@ from o_contracts.commands import (
 )
 from o_contracts.limits import MAX_ARCHIVE_BATCH
 from o_contracts.projection_names import ARCHIVAL
+from o_contracts.requests import SearchArchival, first_error
 from o_gateway.agent_reads import render_agent
 from o_gateway.commands import memory_command
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
 from o_gateway.pagination import Listing
 from o_gateway.passages import PASSAGE_COLUMNS, passage
+from o_gateway.routes.archival import search_archival
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Description, Name, Object, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
@@ -278,8 +281,7 @@ async def delete_passage_from_archive(archive_id: str, passage_id: str, gw: GW) 
 async def _attachment(gw: Gateway, command: AttachArchive | DetachArchive) -> None:
     await gw.agent_row(checked_id(command.agent_id, "agent"))
     checked_id(command.archive_id, "archive")
-    # (Keyed by the agent, whose memory it changes: o_contracts/admission.py.)
-    reply = await memory_command(gw, command, command.agent_id)
+    reply = await memory_command(gw, command, command.archive_id)
     await gw.visible(reply.seq, ARCHIVAL)
 
 
@@ -291,3 +293,67 @@ async def attach_archive_to_agent(agent_id: str, archive_id: str, gw: GW) -> Non
 @route(router, "PATCH", "/v1/agents/{agent_id}/archives/detach/{archive_id}")
 async def detach_archive_from_agent(agent_id: str, archive_id: str, gw: GW) -> None:
     await _attachment(gw, DetachArchive(archive_id=archive_id, agent_id=agent_id))
+
+
+class SearchPassagesBody(Body):
+    query: Text | None = None
+    agent_id: str | None = None
+    archive_id: str | None = None
+    tags: Tags | None = None
+    tag_match_mode: Literal["any", "all"] = "any"
+    limit: Annotated[int, Field(ge=1, le=100)] = 50
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+
+
+def _scored(row: dict[str, Any], score: float) -> dict[str, Any]:
+    return {
+        "passage": passage(row, embedding_config(row["embedding_model"])),
+        "score": score,
+        "metadata": {},
+    }
+
+
+@route(router, "POST", "/v1/passages/search")
+async def search_passages(body: SearchPassagesBody, gw: GW) -> list[dict[str, Any]]:
+    """Letta's passage search: an agent's archival memory (`agent_id`, which wins), one
+    archive's passages (`archive_id`), or every passage; by relevance to `query`, or the
+    newest first without one."""
+    if body.agent_id is not None:
+        await gw.agent_row(checked_id(body.agent_id, "agent"))
+    elif body.archive_id is not None:
+        await archive_row(gw, checked_id(body.archive_id, "archive"))
+    if body.query is not None and body.query.strip():
+        try:
+            request = SearchArchival(
+                agent_id=body.agent_id,
+                archive_id=None if body.agent_id else body.archive_id,
+                query=body.query,
+                tags=body.tags or [],
+                tag_match_mode=body.tag_match_mode,
+                top_k=body.limit,
+                start_datetime=body.start_date,
+                end_datetime=body.end_date,
+                ranking="relevance",
+            )
+        except ValueError as exc:
+            raise HTTPException(422, first_error(exc)) from exc
+        return [_scored(r, float(r["score"])) for r in await search_archival(gw, request)]
+    q = Listing("passages", columns=PASSAGE_COLUMNS)
+    if body.agent_id is not None:
+        q.filter(
+            "(agent_id = {} AND archive_id IS NULL"
+            " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {}))",
+            body.agent_id,
+            body.agent_id,
+        )
+    elif body.archive_id is not None:
+        q.filter("archive_id = {}", body.archive_id)
+    if body.tags:
+        q.filter("tags @> {}" if body.tag_match_mode == "all" else "tags && {}", body.tags)
+    if body.start_date is not None:
+        q.filter("created_at >= {}", body.start_date)
+    if body.end_date is not None:
+        q.filter("created_at <= {}", body.end_date)
+    rows = await q.page(gw.pool, "passage", None, None, "desc", body.limit)
+    return [_scored(dict(r), 0.0) for r in rows]
