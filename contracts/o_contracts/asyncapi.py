@@ -164,6 +164,16 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "identityEvents",
+        f"{subjects.EVENTS_PREFIX}.identity.{{identity_id}}",
+        "identity_id",
+        "One identity an application's agents serve (Letta's identities), appended only by "
+        "the gateway: its key, name, type and properties, and the agents and blocks it has "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (events.IdentityCreated, events.IdentityUpdated, events.IdentityDeleted),
+        "send",
+    ),
+    Channel(
         "providerEvents",
         f"{subjects.EVENTS_PREFIX}.provider.{{provider_id}}",
         "provider_id",

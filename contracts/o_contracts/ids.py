@@ -38,6 +38,8 @@ IdPrefix = Literal[
     "provider",
     # An archive: archival passages agents share (Letta's "archive-<uuid>").
     "archive",
+    # An identity an application's agents serve (Letta's "identity-<uuid>").
+    "identity",
 ]
 
 _ID_RE = re.compile(

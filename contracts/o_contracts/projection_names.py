@@ -13,6 +13,7 @@ RUNS: Final = "runs"  # the executor's runs, steps and messages
 MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools they offer
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
 PROVIDERS: Final = "providers"  # the gateway's model providers registered through the API
+IDENTITIES: Final = "identities"  # the gateway's identities and the agents and blocks they have
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
 CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
 SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
@@ -28,6 +29,7 @@ ALL: Final = (
     MCP_SERVERS,
     GROUPS,
     PROVIDERS,
+    IDENTITIES,
     EVOLUTION,
     CALLBACKS,
     SCHEDULES,

@@ -39,6 +39,8 @@ MCP_REGISTRY_EVENTS: Final = f"{EVENTS_PREFIX}.mcp_server.>"
 GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 # Model providers registered through the API (events/providers.py).
 PROVIDER_EVENTS: Final = f"{EVENTS_PREFIX}.provider.*"
+# Identities (events/identities.py).
+IDENTITY_EVENTS: Final = f"{EVENTS_PREFIX}.identity.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 # Archives agents share, and which agents each is attached to (events/archives.py).
@@ -167,6 +169,10 @@ def block_subject(block_id: str) -> str:
 
 def archival_subject(agent_id: str) -> str:
     return f"{EVENTS_PREFIX}.archival.{agent_id}"
+
+
+def identity_subject(identity_id: str) -> str:
+    return f"{EVENTS_PREFIX}.identity.{identity_id}"
 
 
 def archive_subject(archive_id: str) -> str:

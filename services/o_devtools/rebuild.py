@@ -31,6 +31,7 @@ PROJECTIONS = {
     names.MCP_SERVERS: "o_gateway.mcp_projection:mcp_servers",
     names.GROUPS: "o_gateway.groups_projection:groups",
     names.PROVIDERS: "o_gateway.providers_projection:providers",
+    names.IDENTITIES: "o_gateway.identities_projection:identities",
     names.EVOLUTION: "o_evolution.projection:evolution",
     names.FOLDERS: "o_memory.files.projection:folders",
     names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",

@@ -9,6 +9,7 @@ from o_contracts.models import ChatMessage
 from o_gateway import render
 from o_gateway.folder_reads import agent_folder_rows, render_folder
 from o_gateway.group_reads import managed_group, render_group
+from o_gateway.identity_reads import identities_of_agent
 from o_gateway.state import Gateway
 from o_gateway.tool_registry import user_tools
 
@@ -31,6 +32,8 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     rendered = await render_group(gw.pool, group) if group is not None else None
     state["multi_agent_group"] = state["managed_group"] = rendered
     state |= await last_run(gw, row["id"])
+    state["identities"] = await identities_of_agent(gw.pool, row["id"])
+    state["identity_ids"] = [i["id"] for i in state["identities"]]
     return state
 
 

@@ -43,6 +43,7 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "schedule_id": "schedule",
     "provider_id": "provider",
     "archive_id": "archive",
+    "identity_id": "identity",
 }
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

@@ -200,6 +200,8 @@ class CreateAgentBody(Body):
     # An O extension: what a message arriving mid-run does by default
     # (o_contracts/concurrency.py); None: the route's policy (Letta's).
     concurrency: Concurrency | None = None
+    # Letta's identities the agent serves (routes/identities.py); on an update, the whole set.
+    identity_ids: Ids | None = None
 
 
 class UpdateAgentBody(Body):
@@ -225,6 +227,8 @@ class UpdateAgentBody(Body):
     enable_sleeptime: bool | None = None
     # (As on create; null sets it back to none.)
     concurrency: Concurrency | None = None
+    # The agent's identities, the whole set ([] clears them).
+    identity_ids: Ids | None = None
 
 
 class TextPart(Body):

@@ -17,6 +17,7 @@ from o_gateway.callbacks.deliveries import CallbackDeliveries
 from o_gateway.callbacks.projection import callbacks
 from o_gateway.groups_projection import groups
 from o_gateway.guards import JsonHttpToolsProtocol
+from o_gateway.identities_projection import identities
 from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.providers_projection import providers
@@ -80,6 +81,7 @@ class GatewayService(Service):
         self.project(tools)
         self.project(mcp_servers)
         self.project(providers)
+        self.project(identities)
         self.project(groups)
         self.project(callbacks)
         self.deliver_callbacks()

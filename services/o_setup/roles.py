@@ -255,6 +255,7 @@ GATEWAY = Role(
             subjects.GROUP_EVENTS,
             subjects.TOOL_EVENTS,
             subjects.PROVIDER_EVENTS,
+            subjects.IDENTITY_EVENTS,
             # MCP servers and their OAuth sign-ins.
             subjects.MCP_REGISTRY_EVENTS,
         ),

@@ -96,6 +96,7 @@ from o_contracts.events.mcp_servers import (
     McpServerToolsSynced,
     McpServerUpdated,
 )
+from o_contracts.events.identities import IdentityCreated, IdentityDeleted, IdentityUpdated
 from o_contracts.events.providers import (
     ProviderCreated,
     ProviderDeleted,
@@ -185,6 +186,9 @@ __all__ = [
     "MemoriesReflected",
     "MessagesImported",
     "MessagesReset",
+    "IdentityCreated",
+    "IdentityDeleted",
+    "IdentityUpdated",
     "PassageDeleted",
     "PassageInserted",
     "PassagesAccessed",

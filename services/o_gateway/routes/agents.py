@@ -14,7 +14,9 @@ from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY, RUNS
 from o_gateway import agent_requests, decisions, sleeptime
 from o_gateway.agent_reads import agent_state, render_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key
+from o_gateway.identity_reads import by_identity
 from o_gateway.pagination import Listing
+from o_gateway.routes.identities import check_identities, set_agent_identities
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, UpdateAgentBody
 from o_gateway.state import GW, checked_id
@@ -26,8 +28,11 @@ router = APIRouter()
 async def create_agent(
     body: CreateAgentBody, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> dict[str, Any]:
+    identity_ids = await check_identities(gw, body.identity_ids or [])
     command = await agent_requests.create_agent(gw, body, checked_key(idempotency_key))
     seq = await decisions.create_agent(gw, command)
+    if identity_ids:
+        await set_agent_identities(gw, command.agent_id, identity_ids)
     # (RUNS: the agent's first messages, for message_ids)
     await gw.visible(seq, AGENTS, MEMORY, RUNS)
     if body.enable_sleeptime and body.agent_type != "sleeptime_agent":
@@ -41,8 +46,11 @@ def filtered(
     tags: list[str] | None,
     match_all_tags: bool,
     query_text: str | None,
+    identity_id: str | None = None,
+    identifier_keys: list[str] | None = None,
 ) -> Listing:
     """Letta's agent filters, shared by the list and the count."""
+    by_identity(q, "identity_agents", identity_id, identifier_keys)
     if name is not None:
         q.filter("name = {}", name)
     if query_text:
@@ -59,6 +67,8 @@ async def list_agents(
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
     query_text: str | None = None,
+    identity_id: str | None = None,
+    identifier_keys: Annotated[list[str] | None, Query()] = None,
     before: str | None = None,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
@@ -68,7 +78,7 @@ async def list_agents(
     # last_run_completion lives in the runs projection, not the agents row: such
     # a listing is by creation time.
     q = Listing("agents", key="updated_at, id" if order_by == "updated_at" else "created_at, id")
-    filtered(q, name, tags, match_all_tags, query_text)
+    filtered(q, name, tags, match_all_tags, query_text, identity_id, identifier_keys)
     rows = await q.page(gw.pool, "agent", before, after, order, limit)
     return [await render_agent(gw, dict(r)) for r in rows]
 
@@ -80,8 +90,13 @@ async def count_agents(
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
     query_text: str | None = None,
+    identity_id: str | None = None,
+    identifier_keys: Annotated[list[str] | None, Query()] = None,
 ) -> int:
-    return await filtered(Listing("agents"), name, tags, match_all_tags, query_text).count(gw.pool)
+    q = filtered(
+        Listing("agents"), name, tags, match_all_tags, query_text, identity_id, identifier_keys
+    )
+    return await q.count(gw.pool)
 
 
 @route(router, "GET", "/v1/agents/{agent_id}")
@@ -91,9 +106,12 @@ async def get_agent(agent_id: str, gw: GW) -> dict[str, Any]:
 
 @route(router, "PATCH", "/v1/agents/{agent_id}")
 async def update_agent(agent_id: str, body: UpdateAgentBody, gw: GW) -> dict[str, Any]:
+    identity_ids = await check_identities(gw, body.identity_ids or [])
     command = await agent_requests.update_agent(gw, checked_id(agent_id, "agent"), body)
     seq = await decisions.change_agent(gw, command)
     await gw.visible(seq, AGENTS, MEMORY)
+    if body.identity_ids is not None:
+        await set_agent_identities(gw, agent_id, identity_ids)
     if body.enable_sleeptime is not None:
         change = sleeptime.enable if body.enable_sleeptime else sleeptime.disable
         await change(gw, agent_id)

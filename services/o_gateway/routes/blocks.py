@@ -14,6 +14,7 @@ from o_gateway.agent_requests import block_spec
 from o_gateway.commands import memory_command
 from o_gateway.decisions import AttachBlock, DetachBlock, change_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
+from o_gateway.identity_reads import by_identity
 from o_gateway.pagination import Listing, page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateBlockBody, UpdateBlockBody
@@ -96,6 +97,8 @@ async def list_blocks(
     label_search: str | None = None,
     description_search: str | None = None,
     value_search: str | None = None,
+    identity_id: str | None = None,
+    identifier_keys: Annotated[list[str] | None, Query()] = None,
     before: str | None = None,
     after: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
@@ -111,6 +114,7 @@ async def list_blocks(
         description_search,
         value_search,
     )
+    by_identity(q, "identity_blocks", identity_id, identifier_keys)
     rows = await q.page(gw.pool, "block", before, after, order, limit)
     return [render.block(dict(r)) for r in rows]
 
