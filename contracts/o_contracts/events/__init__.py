@@ -83,6 +83,7 @@ from o_contracts.events.groups import (
     GroupUpdated,
     SleeptimeTurnCounted,
 )
+from o_contracts.events.identities import IdentityCreated, IdentityDeleted, IdentityUpdated
 from o_contracts.events.mcp_oauth import (
     McpOAuthAuthorized,
     McpOAuthCallbackReceived,
@@ -96,7 +97,6 @@ from o_contracts.events.mcp_servers import (
     McpServerToolsSynced,
     McpServerUpdated,
 )
-from o_contracts.events.identities import IdentityCreated, IdentityDeleted, IdentityUpdated
 from o_contracts.events.providers import (
     ProviderCreated,
     ProviderDeleted,
@@ -172,6 +172,9 @@ __all__ = [
     "GroupCreated",
     "GroupDeleted",
     "GroupUpdated",
+    "IdentityCreated",
+    "IdentityDeleted",
+    "IdentityUpdated",
     "ImportedMessage",
     "LLMResponded",
     "McpOAuthAuthorized",
@@ -186,9 +189,6 @@ __all__ = [
     "MemoriesReflected",
     "MessagesImported",
     "MessagesReset",
-    "IdentityCreated",
-    "IdentityDeleted",
-    "IdentityUpdated",
     "PassageDeleted",
     "PassageInserted",
     "PassagesAccessed",
