@@ -27,7 +27,8 @@ class SearchArchival(BaseModel):
     archive_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     tag_match_mode: Literal["any", "all"] = "any"
-    top_k: int = Field(default=10, ge=1, le=100)
+    # Letta's default (its RETRIEVAL_QUERY_DEFAULT_PAGE_SIZE).
+    top_k: int = Field(default=5, ge=1, le=100)
     start_datetime: datetime | None = None
     end_datetime: datetime | None = None
     # "stream": recency + importance + relevance (the default); "relevance": relevance only.

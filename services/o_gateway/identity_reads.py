@@ -9,9 +9,7 @@ import asyncpg
 from fastapi import HTTPException
 
 from o_gateway.pagination import Listing
-
-# Letta's single-tenant server answers in its default organisation.
-ORGANIZATION_ID = "org-00000000-0000-4000-8000-000000000000"
+from o_gateway.render import ORGANIZATION_ID
 
 # An identity's row with the live agents and blocks it has.
 _WITH_LINKS = (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from o_gateway.render import ORGANIZATION_ID
+
 # What `passage` reads of a `passages` row.
 PASSAGE_COLUMNS = (
     "id, agent_id, archive_id, text, tags, importance, importance_source, kind, sources,"
@@ -24,6 +26,7 @@ def passage(row: dict[str, Any], embedding_config: dict[str, Any] | None) -> dic
         "file_id": None,
         "file_name": None,
         "is_deleted": False,
+        "organization_id": ORGANIZATION_ID,
         "embedding": None,
         "embedding_config": embedding_config,
         "created_by_id": None,

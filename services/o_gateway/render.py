@@ -15,6 +15,8 @@ from o_gateway.model_settings import model_settings
 from o_gateway.otids import otid_of
 
 VERSION = "0.16.8"
+# Letta's single-tenant server answers in its default organisation.
+ORGANIZATION_ID = "org-00000000-0000-4000-8000-000000000000"
 
 
 def iso(dt: datetime | None) -> str | None:

@@ -23,7 +23,7 @@ from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
 from o_memory.archive_handlers import ArchiveCommands
-from o_memory.embeddings import LOCAL_MODEL, EmbeddingError, embedder_for
+from o_memory.embeddings import EmbeddingError, embedder_for
 from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
 from o_runtime.commands import Delivery
@@ -323,35 +323,49 @@ class ArchivalCommands:
         return [_result(h) for h in hits]
 
     async def _search_passages(self, request: SearchArchival) -> list[dict[str, Any]]:
-        """One archive's passages, or every passage, by relevance alone. The query is
-        embedded with the archive's model; across archives, with the local one (passages
-        of other models are found by their words)."""
-        handle, scope = LOCAL_MODEL, archival.EVERY_PASSAGE
+        """One archive's passages, or every passage, by relevance alone. Their passages may
+        come from several embedding models (agents write into archives with theirs): the
+        query is embedded with each model found there that O can embed with, and the best
+        of all are kept."""
+        key, scope = None, archival.EVERY_PASSAGE
         if request.archive_id is not None:
-            handle = await self.s.pool.fetchval(
-                "SELECT embedding_model FROM archives WHERE id = $1", request.archive_id
-            )
-            if handle is None:
+            if not await self.s.pool.fetchval(
+                "SELECT 1 FROM archives WHERE id = $1", request.archive_id
+            ):
                 raise AppendRejected(f"Archive {request.archive_id} not found", 404)
-            scope = archival.ARCHIVE_SCOPE
+            key, scope = request.archive_id, archival.ARCHIVE_SCOPE
         if request.min_seq:
             await self.s.watcher.wait(request.min_seq, ARCHIVAL)
-        model, (vector,) = await self._vectors(
-            {"embedding_config": {"handle": handle}}, [request.query]
+        models = await self.s.pool.fetch(
+            f"SELECT DISTINCT embedding_model FROM passages WHERE {scope}", key
         )
-        hits = await archival.search(
-            self.s.pool,
-            request.archive_id,
-            query=request.query,
-            model=model,
-            vector=vector,
-            filters=_filter(request),
-            settings=StreamSettings(w_recency=0, w_importance=0, w_relevance=1),
-            top_k=request.top_k,
-            now=datetime.now(UTC),
-            scope=scope,
-        )
-        return [_result(h) for h in hits]
+        # (Passages whose model O cannot embed with any more are found by their words.)
+        found = [embedder_for({"handle": r["embedding_model"]}) for r in models]
+        embedders = {e.name: e for e in found or [embedder_for(None)]}
+        best: dict[str, archival.Hit] = {}
+        now = datetime.now(UTC)
+        for _, embedder in sorted(embedders.items()):
+            try:
+                (vector,) = await embedder.embed([request.query])
+            except EmbeddingError as exc:
+                raise AppendRejected(str(exc), 502) from exc
+            for hit in await archival.search(
+                self.s.pool,
+                key,
+                query=request.query,
+                model=embedder.name,
+                vector=vector,
+                filters=_filter(request),
+                settings=StreamSettings(w_recency=0, w_importance=0, w_relevance=1),
+                top_k=request.top_k,
+                now=now,
+                scope=scope,
+            ):
+                kept = best.get(hit.row["id"])
+                if kept is None or hit.scored.score > kept.scored.score:
+                    best[hit.row["id"]] = hit
+        ranked = sorted(best.values(), key=lambda h: -h.scored.score)[: request.top_k]
+        return [_result(h) for h in ranked]
 
 
 def _filter(request: SearchArchival) -> archival.SearchFilter:

@@ -190,12 +190,21 @@ async def test_bad_archive_requests_are_refused_and_append_nothing(
     other = (await http.post("/v1/archives/", json={"name": "other"})).json()["id"]
     theirs = (await http.post(f"/v1/archives/{other}/passages", json={"text": "not yours"})).json()
     missing = "archive-00000000-0000-4000-8000-000000000000"
+    nobody = "agent-00000000-0000-4000-8000-000000000000"
     async with connected(system) as nc:
         before = await event_types(nc, subjects.archive_subject(archive))
     cases = [
         (await http.post("/v1/archives/", json={}), 422),
         (await http.post("/v1/archives/", json={"name": ""}), 422),
         (await http.post("/v1/archives/", json={"name": "x", "embedding": "nohandle"}), 400),
+        (await http.post("/v1/archives/", json={"name": "x", "embedding": "nope/nope"}), 400),
+        (
+            await http.post(
+                "/v1/archives/", json={"name": "x", "embedding_config": {"embedding_model": "e"}}
+            ),
+            422,
+        ),
+        (await http.get("/v1/archives/", params={"agent_id": nobody}), 404),
         (await http.get(f"/v1/archives/{missing}"), 404),
         (await http.get("/v1/archives/archive-xyz"), 422),
         (await http.patch(f"/v1/archives/{missing}", json={"name": "y"}), 404),
@@ -230,9 +239,7 @@ async def test_bad_archive_requests_are_refused_and_append_nothing(
             404,
         ),
         (
-            await http.patch(
-                f"/v1/agents/agent-00000000-0000-4000-8000-000000000000/archives/attach/{archive}"
-            ),
+            await http.patch(f"/v1/agents/{nobody}/archives/attach/{archive}"),
             404,
         ),
         (await http.patch(f"/v1/agents/{agent['id']}/archives/attach/{missing}"), 404),
@@ -299,12 +306,20 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
                 query="Who lives by the sea cliffs?", archive_id=archive
             ),
             "agent": client.passages.search(query="When is tea?", agent_id=agent["id"], limit=1),
-            "newest": client.passages.search(limit=2),
+            "oldest": client.passages.search(archive_id=archive, limit=2),
+            "everywhere": client.passages.search(query="lighthouse keeper cliff", limit=100),
         }
 
     r = await asyncio.to_thread(searches)
     assert r["archive"][0].passage.text == "The lighthouse keeper lives on the northern cliff."
     assert r["archive"][0].passage.archive_id == archive and r["archive"][0].score > 0
     assert [x.passage.text for x in r["agent"]] == ["Tea is served at four."]
-    assert r["newest"][0].passage.text == "Tea is served at four." and len(r["newest"]) == 2
+    assert [x.passage.text for x in r["oldest"]] == [
+        "The lighthouse keeper lives on the northern cliff.",
+        "Tea is served at four.",
+    ]
+    # Every passage, whichever model embedded it: the local model's among the others'.
+    assert "The lighthouse keeper lives on the northern cliff." in {
+        x.passage.text for x in r["everywhere"]
+    }
     assert json.loads((await http.get(f"/v1/archives/{archive}")).text)["name"] == "once"

@@ -111,7 +111,7 @@ async def search(
             query=query,
             tags=tags or [],
             tag_match_mode=tag_match_mode,
-            top_k=top_k or 10,
+            top_k=top_k or 5,
             start_datetime=start_datetime,
             end_datetime=end_datetime,
             ranking=ranking,

@@ -36,10 +36,13 @@ from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
 from o_gateway.pagination import Listing
 from o_gateway.passages import PASSAGE_COLUMNS, passage
+from o_gateway.render import ORGANIZATION_ID
 from o_gateway.routes.archival import search_archival
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Description, Name, Object, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
+from o_runtime import llm_providers
+from o_runtime.provider_types import is_embedding_model
 
 router = APIRouter()
 # Passages are embedded before the memory service answers.
@@ -84,7 +87,8 @@ def archive_json(row: asyncpg.Record) -> dict[str, Any]:
         "description": row["description"],
         "vector_db_provider": "native",
         "embedding_config": embedding_config(row["embedding_model"]),
-        "metadata": {},
+        "organization_id": ORGANIZATION_ID,
+        "metadata": None,
         "created_at": row["created_at"].isoformat(),
         "updated_at": row["updated_at"].isoformat(),
         "created_by_id": None,
@@ -100,20 +104,34 @@ async def archive_row(gw: Gateway, archive_id: str) -> asyncpg.Record:
 
 
 def embedding_handle(body: CreateArchiveBody) -> str | None:
-    """The handle the archive embeds with, checked (None: O's local model)."""
+    """The handle the archive embeds with, checked (None: O's local model). As Letta's,
+    `embedding_config` wins over `embedding`, and an unknown model is a 400."""
     handle = body.embedding
-    if handle is None and body.embedding_config:
+    if body.embedding_config:
         config = body.embedding_config
-        handle = config.get("handle") or (
-            f"{config.get('embedding_endpoint_type')}/{config.get('embedding_model')}"
-            if config.get("embedding_model")
-            else None
-        )
+        handle = config.get("handle")
+        if not handle:
+            kind, model = config.get("embedding_endpoint_type"), config.get("embedding_model")
+            if not isinstance(kind, str) or not isinstance(model, str) or not kind or not model:
+                raise HTTPException(
+                    422,
+                    "embedding_config needs a handle, or embedding_endpoint_type and"
+                    " embedding_model",
+                )
+            handle = f"{kind}/{model}"
+        if not isinstance(handle, str):
+            raise HTTPException(422, "embedding_config.handle must be a string")
     if handle is None or handle == LOCAL_EMBEDDING["handle"]:
         return None
-    if not isinstance(handle, str):
-        raise HTTPException(422, "embedding_config.handle must be a string")
-    embedding_config_for(handle)  # (a handle not of the form provider/model: 400)
+    provider, _, model = handle.partition("/")
+    # What the memory service embeds with (o_memory/embeddings.py): the local model, or an
+    # embedding model of the operator's OpenAI provider.
+    if (
+        provider != "openai"
+        or "openai" not in llm_providers.configured()
+        or not (is_embedding_model(model))
+    ):
+        raise HTTPException(400, f"Embedding model {handle} not found")
     return handle
 
 
@@ -153,10 +171,8 @@ async def list_archives(
     if name is not None:
         q.filter("name = {}", name)
     if agent_id is not None:
-        q.filter(
-            "id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {})",
-            checked_id(agent_id, "agent"),
-        )
+        await gw.agent_row(checked_id(agent_id, "agent"))
+        q.filter("id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {})", agent_id)
     rows = await q.page(gw.pool, "archive", before, after, order, limit)
     return [archive_json(r) for r in rows]
 
@@ -318,7 +334,7 @@ def _scored(row: dict[str, Any], score: float) -> dict[str, Any]:
 async def search_passages(body: SearchPassagesBody, gw: GW) -> list[dict[str, Any]]:
     """Letta's passage search: an agent's archival memory (`agent_id`, which wins), one
     archive's passages (`archive_id`), or every passage; by relevance to `query`, or the
-    newest first without one."""
+    oldest first without one."""
     if body.agent_id is not None:
         await gw.agent_row(checked_id(body.agent_id, "agent"))
     elif body.archive_id is not None:
@@ -355,5 +371,6 @@ async def search_passages(body: SearchPassagesBody, gw: GW) -> list[dict[str, An
         q.filter("created_at >= {}", body.start_date)
     if body.end_date is not None:
         q.filter("created_at <= {}", body.end_date)
-    rows = await q.page(gw.pool, "passage", None, None, "desc", body.limit)
+    # (Without a query: the oldest first, as Letta lists them.)
+    rows = await q.page(gw.pool, "passage", None, None, "asc", body.limit)
     return [_scored(dict(r), 0.0) for r in rows]
