@@ -33,7 +33,11 @@ def identity_json(row: asyncpg.Record | dict[str, Any]) -> dict[str, Any]:
         "agent_ids": list(row["agent_ids"]),
         "block_ids": list(row["block_ids"]),
         "organization_id": ORGANIZATION_ID,
-        "properties": list(row["properties"] or []),
+        # (In Letta's key order: jsonb keeps its own.)
+        "properties": [
+            {"key": p.get("key"), "value": p.get("value"), "type": p.get("type")}
+            for p in row["properties"] or []
+        ],
     }
 
 
@@ -70,9 +74,17 @@ def by_identity(
     """Letta's `identity_id` and `identifier_keys` filters of the agent (`identity_agents`)
     and block (`identity_blocks`) lists."""
     column = "agent_id" if table == "identity_agents" else "block_id"
-    if identity_id is not None:
+    if identity_id is not None and identifier_keys:
+        # (Both: one identity must be that one and have one of the keys, as in Letta.)
+        q.filter(
+            f"id IN (SELECT l.{column} FROM {table} l JOIN identities i ON i.id = l.identity_id"
+            " WHERE i.id = {} AND i.identifier_key = ANY({}))",
+            identity_id,
+            identifier_keys,
+        )
+    elif identity_id is not None:
         q.filter(f"id IN (SELECT {column} FROM {table} WHERE identity_id = {{}})", identity_id)
-    if identifier_keys:
+    elif identifier_keys:
         q.filter(
             f"id IN (SELECT l.{column} FROM {table} l JOIN identities i ON i.id = l.identity_id"
             " WHERE i.identifier_key = ANY({}))",

@@ -130,6 +130,12 @@ class ArchivalCommands:
         archive_id = await self.s.pool.fetchval(archival.WRITES_TO, cmd.agent_id)
         if done is None and archive_id is not None:
             done = await self.archives.done(archive_id, cause.id)
+        if done is None:
+            # Written into an archive detached since: the detach was decided on a
+            # projection past that write, so its record is there to read as it is.
+            done = await self.s.pool.fetchval(
+                "SELECT seq FROM archival_effects WHERE command_id = $1", cause.id
+            )
         if done is not None:
             return await self._inserted(cmd.passage_id, done)
         agent, settings = await self._agent(cmd.agent_id)

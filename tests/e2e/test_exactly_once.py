@@ -591,6 +591,103 @@ async def test_file_commands_delivered_again_change_nothing(system: System) -> N
     assert await agent_files(system, agent["id"]) == shown
 
 
+async def test_archive_commands_delivered_again_change_nothing(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """An archive made, renamed, attached, filled, written to by its agent, emptied of a
+    passage, detached and deleted; each command published again afterwards: the same
+    replies, no event more on the archive's subjects, nothing made again (a deleted
+    archive is not made again by its CreateArchive delivered late)."""
+    http = system.http
+    agent = await new_agent(system, embedding="openai/text-embedding-3-small")
+    made = await http.post(
+        "/v1/archives/", json={"name": "once", "embedding": "openai/text-embedding-3-small"}
+    )
+    archive = made.json()["id"]
+    assert (await http.patch(f"/v1/archives/{archive}", json={"name": "twice"})).status_code == 200
+    attach = await http.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive}")
+    assert attach.status_code == 200, attach.text
+    batch = await http.post(
+        f"/v1/archives/{archive}/passages/batch",
+        json={"passages": [{"text": "first fact"}, {"text": "second fact"}]},
+    )
+    assert batch.status_code == 200, batch.text
+    first = batch.json()[0]["id"]
+    own = await http.post(
+        f"/v1/agents/{agent['id']}/archival-memory", json={"text": "agent fact", "importance": 4}
+    )
+    assert own.json()[0]["archive_id"] == archive, own.text
+    deleted = await http.delete(f"/v1/archives/{archive}/passages/{first}")
+    assert deleted.status_code == 204
+    detach = await http.patch(f"/v1/agents/{agent['id']}/archives/detach/{archive}")
+    assert detach.status_code == 200
+    facts = subjects.archive_subject(archive)
+    pair = subjects.archive_agent_subject(archive, agent["id"])
+    async with connected(system) as nc:
+        commands = await commands_on(nc, subjects.memory_command_subject(archive))
+        (insert,) = [
+            c
+            for c in await commands_on(nc, subjects.memory_command_subject(agent["id"]))
+            if c.type == "InsertPassage"
+        ]
+        # The agent's write, delivered again once the archive it went into is detached.
+        before = (
+            await event_types(nc, facts),
+            await event_types(nc, subjects.archival_subject(agent["id"])),
+        )
+        again = await publish_again(nc, subjects.memory_command_subject(agent["id"]), insert)
+        assert again.ok and again.seq == before[0][-2][0], again
+        assert (
+            await event_types(nc, facts),
+            await event_types(nc, subjects.archival_subject(agent["id"])),
+        ) == before
+
+        assert (await http.delete(f"/v1/archives/{archive}")).status_code == 204
+        commands = await commands_on(nc, subjects.memory_command_subject(archive))
+        before = (await event_types(nc, facts), await event_types(nc, pair))
+        replies = [
+            await publish_again(nc, subjects.memory_command_subject(archive), c) for c in commands
+        ]
+        after = (await event_types(nc, facts), await event_types(nc, pair))
+    assert [c.type for c in commands] == [
+        "CreateArchive",
+        "UpdateArchive",
+        "AttachArchive",
+        "InsertArchivePassages",
+        "DeleteArchivePassage",
+        "DetachArchive",
+        "DeleteArchive",
+    ]
+    assert [t for _, t in before[0]] == [
+        "ArchiveCreated",
+        "ArchiveUpdated",
+        "ArchivePassagesInserted",
+        "ArchivePassagesInserted",  # the agent's
+        "ArchivePassageDeleted",
+        "ArchiveDeleted",
+    ]
+    assert [t for _, t in before[1]] == ["ArchiveAttached", "ArchiveDetached"]
+    seqs = dict(
+        zip(
+            ["created", "updated", "batch", "agent", "deleted", "gone"],
+            [q for q, _ in before[0]],
+            strict=True,
+        )
+    )
+    attached, detached = (q for q, _ in before[1])
+    assert [(r.ok, r.seq) for r in replies] == [
+        (True, seqs["created"]),
+        (True, seqs["updated"]),
+        (True, attached),
+        (True, seqs["batch"]),
+        (True, seqs["deleted"]),
+        (True, detached),
+        (True, seqs["gone"]),
+    ]
+    assert after == before
+    assert (await http.get(f"/v1/archives/{archive}")).status_code == 404
+
+
 # Every command type, and the test that shows a repeat of it changes nothing.
 # A new command type fails the test below until it has such a test too.
 REDELIVERY_TESTS = {
@@ -612,6 +709,13 @@ REDELIVERY_TESTS = {
     "ProcessFile": test_file_commands_delivered_again_change_nothing,
     "OpenFiles": test_file_commands_delivered_again_change_nothing,
     "CloseFiles": test_file_commands_delivered_again_change_nothing,
+    "CreateArchive": test_archive_commands_delivered_again_change_nothing,
+    "UpdateArchive": test_archive_commands_delivered_again_change_nothing,
+    "DeleteArchive": test_archive_commands_delivered_again_change_nothing,
+    "AttachArchive": test_archive_commands_delivered_again_change_nothing,
+    "DetachArchive": test_archive_commands_delivered_again_change_nothing,
+    "InsertArchivePassages": test_archive_commands_delivered_again_change_nothing,
+    "DeleteArchivePassage": test_archive_commands_delivered_again_change_nothing,
 }
 EVOLUTION_REDELIVERY = test_evolution_commands_delivered_again_change_nothing
 assert evolution_commands.ConfigureEvolution  # (imported: registers the evolution commands)

@@ -113,6 +113,11 @@ async def test_identities_found_changed_and_attached_as_letta_does(
     assert {a["id"] for a in served} == {r["made"].id, two["id"]}
     counted = await http.get("/v1/agents/count", params={"identifier_keys": ["id-456"]})
     assert counted.json() == 2
+    # Both filters: one identity must be that one and have one of the keys (as in Letta).
+    both = {"identity_id": other["id"], "identifier_keys": ["id-123"]}
+    assert (await http.get("/v1/agents/", params=both)).json() == []
+    both["identifier_keys"] = ["id-123", "id-456"]
+    assert len((await http.get("/v1/agents/", params=both)).json()) == 2
 
     # Blocks: attached from the block's side, found by the identity.
     block_id = one["memory"]["blocks"][0]["id"]
