@@ -6,6 +6,7 @@ refused with nothing appended."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -32,17 +33,21 @@ async def test_identities_found_changed_and_attached_as_letta_does(
     system: System, llm: FakeOpenAI
 ) -> None:
     http = system.http
+    # (Other tests, the API's fuzzing among them, make identities in the same system.)
+    u = uuid.uuid4().hex[:8]
     count_before = (await http.get("/v1/identities/count")).json()
     caren = await made(
         system,
-        identifier_key="id-123",
-        name="Caren",
+        identifier_key=f"id-123-{u}",
+        name=f"Caren-{u}",
         identity_type="user",
         properties=[prop("age", "28")],
     )
-    other = await made(system, identifier_key="id-456", name="caren two", identity_type="user")
-    acme = await made(system, identifier_key="id-123", name="Acme", identity_type="org",
-                      project_id="proj-1")  # fmt: skip
+    other = await made(
+        system, identifier_key=f"id-456-{u}", name=f"caren-{u} two", identity_type="user"
+    )
+    acme = await made(system, identifier_key=f"id-123-{u}", name="Acme", identity_type="org",
+                      project_id=f"proj-{u}")  # fmt: skip
     assert caren["id"].startswith("identity-") and caren["project_id"] is None
     assert caren["properties"] == [prop("age", "28")] and caren["agent_ids"] == []
     assert caren["organization_id"].startswith("org-")
@@ -53,10 +58,10 @@ async def test_identities_found_changed_and_attached_as_letta_does(
         return [i["id"] for i in response.json()]
 
     # Letta's filters: any part of the name in any case, the exact key, the type, the project.
-    assert set(await listed(name="CAREN")) == {caren["id"], other["id"]}
-    assert set(await listed(identifier_key="id-123")) == {caren["id"], acme["id"]}
-    assert await listed(identity_type="org") == [acme["id"]]
-    assert await listed(project_id="proj-1") == [acme["id"]]
+    assert set(await listed(name=f"CAREN-{u}")) == {caren["id"], other["id"]}
+    assert set(await listed(identifier_key=f"id-123-{u}")) == {caren["id"], acme["id"]}
+    assert await listed(identity_type="org", identifier_key=f"id-123-{u}") == [acme["id"]]
+    assert await listed(project_id=f"proj-{u}") == [acme["id"]]
     assert (await listed(order="desc", limit=2)) == [acme["id"], other["id"]]
     assert (await http.get("/v1/identities/count")).json() == count_before + 3
 
@@ -77,13 +82,13 @@ async def test_identities_found_changed_and_attached_as_letta_does(
     # Upsert: the identity with that key made as the body says (the same id), or made.
     upserted = await http.put(
         "/v1/identities/",
-        json={"identifier_key": "id-456", "name": "Caren B", "identity_type": "other",
+        json={"identifier_key": f"id-456-{u}", "name": "Caren B", "identity_type": "other",
               "properties": []},
     )  # fmt: skip
     assert upserted.json()["id"] == other["id"] and upserted.json()["name"] == "Caren B"
     fresh = await http.put(
         "/v1/identities/",
-        json={"identifier_key": "id-789", "name": "New", "identity_type": "user"},
+        json={"identifier_key": f"id-789-{u}", "name": "New", "identity_type": "user"},
     )
     assert fresh.status_code == 200 and fresh.json()["id"] not in {caren["id"], other["id"]}
 
@@ -99,7 +104,7 @@ async def test_identities_found_changed_and_attached_as_letta_does(
         client.agents.identities.attach(other["id"], agent_id=two["id"])
         return {
             "made": made_with,
-            "by_key": [a.id for a in client.agents.list(identifier_keys=["id-456"])],
+            "by_key": [a.id for a in client.agents.list(identifier_keys=[f"id-456-{u}"])],
             "by_id": [a.id for a in client.agents.list(identity_id=other["id"])],
             "two": client.agents.retrieve(two["id"]),
         }
@@ -111,12 +116,12 @@ async def test_identities_found_changed_and_attached_as_letta_does(
     assert r["two"].identity_ids == [other["id"]]
     served = (await http.get(f"/v1/identities/{other['id']}/agents")).json()
     assert {a["id"] for a in served} == {r["made"].id, two["id"]}
-    counted = await http.get("/v1/agents/count", params={"identifier_keys": ["id-456"]})
+    counted = await http.get("/v1/agents/count", params={"identifier_keys": [f"id-456-{u}"]})
     assert counted.json() == 2
     # Both filters: one identity must be that one and have one of the keys (as in Letta).
-    both = {"identity_id": other["id"], "identifier_keys": ["id-123"]}
+    both = {"identity_id": other["id"], "identifier_keys": [f"id-123-{u}"]}
     assert (await http.get("/v1/agents/", params=both)).json() == []
-    both["identifier_keys"] = ["id-123", "id-456"]
+    both["identifier_keys"] = [f"id-123-{u}", f"id-456-{u}"]
     assert len((await http.get("/v1/agents/", params=both)).json()) == 2
 
     # Blocks: attached from the block's side, found by the identity.
@@ -159,7 +164,8 @@ async def test_bad_identity_requests_are_refused_and_append_nothing(
     system: System, llm: FakeOpenAI
 ) -> None:
     http = system.http
-    kept = await made(system, identifier_key="kept", name="Kept", identity_type="user")
+    key = f"kept-{uuid.uuid4().hex[:8]}"
+    kept = await made(system, identifier_key=key, name="Kept", identity_type="user")
     agent = await new_agent(system)
     missing = "identity-00000000-0000-4000-8000-000000000000"
     nobody = "agent-00000000-0000-4000-8000-000000000000"
@@ -178,7 +184,7 @@ async def test_bad_identity_requests_are_refused_and_append_nothing(
         (
             await http.post(
                 "/v1/identities/",
-                json={"identifier_key": "kept", "name": "again", "identity_type": "user"},
+                json={"identifier_key": key, "name": "again", "identity_type": "user"},
             ),
             409,
         ),

@@ -44,6 +44,11 @@ TABLES = {
     "mcp_tools": "id",
     "mcp_oauth_sessions": "id",
     "passages": "id",
+    "archives": "id",
+    "archive_agents": "archive_id, agent_id",
+    "identities": "id",
+    "identity_agents": "identity_id, agent_id",
+    "identity_blocks": "identity_id, block_id",
     "run_callbacks": "run_id",
     "schedules": "id",
     "schedule_fires": "schedule_id, slot",
@@ -127,6 +132,35 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
     found = await system.http.get(f"{archive}/search", params={"query": "rebuild"})
     assert found.json()["count"] == 2
     await wait_for_access_recorded(system, archive)
+    # An archive shared with the agent, and an identity it serves.
+    shared = await system.http.post(
+        "/v1/archives/",
+        json={
+            "name": f"rebuilt-{uuid.uuid4().hex[:8]}",
+            "embedding": "openai/text-embedding-3-small",
+        },
+    )
+    assert shared.status_code == 200, shared.text
+    shared_id = shared.json()["id"]
+    attached = await system.http.patch(f"/v1/agents/{agent['id']}/archives/attach/{shared_id}")
+    assert attached.status_code == 200, attached.text
+    put = await system.http.post(
+        f"/v1/archives/{shared_id}/passages",
+        json={"text": "rebuild keeps archives", "metadata": {"from": "test"}},
+    )
+    assert put.status_code == 200, put.text
+    identity = await system.http.post(
+        "/v1/identities/",
+        json={
+            "identifier_key": f"rebuilt-{uuid.uuid4().hex[:8]}",
+            "name": "Rebuilt",
+            "identity_type": "user",
+            "agent_ids": [agent["id"]],
+            "block_ids": [agent["memory"]["blocks"][0]["id"]],
+            "properties": [{"key": "plan", "value": {"tier": 2}, "type": "json"}],
+        },
+    )
+    assert identity.status_code == 200, identity.text
     await scheduled(system, agent["id"])
     # An imported agent, whose history came in MessagesImported events.
     agent_file = Path(__file__).parents[1] / "fixtures/agent_files/loop.af.gz"
@@ -179,6 +213,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "mcp_servers",
         "groups",
         "providers",
+        "identities",
         "evolution",
         "callbacks",
         "schedules",
