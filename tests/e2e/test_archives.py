@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 import letta_client
@@ -25,6 +26,8 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
 EMBEDDING = "openai/text-embedding-3-small"
+# Names of this module's own (other tests make archives in the same system).
+ONCE = f"once-{uuid.uuid4().hex[:8]}"
 
 
 def client_scenario(system: System, agents: list[str]) -> dict[str, Any]:
@@ -258,13 +261,13 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
     system: System, llm: FakeOpenAI
 ) -> None:
     http = system.http
-    key = {"Idempotency-Key": "archive-retry-1"}
-    first = await http.post("/v1/archives/", json={"name": "once"}, headers=key)
-    again = await http.post("/v1/archives/", json={"name": "once"}, headers=key)
+    key = {"Idempotency-Key": f"archive-retry-{ONCE}"}
+    first = await http.post("/v1/archives/", json={"name": ONCE}, headers=key)
+    again = await http.post("/v1/archives/", json={"name": ONCE}, headers=key)
     assert first.status_code == again.status_code == 200, again.text
     archive = first.json()["id"]
     assert again.json()["id"] == archive
-    assert [a["id"] for a in (await http.get("/v1/archives/", params={"name": "once"})).json()] == [
+    assert [a["id"] for a in (await http.get("/v1/archives/", params={"name": ONCE})).json()] == [
         archive
     ]
     # A passage with the local model (no embedding named): found by meaning.
@@ -322,4 +325,4 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
     assert "The lighthouse keeper lives on the northern cliff." in {
         x.passage.text for x in r["everywhere"]
     }
-    assert json.loads((await http.get(f"/v1/archives/{archive}")).text)["name"] == "once"
+    assert json.loads((await http.get(f"/v1/archives/{archive}")).text)["name"] == ONCE
