@@ -245,6 +245,9 @@ def _nats_server_executable() -> str:
     return found
 
 
+# What nats-server logs once a SIGHUP's configuration is in force.
+RELOADED = b"Reloaded server configuration"
+
 class EmbeddedNats(EmbeddedServer):
     """A JetStream-enabled nats-server storing its data in `<base>/nats`, accepting only the
     NKEY identities in `<base>/nats-auth` (o_setup/credentials.py).
@@ -300,13 +303,30 @@ class EmbeddedNats(EmbeddedServer):
         """Whether the server on `port` greets a client (INFO) yet."""
         return _nats_answers(port)
 
-    def reload(self) -> None:
+    def reload(self, timeout: float = 10.0) -> None:
         """Apply the credentials folder's keys to the running server (SIGHUP: a
-        configuration reload; clients still allowed keep their connections)."""
+        configuration reload; clients still allowed keep their connections), and return
+        once the server says it has: a signal is handled when the server gets to it, so
+        a caller connecting with a new key, or two reloads in a row, would otherwise race
+        it."""
         self.write_config()
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGHUP)
+        if proc is None or proc.poll() is not None:
+            return
+        before = self._reloads()
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while self._reloads() == before and proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not reload in {timeout}s")
+            time.sleep(0.01)
+
+    def _reloads(self) -> int:
+        """How many configuration reloads the server has logged."""
+        try:
+            return self.logfile.read_bytes().count(RELOADED)
+        except OSError:
+            return 0
 
     @property
     def pidfile(self) -> Path:
