@@ -113,9 +113,11 @@ class ArchivalCommands:
     async def insert_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         return await self.insert(env, env.data)
 
-    async def insert(self, cause: Envelope[Any], cmd: InsertPassage) -> Reply:
+    async def insert(self, cause: Envelope[Any], cmd: InsertPassage, own: bool = False) -> Reply:
         """Insert `cmd`'s passage once for `cause`: the InsertPassage command itself, or
-        an event the memory service keeps in archival memory (evolution_archive.py).
+        an event the memory service keeps in archival memory (evolution_archive.py:
+        `own`, the agent's own memory even with an archive attached, as what it records
+        of the agent's own evolution is no other agent's).
 
         The appended event's id derives from `cause`'s id and records it as its cause
         (archival_effects), so `cause` delivered again is answered from the record.
@@ -127,7 +129,7 @@ class ArchivalCommands:
             raise AppendRejected("tags must be non-empty strings", 400)
         done = await self._done(cmd.agent_id, cause.id)
         # (An agent with an archive attached writes there: events/archives.py.)
-        archive_id = await self.s.pool.fetchval(archival.WRITES_TO, cmd.agent_id)
+        archive_id = None if own else await self.s.pool.fetchval(archival.WRITES_TO, cmd.agent_id)
         if done is None and archive_id is not None:
             done = await self.archives.done(archive_id, cause.id)
         if done is None:

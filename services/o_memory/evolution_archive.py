@@ -95,7 +95,7 @@ class EvolutionArchive:
             importance=note.importance,
         )
         try:
-            await self.archival.insert(rec.envelope, insert)
+            await self.archival.insert(rec.envelope, insert, own=True)
         except AppendRejected as exc:
             # The agent was deleted since the check (404), or its passage was inserted
             # and deleted since (409): nothing to keep.

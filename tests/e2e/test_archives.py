@@ -16,12 +16,16 @@ from typing import Any
 
 import letta_client
 import pytest
+from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
+from o_contracts.envelope import decode
+from o_contracts.events import PassageInserted
 from o_executor.shadow.snapshot import take_snapshot
+from o_memory.evolution_notes import TAG
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import connected, event_types, new_agent, send
+from tests.e2e.support import DEADLINE, connected, event_types, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -326,3 +330,30 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
         x.passage.text for x in r["everywhere"]
     }
     assert json.loads((await http.get(f"/v1/archives/{archive}")).text)["name"] == ONCE
+
+
+async def test_what_an_agent_records_of_its_own_evolution_stays_its_own(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """With an archive attached, the memory service's note of the agent's own evolution
+    decision goes into the agent's own memory, not into the archive others share."""
+    http = system.http
+    agent = await new_agent(system, embedding=EMBEDDING)
+    archive = (await http.post("/v1/archives/", json={"name": f"shared-{ONCE}"})).json()["id"]
+    attached = await http.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive}")
+    assert attached.status_code == 200, attached.text
+    config = await http.put(f"/v1/agents/{agent['id']}/evolution/config", json={"enabled": True})
+    assert config.status_code == 200, config.text
+    # The note comes from the memory service following the decision: wait for its event.
+    async with connected(system) as nc:
+        sub = await nc.jetstream().subscribe(
+            subjects.archival_subject(agent["id"]),
+            stream=subjects.EVENTS_STREAM,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        msg = await sub.next_msg(timeout=DEADLINE)
+        inserted = decode(msg.data).data
+        assert isinstance(inserted, PassageInserted) and inserted.passage.tags == [TAG]
+        on_archive = await event_types(nc, subjects.archive_subject(archive))
+    assert [t for _, t in on_archive] == ["ArchiveCreated"]
