@@ -248,6 +248,7 @@ def _nats_server_executable() -> str:
 # What nats-server logs once a SIGHUP's configuration is in force.
 RELOADED = b"Reloaded server configuration"
 
+
 class EmbeddedNats(EmbeddedServer):
     """A JetStream-enabled nats-server storing its data in `<base>/nats`, accepting only the
     NKEY identities in `<base>/nats-auth` (o_setup/credentials.py).
