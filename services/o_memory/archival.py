@@ -30,6 +30,13 @@ from o_memory.stream import Candidate, Scored, StreamSettings, rank
 INDEXED_DIMS = (384, 1536)
 RRF_K = 60
 CANDIDATES_PER_LIST = 40
+# A scope (an agent's own passages, an archive) this small, and less than half of the
+# table, is searched by reading it, not through the HNSW index: the index serves the whole
+# table, and walking it for the few passages a selective filter keeps costs more than
+# reading them. Reading costs ~2.7 us a passage (27 ms for 10k); the index, for 10k
+# passages among 122k, ~55 ms, but for 10k among 11k ~6 ms (bench/latency.py). (Postgres
+# reads a scope of 2k by itself.)
+EXACT_UP_TO = 10_000
 TEXT_WEIGHT = 0.3
 TEXT_MATCH_CAP = 300
 Fusion = Literal["convex", "rrf"]
@@ -39,10 +46,17 @@ PASSAGE_COLUMNS = (
     " created_at, last_accessed_at, archive_id, metadata"
 )
 # The passages an agent's archival memory holds ($1 the agent): its own, and those of the
-# archives attached to it (events/archives.py).
+# archives attached to it (events/archives.py). For one passage by id; a search or a listing
+# takes each part apart (OWN_SCOPE, ARCHIVE_SCOPE), as each has an index of its own and
+# their OR has none: at 100k passages the OR made a search 13 -> 74 ms (bench/latency.py).
 AGENT_SCOPE = (
     "(agent_id = $1 AND archive_id IS NULL"
     " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = $1))"
+)
+OWN_SCOPE = "agent_id = $1 AND archive_id IS NULL"
+ARCHIVES_OF = (
+    "SELECT coalesce(array_agg(archive_id ORDER BY attached_seq), '{}') FROM archive_agents"
+    " WHERE agent_id = $1"
 )
 # The archive an agent's new memories go into: the first one attached to it (None: its own).
 WRITES_TO = (
@@ -79,20 +93,29 @@ def _filters(f: SearchFilter, args: list[Any]) -> str:
     return sql
 
 
-# Whose passages a search looks at ($1: the agent, the archive, or NULL for all of them).
+# Whose passages a search looks at ($1: the archive, or NULL for all of them).
 ARCHIVE_SCOPE = "archive_id = $1"
 EVERY_PASSAGE = "$1::text IS NULL"
 
 
-def candidates_sql(dim: int, where: str, with_text: bool, scope: str = AGENT_SCOPE) -> str:
+def reads_scope(size: int | None, table: float) -> bool:
+    """Whether a scope of `size` passages (None: every passage) in a table of about `table`
+    is searched by reading it rather than through the HNSW index (EXACT_UP_TO)."""
+    return size is not None and size <= EXACT_UP_TO and 2 * size < table
+
+
+def candidates_sql(
+    dim: int, where: str, with_text: bool, scope: str = OWN_SCOPE, exact: bool = False
+) -> str:
     """Both candidate lists and their details in one statement.
 
     $1 what `scope` names (an agent, an archive), $2 embedding model, $3 query vector,
-    $4 the OR-tsquery text.
+    $4 the OR-tsquery text. `exact`: the nearest by scanning the scope's passages, not the
+    HNSW index (a scope small beside the table: EXACT_UP_TO).
     """
     # The cast and the `dim = <literal>` predicate must appear literally for
-    # the planner to use the partial expression index.
-    col = f"embedding::vector({dim})" if dim in INDEXED_DIMS else "embedding"
+    # the planner to use the partial expression index (and must not, for it not to).
+    col = f"embedding::vector({dim})" if dim in INDEXED_DIMS and not exact else "embedding"
     text = (
         # Only the newest TEXT_MATCH_CAP matches are ranked: a word common in
         # the archive can match a fifth of 100k passages, and ranking them all
@@ -152,10 +175,12 @@ async def search(
     top_k: int,
     now: datetime,
     fusion: Fusion = "convex",
-    scope: str = AGENT_SCOPE,
+    scope: str | None = None,
 ) -> list[Hit]:
     """The best `top_k` of `scope`'s passages for `query` (`agent_id`: what $1 in `scope`
-    is: an agent, an archive, or None for every passage)."""
+    is: an archive, or None for every passage). Without `scope`, the agent `agent_id`'s
+    archival memory: candidates from its own passages and from each of its archives',
+    ranked together."""
     async with pool.acquire() as conn, conn.transaction():
         # iterative_scan: with filters, keep walking the HNSW graph until
         # enough rows pass them (pgvector >= 0.8). force_custom_plan: how many
@@ -172,9 +197,29 @@ async def search(
             " unnest(tsvector_to_array(to_tsvector('english', $1))) l), ' | ')",
             query,
         )
-        args: list[Any] = [agent_id, model, vector, tsquery or None]
-        sql = candidates_sql(len(vector), _filters(filters, args), bool(tsquery), scope)
-        rows = [dict(r) for r in await conn.fetch(sql, *args)]
+        if scope is None:
+            archives = await conn.fetchval(ARCHIVES_OF, agent_id)
+            scopes = [(OWN_SCOPE, agent_id), *((ARCHIVE_SCOPE, a) for a in archives)]
+        else:
+            scopes = [(scope, agent_id)]
+        # How many passages each scope holds (the archival projection keeps the figures),
+        # and the table (Postgres' estimate).
+        counted = await conn.fetch(
+            "SELECT agent_id, passages, (SELECT reltuples FROM pg_class"
+            " WHERE oid = 'passages'::regclass) AS total FROM archival_counts"
+            " WHERE agent_id = ANY($1)",
+            [key for _, key in scopes if key is not None],
+        )
+        sizes = {r["agent_id"]: r["passages"] for r in counted}
+        total = float(counted[0]["total"]) if counted else 0.0
+        rows: list[dict[str, Any]] = []
+        for where_scope, key in scopes:
+            args: list[Any] = [key, model, vector, tsquery or None]
+            exact = reads_scope(sizes.get(key, 0) if key is not None else None, total)
+            sql = candidates_sql(
+                len(vector), _filters(filters, args), bool(tsquery), where_scope, exact
+            )
+            rows += [dict(r) for r in await conn.fetch(sql, *args)]
     by_id = {r["id"]: r for r in rows}
     cosine = {r["id"]: float(r["cosine"]) for r in rows}
     text = sorted(

@@ -135,3 +135,27 @@ async def test_hybrid_search_finds_meaning_and_exact_codes(
     }
     # Another agent's archive is never searched.
     assert await find(pool, embedder, f"agent-{uuid.uuid4()}", "Where does Sam live?") == []
+
+
+async def test_a_scope_read_or_searched_through_the_index_finds_the_same_nearest(
+    pool: asyncpg.Pool, eventlog: EventLog, embedder: LocalEmbedder
+) -> None:
+    """archival.EXACT_UP_TO: a small scope's passages are read rather than found through
+    the HNSW index; both give the same nearest passages, with the same distances."""
+    agent = f"agent-{uuid.uuid4()}"
+    texts = [
+        "Sam's home is in Lisbon, near the river.",
+        "The quarterly budget review is on Friday.",
+        "Sam adopted a grey cat called Miso.",
+        "Deploys happen on Tuesdays.",
+    ]
+    await store(pool, eventlog, embedder, agent, [(t, [], NOW) for t in texts])
+    vector = embedder.embed_sync(["Where does Sam live?"])[0]
+    found = []
+    for exact in (False, True):
+        sql = archival.candidates_sql(LOCAL_DIM, "", False, archival.OWN_SCOPE, exact)
+        rows = await pool.fetch(sql, agent, LOCAL_MODEL, vector, None)
+        found.append(sorted((round(float(r["cosine"]), 5), r["text"]) for r in rows))
+    assert found[0] == found[1]
+    assert max(found[1])[1] == "Sam's home is in Lisbon, near the river."
+    assert len(found[1]) == 4

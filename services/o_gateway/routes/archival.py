@@ -66,6 +66,26 @@ async def insert(
     return [passage((reply.result or {})["passage"], agent["embedding_config"])]
 
 
+async def archives_of(gw: Gateway, agent_id: str) -> list[str]:
+    archives: list[str] = await gw.pool.fetchval(
+        "SELECT coalesce(array_agg(archive_id), '{}') FROM archive_agents WHERE agent_id = $1",
+        agent_id,
+    )
+    return archives
+
+
+def agent_passages(q: Listing, archives: list[str], agent_id: str) -> None:
+    """The agent's archival memory: its own passages and those of its archives
+    (events/archives.py). Without archives (most agents), its own alone, which the index
+    of an agent's passages by time serves."""
+    if archives:
+        q.filter(
+            "(agent_id = {} AND archive_id IS NULL OR archive_id = ANY({}))", agent_id, archives
+        )
+    else:
+        q.filter("agent_id = {} AND archive_id IS NULL", agent_id)
+
+
 @route(router, "GET", "/v1/agents/{agent_id}/archival-memory")
 async def list_passages(
     agent_id: str,
@@ -78,13 +98,7 @@ async def list_passages(
 ) -> list[dict[str, Any]]:
     agent = await gw.agent_row(checked_id(agent_id, "agent"))
     q = Listing("passages", columns=PASSAGE_COLUMNS)
-    # Its own passages, and those of the archives attached to it (events/archives.py).
-    q.filter(
-        "(agent_id = {} AND archive_id IS NULL"
-        " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {}))",
-        agent_id,
-        agent_id,
-    )
+    agent_passages(q, await archives_of(gw, agent_id), agent_id)
     if search:
         q.filter("text ILIKE {}", f"%{search}%")
     rows = await q.page(gw.pool, "passage", before, after, "asc" if ascending else "desc", limit)

@@ -37,7 +37,7 @@ from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
 from o_gateway.pagination import Listing
 from o_gateway.passages import PASSAGE_COLUMNS, passage
 from o_gateway.render import ORGANIZATION_ID
-from o_gateway.routes.archival import search_archival
+from o_gateway.routes.archival import agent_passages, archives_of, search_archival
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Description, Name, Object, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
@@ -357,12 +357,7 @@ async def search_passages(body: SearchPassagesBody, gw: GW) -> list[dict[str, An
         return [_scored(r, float(r["score"])) for r in await search_archival(gw, request)]
     q = Listing("passages", columns=PASSAGE_COLUMNS)
     if body.agent_id is not None:
-        q.filter(
-            "(agent_id = {} AND archive_id IS NULL"
-            " OR archive_id IN (SELECT archive_id FROM archive_agents WHERE agent_id = {}))",
-            body.agent_id,
-            body.agent_id,
-        )
+        agent_passages(q, await archives_of(gw, body.agent_id), body.agent_id)
     elif body.archive_id is not None:
         q.filter("archive_id = {}", body.archive_id)
     if body.tags:
