@@ -3,13 +3,14 @@ the approval it waits on and its last run, read from the projections and rendere
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from o_contracts.models import ChatMessage
 from o_gateway import render
 from o_gateway.folder_reads import agent_folder_rows, render_folder
 from o_gateway.group_reads import managed_group, render_group
 from o_gateway.identity_reads import identities_of_agent
+from o_gateway.pagination import Listing
 from o_gateway.state import Gateway
 from o_gateway.tool_registry import user_tools
 
@@ -35,6 +36,23 @@ async def render_agent(gw: Gateway, row: dict[str, Any]) -> dict[str, Any]:
     state["identities"] = await identities_of_agent(gw.pool, row["id"])
     state["identity_ids"] = [i["id"] for i in state["identities"]]
     return state
+
+
+async def agents_where(
+    gw: Gateway,
+    clause: str,
+    value: str,
+    before: str | None,
+    after: str | None,
+    order: Literal["asc", "desc"],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """A page of the agents `clause` keeps (a Listing filter naming `value` with `{}`), as
+    Letta shows them: an archive's, an identity's or a block's agents."""
+    q = Listing("agents")
+    q.filter(clause, value)
+    rows = await q.page(gw.pool, "agent", before, after, order, limit)
+    return [await render_agent(gw, dict(r)) for r in rows]
 
 
 async def message_ids(gw: Gateway, agent_id: str) -> list[str]:

@@ -237,6 +237,15 @@ async def search(
     return [Hit(by_id[s.id], s, cosine.get(s.id)) for s in ranked]
 
 
+async def effect_of(conn: asyncpg.Pool | asyncpg.Connection, command_id: str) -> int | None:
+    """The log position of the archival event `command_id` made, if the projection has it
+    (archival_effects: a command delivered again is answered from it)."""
+    seq: int | None = await conn.fetchval(
+        "SELECT seq FROM archival_effects WHERE command_id = $1", command_id
+    )
+    return seq
+
+
 async def unreflected(pool: asyncpg.Pool, agent_id: str) -> tuple[int, list[dict[str, Any]]]:
     """Summed importance of memories not reflected on yet, and those memories."""
     rows = await pool.fetch(

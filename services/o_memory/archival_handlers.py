@@ -22,7 +22,7 @@ from o_contracts.projection_names import ARCHIVAL
 from o_contracts.requests import SearchArchival
 from o_contracts.vectors import pack_vector
 from o_memory import archival, judgement
-from o_memory.archive_handlers import ArchiveCommands
+from o_memory.archive_handlers import ArchiveCommands, recorded
 from o_memory.embeddings import EmbeddingError, embedder_for
 from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
@@ -89,18 +89,8 @@ class ArchivalCommands:
         return model, [pack_vector(v) for v in vectors]
 
     async def _done(self, agent_id: str, command_id: str) -> int | None:
-        """The sequence of the event `command_id` made, if the log has one.
-
-        Read as of the agent's archival subject now (o_runtime/reads.py): a
-        command delivered again after its ack was lost is answered from the
-        record instead of being done twice.
-        """
-        last = await self.s.eventlog.last_seq(subjects.archival_subject(agent_id))
-        async with self.s.reads.at(last, ARCHIVAL) as conn:
-            seq: int | None = await conn.fetchval(
-                "SELECT seq FROM archival_effects WHERE command_id = $1", command_id
-            )
-        return seq
+        """The sequence of the event `command_id` made on the agent's archival subject."""
+        return await recorded(self.s, subjects.archival_subject(agent_id), command_id)
 
     async def _inserted(self, passage_id: str, seq: int) -> Reply:
         row = await self.s.pool.fetchrow(
@@ -135,9 +125,7 @@ class ArchivalCommands:
         if done is None:
             # Written into an archive detached since: the detach was decided on a
             # projection past that write, so its record is there to read as it is.
-            done = await self.s.pool.fetchval(
-                "SELECT seq FROM archival_effects WHERE command_id = $1", cause.id
-            )
+            done = await archival.effect_of(self.s.pool, cause.id)
         if done is not None:
             return await self._inserted(cmd.passage_id, done)
         agent, settings = await self._agent(cmd.agent_id)
@@ -260,9 +248,7 @@ class ArchivalCommands:
         cmd: DeletePassage = env.data
         last = await self.s.eventlog.last_seq(subjects.archival_subject(cmd.agent_id))
         async with self.s.reads.at(last, ARCHIVAL) as conn:
-            done = await conn.fetchval(
-                "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
-            )
+            done = await archival.effect_of(conn, env.id)
             found = await conn.fetchrow(
                 f"SELECT archive_id FROM passages WHERE id = $2 AND {archival.AGENT_SCOPE}",
                 cmd.agent_id,
@@ -271,9 +257,7 @@ class ArchivalCommands:
         if done is None and found is None:
             # Done already, in an archive (on the archive's subject), if anywhere.
             async with self.s.reads.at(await self.s.eventlog.end(), ARCHIVAL) as conn:
-                done = await conn.fetchval(
-                    "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
-                )
+                done = await archival.effect_of(conn, env.id)
         if done is not None:
             return Reply(ok=True, seq=done)
         if found is not None and found["archive_id"] is not None:

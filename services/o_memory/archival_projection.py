@@ -113,6 +113,19 @@ async def _insert(
         await _count(conn, archive_id or agent_id or "", p.tags, 1)
 
 
+async def _delete(
+    conn: asyncpg.Connection, passage_id: str, owner: str, whose: str, rec: Recorded
+) -> None:
+    """Delete a passage of `owner` (an agent's own: `whose` names them by $2, or an
+    archive's), keeping its counts, and record the command that did it."""
+    tags = await conn.fetchval(
+        f"DELETE FROM passages WHERE id = $1 AND {whose} RETURNING tags", passage_id, owner
+    )
+    if tags is not None:
+        await _count(conn, owner, list(tags), -1)
+    await _effect(conn, owner, rec)
+
+
 @archival.on(PassageInserted)
 async def passage_inserted(conn: asyncpg.Connection, e: PassageInserted, rec: Recorded) -> None:
     await _insert(conn, e.agent_id, e.passage, rec.seq)
@@ -121,15 +134,7 @@ async def passage_inserted(conn: asyncpg.Connection, e: PassageInserted, rec: Re
 
 @archival.on(PassageDeleted)
 async def passage_deleted(conn: asyncpg.Connection, e: PassageDeleted, rec: Recorded) -> None:
-    tags = await conn.fetchval(
-        "DELETE FROM passages WHERE id = $1 AND agent_id = $2 AND archive_id IS NULL"
-        " RETURNING tags",
-        e.passage_id,
-        e.agent_id,
-    )
-    if tags is not None:
-        await _count(conn, e.agent_id, list(tags), -1)
-    await _effect(conn, e.agent_id, rec)
+    await _delete(conn, e.passage_id, e.agent_id, "agent_id = $2 AND archive_id IS NULL", rec)
 
 
 @archival.on(PassagesAccessed)
@@ -247,11 +252,4 @@ async def archive_passages_inserted(
 async def archive_passage_deleted(
     conn: asyncpg.Connection, e: ArchivePassageDeleted, rec: Recorded
 ) -> None:
-    tags = await conn.fetchval(
-        "DELETE FROM passages WHERE id = $1 AND archive_id = $2 RETURNING tags",
-        e.passage_id,
-        e.archive_id,
-    )
-    if tags is not None:
-        await _count(conn, e.archive_id, list(tags), -1)
-    await _effect(conn, e.archive_id, rec)
+    await _delete(conn, e.passage_id, e.archive_id, "archive_id = $2", rec)

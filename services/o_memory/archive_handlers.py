@@ -37,6 +37,7 @@ from o_contracts.events.archival import ArchivalPassage, ImportanceSource
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import ARCHIVAL
 from o_contracts.vectors import pack_vector
+from o_memory import archival
 from o_memory.embeddings import LOCAL_MODEL, EmbeddingError, embedder_for
 from o_memory.judgement import DEFAULT_IMPORTANCE
 from o_runtime.commands import Delivery
@@ -58,6 +59,15 @@ async def archive_row(conn: asyncpg.Connection, archive_id: str) -> asyncpg.Reco
     return row
 
 
+async def recorded(service: Service, subject: str, command_id: str) -> int | None:
+    """The sequence of the event `command_id` made, read as of `subject` now (o_runtime/
+    reads.py): a command delivered again after its ack was lost is answered from the
+    record instead of being done twice."""
+    last = await service.eventlog.last_seq(subject)
+    async with service.reads.at(last, ARCHIVAL) as conn:
+        return await archival.effect_of(conn, command_id)
+
+
 class ArchiveCommands:
     def __init__(self, service: Service) -> None:
         self.s = service
@@ -74,9 +84,7 @@ class ArchiveCommands:
         async def decision(last: int) -> Envelope[Any] | None:
             at = last if subject == archive else max(last, await self.s.eventlog.last_seq(archive))
             async with self.s.reads.at(at, ARCHIVAL) as conn:
-                seq = await conn.fetchval(
-                    "SELECT seq FROM archival_effects WHERE command_id = $1", env.id
-                )
+                seq = await archival.effect_of(conn, env.id)
                 if seq is not None:
                     done.append(seq)
                     return None
@@ -218,12 +226,7 @@ class ArchiveCommands:
 
     async def done(self, archive_id: str, command_id: str) -> int | None:
         """The sequence of the event `command_id` made on the archive, if the log has one."""
-        last = await self.s.eventlog.last_seq(subjects.archive_subject(archive_id))
-        async with self.s.reads.at(last, ARCHIVAL) as conn:
-            seq: int | None = await conn.fetchval(
-                "SELECT seq FROM archival_effects WHERE command_id = $1", command_id
-            )
-        return seq
+        return await recorded(self.s, subjects.archive_subject(archive_id), command_id)
 
     async def _embed(self, handle: str, texts: list[str]) -> tuple[str, list[str]]:
         embedder = embedder_for({"handle": handle})

@@ -30,7 +30,7 @@ from o_contracts.commands import (
 from o_contracts.limits import MAX_ARCHIVE_BATCH
 from o_contracts.projection_names import ARCHIVAL
 from o_contracts.requests import SearchArchival, first_error
-from o_gateway.agent_reads import render_agent
+from o_gateway.agent_reads import agents_where
 from o_gateway.commands import memory_command
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.models_config import LOCAL_EMBEDDING, embedding_config_for
@@ -215,10 +215,15 @@ async def list_agents_for_archive(
     order: Literal["asc", "desc"] = "desc",
 ) -> list[dict[str, Any]]:
     await archive_row(gw, checked_id(archive_id, "archive"))
-    q = Listing("agents")
-    q.filter("id IN (SELECT agent_id FROM archive_agents WHERE archive_id = {})", archive_id)
-    rows = await q.page(gw.pool, "agent", before, after, order, limit)
-    return [await render_agent(gw, dict(r)) for r in rows]
+    return await agents_where(
+        gw,
+        "id IN (SELECT agent_id FROM archive_agents WHERE archive_id = {})",
+        archive_id,
+        before,
+        after,
+        order,
+        limit,
+    )
 
 
 async def _insert(

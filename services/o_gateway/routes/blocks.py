@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from o_contracts.commands import CreateBlock, DeleteBlock, RestoreBlockVersion, UpdateBlock
 from o_contracts.projection_names import AGENTS, MEMORY
 from o_gateway import render, sleeptime
-from o_gateway.agent_reads import agent_state, blocks_of, render_agent
+from o_gateway.agent_reads import agent_state, agents_where, blocks_of
 from o_gateway.agent_requests import block_spec
 from o_gateway.commands import memory_command
 from o_gateway.decisions import AttachBlock, DetachBlock, change_agent
@@ -181,10 +181,15 @@ async def list_block_agents(
 ) -> list[dict[str, Any]]:
     """The agents this block is attached to (a 404 for an unknown block)."""
     await block_row(gw, checked_id(block_id, "block"))
-    q = Listing("agents")
-    q.filter("id IN (SELECT agent_id FROM agent_blocks WHERE block_id = {})", block_id)
-    rows = await q.page(gw.pool, "agent", before, after, order, limit)
-    return [await render_agent(gw, dict(r)) for r in rows]
+    return await agents_where(
+        gw,
+        "id IN (SELECT agent_id FROM agent_blocks WHERE block_id = {})",
+        block_id,
+        before,
+        after,
+        order,
+        limit,
+    )
 
 
 async def agent_block(gw: Gateway, agent_id: str, label: str) -> dict[str, Any]:

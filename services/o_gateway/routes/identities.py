@@ -19,7 +19,7 @@ from o_contracts.events import IdentityCreated, IdentityDeleted, IdentityUpdated
 from o_contracts.limits import MAX_LIST_ITEMS
 from o_contracts.projection_names import IDENTITIES
 from o_gateway import render
-from o_gateway.agent_reads import render_agent
+from o_gateway.agent_reads import agents_where
 from o_gateway.commands import append_decided
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.identity_reads import identity_json, identity_row, identity_rows
@@ -279,10 +279,15 @@ async def list_agents_for_identity(
     order_by: Literal["created_at"] = "created_at",
 ) -> list[dict[str, Any]]:
     await identity_row(gw.pool, checked_id(identity_id, "identity"))
-    q = Listing("agents")
-    q.filter("id IN (SELECT agent_id FROM identity_agents WHERE identity_id = {})", identity_id)
-    rows = await q.page(gw.pool, "agent", before, after, order, limit)
-    return [await render_agent(gw, dict(r)) for r in rows]
+    return await agents_where(
+        gw,
+        "id IN (SELECT agent_id FROM identity_agents WHERE identity_id = {})",
+        identity_id,
+        before,
+        after,
+        order,
+        limit,
+    )
 
 
 @route(router, "GET", "/v1/identities/{identity_id}/blocks")
