@@ -17,6 +17,7 @@ from o_contracts.base import Command
 from o_contracts.callback_urls import CallbackUrl
 from o_contracts.ids import derived_id
 from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
+from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 from o_contracts.subjects import Lane
 
 
@@ -155,6 +156,9 @@ class RunTool(Command):
     return_char_limit: int = Field(default=50000, ge=1)
     idempotent: bool = False
     deadline: datetime
+    # Packages the tool imports (its own and the sandbox configuration's): the sandbox
+    # installs each set once and puts it on the tool's path (docs/sandbox.md).
+    requirements: list[PipRequirement] = Field(default_factory=list, max_length=MAX_REQUIREMENTS)
 
 
 class RestoreBlockVersion(Command):

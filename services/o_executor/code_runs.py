@@ -134,6 +134,8 @@ async def run_code_tool(
         # Confined code cannot act outside the sandbox: running it again is harmless,
         # unless one of the agent's own tools it may call says otherwise.
         idempotent=name == "run_code" or all(t.idempotent for t in python_tools),
+        # The packages of the agent's tools it may call.
+        requirements=tuple({r for t in python_tools for r in t.requirements}),
     )
     result = await run_user_tool(
         eventlog,

@@ -47,6 +47,7 @@ async def run_user_tool(
             timeout=timeout,
             return_char_limit=tool.return_char_limit,
             idempotent=tool.idempotent,
+            requirements=list(tool.requirements),
             deadline=datetime.now(UTC) + timedelta(seconds=budget),
         ),
         aggregate_id=agent.id,

@@ -133,7 +133,8 @@ class ExecutorService(Service):
             " a.tool_ids, a.encrypted_secrets, coalesce((SELECT jsonb_agg(jsonb_build_object("
             "'id', t.id, 'name', t.name, 'source_code', t.source_code,"
             " 'json_schema', t.json_schema, 'return_char_limit', t.return_char_limit,"
-            " 'idempotent', t.idempotent)) FROM tools t WHERE t.id = ANY(a.tool_ids)), '[]')"
+            " 'idempotent', t.idempotent, 'pip_requirements', t.pip_requirements))"
+            " FROM tools t WHERE t.id = ANY(a.tool_ids)), '[]')"
             # MCP servers' tools, with where to call them (secrets as ciphertext).
             " || coalesce((SELECT jsonb_agg(jsonb_build_object('id', m.id, 'name', m.name,"
             " 'source_code', '', 'json_schema', m.json_schema, 'return_char_limit', 50000,"

@@ -48,6 +48,7 @@ from o_contracts.limits import (
 )
 from o_contracts.models import ContentPart
 from o_contracts.models import TextPart as ContractTextPart
+from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 from o_gateway.image_parts import ImagePartBody, without_image_data
 from o_gateway.model_settings import ModelSettingsBody
 
@@ -116,7 +117,8 @@ class ToolRuleBody(Body):
         return self
 
 
-PipRequirements = Annotated[list[Object], Field(max_length=MAX_LIST_ITEMS)]
+# Packages a tool imports, installed by the sandbox (o_contracts/pip_requirements.py).
+PipRequirements = Annotated[list[PipRequirement], Field(max_length=MAX_REQUIREMENTS)]
 
 
 class CreateToolBody(Body):

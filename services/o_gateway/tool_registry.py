@@ -33,7 +33,8 @@ def render_user_tool(row: dict[str, Any]) -> dict[str, Any]:
         "json_schema": row["json_schema"],
         "args_json_schema": None,
         "return_char_limit": row["return_char_limit"],
-        "pip_requirements": None,
+        # Letta's null for none.
+        "pip_requirements": row.get("pip_requirements") or None,
         "npm_requirements": None,
         "default_requires_approval": row["default_requires_approval"],
         "enable_parallel_execution": False,

@@ -15,6 +15,7 @@ archival, multi-agent and evolution tools) are refused.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from o_contracts import subjects
 from o_contracts.base_tools import MEMORY_TOOLS
 from o_contracts.commands import RunMemoryTool, RunTool
 from o_contracts.envelope import Envelope
+from o_contracts.pip_requirements import PipRequirement
 from o_contracts.projection_names import MEMORY
 from o_gateway.commands import PRODUCER
 from o_gateway.mcp_schemas import RunMcpToolBody
@@ -89,6 +91,7 @@ async def run_in_sandbox(
     tool_id: str = "",
     return_char_limit: int = 50000,
     idempotent: bool = False,
+    requirements: Sequence[PipRequirement] = (),
 ) -> Outcome:
     timeout = gw.settings.tool_timeout
     budget = wait_budget(timeout)
@@ -106,6 +109,7 @@ async def run_in_sandbox(
             return_char_limit=return_char_limit,
             idempotent=idempotent,
             deadline=datetime.now(UTC) + timedelta(seconds=budget),
+            requirements=list(requirements),
         ),
         aggregate_id=agent_id or execution_id,
         producer=PRODUCER,
@@ -162,6 +166,7 @@ async def run_agent_tool(
         tool_id=tool["id"],
         return_char_limit=tool["return_char_limit"],
         idempotent=tool["idempotent"],
+        requirements=[PipRequirement.model_validate(r) for r in tool.get("pip_requirements") or []],
     )
     return outcome.execution_result()
 

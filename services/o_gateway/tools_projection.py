@@ -24,6 +24,7 @@ COLUMNS = (
     "default_requires_approval",
     "idempotent",
     "metadata",
+    "pip_requirements",
 )
 
 
@@ -32,7 +33,8 @@ async def tool_created(conn: asyncpg.Connection, e: ToolCreated, rec: Recorded) 
     await conn.execute(
         "INSERT INTO tools (id, name, description, source_type, source_code, json_schema, tags,"
         " return_char_limit, default_requires_approval, idempotent, metadata, created_at,"
-        " updated_at, last_seq) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13)"
+        " updated_at, last_seq, pip_requirements)"
+        " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$12,$13,$14)"
         " ON CONFLICT (id) DO NOTHING",
         e.tool_id,
         e.name,
@@ -47,6 +49,7 @@ async def tool_created(conn: asyncpg.Connection, e: ToolCreated, rec: Recorded) 
         e.metadata,
         rec.envelope.time,
         rec.seq,
+        [r.model_dump() for r in e.pip_requirements],
     )
 
 

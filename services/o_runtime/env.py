@@ -49,7 +49,9 @@ class Env:
             raise BadSetting(f"{name} must be at least {minimum}, not {raw}")
         return value
 
-    def flag(self, name: str) -> bool:
+    def flag(self, name: str, default: bool = False) -> bool:
+        if self.environ.get(name) is None:
+            return default
         raw = (self.environ.get(name) or "").strip().lower()
         if raw in _TRUE:
             return True

@@ -101,6 +101,10 @@ _TRUNCATE = 1 << 14
 _IOCTL_DEV = 1 << 15
 
 
+_RULE_NET_PORT = 2
+_NET_CONNECT_TCP = 1 << 1
+
+
 def _fs_rights(abi: int) -> int:
     bits = 13  # ABI 1: execute .. make_sym
     if abi >= 2:
@@ -117,11 +121,13 @@ def landlock(
     write_paths: Iterable[str],
     files: Iterable[str],
     allow_tcp: bool = False,
+    tcp_ports: Iterable[int] | None = None,
 ) -> str:
     """Restrict this process (and its children) to these paths; returns what applied.
 
-    TCP bind and connect are denied too, unless `allow_tcp` (an MCP server the
-    operator lets reach the network).
+    TCP bind and connect are denied too, unless `allow_tcp` (an MCP server, or a tool,
+    the operator lets reach any port) or but for connecting to `tcp_ports` (a tool the
+    operator lets reach those ports only).
     """
     arch = _arch()
     if arch is None:
@@ -132,6 +138,7 @@ def landlock(
         return "unavailable (kernel)"
     fs = _fs_rights(abi)
     net = 0b11 if abi >= 4 and not allow_tcp else 0  # bind_tcp | connect_tcp
+    ports = sorted(set(tcp_ports or ()))
     scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets | signals
     attr = struct.pack("QQQ", fs, net, scoped)
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
@@ -146,11 +153,17 @@ def landlock(
                 _allow(add_rule, ruleset, path, rights)
         for path in files:
             _allow(add_rule, ruleset, path, file_rights)
+        if net:
+            for port in ports:
+                rule = ctypes.create_string_buffer(struct.pack("=QQ", _NET_CONNECT_TCP, port), 16)
+                if _libc.syscall(add_rule, ruleset, _RULE_NET_PORT, rule, 0) != 0:
+                    return f"failed (port {port}: errno {ctypes.get_errno()})"
         if _libc.syscall(restrict, ruleset, 0) != 0:
             return f"failed (errno {ctypes.get_errno()})"
     finally:
         os.close(ruleset)
-    parts = ["filesystem"] + (["tcp"] if net else []) + (["signals"] if scoped else [])
+    tcp = ["tcp"] if net and not ports else [f"tcp (connect to {','.join(map(str, ports))})"]
+    parts = ["filesystem"] + (tcp if net else []) + (["signals"] if scoped else [])
     return f"abi {abi}: " + ", ".join(parts)
 
 
@@ -203,6 +216,46 @@ def seccomp_no_sockets() -> bool:
         ins(_RET_K, 0, 0, _RET_ALLOW),
         ins(_RET_K, 0, 0, _RET_ERRNO_EPERM),
     ]
+    return _install_filter(prog)
+
+
+_AF_INET = 2
+_AF_INET6 = 10
+# seccomp_data: nr (4 bytes), arch (4), instruction_pointer (8), args[6] (8 each); the low
+# half of args[0] on these little-endian architectures.
+_ARG0 = 16
+
+
+def seccomp_inet_sockets_only() -> bool:
+    """For a tool let out: socket() only of IPv4 and IPv6 (no Unix, netlink, packet or
+    other family: no local services by path, no abstract sockets, no raw frames);
+    io_uring_setup() fails with EPERM; other architectures' calls kill."""
+    arch = _arch()
+    if arch is None:
+        return False
+
+    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k)
+
+    prog = [
+        ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        ins(_JEQ_K, 1, 0, arch.audit),
+        ins(_RET_K, 0, 0, _RET_KILL_PROCESS),
+        ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        ins(_JGE_K, 6, 0, 0x40000000),  # x32 ABI numbers: deny (11)
+        ins(_JEQ_K, 5, 0, arch.io_uring_setup),  # deny (11)
+        ins(_JEQ_K, 1, 0, arch.socket),  # (8)
+        ins(_RET_K, 0, 0, _RET_ALLOW),
+        ins(_LD_W_ABS, 0, 0, _ARG0),  # 8: socket()'s family
+        ins(_JEQ_K, 2, 0, _AF_INET),  # allow (12)
+        ins(_JEQ_K, 1, 0, _AF_INET6),  # allow (12)
+        ins(_RET_K, 0, 0, _RET_ERRNO_EPERM),  # 11
+        ins(_RET_K, 0, 0, _RET_ALLOW),  # 12
+    ]
+    return _install_filter(prog)
+
+
+def _install_filter(prog: list[bytes]) -> bool:
     code = b"".join(prog)
     filters = ctypes.create_string_buffer(code, len(code))
 

@@ -37,6 +37,7 @@ from o_contracts.events import ToolExecuted, ToolExecutionFailed
 from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.instruments import measured
 from o_runtime.tool_secrets import SecretsUnavailable, decrypt_all
+from o_tool_sandbox.packages import Packages, PackagesUnavailable
 from o_tool_sandbox.pool import Outcome, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,10 @@ def _lines(text: str) -> list[str]:
 
 
 class Executions:
-    def __init__(self, pool: WorkerPool, name: str) -> None:
+    def __init__(self, pool: WorkerPool, name: str, packages: Packages) -> None:
         self.pool = pool
         self.name = name
+        self.packages = packages
         self._running: dict[str, asyncio.Task[bytes]] = {}
         self._done: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
@@ -134,8 +136,18 @@ class Executions:
                 "this sandbox cannot cut tools off from the network here "
                 "(no network namespace and no seccomp); refusing to run user code",
             )
+        try:
+            packages = await self.packages.path_for(cmd.requirements)
+        except PackagesUnavailable as exc:
+            measured.sandbox_executions.add(1, {"outcome": "packages"})
+            return self._failed(envelope, "packages", str(exc))
         result: Outcome = await self.pool.run(
-            cmd.source_code, cmd.tool_name, cmd.arguments, env, cmd.timeout
+            cmd.source_code,
+            cmd.tool_name,
+            cmd.arguments,
+            env,
+            cmd.timeout,
+            [packages] if packages else None,
         )
         ended = {"outcome": "success" if result.ok else result.failure or "error"}
         measured.sandbox_executions.add(1, ended)
@@ -177,4 +189,9 @@ class Executions:
 
 
 def _isolated(isolation: dict[str, Any]) -> bool:
-    return "network" in isolation.get("namespaces", []) or bool(isolation.get("seccomp"))
+    # (Let out by the operator, O_SANDBOX_NETWORK: there is nothing to cut off.)
+    return (
+        bool(isolation.get("network"))
+        or "network" in isolation.get("namespaces", [])
+        or bool(isolation.get("seccomp"))
+    )

@@ -26,7 +26,7 @@ from typing import Any
 
 from o_runtime.instruments import SandboxUse
 from o_tool_sandbox import interpreter
-from o_tool_sandbox.limits import Limits
+from o_tool_sandbox.limits import Limits, NetworkAccess
 
 log = logging.getLogger(__name__)
 
@@ -198,11 +198,38 @@ class Zygote:
             self.sock.close()
 
 
+# What a tool let out to the network reads: name resolution and the system's certificates.
+NETWORK_FILES = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/usr/share/ca-certificates",
+)
+
+
 class WorkerPool:
-    def __init__(self, limits: Limits, uid_base: int = 61000, python: str | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        uid_base: int = 61000,
+        python: str | None = None,
+        network: NetworkAccess | None = None,
+        extra_read_paths: tuple[str, ...] = (),
+    ) -> None:
+        """`extra_read_paths`: folders every tool may read too (the installed packages)."""
         self.limits = limits
+        self.network = network or NetworkAccess()
         self.root = os.geteuid() == 0
         self.python, self.read_paths = interpreter.choose(unprivileged=self.root, python=python)
+        if self.network.enabled:
+            self.read_paths += [p for p in NETWORK_FILES if os.path.exists(p)]
+        self.read_paths += list(extra_read_paths)
         _sweep_stale_scratch()
         self.base = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         # Traversable, not listable: a tool finds only its own scratch directory.
@@ -293,6 +320,7 @@ class WorkerPool:
             "uid": uid,
             "read_paths": self.read_paths,
             "limits": self.limits.worker_config(),
+            "network": self.network.worker_config(),
         }
         pipes = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, result
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
@@ -357,13 +385,20 @@ class WorkerPool:
             await self._dispose(worker)
 
     async def run(
-        self, source: str, name: str, args: dict[str, Any], env: dict[str, str], timeout: float
+        self,
+        source: str,
+        name: str,
+        args: dict[str, Any],
+        env: dict[str, str],
+        timeout: float,
+        paths: list[str] | None = None,
     ) -> Outcome:
+        """`paths`: folders of installed packages put on the tool's path."""
         worker = await self._worker()
         self._refill()
         self.busy += 1
         try:
-            return await self._run_in(worker, source, name, args, env, timeout)
+            return await self._run_in(worker, source, name, args, env, timeout, paths or [])
         finally:
             self.busy -= 1
             # Cleaning up (reaping, removing the scratch folder) is off the
@@ -380,8 +415,11 @@ class WorkerPool:
         args: dict[str, Any],
         env: dict[str, str],
         timeout: float,
+        paths: list[str],
     ) -> Outcome:
-        job = json.dumps({"source": source, "name": name, "args": args, "env": env}).encode()
+        job = json.dumps(
+            {"source": source, "name": name, "args": args, "env": env, "paths": paths}
+        ).encode()
         out, err = _Output(self.limits.output_keep), _Output(self.limits.output_keep)
         flooded = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 import msgpack
 from nats.aio.msg import Msg
@@ -28,6 +29,7 @@ from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.mcp_requests import McpStdioRequests
 from o_tool_sandbox.mcp_servers import StdioServers
 from o_tool_sandbox.mcp_settings import McpStdioSettings
+from o_tool_sandbox.packages import Packages, default_root
 from o_tool_sandbox.pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -53,10 +55,24 @@ class ToolSandboxService(Service):
         return self.replica
 
     async def setup(self) -> None:
-        self.pool = WorkerPool(self.limits, self.config.uid_base, self.config.python)
+        wanted = self.config.packages
+        packages_root = Path(wanted.root) if wanted.root else default_root()
+        self.pool = WorkerPool(
+            self.limits,
+            self.config.uid_base,
+            self.config.python,
+            network=self.config.network,
+            extra_read_paths=(str(packages_root),) if wanted.enabled else (),
+        )
+        self.packages = Packages(
+            packages_root,
+            self.pool.python,
+            wanted.enabled,
+            wanted.install_timeout,
+        )
         await self.pool.start()
         samples.sandbox = self.pool.use
-        self.executions = Executions(self.pool, self.replica)
+        self.executions = Executions(self.pool, self.replica, self.packages)
         self._held = 0
         self._taking: Subscription | None = None
         self._answering: set[asyncio.Task[None]] = set()
@@ -133,7 +149,9 @@ class ToolSandboxService(Service):
         iso = self.pool.isolation
         namespaces = list(iso.get("namespaces", []))
         network = (
-            "network namespace + seccomp (no sockets)"
+            self.config.network.describe()
+            if iso.get("network")
+            else "network namespace + seccomp (no sockets)"
             if "network" in namespaces and iso.get("seccomp")
             else "network namespace"
             if "network" in namespaces
@@ -157,6 +175,7 @@ class ToolSandboxService(Service):
                 "output_bytes_kept": lim.output_keep,
             },
             "python": self.pool.python,
+            "packages": self.packages.describe(),
             "mcp_stdio": self.mcp_servers.report(),
         }
 

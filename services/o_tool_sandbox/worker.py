@@ -50,7 +50,12 @@ def _confine(cfg: dict[str, Any], result: int) -> dict[str, object]:
     applied: dict[str, object] = {}
     # If the sandbox service dies (even by SIGKILL), its workers die with it.
     confine.set_parent_death_signal(signal.SIGKILL)
-    namespaces = confine.unshare_namespaces() if os.geteuid() == 0 else []
+    # Let out by the operator (O_SANDBOX_NETWORK): the host's network, IPv4/IPv6 sockets
+    # only, TCP connect only to the ports named (none named: any).
+    network = cfg.get("network") or {}
+    let_out = bool(network.get("enabled"))
+    ports = network.get("ports")
+    namespaces = confine.unshare_namespaces(new_network=not let_out) if os.geteuid() == 0 else []
     applied["namespaces"] = namespaces
     if "pid" in namespaces:
         # The first child in a new PID namespace is its PID 1: when it exits,
@@ -82,8 +87,13 @@ def _confine(cfg: dict[str, Any], result: int) -> dict[str, object]:
         cfg["read_paths"],
         [scratch],
         ["/dev/null", "/dev/urandom", "/dev/zero", "/etc/localtime", "/etc/ld.so.cache"],
+        allow_tcp=let_out and ports is None,
+        tcp_ports=ports if let_out else None,
     )
-    applied["seccomp"] = confine.seccomp_no_sockets()
+    applied["seccomp"] = (
+        confine.seccomp_inet_sockets_only() if let_out else confine.seccomp_no_sockets()
+    )
+    applied["network"] = let_out
     applied["pid1"] = os.getpid() == 1
     return applied
 
@@ -100,6 +110,12 @@ def _text(value: object) -> str:
 def _run(job: dict[str, Any]) -> dict[str, object]:
     namespace: dict[str, object] = {"__name__": "__tool__"}
     try:
+        if job.get("paths"):
+            # The tool's installed packages (pip_requirements), .pth files included.
+            import site
+
+            for path in job["paths"]:
+                site.addsitedir(str(path))
         exec(compile(str(job["source"]), "<tool>", "exec"), namespace)
         fn = namespace.get(str(job["name"]))
         if not callable(fn):

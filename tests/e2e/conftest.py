@@ -4,7 +4,9 @@ server speaking the OpenAI wire protocol."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.exa_server import FakeExa
 from tests.fakes.exa_server import serving as exa_serving
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.wheels import make_wheel
 
 if TYPE_CHECKING:
     from tests.e2e.mcp_server import Served
@@ -30,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 SECRETS_KEY = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
 EXECUTOR_REPLICAS = 2
+# The tests' own package, installable by tools that name it in pip_requirements.
+GREETING_MODULE = "def greeting(name):\n    return f'hello, {name}'\n"
 
 
 def free_port() -> int:
@@ -85,6 +90,16 @@ def exa(fake_exa: FakeExa) -> Iterator[FakeExa]:
     fake_exa.reset()
 
 
+def _package_folders() -> tuple[Path, Path]:
+    """Tools' packages (test_tool_packages.py): the real pip installs the tests' own wheel
+    from a folder, with no index; the sets go to a folder the tools' uids can read."""
+    wheels = Path(tempfile.mkdtemp(prefix="o-e2e-wheels-"))
+    make_wheel(wheels, "otestgreeting", "1.0", GREETING_MODULE)
+    packages = Path(tempfile.mkdtemp(prefix="o-e2e-packages-"))
+    packages.chmod(0o755)
+    return wheels, packages
+
+
 @pytest.fixture(scope="session")
 async def system(
     servers,
@@ -106,6 +121,7 @@ async def system(
         await admin.close()
     port = free_port()
     root = ROOT
+    wheels, packages = _package_folders()
     env = {
         **os.environ,
         # The services import this checkout's code (also from a git worktree).
@@ -165,6 +181,9 @@ async def system(
         "O_CALLBACK_RETRY_MAX_DELAY": "1",
         "O_CALLBACK_RETRY_FOR": "60",
         "ACCEPTABLE_ORIGINS": f"http://127.0.0.1:{OTHER_ORIGIN_PORT}",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "O_SANDBOX_PACKAGES_DIR": str(packages),
     }
     # The durable consumers with this system's settings (O_EXECUTOR_ACK_WAIT): the setup
     # role's work, as a deployment's setup Job does it.
@@ -199,6 +218,8 @@ async def system(
     finally:
         await http.aclose()
         await supervisor.stop()
+        shutil.rmtree(wheels, ignore_errors=True)
+        shutil.rmtree(packages, ignore_errors=True)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from o_contracts import subjects
 from o_contracts.commands import RunTool
 from o_contracts.envelope import Envelope, decode
 from o_contracts.ids import new_id
+from o_contracts.pip_requirements import PipRequirement
 from o_devtools.embedded import EmbeddedNats, start_servers
 from o_executor.sandbox_calls import request_execution
 from o_runtime.eventlog import EventLog, Recorded
@@ -113,6 +114,7 @@ def tool_command(
     idempotent: bool = False,
     timeout: float = 4.0,
     secrets: dict[str, str] | None = None,
+    requirements: list[PipRequirement] | None = None,
 ) -> Envelope[RunTool]:
     agent_id = agent_id or new_id("agent")
     return Envelope.wrap(
@@ -128,6 +130,7 @@ def tool_command(
             timeout=timeout,
             idempotent=idempotent,
             deadline=datetime.now(UTC) + timedelta(seconds=60),
+            requirements=requirements or [],
         ),
         aggregate_id=agent_id,
         producer="test",

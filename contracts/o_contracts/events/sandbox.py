@@ -24,6 +24,8 @@ FailureKind = Literal[
     "interrupted",
     "expired",
     "refused",
+    # Its pip_requirements could not be installed (the error says why).
+    "packages",
 ]
 
 

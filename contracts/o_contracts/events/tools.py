@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from o_contracts.base import Event
+from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 
 
 class ToolCreated(Event):
@@ -28,6 +29,11 @@ class ToolCreated(Event):
     # sandbox dies mid-call the call is retried once instead of failing.
     idempotent: bool = False
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Packages its source imports, installed by the sandbox (`changes["pip_requirements"]`
+    # in a ToolUpdated: the same list as dicts).
+    pip_requirements: list[PipRequirement] = Field(
+        default_factory=list, max_length=MAX_REQUIREMENTS
+    )
 
 
 class ToolUpdated(Event):

@@ -9,6 +9,7 @@ from typing import Any
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
 from o_contracts.base_tools import EVOLUTION_TOOLS
 from o_contracts.evolution import ServedVersion, VersionSpec
+from o_contracts.pip_requirements import PipRequirement
 from o_contracts.prompts import default_system
 from o_executor.model_settings import ModelSettings
 from o_runtime import llm_providers
@@ -58,6 +59,8 @@ class UserTool:
     return_char_limit: int
     idempotent: bool
     mcp: McpServerRef | None = None
+    # Packages its source imports (the sandbox installs them).
+    requirements: tuple[PipRequirement, ...] = ()
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> UserTool:
@@ -69,6 +72,9 @@ class UserTool:
             return_char_limit=int(row["return_char_limit"]),
             idempotent=bool(row["idempotent"]),
             mcp=McpServerRef.from_row(row["mcp"]) if row.get("mcp") else None,
+            requirements=tuple(
+                PipRequirement.model_validate(r) for r in row.get("pip_requirements") or ()
+            ),
         )
 
 

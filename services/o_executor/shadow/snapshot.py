@@ -219,6 +219,7 @@ class ToolFold:
                 "json_schema": event.json_schema,
                 "return_char_limit": event.return_char_limit,
                 "idempotent": event.idempotent,
+                "pip_requirements": [r.model_dump() for r in event.pip_requirements],
             }
         elif isinstance(event, ToolUpdated) and self.state is not None:
             self.state |= {k: v for k, v in event.changes.items() if k in self.state}

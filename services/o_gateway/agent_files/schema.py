@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from o_contracts.limits import MAX_LABEL_CHARS
+from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 from o_gateway.schemas import (
     AgentName,
     BlockLimit,
@@ -80,6 +81,7 @@ class FileTool(Entry):
     return_char_limit: int | None = Field(default=None, ge=1, le=1_000_000)
     default_requires_approval: bool | None = None
     metadata_: Object | None = None
+    pip_requirements: list[PipRequirement] | None = Field(default=None, max_length=MAX_REQUIREMENTS)
 
 
 class FileFunction(Entry):

@@ -160,4 +160,5 @@ def _fields(tool: FileTool, schema: dict[str, Any]) -> dict[str, Any]:
         "return_char_limit": tool.return_char_limit or 50000,
         "default_requires_approval": bool(tool.default_requires_approval),
         "metadata": dict(tool.metadata_ or {}),
+        "pip_requirements": [r.model_dump() for r in tool.pip_requirements or []],
     }

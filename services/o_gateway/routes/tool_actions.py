@@ -15,6 +15,7 @@ from pydantic import Field
 
 from o_contracts.base_tools import SCHEMAS
 from o_contracts.ids import derived_id
+from o_contracts.limits import MAX_LIST_ITEMS
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Name, Object, PipRequirements, Tags
@@ -96,7 +97,7 @@ class RunFromSourceBody(Body):
     args_json_schema: Object | None = None
     json_schema: Object | None = None
     pip_requirements: PipRequirements | None = None
-    npm_requirements: PipRequirements | None = None
+    npm_requirements: list[Object] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
 
 
 @route(router, "POST", "/v1/tools/run")
@@ -106,10 +107,8 @@ async def run_tool_from_source(
     """Run source in the sandbox without registering it (Letta's ToolReturnMessage)."""
     if body.source_type not in (None, "python"):
         raise HTTPException(400, f"O runs Python tools only, not {body.source_type}")
-    if body.pip_requirements or body.npm_requirements:
-        raise HTTPException(
-            400, "pip_requirements are not supported: tools run in a sandbox without network"
-        )
+    if body.npm_requirements:
+        raise HTTPException(400, "npm_requirements are not supported: O runs Python tools only")
     given = body.name or (body.json_schema or {}).get("name")
     name = function_name(body.source_code, given if isinstance(given, str) else None)
     execution_id = resource_id("cmd", checked_key(idempotency_key), "tools-run")
@@ -120,6 +119,7 @@ async def run_tool_from_source(
         name=name,
         args=body.args,
         encrypted_secrets=encrypted(body.env_vars),
+        requirements=body.pip_requirements or [],
     )
     status = "success" if outcome.ok else "error"
     tool_return = {

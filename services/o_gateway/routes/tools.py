@@ -10,6 +10,7 @@ from o_contracts import subjects
 from o_contracts.base_tools import SCHEMAS
 from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
+from o_contracts.pip_requirements import PipRequirement
 from o_contracts.projection_names import TOOLS
 from o_gateway.commands import append_decided
 from o_gateway.pagination import page_of
@@ -61,10 +62,6 @@ async def append_tool_event(gw: Gateway, tool_id: str, event: Any, expected: int
 
 
 async def create(gw: Gateway, body: CreateToolBody) -> dict[str, Any]:
-    if body.pip_requirements:
-        raise HTTPException(
-            400, "pip_requirements are not supported: tools run in a sandbox without network"
-        )
     schema = schema_for(body.source_code, body.json_schema)
     check_name_free(schema["name"])
     if await user_tool_by_name(gw, schema["name"]) is not None:
@@ -82,6 +79,7 @@ async def create(gw: Gateway, body: CreateToolBody) -> dict[str, Any]:
         default_requires_approval=bool(body.default_requires_approval),
         idempotent=body.idempotent,
         metadata=body.metadata_ or {},
+        pip_requirements=body.pip_requirements or [],
     )
     await append_tool_event(gw, tool_id, event, expected=0)
     return render_user_tool(await user_tool_row(gw, tool_id))
@@ -97,10 +95,10 @@ async def update(gw: Gateway, tool_id: str, fields: dict[str, Any]) -> dict[str,
         changes["idempotent"] = fields["idempotent"]
     if fields.get("metadata_") is not None:
         changes["metadata"] = fields["metadata_"]
-    if fields.get("pip_requirements"):
-        raise HTTPException(
-            400, "pip_requirements are not supported: tools run in a sandbox without network"
-        )
+    if fields.get("pip_requirements") is not None:
+        changes["pip_requirements"] = [
+            PipRequirement.model_validate(r).model_dump() for r in fields["pip_requirements"]
+        ]
     if fields.get("source_code") is not None or fields.get("json_schema") is not None:
         source = fields.get("source_code") or row["source_code"]
         schema = schema_for(source, fields.get("json_schema"))
