@@ -174,6 +174,22 @@ CHANNELS = (
         "send",
     ),
     Channel(
+        "sandboxConfigEvents",
+        f"{subjects.EVENTS_PREFIX}.sandbox_config.{{sandbox_config_id}}",
+        "sandbox_config_id",
+        "One sandbox configuration (Letta's sandbox-config), appended only by the gateway: its "
+        "type and settings, and its environment variables, whose values are Fernet ciphertext "
+        f"(stream {subjects.EVENTS_STREAM}).",
+        (
+            events.SandboxConfigCreated,
+            events.SandboxConfigUpdated,
+            events.SandboxConfigDeleted,
+            events.SandboxEnvVarSet,
+            events.SandboxEnvVarDeleted,
+        ),
+        "send",
+    ),
+    Channel(
         "providerEvents",
         f"{subjects.EVENTS_PREFIX}.provider.{{provider_id}}",
         "provider_id",

@@ -40,6 +40,8 @@ IdPrefix = Literal[
     "archive",
     # An identity an application's agents serve (Letta's "identity-<uuid>").
     "identity",
+    # A sandbox configuration (Letta's "sandbox-<uuid>"; its variables: "sandbox-env-<uuid>").
+    "sandbox",
 ]
 
 _ID_RE = re.compile(

@@ -14,6 +14,8 @@ MCP_SERVERS: Final = "mcp_servers"  # the gateway's MCP servers and the tools th
 GROUPS: Final = "groups"  # the gateway's multi-agent groups
 PROVIDERS: Final = "providers"  # the gateway's model providers registered through the API
 IDENTITIES: Final = "identities"  # the gateway's identities and the agents and blocks they have
+# The gateway's sandbox configurations and their (encrypted) environment variables.
+SANDBOX_CONFIGS: Final = "sandbox_configs"
 EVOLUTION: Final = "evolution"  # the evolution service's versions, proposals and history
 CALLBACKS: Final = "callbacks"  # the gateway's completion callbacks, one per run that asked
 SCHEDULES: Final = "schedules"  # scheduled runs: each schedule, its next slot and its fires
@@ -30,6 +32,7 @@ ALL: Final = (
     GROUPS,
     PROVIDERS,
     IDENTITIES,
+    SANDBOX_CONFIGS,
     EVOLUTION,
     CALLBACKS,
     SCHEDULES,

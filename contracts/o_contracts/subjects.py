@@ -41,6 +41,8 @@ GROUP_EVENTS: Final = f"{EVENTS_PREFIX}.group.*"
 PROVIDER_EVENTS: Final = f"{EVENTS_PREFIX}.provider.*"
 # Identities (events/identities.py).
 IDENTITY_EVENTS: Final = f"{EVENTS_PREFIX}.identity.*"
+# Sandbox configurations and their environment variables (events/sandbox_configs.py).
+SANDBOX_CONFIG_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox_config.*"
 SANDBOX_EVENTS: Final = f"{EVENTS_PREFIX}.sandbox.*"
 ARCHIVAL_EVENTS: Final = f"{EVENTS_PREFIX}.archival.*"
 # Archives agents share, and which agents each is attached to (events/archives.py).
@@ -173,6 +175,10 @@ def archival_subject(agent_id: str) -> str:
 
 def identity_subject(identity_id: str) -> str:
     return f"{EVENTS_PREFIX}.identity.{identity_id}"
+
+
+def sandbox_config_subject(sandbox_config_id: str) -> str:
+    return f"{EVENTS_PREFIX}.sandbox_config.{sandbox_config_id}"
 
 
 def archive_subject(archive_id: str) -> str:

@@ -32,6 +32,7 @@ PROJECTIONS = {
     names.GROUPS: "o_gateway.groups_projection:groups",
     names.PROVIDERS: "o_gateway.providers_projection:providers",
     names.IDENTITIES: "o_gateway.identities_projection:identities",
+    names.SANDBOX_CONFIGS: "o_gateway.sandbox_configs_projection:sandbox_configs",
     names.EVOLUTION: "o_evolution.projection:evolution",
     names.FOLDERS: "o_memory.files.projection:folders",
     names.CALLBACKS: "o_gateway.callbacks.projection:callbacks",

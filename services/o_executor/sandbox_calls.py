@@ -43,11 +43,11 @@ async def run_user_tool(
             source_code=tool.source_code,
             arguments=arguments,
             # Ciphertext only: the executor holds no key and never sees a secret.
-            encrypted_secrets=dict(agent.encrypted_secrets),
+            encrypted_secrets=agent.sandbox.environment(agent.encrypted_secrets),
             timeout=timeout,
             return_char_limit=tool.return_char_limit,
             idempotent=tool.idempotent,
-            requirements=list(tool.requirements),
+            requirements=agent.sandbox.packages(tool.requirements),
             deadline=datetime.now(UTC) + timedelta(seconds=budget),
         ),
         aggregate_id=agent.id,

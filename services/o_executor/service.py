@@ -28,6 +28,7 @@ from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
 from o_runtime.event_tap import EventTap
+from o_runtime.sandbox_settings import LOCAL_ENV_SQL, LOCAL_REQUIREMENTS_SQL
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
@@ -158,7 +159,10 @@ class ExecutorService(Service):
             " (SELECT jsonb_build_object('agent_id', g.manager_agent_id, 'config', c.config)"
             " FROM groups g JOIN evolution_config c ON c.agent_id = g.manager_agent_id"
             " WHERE g.manager_type = 'sleeptime' AND a.id = ANY(g.agent_ids) LIMIT 1)"
-            " AS primary_evolution FROM agents a WHERE a.id = $1",
+            " AS primary_evolution,"
+            # The local sandbox configuration's variables and packages (every tool's).
+            f" {LOCAL_ENV_SQL} AS sandbox_env, {LOCAL_REQUIREMENTS_SQL} AS sandbox_requirements"
+            " FROM agents a WHERE a.id = $1",
             agent_id,
         )
         return AgentConfig.from_row(row) if row is not None else None

@@ -44,7 +44,10 @@ ID_PARAMETERS: dict[str, IdPrefix] = {
     "provider_id": "provider",
     "archive_id": "archive",
     "identity_id": "identity",
+    "sandbox_config_id": "sandbox",
 }
+# A sandbox configuration's variable: Letta's "sandbox-env-<uuid>".
+ENV_VAR_PATTERN_PREFIX = "sandbox-env"
 
 _UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -157,6 +160,8 @@ def _operation(path: str, method: str, operation: dict[str, Any], *, secured: bo
             prefix = ID_PARAMETERS.get(param["name"])
             if prefix is not None:
                 param["schema"]["pattern"] = id_pattern(prefix)
+            elif param["name"] == "env_var_id":
+                param["schema"]["pattern"] = f"^{ENV_VAR_PATTERN_PREFIX}-{_UUID}$"
             elif param["name"] == "conversation_id":
                 # A conversation, or the agent's default one ("default" or the agent's id).
                 param["schema"]["pattern"] = f"^(?:default|(?:conv|agent)-{_UUID})$"

@@ -22,6 +22,7 @@ from o_gateway.mcp_projection import mcp_servers
 from o_gateway.projections import agents
 from o_gateway.providers_projection import providers
 from o_gateway.read_fence import ReadFence
+from o_gateway.sandbox_configs_projection import sandbox_configs
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
 from o_gateway.tools_projection import tools
@@ -82,6 +83,7 @@ class GatewayService(Service):
         self.project(mcp_servers)
         self.project(providers)
         self.project(identities)
+        self.project(sandbox_configs)
         self.project(groups)
         self.project(callbacks)
         self.deliver_callbacks()

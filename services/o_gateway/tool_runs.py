@@ -35,6 +35,7 @@ from o_gateway.state import Gateway
 from o_gateway.tool_registry import user_tools
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.sandbox_requests import request_execution, wait_budget
+from o_runtime.sandbox_settings import local_sandbox
 from o_runtime.tool_secrets import SecretsUnavailable, encrypt_all
 
 MEMORY_TIMEOUT = 30.0
@@ -95,6 +96,8 @@ async def run_in_sandbox(
 ) -> Outcome:
     timeout = gw.settings.tool_timeout
     budget = wait_budget(timeout)
+    # The local sandbox configuration's variables (beneath the run's own) and packages.
+    local = await local_sandbox(gw.pool)
     command = Envelope.wrap(
         RunTool(
             agent_id=agent_id,
@@ -104,12 +107,12 @@ async def run_in_sandbox(
             tool_name=name,
             source_code=source_code,
             arguments=args,
-            encrypted_secrets=encrypted_secrets,
+            encrypted_secrets=local.environment(encrypted_secrets),
             timeout=timeout,
             return_char_limit=return_char_limit,
             idempotent=idempotent,
             deadline=datetime.now(UTC) + timedelta(seconds=budget),
-            requirements=list(requirements),
+            requirements=local.packages(requirements),
         ),
         aggregate_id=agent_id or execution_id,
         producer=PRODUCER,

@@ -256,6 +256,7 @@ GATEWAY = Role(
             subjects.TOOL_EVENTS,
             subjects.PROVIDER_EVENTS,
             subjects.IDENTITY_EVENTS,
+            subjects.SANDBOX_CONFIG_EVENTS,
             # MCP servers and their OAuth sign-ins.
             subjects.MCP_REGISTRY_EVENTS,
         ),

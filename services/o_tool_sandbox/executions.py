@@ -124,7 +124,7 @@ class Executions:
 
     async def _run(self, envelope: Envelope[Any], cmd: RunTool) -> Event:
         try:
-            env = decrypt_all(cmd.encrypted_secrets)
+            env = decrypt_all(cmd.encrypted_secrets) | _identifiers(cmd)
         except SecretsUnavailable as exc:
             measured.sandbox_executions.add(1, {"outcome": "refused"})
             return self._failed(envelope, "refused", str(exc))
@@ -186,6 +186,13 @@ class Executions:
             error=error,
             sandbox=self.name,
         )
+
+
+def _identifiers(cmd: RunTool) -> dict[str, str]:
+    """As Letta's tools get them, over any variable of the same name: which agent and tool
+    this run is for (none for source run on its own)."""
+    named = {"LETTA_AGENT_ID": cmd.agent_id, "LETTA_TOOL_ID": cmd.tool_id}
+    return {k: v for k, v in named.items() if v}
 
 
 def _isolated(isolation: dict[str, Any]) -> bool:

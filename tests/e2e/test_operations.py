@@ -49,6 +49,8 @@ TABLES = {
     "identities": "id",
     "identity_agents": "identity_id, agent_id",
     "identity_blocks": "identity_id, block_id",
+    "sandbox_configs": "id",
+    "sandbox_env_vars": "id",
     "run_callbacks": "run_id",
     "schedules": "id",
     "schedule_fires": "schedule_id, slot",
@@ -161,6 +163,15 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         },
     )
     assert identity.status_code == 200, identity.text
+    # A sandbox configuration with a variable (e2b's: the local one would reach other tests'
+    # tool runs).
+    e2b = await system.http.post("/v1/sandbox-config/e2b/default")
+    assert e2b.status_code == 200, e2b.text
+    variable = await system.http.post(
+        f"/v1/sandbox-config/{e2b.json()['id']}/environment-variable",
+        json={"key": "REBUILT", "value": "kept", "description": "rebuild test"},
+    )
+    assert variable.status_code == 200, variable.text
     await scheduled(system, agent["id"])
     # An imported agent, whose history came in MessagesImported events.
     agent_file = Path(__file__).parents[1] / "fixtures/agent_files/loop.af.gz"
@@ -214,6 +225,7 @@ async def test_rebuild_from_the_log_gives_the_same_rows(system: System, llm: Fak
         "groups",
         "providers",
         "identities",
+        "sandbox_configs",
         "evolution",
         "callbacks",
         "schedules",

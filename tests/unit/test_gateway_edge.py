@@ -8,6 +8,7 @@ tests/e2e/test_bad_input.py.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
@@ -101,12 +102,18 @@ async def test_openapi_id_patterns_match_real_ids(secured: httpx.AsyncClient) ->
         if param["in"] == "path" and param["name"].endswith("_id")
     }
     assert {name for name, _ in patterns} >= {"agent_id", "block_id", "tool_id", "run_id"}
-    prefixes = {"memory_id": "passage", "conversation_id": "conv", "folder_id": "source"}
+    prefixes = {
+        "memory_id": "passage",
+        "conversation_id": "conv",
+        "folder_id": "source",
+        "sandbox_config_id": "sandbox",
+    }
     for name, pattern in patterns:
         assert pattern is not None, name
         prefix = prefixes.get(name, name.removesuffix("_id"))
-        assert re.match(pattern, new_id(prefix))  # type: ignore[arg-type]
-        assert not re.match(pattern, new_id(prefix) + "/x")
+        real = f"sandbox-env-{uuid.uuid4()}" if name == "env_var_id" else new_id(prefix)  # type: ignore[arg-type]
+        assert re.match(pattern, real)
+        assert not re.match(pattern, real + "/x")
 
 
 async def test_every_operation_documents_its_errors(secured: httpx.AsyncClient) -> None:

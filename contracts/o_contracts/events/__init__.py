@@ -115,6 +115,13 @@ from o_contracts.events.runs import (
     ToolReturned,
 )
 from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
+from o_contracts.events.sandbox_configs import (
+    SandboxConfigCreated,
+    SandboxConfigDeleted,
+    SandboxConfigUpdated,
+    SandboxEnvVarDeleted,
+    SandboxEnvVarSet,
+)
 from o_contracts.events.schedules import (
     ScheduleCreated,
     ScheduleDeleted,
@@ -210,6 +217,11 @@ __all__ = [
     "RunStarted",
     "RunSteerRequested",
     "RunSteered",
+    "SandboxConfigCreated",
+    "SandboxConfigDeleted",
+    "SandboxConfigUpdated",
+    "SandboxEnvVarDeleted",
+    "SandboxEnvVarSet",
     "ScheduleCreated",
     "ScheduleDeleted",
     "ScheduleFired",

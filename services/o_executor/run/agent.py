@@ -13,6 +13,7 @@ from o_contracts.pip_requirements import PipRequirement
 from o_contracts.prompts import default_system
 from o_executor.model_settings import ModelSettings
 from o_runtime import llm_providers
+from o_runtime.sandbox_settings import LocalSandbox
 
 DEFAULT_WINDOW = 128000
 
@@ -158,6 +159,8 @@ class AgentConfig:
     # Fernet ciphertexts: the sandbox decrypts them (the executor's key is only for MCP
     # servers' tokens and headers, o_executor/mcp_calls.py).
     encrypted_secrets: dict[str, str] = field(default_factory=dict)
+    # What the local sandbox configuration adds to every tool run (variables, packages).
+    sandbox: LocalSandbox = field(default_factory=LocalSandbox)
     # The running canary, if any: a run takes its arm (o_executor/run/versions.py).
     rollout: Rollout | None = None
     # The arm this run took (recorded in RunStarted.version), once chosen.
@@ -188,6 +191,7 @@ class AgentConfig:
             tool_rules=tuple(dict(r) for r in row.get("tool_rules") or ()),
             user_tools={name: UserTool.from_row(t) for name, t in users.items()},
             encrypted_secrets=dict(row.get("encrypted_secrets") or {}),
+            sandbox=LocalSandbox.of(row.get("sandbox_env"), row.get("sandbox_requirements")),
             rollout=Rollout.from_row(row["rollout"]) if row.get("rollout") else None,
             evolution_own=_evolves_itself(row.get("own_evolution"), row.get("tools") or ()),
             evolution_primary=_primary_evolving(row.get("primary_evolution")),

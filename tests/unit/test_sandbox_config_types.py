@@ -1,0 +1,65 @@
+"""A sandbox configuration's type follows from its fields as Letta 0.16.8's does (each case
+observed against a running Letta: the type it answered), and what the local configuration
+adds to a tool run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from o_contracts.pip_requirements import PipRequirement
+from o_gateway.sandbox_config_schemas import SandboxConfigBody, stored, type_of
+from o_runtime.sandbox_settings import LocalSandbox
+
+OBSERVED = [
+    ({}, "local"),
+    ({"foo": 1}, "local"),
+    ({"language": "typescript"}, "local"),
+    ({"npm_requirements": ["x"]}, "local"),
+    ({"template": "t"}, "local"),
+    ({"pip_requirements": []}, "local"),
+    ({"timeout": "abc"}, "local"),
+    ({"use_venv": "yes"}, "local"),
+    ({"timeout": 5}, "e2b"),
+    ({"timeout": "5"}, "e2b"),
+    ({"pip_requirements": ["numpy"]}, "e2b"),
+    ({"sandbox_dir": "/x", "timeout": 5}, "e2b"),
+    ({"npm_requirements": ["lodash"], "timeout": 30}, "e2b"),
+    ({"timeout": 5, "language": "python"}, "e2b"),
+    ({"npm_requirements": ["x"], "language": "python"}, "modal"),
+    ({"timeout": 30, "language": "python", "npm_requirements": []}, "modal"),
+    ({"language": "typescript", "npm_requirements": ["l"], "pip_requirements": ["x"]}, "modal"),
+    ({"use_venv": True, "timeout": 5, "template": "x"}, "local"),
+    ({"use_venv": "yes", "timeout": 5, "template": "x"}, "e2b"),
+]
+
+
+@pytest.mark.parametrize(("config", "expected"), OBSERVED)
+def test_the_type_is_letta_s(config: dict[str, Any], expected: str) -> None:
+    assert type_of(SandboxConfigBody.model_validate({"config": config}).config) == expected
+
+
+def test_what_is_stored_is_every_field_with_a_value() -> None:
+    local = SandboxConfigBody.model_validate(
+        {"config": {"pip_requirements": [{"name": "six"}]}}
+    ).config
+    assert list(stored(local)) == ["sandbox_dir", "use_venv", "venv_name", "pip_requirements"]
+    assert stored(local)["pip_requirements"] == [{"name": "six"}]
+    e2b = SandboxConfigBody.model_validate({"config": {"timeout": 5}}).config
+    assert stored(e2b) == {"timeout": 5}
+
+
+def test_a_config_no_shape_takes_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        SandboxConfigBody.model_validate({"config": {"pip_requirements": "numpy"}})
+
+
+def test_the_agent_s_secrets_win_and_packages_are_each_once() -> None:
+    six = PipRequirement(name="six", version="1.16.0")
+    idna = PipRequirement(name="idna")
+    local = LocalSandbox.of({"A": "config-a", "B": "config-b"}, [six.model_dump()])
+    assert local.environment({"B": "agent-b"}) == {"A": "config-a", "B": "agent-b"}
+    assert local.packages([idna, six]) == [idna, six]
+    assert LocalSandbox.of(None, None).environment({"X": "x"}) == {"X": "x"}
