@@ -103,12 +103,15 @@ class NetworkAccess:
 @dataclass(frozen=True)
 class PackageSettings:
     """Installing the packages tools import (`pip_requirements`): on unless
-    `O_SANDBOX_PACKAGES=0`; each set of requirements once, under `O_SANDBOX_PACKAGES_DIR`."""
+    `O_SANDBOX_PACKAGES=0`; each set of requirements once, under `O_SANDBOX_PACKAGES_DIR`,
+    all of them within `O_SANDBOX_PACKAGES_MAX_MB`."""
 
     enabled: bool = True
     # None: a folder of this user's under the system's temporary folder.
     root: str | None = None
     install_timeout: float = 300.0
+    # What all sets may take together (the least recently used go past it).
+    max_bytes: int = 4096 * MB
 
     @classmethod
     def from_env(cls, env: Env) -> PackageSettings:
@@ -116,6 +119,7 @@ class PackageSettings:
             enabled=env.flag("O_SANDBOX_PACKAGES", default=True),
             root=env.optional("O_SANDBOX_PACKAGES_DIR"),
             install_timeout=env.number("O_SANDBOX_PACKAGES_TIMEOUT", 300.0, minimum=1),
+            max_bytes=env.integer("O_SANDBOX_PACKAGES_MAX_MB", 4096, minimum=1) * MB,
         )
 
 

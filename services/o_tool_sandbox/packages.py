@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from o_contracts.pip_requirements import PipRequirement, specs
@@ -45,6 +47,7 @@ _PROXIES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 # pip's output kept in an error (its last lines say why).
 ERROR_TAIL = 2000
 COMPLETE = ".o-complete"
+MB = 1 << 20
 
 
 class PackagesUnavailable(Exception):
@@ -73,8 +76,21 @@ def pip_environment(environ: dict[str, str]) -> dict[str, str]:
 class Packages:
     """The package sets of one host's sandbox, installed on demand."""
 
-    def __init__(self, root: Path, python: str, enabled: bool, timeout: float) -> None:
+    def __init__(
+        self,
+        root: Path,
+        python: str,
+        enabled: bool,
+        timeout: float,
+        max_bytes: int = 4096 * MB,
+        idle_seconds: float = 600.0,
+    ) -> None:
+        """`max_bytes`: what all sets may take together; the sets least recently used are
+        removed past it, but none used in the last `idle_seconds` (longer than any call
+        runs, so no running tool loses its packages)."""
         self.root = root
+        self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
         self.python = python
         # A set installed for one interpreter is not another's (compiled wheels).
         self.python_tag = os.path.realpath(python)
@@ -124,12 +140,45 @@ class Packages:
         key = set_key(wanted, self.python_tag)
         target = self.root / key
         if _complete(target):
+            _used(target)
             return str(target)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if not await asyncio.to_thread(_complete, target):
                 await self._install(wanted, target)
+                await asyncio.to_thread(self._evict, key)
         return str(target)
+
+    def _evict(self, keep: str) -> None:
+        """Remove the sets least recently used while all take more than `max_bytes`."""
+        now = time.time()
+        sets = []
+        for folder in self.root.iterdir():
+            marker = folder / COMPLETE
+            if folder.name.startswith(".") or not marker.exists():
+                continue
+            info = marker.stat()
+            sets.append((info.st_mtime, _set_bytes(marker), folder))
+        total = sum(size for _, size, _ in sets)
+        for last_use, size, folder in sorted(sets, key=lambda s: s[0]):
+            if total <= self.max_bytes:
+                return
+            if folder.name == keep or now - last_use < self.idle_seconds:
+                continue
+            # Out of the way first (a rename is atomic), then removed.
+            doomed = self.root / f".evicting-{os.getpid()}-{folder.name}"
+            with contextlib.suppress(OSError):
+                folder.rename(doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+                total -= size
+                log.info("removed the packages of %s (unused, over the limit)", folder.name)
+        if total > self.max_bytes:
+            log.warning(
+                "tools' packages take %d MB, over O_SANDBOX_PACKAGES_MAX_MB; every set was used"
+                " within %gs, so none was removed",
+                total // MB,
+                self.idle_seconds,
+            )
 
     async def _install(self, wanted: list[str], target: Path) -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".installing-{os.getpid()}-", dir=self.root))
@@ -181,9 +230,27 @@ def _complete(target: Path) -> bool:
     return (target / COMPLETE).exists()
 
 
+def _used(target: Path) -> None:
+    """Note the set's use (its marker's time), at most once a minute."""
+    marker = target / COMPLETE
+    with contextlib.suppress(OSError):
+        if time.time() - marker.stat().st_mtime > 60:
+            os.utime(marker)
+
+
+def _set_bytes(marker: Path) -> int:
+    try:
+        return int(json.loads(marker.read_text())["bytes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
 def _put_in_place(staging: Path, target: Path, wanted: list[str]) -> None:
     _readable_by_all(staging)
-    (staging / COMPLETE).write_text(" ".join(wanted) + "\n")
+    size = sum(
+        os.lstat(os.path.join(d, f)).st_size for d, _, files in os.walk(staging) for f in files
+    )
+    (staging / COMPLETE).write_text(json.dumps({"requirements": wanted, "bytes": size}) + "\n")
     try:
         staging.rename(target)
     except OSError:

@@ -69,6 +69,9 @@ class ToolSandboxService(Service):
             self.pool.python,
             wanted.enabled,
             wanted.install_timeout,
+            max_bytes=wanted.max_bytes,
+            # Longer than any call may run: a set in use is never removed.
+            idle_seconds=self.limits.timeout + 60,
         )
         await self.pool.start()
         samples.sandbox = self.pool.use

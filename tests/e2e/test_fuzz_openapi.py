@@ -209,13 +209,25 @@ def scripted(body: JSONDict) -> Reply:
     return echo_reply(body)
 
 
+async def forget_sandbox_configs(system: System) -> None:
+    """The configurations fuzzing made: the local one would reach every later test's tool
+    runs (its variables and packages), so none outlives this test."""
+    made = (await system.http.get("/v1/sandbox-config/")).json()
+    for config in made:
+        gone = await system.http.delete(f"/v1/sandbox-config/{config['id']}")
+        assert gone.status_code in (204, 404), gone.text
+
+
 async def test_fuzzing_the_openapi_finds_no_5xx_and_only_json_errors(
     system: System, llm: FakeOpenAI
 ) -> None:
     llm.default_reply = scripted
     real = await real_resources(system, llm)
     started = time.monotonic()
-    found = await asyncio.to_thread(fuzz, system, real)
+    try:
+        found = await asyncio.to_thread(fuzz, system, real)
+    finally:
+        await forget_sandbox_configs(system)
     took = time.monotonic() - started
     summary = (
         f"{found.requests} requests in {took:.1f} s, statuses {sorted(found.statuses.items())}"

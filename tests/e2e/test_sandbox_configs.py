@@ -155,6 +155,8 @@ async def test_the_local_configuration_reaches_every_tool_run(
 async def test_configurations_and_variables_as_letta_serves_them(
     system: System, local: dict[str, Any]
 ) -> None:
+    for other in await ok(await system.http.get(f"{PREFIX}/", params={"sandbox_type": "e2b"})):
+        await ok(await system.http.delete(f"{PREFIX}/{other['id']}"), 204)
     e2b = await ok(await system.http.post(f"{PREFIX}/e2b/default"))
     assert e2b["type"] == "e2b" and e2b["config"] == {"timeout": 300}
     # The type follows from the fields, as Letta's does.

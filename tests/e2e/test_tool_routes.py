@@ -189,8 +189,8 @@ async def test_run_from_source_with_env_vars_and_failures(system: System) -> Non
         ({"source_code": "x = 1", "args": {}}, "no top-level function"),
         ({"source_code": STOCKS, "args": {}, "source_type": "typescript"}, "Python tools only"),
         (
-            {"source_code": STOCKS, "args": {}, "pip_requirements": [{"name": "requests"}]},
-            "pip_requirements",
+            {"source_code": STOCKS, "args": {}, "npm_requirements": [{"name": "lodash"}]},
+            "npm_requirements",
         ),
     ]
     for payload, detail in cases:

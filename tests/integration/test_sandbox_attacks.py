@@ -159,7 +159,15 @@ async def test_o_environment_is_not_visible(
         assert result["status"] == "error" and "KeyError" in result["tool_return"]
         env = await attack(client, "return sorted(os.environ)", unused="")
         assert env["status"] == "success"
-        assert set(json.loads(env["tool_return"])) == {"PATH", "HOME", "TMPDIR", "LANG"}
+        # (and, as Letta's tools get them, which agent and tool the run is for)
+        assert set(json.loads(env["tool_return"])) == {
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "LANG",
+            "LETTA_AGENT_ID",
+            "LETTA_TOOL_ID",
+        }
         # Nor O's files: the checkout (code, ./data) is outside what a tool may read.
         files = await attack(client, "return open(path).read()[:20]", path=THIS_FILE)
         assert files["status"] == "error" and "PermissionError" in files["tool_return"]

@@ -4,9 +4,12 @@ real kernel's confinement."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -15,7 +18,7 @@ import pytest
 
 from o_contracts.pip_requirements import PipRequirement
 from o_runtime.eventlog import EventLog
-from o_tool_sandbox.packages import COMPLETE
+from o_tool_sandbox.packages import COMPLETE, Packages
 from o_tool_sandbox.service import ToolSandboxService
 from tests.fakes.wheels import make_wheel
 from tests.integration.sandbox_support import (
@@ -231,3 +234,28 @@ async def test_by_default_a_tool_reaches_no_port(
         assert "no sockets" in str(service.report()["network"])
     finally:
         await service.stop()
+
+
+async def test_past_the_limit_the_set_least_recently_used_goes_but_never_one_in_use(
+    wheels: Path, packages_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    padding = "PAD = '" + "x" * 600_000 + "'\n"
+    for name in ("otestbulka", "otestbulkb"):
+        make_wheel(wheels, name, "1.0", padding)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    a = [PipRequirement(name="otestbulka")]
+    b = [PipRequirement(name="otestbulkb")]
+    # Every set counts as in use (used within the hour): over the limit, none goes.
+    kept = Packages(packages_root, sys.executable, True, 120, max_bytes=1 << 20, idle_seconds=3600)
+    first = await kept.path_for(a)
+    second = await kept.path_for(b)
+    assert {Path(first or ""), Path(second or "")} == set(installed_sets(packages_root))
+    # Sets unused for long enough: the least recently used goes (b: a was used after it),
+    # until all fit; the one just made stays.
+    now = time.time()
+    os.utime(Path(second or "") / COMPLETE, (now - 900, now - 900))
+    os.utime(Path(first or "") / COMPLETE, (now - 300, now - 300))
+    lean = Packages(packages_root, sys.executable, True, 120, max_bytes=3 << 19, idle_seconds=0)
+    third = await lean.path_for([PipRequirement(name="otestgreeting", version="1.0")])
+    assert set(installed_sets(packages_root)) == {Path(first or ""), Path(third or "")}
