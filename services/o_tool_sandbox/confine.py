@@ -192,6 +192,21 @@ _JGE_K = 0x35
 _RET_K = 0x06
 
 
+def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+def _syscall_of(arch: _Arch) -> list[bytes]:
+    """A filter's start: kill a call of a foreign ABI (int 0x80: no way around the filter),
+    else load the call's number."""
+    return [
+        _ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        _ins(_JEQ_K, 1, 0, arch.audit),
+        _ins(_RET_K, 0, 0, _RET_KILL_PROCESS),
+        _ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+
+
 def seccomp_no_sockets() -> bool:
     """Make socket() and io_uring_setup() fail with EPERM; other architectures' calls kill.
 
@@ -201,15 +216,9 @@ def seccomp_no_sockets() -> bool:
     arch = _arch()
     if arch is None:
         return False
-
-    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
-        return struct.pack("HBBI", code, jt, jf, k)
-
+    ins = _ins
     prog = [
-        ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        ins(_JEQ_K, 1, 0, arch.audit),
-        ins(_RET_K, 0, 0, _RET_KILL_PROCESS),  # a foreign ABI (int 0x80): no way around us
-        ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        *_syscall_of(arch),
         ins(_JGE_K, 3, 0, 0x40000000),  # x32 ABI numbers
         ins(_JEQ_K, 2, 0, arch.socket),
         ins(_JEQ_K, 1, 0, arch.io_uring_setup),
@@ -233,15 +242,9 @@ def seccomp_inet_sockets_only() -> bool:
     arch = _arch()
     if arch is None:
         return False
-
-    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
-        return struct.pack("HBBI", code, jt, jf, k)
-
+    ins = _ins
     prog = [
-        ins(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        ins(_JEQ_K, 1, 0, arch.audit),
-        ins(_RET_K, 0, 0, _RET_KILL_PROCESS),
-        ins(_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        *_syscall_of(arch),  # 0-3
         ins(_JGE_K, 6, 0, 0x40000000),  # x32 ABI numbers: deny (11)
         ins(_JEQ_K, 5, 0, arch.io_uring_setup),  # deny (11)
         ins(_JEQ_K, 1, 0, arch.socket),  # (8)

@@ -279,6 +279,29 @@ async def connected(system: System) -> AsyncIterator[Client]:
         await nc.close()
 
 
+async def log_end(system: System) -> int:
+    """The events stream's last sequence now."""
+    async with connected(system) as nc:
+        info = await nc.jetstream().stream_info(subjects.EVENTS_STREAM)
+        return int(info.state.last_seq)
+
+
+async def appended_since(system: System, start: int, prefix: str) -> list[bytes]:
+    """The events appended after `start` on subjects beginning with `prefix`."""
+    found = []
+    async with connected(system) as nc:
+        js = nc.jetstream()
+        end = int((await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq)
+        for seq in range(start + 1, end + 1):
+            try:
+                msg = await js.get_msg(subjects.EVENTS_STREAM, seq)
+            except nats.js.errors.NotFoundError:
+                continue
+            if (msg.subject or "").startswith(prefix):
+                found.append(msg.data or b"")
+    return found
+
+
 async def last_command(nc: Client, subject: str) -> Envelope[Any]:
     """The last command published on `subject`."""
     msg = await nc.jetstream().get_last_msg(subjects.COMMANDS_STREAM, subject)

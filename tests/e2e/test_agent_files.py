@@ -16,7 +16,7 @@ import pytest
 from o_contracts import subjects
 from tests.e2e.conftest import System
 from tests.e2e.folder_support import processed
-from tests.e2e.support import event_types, send
+from tests.e2e.support import event_types, log_end, send
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
@@ -71,15 +71,6 @@ def shown(message: dict[str, Any]) -> dict[str, Any]:
         kept.pop("content")
         kept.pop("date")
     return kept
-
-
-async def log_end(system: System) -> int:
-    nc = await nats.connect(system.env["NATS_URL"], **operator())
-    try:
-        info = await nc.jetstream().stream_info(subjects.EVENTS_STREAM)
-        return int(info.state.last_seq)
-    finally:
-        await nc.close()
 
 
 async def test_an_agent_exported_and_imported_is_the_same_agent(

@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats
 import pytest
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import appended_since, log_end, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
@@ -33,34 +31,6 @@ def show_sandbox_env() -> str:
         os.environ.get("LETTA_TOOL_ID", "-"),
     ])
 '''
-
-
-async def log_end(system: System) -> int:
-    nc = await nats.connect(system.env["NATS_URL"], **operator())
-    try:
-        info = await nc.jetstream().stream_info(subjects.EVENTS_STREAM)
-        return int(info.state.last_seq)
-    finally:
-        await nc.close()
-
-
-async def appended_since(system: System, start: int, prefix: str) -> list[bytes]:
-    """The events appended after `start` on subjects beginning with `prefix`."""
-    nc = await nats.connect(system.env["NATS_URL"], **operator())
-    found = []
-    try:
-        js = nc.jetstream()
-        end = int((await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq)
-        for seq in range(start + 1, end + 1):
-            try:
-                msg = await js.get_msg(subjects.EVENTS_STREAM, seq)
-            except nats.js.errors.NotFoundError:
-                continue
-            if (msg.subject or "").startswith(prefix):
-                found.append(msg.data or b"")
-    finally:
-        await nc.close()
-    return found
 
 
 async def ok(response: Any, status: int = 200) -> Any:
