@@ -67,7 +67,8 @@ def config_json(row: asyncpg.Record) -> dict[str, Any]:
         "id": row["id"],
         "type": row["sandbox_type"],
         "organization_id": render.ORGANIZATION_ID,
-        "config": row["config"],
+        # (In its shape's field order, as Letta shows it: Postgres keeps no key order.)
+        "config": stored(SHAPES[row["sandbox_type"]].model_validate(row["config"])),
     }
 
 
