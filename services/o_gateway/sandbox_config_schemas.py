@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any, Literal
 
+from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from o_contracts.events.sandbox_configs import SandboxType
@@ -24,19 +25,20 @@ from o_gateway.schemas import Body, Description, SecretName
 # Letta's default folder for local tool runs (O runs each call in a scratch folder of its own:
 # the setting is kept for clients that show it).
 DEFAULT_SANDBOX_DIR = os.path.expanduser("~/.letta/tool_execution_dir")
-Text = Annotated[str, Field(max_length=4096)]
-Strings = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)]
+# Settings are not bounded in the shapes themselves: a bound a value breaks would make another
+# shape win (a timeout of 0 would read as a local configuration and replace it). `checked`
+# holds them to these once the type is decided.
+MAX_TEXT = 4096
+MAX_TIMEOUT = 86_400
 
 
 class LocalSandboxConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    sandbox_dir: Text | None = None
+    sandbox_dir: str | None = None
     use_venv: bool = False
-    venv_name: Text = "venv"
-    pip_requirements: list[PipRequirement] = Field(
-        default_factory=list, max_length=MAX_REQUIREMENTS
-    )
+    venv_name: str = "venv"
+    pip_requirements: list[PipRequirement] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -49,9 +51,9 @@ class LocalSandboxConfig(BaseModel):
 class E2BSandboxConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    timeout: int = Field(default=300, ge=1, le=86_400)
-    template: Text | None = None
-    pip_requirements: Strings | None = None
+    timeout: int = 300
+    template: str | None = None
+    pip_requirements: list[str] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -64,9 +66,9 @@ class E2BSandboxConfig(BaseModel):
 class ModalSandboxConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    timeout: int = Field(default=60, ge=1, le=86_400)
-    pip_requirements: Strings | None = None
-    npm_requirements: Strings | None = None
+    timeout: int = 60
+    pip_requirements: list[str] | None = None
+    npm_requirements: list[str] | None = None
     language: Literal["python", "typescript"] = "python"
 
 
@@ -82,22 +84,47 @@ def type_of(config: AnyConfig) -> SandboxType:
     return next(t for t, shape in SHAPES.items() if isinstance(config, shape))
 
 
+def checked(config: AnyConfig) -> AnyConfig:
+    """The configuration, once its type is decided, held to O's limits (422 otherwise)."""
+    problems = []
+    for name, value in config:
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            problems.append(f"{name} is longer than {MAX_TEXT} characters")
+        elif isinstance(value, list):
+            most = MAX_REQUIREMENTS if name == "pip_requirements" else MAX_LIST_ITEMS
+            if len(value) > most:
+                problems.append(f"{name} has more than {most} items")
+            if any(isinstance(v, str) and len(v) > MAX_TEXT for v in value):
+                problems.append(f"an item of {name} is longer than {MAX_TEXT} characters")
+        elif name == "timeout" and not 1 <= int(value) <= MAX_TIMEOUT:
+            problems.append(f"timeout must be 1 to {MAX_TIMEOUT} seconds")
+    if problems:
+        raise HTTPException(422, f"{type_of(config)} sandbox configuration: " + "; ".join(problems))
+    return config
+
+
 def stored(config: AnyConfig) -> dict[str, Any]:
     """What is kept and shown: every field but those without a value."""
     return config.model_dump(exclude_none=True)
 
 
-class SandboxConfigBody(Body):
+class StrictBody(Body):
+    # Unknown keys are refused, as Letta's sandbox bodies refuse them: a body with a `type`
+    # beside `config` must not quietly replace the local configuration.
+    model_config = ConfigDict(extra="forbid")
+
+
+class SandboxConfigBody(StrictBody):
     config: AnyConfig
 
 
-class EnvVarBody(Body):
+class EnvVarBody(StrictBody):
     key: SecretName
     value: Annotated[str, Field(max_length=65536)]
     description: Description | None = None
 
 
-class EnvVarUpdateBody(Body):
+class EnvVarUpdateBody(StrictBody):
     key: SecretName | None = None
     value: Annotated[str, Field(max_length=65536)] | None = None
     description: Description | None = None

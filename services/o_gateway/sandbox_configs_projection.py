@@ -26,12 +26,9 @@ sandbox_configs = Projection(
 
 
 async def _touched(conn: asyncpg.Connection, config_id: str, rec: Recorded) -> None:
-    await conn.execute(
-        "UPDATE sandbox_configs SET updated_at = $2, last_seq = $3 WHERE id = $1",
-        config_id,
-        rec.envelope.time,
-        rec.seq,
-    )
+    # Its position only (changes to it are decided on it); its `updated_at` is its settings'
+    # (Letta's does not move with its variables).
+    await conn.execute("UPDATE sandbox_configs SET last_seq = $2 WHERE id = $1", config_id, rec.seq)
 
 
 @sandbox_configs.on(SandboxConfigCreated)

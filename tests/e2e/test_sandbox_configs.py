@@ -90,11 +90,23 @@ async def test_the_local_configuration_reaches_every_tool_run(
         "planet",
         "who",
     )
+    # The same again changes nothing, and appends nothing.
+    same = await ok(
+        await system.http.post(
+            f"{PREFIX}/{local['id']}/environment-variable",
+            json={"key": "GREET_WHO", "value": "planet"},
+        )
+    )
+    assert same["updated_at"] == upserted["updated_at"]
     ran = await run_source(system, SHOW)
-    assert (ran["status"], ran["tool_return"]) == ("success", "hello, planet|-|-"), ran
+    assert ran["status"] == "success", ran
+    greeting, agent_id, tool_id = ran["tool_return"].split("|")
+    # (Source run on its own: no agent; a tool id of its own, as Letta's unsaved tool has.)
+    assert (greeting, agent_id) == ("hello, planet", "-") and tool_id.startswith("tool-")
+    assert ran["tool_returns"][0]["type"] == "tool"
     # The request's own variables win over the configuration's.
     ran = await run_source(system, SHOW, env_vars={"GREET_WHO": "request"})
-    assert ran["tool_return"] == "hello, request|-|-"
+    assert ran["tool_return"].startswith("hello, request|-|tool-")
 
     # In an agent's turn: the agent's secret wins; the agent's and tool's ids are given.
     tool = await ok(await system.http.post("/v1/tools/", json={"source_code": SHOW}))
@@ -192,6 +204,11 @@ async def test_configurations_and_variables_as_letta_serves_them(
         ("POST", "", {"config": {"pip_requirements": "numpy"}}, 422),
         ("POST", "", {"config": {"pip_requirements": [{"name": "--index-url=x"}]}}, 422),
         ("POST", "", {}, 422),
+        # (Letta's bodies refuse unknown keys: this must not replace the local configuration.)
+        ("POST", "", {"type": "e2b", "config": {}}, 422),
+        # An e2b configuration (by its fields) out of bounds: refused, not read as local.
+        ("POST", "", {"config": {"timeout": 0}}, 422),
+        ("POST", "{id}/environment-variable", {"key": "K", "value": "v", "foo": 1}, 422),
         ("PATCH", "{id}", {}, 422),
         ("PATCH", "sandbox-00000000-0000-4000-8000-000000000000", {"config": {}}, 404),
         ("PATCH", "not-an-id", {"config": {}}, 422),

@@ -4,13 +4,16 @@ adds to a tool run."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from fastapi import HTTPException
 from pydantic import ValidationError
 
 from o_contracts.pip_requirements import PipRequirement
-from o_gateway.sandbox_config_schemas import SandboxConfigBody, stored, type_of
+from o_gateway.routes.sandbox_configs import config_id_of
+from o_gateway.sandbox_config_schemas import SandboxConfigBody, checked, stored, type_of
 from o_runtime.sandbox_settings import LocalSandbox
 
 OBSERVED = [
@@ -39,6 +42,25 @@ OBSERVED = [
 @pytest.mark.parametrize(("config", "expected"), OBSERVED)
 def test_the_type_is_letta_s(config: dict[str, Any], expected: str) -> None:
     assert type_of(SandboxConfigBody.model_validate({"config": config}).config) == expected
+
+
+def test_each_type_has_one_id_for_good_shaped_as_letta_s() -> None:
+    letta = r"^sandbox-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+    ids = {t: config_id_of(t) for t in ("local", "e2b", "modal")}
+    assert len(set(ids.values())) == 3
+    assert all(re.match(letta, i) for i in ids.values())
+    assert ids == {t: config_id_of(t) for t in ("local", "e2b", "modal")}
+
+
+@pytest.mark.parametrize("config", [{"timeout": 0}, {"timeout": 100_000}, {"timeout": -5}])
+def test_a_bound_broken_is_refused_as_its_type_not_read_as_another(
+    config: dict[str, Any],
+) -> None:
+    parsed = SandboxConfigBody.model_validate({"config": config}).config
+    assert type_of(parsed) == "e2b"
+    with pytest.raises(HTTPException) as refused:
+        checked(parsed)
+    assert refused.value.status_code == 422 and "timeout" in str(refused.value.detail)
 
 
 def test_what_is_stored_is_every_field_with_a_value() -> None:

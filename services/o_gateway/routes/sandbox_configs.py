@@ -43,6 +43,7 @@ from o_gateway.sandbox_config_schemas import (
     EnvVarUpdateBody,
     LocalSandboxConfig,
     SandboxConfigBody,
+    checked,
     stored,
     type_of,
 )
@@ -55,7 +56,12 @@ PREFIX = "/v1/sandbox-config"
 
 
 def config_id_of(sandbox_type: SandboxType) -> str:
-    return derived_id("sandbox", "sandbox-config", sandbox_type)
+    """The type's configuration's id: the same for every request (one per type), shaped as
+    Letta's (`sandbox-<uuid4>`: its published pattern wants version 4)."""
+    derived = uuid.UUID(
+        derived_id("sandbox", "sandbox-config", sandbox_type).removeprefix("sandbox-")
+    )
+    return f"sandbox-{uuid.UUID(bytes=derived.bytes, version=4)}"
 
 
 def config_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -72,11 +78,15 @@ def config_json(row: asyncpg.Record) -> dict[str, Any]:
     }
 
 
-def env_var_json(row: asyncpg.Record) -> dict[str, Any]:
+def _plain(row: asyncpg.Record) -> str | None:
     try:
-        value: str | None = decrypt_all({"v": row["encrypted_value"]})["v"]
+        return decrypt_all({"v": row["encrypted_value"]})["v"]
     except SecretsUnavailable:
-        value = None  # (the key it was set under is gone: docs/security.md, rotation)
+        return None  # (the key it was set under is gone: docs/security.md, rotation)
+
+
+def env_var_json(row: asyncpg.Record) -> dict[str, Any]:
+    value = _plain(row)
     return {
         "created_by_id": None,
         "last_updated_by_id": None,
@@ -134,7 +144,7 @@ async def _put(gw: Gateway, config: AnyConfig, replace: bool) -> dict[str, Any]:
 
 @route(router, "POST", f"{PREFIX}/")
 async def create_sandbox_config(body: SandboxConfigBody, gw: GW) -> dict[str, Any]:
-    return await _put(gw, body.config, replace=True)
+    return await _put(gw, checked(body.config), replace=True)
 
 
 @route(router, "POST", f"{PREFIX}/e2b/default")
@@ -149,7 +159,7 @@ async def default_local_sandbox_config(gw: GW) -> dict[str, Any]:
 
 @route(router, "POST", f"{PREFIX}/local")
 async def create_local_sandbox_config(body: LocalSandboxConfig, gw: GW) -> dict[str, Any]:
-    return await _put(gw, body, replace=True)
+    return await _put(gw, checked(body), replace=True)
 
 
 @route(router, "POST", f"{PREFIX}/local/recreate-venv")
@@ -173,7 +183,7 @@ async def update_sandbox_config(
             "Mismatched type for sandbox config update: tried to update sandbox_config of type"
             f" {row['sandbox_type']} with config of type {sent_type}",
         )
-    sent = body.config.model_dump(exclude_unset=True, exclude_none=True)
+    sent = checked(body.config).model_dump(exclude_unset=True, exclude_none=True)
     merged = SHAPES[sent_type].model_validate({**row["config"], **sent})
     settings = stored(merged)
     if settings != row["config"]:
@@ -256,14 +266,15 @@ async def create_sandbox_env_var(
         if body.description is not None
         else (held["description"] if held else None)
     )
-    event = SandboxEnvVarSet(
-        sandbox_config_id=config["id"],
-        env_var_id=env_var_id,
-        key=body.key,
-        encrypted_value=_ciphertext(body.value),
-        description=description,
-    )
-    await _append(gw, config["id"], event, config["last_seq"])
+    if held is None or (_plain(held), held["description"]) != (body.value, description):
+        event = SandboxEnvVarSet(
+            sandbox_config_id=config["id"],
+            env_var_id=env_var_id,
+            key=body.key,
+            encrypted_value=_ciphertext(body.value),
+            description=description,
+        )
+        await _append(gw, config["id"], event, config["last_seq"])
     return env_var_json(await _env_var_row(gw, env_var_id))
 
 
@@ -274,16 +285,18 @@ async def update_sandbox_env_var(env_var_id: str, body: EnvVarUpdateBody, gw: GW
     key = body.key if body.key is not None else row["key"]
     if key != row["key"] and await _key_holder(gw, config["id"], key) is not None:
         raise HTTPException(409, f"the sandbox configuration already has a variable named {key}")
-    event = SandboxEnvVarSet(
-        sandbox_config_id=config["id"],
-        env_var_id=env_var_id,
-        key=key,
-        encrypted_value=(
-            _ciphertext(body.value) if body.value is not None else row["encrypted_value"]
-        ),
-        description=body.description if body.description is not None else row["description"],
-    )
-    if body.model_dump(exclude_none=True):
+    value = body.value if body.value is not None else _plain(row)
+    description = body.description if body.description is not None else row["description"]
+    if (key, value, description) != (row["key"], _plain(row), row["description"]):
+        event = SandboxEnvVarSet(
+            sandbox_config_id=config["id"],
+            env_var_id=env_var_id,
+            key=key,
+            encrypted_value=(
+                _ciphertext(body.value) if body.value is not None else row["encrypted_value"]
+            ),
+            description=description,
+        )
         await _append(gw, config["id"], event, config["last_seq"])
     return env_var_json(await _env_var_row(gw, env_var_id))
 

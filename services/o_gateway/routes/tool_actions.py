@@ -120,6 +120,9 @@ async def run_tool_from_source(
         args=body.args,
         encrypted_secrets=encrypted(body.env_vars),
         requirements=body.pip_requirements or [],
+        # The run's own tool id, as Letta's unsaved tool has one (LETTA_TOOL_ID); the same
+        # for a retry of the same request.
+        tool_id=derived_id("tool", execution_id),
     )
     status = "success" if outcome.ok else "error"
     tool_return = {
@@ -141,7 +144,7 @@ async def run_tool_from_source(
         "seq_id": None,
         "run_id": None,
         **tool_return,
-        "tool_returns": [tool_return],
+        "tool_returns": [{"type": "tool", **tool_return}],
     }
 
 
