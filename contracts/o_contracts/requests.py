@@ -14,6 +14,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from o_contracts.models import ChatMessage
+from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 
 
 class SearchArchival(BaseModel):
@@ -232,4 +233,26 @@ class ExecutionState(BaseModel):
 
     @classmethod
     def decode(cls, data: bytes) -> ExecutionState:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class PreparePackages(BaseModel):
+    """`o.rpc.sandbox.prepare` (every replica hears it, none answers): install this set of
+    packages now, so the first call that names it does not wait for pip.
+
+    The gateway sends it when a tool with `pip_requirements` is registered or changed (its
+    set as a run will name it: the tool's and the local sandbox configuration's). Only a hint:
+    a replica that misses it installs the set at the first call, as it would anyway.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    requirements: list[PipRequirement] = Field(max_length=MAX_REQUIREMENTS)
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> PreparePackages:
         return cls.model_validate(msgpack.unpackb(data, raw=False))

@@ -91,6 +91,9 @@ SANDBOX_EXECUTIONS: Final = f"{RPC_PREFIX}.sandbox.executions"
 # List the tools of, or call a tool of, a stdio MCP server: any sandbox replica answers,
 # starting the server confined if it is not running there (o_contracts/mcp_stdio.py).
 SANDBOX_MCP_STDIO: Final = f"{RPC_PREFIX}.sandbox.mcp_stdio"
+# Install a set of tools' packages ahead of the first call (requests.PreparePackages): every
+# replica hears it, none answers (a hint: a missed one costs the first call the install).
+SANDBOX_PREPARE: Final = f"{RPC_PREFIX}.sandbox.prepare"
 
 # Whether a process is still there (core NATS, request/reply): every service process answers
 # on `o.rpc.alive.<role>.<incarnation>` for as long as its NATS connection lives, so a request

@@ -290,6 +290,8 @@ GATEWAY = Role(
             subjects.SANDBOX_CAPABILITIES,
             # stdio MCP servers run in the sandbox (o_runtime/mcp_stdio_relay.py).
             subjects.SANDBOX_MCP_STDIO,
+            # Tools' packages installed ahead of their first call (docs/sandbox.md).
+            subjects.SANDBOX_PREPARE,
         ),
         Grant(subscribe=(f"{subjects.RUN_TOKENS_PREFIX}.*",)),
         # The dead-letter counts /metrics shows (o_runtime/sampling.py): the stream's
@@ -387,6 +389,7 @@ TOOL_SANDBOX = Role(
         subjects.SANDBOX_EXECUTIONS,
         subjects.SANDBOX_CAPABILITIES,
         subjects.SANDBOX_MCP_STDIO,
+        subjects.SANDBOX_PREPARE,
         # (Callers ask it whether it lives while it runs their tool.)
         subjects.sandbox_alive_subject("*"),
     )

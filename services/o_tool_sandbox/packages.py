@@ -47,6 +47,7 @@ _PROXIES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 # pip's output kept in an error (its last lines say why).
 ERROR_TAIL = 2000
 COMPLETE = ".o-complete"
+INSTALLS_AT_ONCE = 2
 MB = 1 << 20
 
 
@@ -101,6 +102,9 @@ class Packages:
         self.timeout = timeout
         self.unavailable = "" if enabled else "off (O_SANDBOX_PACKAGES=0)"
         self._locks: dict[str, asyncio.Lock] = {}
+        # pip processes at once (each takes a core and ~100 MB): calls naming many different
+        # sets at once wait their turn instead of starving the host.
+        self._installing = asyncio.Semaphore(INSTALLS_AT_ONCE)
         if enabled:
             self.unavailable = self._prepare_root()
 
@@ -145,7 +149,8 @@ class Packages:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if not await asyncio.to_thread(_complete, target):
-                await self._install(wanted, target)
+                async with self._installing:
+                    await self._install(wanted, target)
                 await asyncio.to_thread(self._evict, key)
         return str(target)
 
@@ -209,12 +214,13 @@ class Packages:
             try:
                 output, _ = await asyncio.wait_for(proc.communicate(), self.timeout)
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, 9)
-                await proc.wait()
+                await _stop(proc)
                 raise PackagesUnavailable(
                     f"installing {', '.join(wanted)} took over {self.timeout:g}s"
                 ) from None
+            except asyncio.CancelledError:  # (the service stops)
+                await _stop(proc)
+                raise
             if proc.returncode != 0:
                 text = output.decode(errors="replace").strip()
                 raise PackagesUnavailable(
@@ -224,6 +230,12 @@ class Packages:
             await asyncio.to_thread(_put_in_place, staging, target, wanted)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)
+    await proc.wait()
 
 
 def _complete(target: Path) -> bool:

@@ -19,7 +19,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from o_contracts import subjects
-from o_contracts.requests import ExecutionState
+from o_contracts.pip_requirements import PipRequirement
+from o_contracts.requests import ExecutionState, PreparePackages
 from o_runtime.env import Env
 from o_runtime.instruments import samples
 from o_runtime.service import Service
@@ -29,7 +30,7 @@ from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.mcp_requests import McpStdioRequests
 from o_tool_sandbox.mcp_servers import StdioServers
 from o_tool_sandbox.mcp_settings import McpStdioSettings
-from o_tool_sandbox.packages import Packages, default_root
+from o_tool_sandbox.packages import Packages, PackagesUnavailable, default_root
 from o_tool_sandbox.pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,10 @@ class ToolSandboxService(Service):
         nc = self.eventlog.nc
         await self._take_calls()
         self._status = await nc.subscribe(subjects.SANDBOX_EXECUTIONS, cb=self._on_status)
+        # Every replica installs what it is told will be needed (its host's folder may be
+        # another replica's too: the install is atomic either way).
+        self._preparing: set[asyncio.Task[None]] = set()
+        self._prepare = await nc.subscribe(subjects.SANDBOX_PREPARE, cb=self._on_prepare)
         self.broker.subscriber(
             subjects.SANDBOX_CAPABILITIES, queue=QUEUE, title="sandbox isolation"
         )(self.capabilities)
@@ -138,6 +143,24 @@ class ToolSandboxService(Service):
             if self._held < self.config.concurrency:
                 await self._take_calls()
 
+    async def _on_prepare(self, msg: Msg) -> None:
+        try:
+            wanted = PreparePackages.decode(msg.data).requirements
+        except Exception:
+            log.warning("an unreadable request to prepare packages was ignored")
+            return
+        if wanted and not self.packages.unavailable:
+            task = asyncio.create_task(self._install_ahead(wanted))
+            self._preparing.add(task)
+            task.add_done_callback(self._preparing.discard)
+
+    async def _install_ahead(self, wanted: list[PipRequirement]) -> None:
+        try:
+            await self.packages.path_for(wanted)
+        except PackagesUnavailable as exc:
+            # (The first call that names the set tries again, and tells the model why.)
+            log.warning("could not install tools' packages ahead: %s", exc)
+
     async def _on_status(self, msg: Msg) -> None:
         answer = self.executions.status(msg.data)
         if answer is not None and msg.reply:
@@ -183,7 +206,9 @@ class ToolSandboxService(Service):
         }
 
     async def stopping(self) -> None:
-        for sub in (self._taking, self._status):
+        for task in list(self._preparing):
+            task.cancel()
+        for sub in (self._taking, self._status, self._prepare):
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()

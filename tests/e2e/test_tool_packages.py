@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from letta_client.types import PipRequirementParam
 
+from o_tool_sandbox.packages import COMPLETE
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -126,3 +128,41 @@ async def test_an_agent_file_carries_its_tools_pip_requirements(system: System) 
     assert [(r.name, r.version) for r in made.pip_requirements or []] == [
         ("otestgreeting", ">=1.0")
     ]
+
+
+async def installed_with(folder: Path, spec: str, within: float = 30.0) -> Path:
+    """The set folder whose marker names `spec`, once the sandbox has put it in place."""
+
+    def found() -> Path | None:
+        for marker in folder.glob(f"*/{COMPLETE}"):
+            if spec in json.loads(marker.read_text())["requirements"]:
+                return marker.parent
+        return None
+
+    async with asyncio.timeout(within):
+        while True:
+            done = found()
+            if done is not None:
+                return done
+            await asyncio.sleep(0.05)
+
+
+async def test_a_tools_packages_are_installed_when_it_is_registered(
+    system: System, llm: FakeOpenAI
+) -> None:
+    source = GREET.replace("greet_with_package", "greet_prepared")
+    # (A specifier of its own: a set no other test installed.)
+    wanted = [{"name": "otestgreeting", "version": ">=0.9"}]
+    tool = await system.http.post(
+        "/v1/tools/", json={"source_code": source, "pip_requirements": wanted}
+    )
+    assert tool.status_code == 200, tool.text
+    # Before any call names it, the sandbox has the set: the first call installs nothing.
+    folder = await installed_with(Path(system.env["O_SANDBOX_PACKAGES_DIR"]), "otestgreeting>=0.9")
+    marker = (folder / COMPLETE).stat().st_mtime_ns
+    agent = await new_agent(system, tool_ids=[tool.json()["id"]])
+    llm.push(Reply(tool_calls=[("greet_prepared", {"name": "Di"})]), Reply(content="Hi."))
+    result = await send(system, agent["id"], "Greet Di")
+    ret = next(m for m in result["messages"] if m["message_type"] == "tool_return_message")
+    assert (ret["status"], ret["tool_return"]) == ("success", "hello, Di"), ret
+    assert (folder / COMPLETE).stat().st_mtime_ns == marker

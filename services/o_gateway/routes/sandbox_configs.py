@@ -34,6 +34,7 @@ from o_contracts.ids import derived_id
 from o_contracts.projection_names import SANDBOX_CONFIGS
 from o_gateway import render
 from o_gateway.commands import append_decided
+from o_gateway.package_hints import prepare_packages
 from o_gateway.routes.paths import route
 from o_gateway.sandbox_config_schemas import (
     SHAPES,
@@ -139,7 +140,15 @@ async def _put(gw: Gateway, config: AnyConfig, replace: bool) -> dict[str, Any]:
     elif replace and row["config"] != settings:
         updated = SandboxConfigUpdated(sandbox_config_id=config_id, config=settings)
         await _append(gw, config_id, updated, row["last_seq"])
+    await _prepared(gw, sandbox_type, settings)
     return config_json(await _config_row(gw, config_id))
+
+
+async def _prepared(gw: Gateway, sandbox_type: SandboxType, settings: dict[str, Any]) -> None:
+    """The local configuration's packages installed ahead (those of tools without their own:
+    a tool's own set is prepared when the tool is registered)."""
+    if sandbox_type == "local" and settings.get("pip_requirements"):
+        await prepare_packages(gw, [])
 
 
 @route(router, "POST", f"{PREFIX}/")
@@ -189,6 +198,7 @@ async def update_sandbox_config(
     if settings != row["config"]:
         event = SandboxConfigUpdated(sandbox_config_id=row["id"], config=settings)
         await _append(gw, row["id"], event, row["last_seq"])
+        await _prepared(gw, sent_type, settings)
     return config_json(await _config_row(gw, row["id"]))
 
 

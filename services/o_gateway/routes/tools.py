@@ -13,6 +13,7 @@ from o_contracts.ids import new_id
 from o_contracts.pip_requirements import PipRequirement
 from o_contracts.projection_names import TOOLS
 from o_gateway.commands import append_decided
+from o_gateway.package_hints import prepare_packages
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateToolBody, UpdateToolBody
@@ -82,6 +83,8 @@ async def create(gw: Gateway, body: CreateToolBody) -> dict[str, Any]:
         pip_requirements=body.pip_requirements or [],
     )
     await append_tool_event(gw, tool_id, event, expected=0)
+    if body.pip_requirements:
+        await prepare_packages(gw, body.pip_requirements)
     return render_user_tool(await user_tool_row(gw, tool_id))
 
 
@@ -116,6 +119,9 @@ async def update(gw: Gateway, tool_id: str, fields: dict[str, Any]) -> dict[str,
         await append_tool_event(
             gw, tool_id, ToolUpdated(tool_id=tool_id, changes=changes), expected=row["last_seq"]
         )
+    if changes.get("pip_requirements"):
+        wanted = [PipRequirement.model_validate(r) for r in changes["pip_requirements"]]
+        await prepare_packages(gw, wanted)
     return render_user_tool(await user_tool_row(gw, tool_id))
 
 
