@@ -128,6 +128,18 @@ class Packages:
                     shutil.rmtree(stale, ignore_errors=True)
         return ""
 
+    def refuse_unless_read_only(self, isolation: dict[str, object]) -> None:
+        """Offer packages only where no tool can change another's: tools run as other uids
+        than this service (root), or Landlock keeps them to reading (otherwise a tool could
+        plant code in a set the next tool imports)."""
+        separate_uid = isolation.get("uid") is not None
+        landlock = str(isolation.get("landlock", "")).startswith("abi")
+        if self.enabled and not self.unavailable and not (separate_uid or landlock):
+            self.unavailable = (
+                "unavailable (tools run as this service's uid and Landlock is not applied"
+                " here, so a tool could change the packages another imports)"
+            )
+
     def describe(self) -> str:
         return self.unavailable or f"installed on demand, wheels only, into {self.root}"
 

@@ -75,6 +75,7 @@ class ToolSandboxService(Service):
             idle_seconds=self.limits.timeout + 60,
         )
         await self.pool.start()
+        self.packages.refuse_unless_read_only(self.pool.isolation)
         samples.sandbox = self.pool.use
         self.executions = Executions(self.pool, self.replica, self.packages)
         self._held = 0

@@ -5,6 +5,10 @@ adds to a tool run."""
 from __future__ import annotations
 
 import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from o_contracts.pip_requirements import PipRequirement
 from o_gateway.routes.sandbox_configs import config_id_of
 from o_gateway.sandbox_config_schemas import SandboxConfigBody, checked, stored, type_of
 from o_runtime.sandbox_settings import LocalSandbox
+from o_tool_sandbox.packages import Packages
 
 OBSERVED = [
     ({}, "local"),
@@ -85,3 +90,21 @@ def test_the_agent_s_secrets_win_and_packages_are_each_once() -> None:
     assert local.environment({"B": "agent-b"}) == {"A": "config-a", "B": "agent-b"}
     assert local.packages([idna, six]) == [idna, six]
     assert LocalSandbox.of(None, None).environment({"X": "x"}) == {"X": "x"}
+
+
+def test_packages_are_refused_where_a_tool_could_change_another_s() -> None:
+    # (Not under pytest's tmp_path, mode 0700: the tools' uids must be able to read it.)
+    root = Path(tempfile.mkdtemp(prefix="o-test-sets-"))
+    root.chmod(0o755)
+
+    def offered(isolation: dict[str, object]) -> str:
+        packages = Packages(root / "sets", sys.executable, True, 60)
+        packages.refuse_unless_read_only(isolation)
+        return packages.unavailable
+
+    try:
+        assert offered({"uid": 61001, "landlock": "failed (errno 1)"}) == ""
+        assert offered({"uid": None, "landlock": "abi 7: filesystem, tcp, signals"}) == ""
+        assert "could change the packages" in offered({"uid": None, "landlock": "unavailable"})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
