@@ -190,6 +190,8 @@ def test_the_sandbox_answers_its_own_requests_and_nothing_else() -> None:
         subjects.SANDBOX_EXECUTIONS,
         subjects.SANDBOX_CAPABILITIES,
         subjects.SANDBOX_MCP_STDIO,
+        # (Packages to install ahead: a hint it hears and does not answer.)
+        subjects.SANDBOX_PREPARE,
         subjects.sandbox_alive_subject("*"),
         # (Who it is and whether it is ready: o_runtime/roll_call.py.)
         subjects.ROLL_CALL,
