@@ -60,13 +60,14 @@ def connect(port: int, family: str) -> str:
 
     Args:
         port: A TCP port on this host.
-        family: inet or unix.
+        family: inet, inet by name (localhost, as the host's files resolve it) or unix.
     """
     import socket
     if family == "unix":
         socket.socket(socket.AF_UNIX)
         return "unix socket made"
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+    host = "localhost" if family == "name" else "127.0.0.1"
+    with socket.create_connection((host, port), timeout=3) as s:
         return "connected"
 '''
 
@@ -200,6 +201,11 @@ async def test_let_out_a_tool_reaches_the_ports_named_and_no_other(
             client, tool_command(CONNECT, "connect", {"port": listener, "family": "inet"})
         )
         assert (allowed["status"], allowed["tool_return"]) == ("success", "connected"), allowed
+        # By name: the resolver's files (/etc/hosts, nsswitch.conf) are readable when let out.
+        by_name = await run_tool(
+            client, tool_command(CONNECT, "connect", {"port": listener, "family": "name"})
+        )
+        assert (by_name["status"], by_name["tool_return"]) == ("success", "connected"), by_name
         # NATS' port is not one named: Landlock refuses the connect.
         nats_port = int(urlparse(sandbox_nats).port or 4222)
         refused = await run_tool(
