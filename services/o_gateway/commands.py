@@ -31,6 +31,22 @@ async def append_decided(
     return appended.seq
 
 
+async def append_visible(
+    gw: Any,
+    subject: str,
+    aggregate_id: str,
+    event: Any,
+    expected: int | None,
+    what: str,
+    projection: str,
+) -> int:
+    """`append_decided`, then wait until `projection` shows the event, so the answer the
+    gateway builds from it (and the client's next read) sees the change."""
+    seq = await append_decided(gw.eventlog, subject, aggregate_id, event, expected, what)
+    await gw.visible(seq, projection)
+    return seq
+
+
 COMMAND_TIMEOUT = 15.0
 
 

@@ -9,6 +9,7 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,23 @@ async def start_sandbox(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> ToolS
     )
     await service.start()
     return service
+
+
+@asynccontextmanager
+async def sandbox_with(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch, **settings: str | None
+) -> AsyncIterator[ToolSandboxService]:
+    """A sandbox started with these settings (None: the variable unset), stopped on exit."""
+    for key, value in settings.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    service = await start_sandbox(nats_url, monkeypatch)
+    try:
+        yield service
+    finally:
+        await service.stop()
 
 
 @pytest.fixture

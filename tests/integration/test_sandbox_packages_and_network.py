@@ -25,6 +25,7 @@ from tests.integration.sandbox_support import (
     client,  # noqa: F401
     run_tool,
     sandbox_nats,  # noqa: F401
+    sandbox_with,
     start_sandbox,
     tool_command,
 )
@@ -163,17 +164,13 @@ async def test_packages_off_says_so(
     sandbox_nats: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("O_SANDBOX_PACKAGES", "0")
-    service = await start_sandbox(sandbox_nats, monkeypatch)
-    try:
+    async with sandbox_with(sandbox_nats, monkeypatch, O_SANDBOX_PACKAGES="0") as service:
         result = await run_tool(
             client, tool_command(GREET, "greet", {"name": "x"}, requirements=OTESTGREETING)
         )
         assert result["status"] == "error"
         assert "does not install packages: off (O_SANDBOX_PACKAGES=0)" in result["tool_return"]
         assert service.report()["packages"] == "off (O_SANDBOX_PACKAGES=0)"
-    finally:
-        await service.stop()
 
 
 @pytest.fixture
@@ -191,9 +188,7 @@ async def test_let_out_a_tool_reaches_the_ports_named_and_no_other(
     monkeypatch: pytest.MonkeyPatch,
     listener: int,
 ) -> None:
-    monkeypatch.setenv("O_SANDBOX_NETWORK", str(listener))
-    service = await start_sandbox(sandbox_nats, monkeypatch)
-    try:
+    async with sandbox_with(sandbox_nats, monkeypatch, O_SANDBOX_NETWORK=str(listener)) as service:
         assert (
             service.report()["network"] == f"IPv4/IPv6 to TCP ports {listener} (O_SANDBOX_NETWORK)"
         )
@@ -219,8 +214,6 @@ async def test_let_out_a_tool_reaches_the_ports_named_and_no_other(
         )
         assert unix["status"] == "error"
         assert "Operation not permitted" in unix["tool_return"], unix
-    finally:
-        await service.stop()
 
 
 async def test_by_default_a_tool_reaches_no_port(
@@ -229,17 +222,13 @@ async def test_by_default_a_tool_reaches_no_port(
     monkeypatch: pytest.MonkeyPatch,
     listener: int,
 ) -> None:
-    monkeypatch.delenv("O_SANDBOX_NETWORK", raising=False)
-    service = await start_sandbox(sandbox_nats, monkeypatch)
-    try:
+    async with sandbox_with(sandbox_nats, monkeypatch, O_SANDBOX_NETWORK=None) as service:
         result = await run_tool(
             client, tool_command(CONNECT, "connect", {"port": listener, "family": "inet"})
         )
         assert result["status"] == "error"
         assert "Operation not permitted" in result["tool_return"], result
         assert "no sockets" in str(service.report()["network"])
-    finally:
-        await service.stop()
 
 
 async def test_past_the_limit_the_set_least_recently_used_goes_but_never_one_in_use(

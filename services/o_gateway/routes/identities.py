@@ -20,7 +20,7 @@ from o_contracts.limits import MAX_LIST_ITEMS
 from o_contracts.projection_names import IDENTITIES
 from o_gateway import render
 from o_gateway.agent_reads import agents_where
-from o_gateway.commands import append_decided
+from o_gateway.commands import append_visible
 from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.identity_reads import identity_json, identity_row, identity_rows
 from o_gateway.pagination import Listing
@@ -102,15 +102,9 @@ async def _key_free(
 
 
 async def _append(gw: Gateway, identity_id: str, event: Any, expected: int) -> None:
-    seq = await append_decided(
-        gw.eventlog,
-        subjects.identity_subject(identity_id),
-        identity_id,
-        event,
-        expected,
-        f"identity {identity_id}",
-    )
-    await gw.visible(seq, IDENTITIES)
+    subject = subjects.identity_subject(identity_id)
+    what = f"identity {identity_id}"
+    await append_visible(gw, subject, identity_id, event, expected, what, IDENTITIES)
 
 
 async def _change(gw: Gateway, row: Any, changes: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ from o_contracts.events.sandbox_configs import SandboxType
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import SANDBOX_CONFIGS
 from o_gateway import render
-from o_gateway.commands import append_decided
+from o_gateway.commands import append_visible
 from o_gateway.package_hints import prepare_packages
 from o_gateway.routes.paths import route
 from o_gateway.sandbox_config_schemas import (
@@ -65,13 +65,21 @@ def config_id_of(sandbox_type: SandboxType) -> str:
     return f"sandbox-{uuid.UUID(bytes=derived.bytes, version=4)}"
 
 
-def config_json(row: asyncpg.Record) -> dict[str, Any]:
+def _opening(row: asyncpg.Record) -> dict[str, Any]:
+    """The fields a configuration and a variable open with, in Letta's order (O has one user,
+    so no creator is named)."""
     return {
         "created_by_id": None,
         "last_updated_by_id": None,
         "created_at": render.iso(row["created_at"]),
         "updated_at": render.iso(row["updated_at"]),
         "id": row["id"],
+    }
+
+
+def config_json(row: asyncpg.Record) -> dict[str, Any]:
+    return {
+        **_opening(row),
         "type": row["sandbox_type"],
         "organization_id": render.ORGANIZATION_ID,
         # (In its shape's field order, as Letta shows it: Postgres keeps no key order.)
@@ -87,15 +95,10 @@ def _plain(row: asyncpg.Record) -> str | None:
 
 
 def env_var_json(row: asyncpg.Record) -> dict[str, Any]:
-    value = _plain(row)
     return {
-        "created_by_id": None,
-        "last_updated_by_id": None,
-        "created_at": render.iso(row["created_at"]),
-        "updated_at": render.iso(row["updated_at"]),
-        "id": row["id"],
+        **_opening(row),
         "key": row["key"],
-        "value": value,
+        "value": _plain(row),
         "description": row["description"],
         "organization_id": render.ORGANIZATION_ID,
         # (Letta's stored form; O keeps values encrypted and shows no ciphertext.)
@@ -112,15 +115,9 @@ async def _config_row(gw: Gateway, config_id: str) -> asyncpg.Record:
 
 
 async def _append(gw: Gateway, config_id: str, event: Any, expected: int) -> None:
-    seq = await append_decided(
-        gw.eventlog,
-        subjects.sandbox_config_subject(config_id),
-        config_id,
-        event,
-        expected,
-        f"sandbox configuration {config_id}",
-    )
-    await gw.visible(seq, SANDBOX_CONFIGS)
+    subject = subjects.sandbox_config_subject(config_id)
+    what = f"sandbox configuration {config_id}"
+    await append_visible(gw, subject, config_id, event, expected, what, SANDBOX_CONFIGS)
 
 
 async def _put(gw: Gateway, config: AnyConfig, replace: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from o_contracts.events import ToolCreated, ToolDeleted, ToolUpdated
 from o_contracts.ids import new_id
 from o_contracts.pip_requirements import PipRequirement
 from o_contracts.projection_names import TOOLS
-from o_gateway.commands import append_decided
+from o_gateway.commands import append_visible
 from o_gateway.package_hints import prepare_packages
 from o_gateway.pagination import page_of
 from o_gateway.routes.paths import route
@@ -57,9 +57,7 @@ def check_name_free(name: str) -> None:
 
 async def append_tool_event(gw: Gateway, tool_id: str, event: Any, expected: int | None) -> int:
     subject = subjects.tool_subject(tool_id)
-    seq = await append_decided(gw.eventlog, subject, tool_id, event, expected, f"tool {tool_id}")
-    await gw.visible(seq, TOOLS)
-    return seq
+    return await append_visible(gw, subject, tool_id, event, expected, f"tool {tool_id}", TOOLS)
 
 
 async def create(gw: Gateway, body: CreateToolBody) -> dict[str, Any]:
