@@ -39,6 +39,23 @@ def render_blocks(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(parts) + "\n</memory_blocks>"
 
 
+# How the prompt states when it was compiled (read back by `recompiled_at`).
+_RECOMPILED = "- System prompt last recompiled: "
+_RECOMPILED_FORMAT = "%Y-%m-%d %I:%M:%S %p %Z%z"
+
+
+def recompiled_at(prompt: str) -> datetime | None:
+    """When a prompt compiled here says it was compiled; None if it does not say."""
+    start = prompt.find(_RECOMPILED)
+    if start < 0:
+        return None
+    line = prompt[start + len(_RECOMPILED) :].split("\n", 1)[0].strip()
+    try:
+        return datetime.strptime(line, _RECOMPILED_FORMAT)
+    except ValueError:
+        return None
+
+
 def render_metadata(
     agent_id: str,
     recall_count: int,
@@ -51,7 +68,7 @@ def render_metadata(
     lines = [
         f"- AGENT_ID: {agent_id}",
         f"- CONVERSATION_ID: {conversation_id or DEFAULT_CONVERSATION}",
-        f"- System prompt last recompiled: {now.strftime('%Y-%m-%d %I:%M:%S %p %Z%z')}",
+        f"{_RECOMPILED}{now.strftime(_RECOMPILED_FORMAT)}",
         f"- {recall_count} previous messages between you and the user are stored in recall memory",
     ]
     # As Letta: archival lines only when there is something to find.

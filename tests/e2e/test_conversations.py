@@ -4,11 +4,15 @@ run order, all sharing the agent's memory (Letta's /v1/conversations)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import letta_client
 import pytest
+
+from o_contracts.system_prompt import recompiled_at
 
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, new_conversation, until
@@ -305,6 +309,38 @@ async def test_cancel_recompile_compact_delete(system: System, llm: FakeOpenAI) 
     patched = await system.http.patch(f"/v1/conversations/{conversation.id}", json={"summary": "x"})
     assert patched.status_code == 404
     assert conversation.id not in [c.id for c in client.conversations.list(agent_id=agent["id"])]
+
+
+async def test_an_agents_recompile_keeps_its_time_unless_asked(system: System) -> None:
+    """`client.agents.recompile` (Letta's recompile_agent): the default conversation's system
+    message shows memory as it is now; its "last recompiled" line moves only with
+    `update_timestamp`; `dry_run` stores nothing."""
+    agent = await new_agent(system)
+    client = system.client()
+    first = client.agents.messages.list(agent["id"], order="asc").items[0]
+    stamp = next(x for x in first.content.splitlines() if "last recompiled" in x)
+    client.agents.blocks.update("human", agent_id=agent["id"], value="Name: Grace")
+    # The SDK gives the JSON string's text as it came (its cast_to=str), as against Letta.
+    dry = json.loads(client.agents.recompile(agent["id"], dry_run=True))
+    assert "Name: Grace" in dry and stamp in dry
+    unchanged = client.agents.messages.list(agent["id"], order="asc").items[0]
+    assert "Name: Grace" not in unchanged.content
+    kept = json.loads(client.agents.recompile(agent["id"]))
+    stored = client.agents.messages.list(agent["id"], order="asc").items[0]
+    assert stored.id == first.id and stored.content == kept
+    assert "Name: Grace" in kept and stamp in kept
+    # The prompt states its time to the second: let the clock pass the stamp's second.
+    compiled = recompiled_at(first.content)
+    assert compiled is not None
+    while datetime.now(UTC).replace(microsecond=0) <= compiled:
+        await asyncio.sleep(0.05)
+    moved = await system.http.post(
+        f"/v1/agents/{agent['id']}/system-prompt/recompile", params={"update_timestamp": "true"}
+    )
+    assert moved.status_code == 200 and "Name: Grace" in moved.json()
+    assert stamp not in moved.json()
+    with pytest.raises(letta_client.NotFoundError):
+        client.agents.recompile("agent-00000000-0000-4000-8000-000000000000")
 
 
 async def test_bad_requests(system: System) -> None:

@@ -6,7 +6,12 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from o_contracts.system_prompt import compile_system, render_blocks, render_metadata
+from o_contracts.system_prompt import (
+    compile_system,
+    recompiled_at,
+    render_blocks,
+    render_metadata,
+)
 
 HUMAN: dict[str, Any] = {
     "label": "human",
@@ -135,6 +140,13 @@ def test_render_metadata() -> None:
         "- 12 previous messages between you and the user are stored in recall memory\n"
         "</memory_metadata>"
     )
+
+
+def test_a_compiled_prompt_tells_when_it_was_compiled() -> None:
+    now = datetime(2025, 3, 4, 15, 6, 7, tzinfo=UTC)
+    assert recompiled_at(compile_system("You are Sam.", "agent-7", [HUMAN], 3, now=now)) == now
+    assert recompiled_at("You are Sam.") is None
+    assert recompiled_at("- System prompt last recompiled: yesterday\n") is None
 
 
 META_RE = (

@@ -28,7 +28,7 @@ from o_contracts.ids import new_id
 from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.projection_names import MEMORY, RUNS
 from o_contracts.subjects import Lane
-from o_contracts.system_prompt import compile_system
+from o_contracts.system_prompt import compile_system, recompiled_at
 from o_gateway import render
 from o_gateway.agent_reads import agent_state
 from o_gateway.commands import PRODUCER, memory_command
@@ -424,22 +424,47 @@ async def recompile_conversation(
     """The conversation's system prompt compiled with the agent's memory as it is now;
     stored as its system message unless `dry_run`."""
     lane = await resolve(gw, conversation_id, body.agent_id if body else None)
-    now = datetime.now(UTC)
-    prompt = await compiled_prompt(gw, lane, now)
-    if dry_run:
-        return prompt
-    message_id = await gw.pool.fetchval(
-        "SELECT id FROM messages WHERE agent_id = $1 AND compiled_system"
-        " AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq LIMIT 1",
+    return await recompile(gw, lane, dry_run=dry_run, update_timestamp=True)
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/recompile")
+async def recompile_agent(
+    agent_id: str, gw: GW, update_timestamp: bool = False, dry_run: bool = False
+) -> str:
+    """The agent's (default conversation's) system prompt recompiled, as Letta's
+    `recompile_agent`: its "last recompiled" time moves only with `update_timestamp`."""
+    lane = Lane(checked_id(agent_id, "agent"))
+    return await recompile(gw, lane, dry_run=dry_run, update_timestamp=update_timestamp)
+
+
+@route(router, "POST", "/v1/agents/{agent_id}/system-prompt/recompile")
+async def recompile_agent_system_prompt(
+    agent_id: str, gw: GW, update_timestamp: bool = False, dry_run: bool = False
+) -> str:
+    """Letta's deprecated name for `POST /v1/agents/{agent_id}/recompile`."""
+    return await recompile_agent(agent_id, gw, update_timestamp, dry_run)
+
+
+async def recompile(gw: Gateway, lane: Lane, *, dry_run: bool, update_timestamp: bool) -> str:
+    stored = await gw.pool.fetchrow(
+        "SELECT id, body->>'content' AS content FROM messages WHERE agent_id = $1"
+        " AND compiled_system AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq LIMIT 1",
         lane.agent_id,
         lane.conversation_id,
     )
-    if message_id is None:
-        raise HTTPException(400, f"{lane.key} has no system message to recompile")
+    now = datetime.now(UTC)
+    # Without update_timestamp the prompt keeps the time it was last compiled with
+    # (Letta keeps its memory's last-edit time the same way).
+    kept = None if update_timestamp or stored is None else recompiled_at(stored["content"] or "")
+    prompt = await compiled_prompt(gw, lane, kept or now)
+    if dry_run:
+        return prompt
+    if stored is None:
+        raise HTTPException(404, f"No system message found for {lane.key}")
     event = SystemPromptRecompiled(
         agent_id=lane.agent_id,
         conversation_id=lane.conversation_id,
-        message_id=message_id,
+        message_id=stored["id"],
         content=prompt,
         recompiled_at=now.isoformat(),
     )
