@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import letta_client
 import pytest
 
 from o_contracts.system_prompt import recompiled_at
-
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, new_conversation, until
 from tests.e2e.support import send as send_default
@@ -332,8 +331,7 @@ async def test_an_agents_recompile_keeps_its_time_unless_asked(system: System) -
     # The prompt states its time to the second: let the clock pass the stamp's second.
     compiled = recompiled_at(first.content)
     assert compiled is not None
-    while datetime.now(UTC).replace(microsecond=0) <= compiled:
-        await asyncio.sleep(0.05)
+    await asyncio.sleep((compiled + timedelta(seconds=1) - datetime.now(UTC)).total_seconds())
     moved = await system.http.post(
         f"/v1/agents/{agent['id']}/system-prompt/recompile", params={"update_timestamp": "true"}
     )

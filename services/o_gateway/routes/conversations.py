@@ -442,7 +442,8 @@ async def recompile_agent_system_prompt(
     agent_id: str, gw: GW, update_timestamp: bool = False, dry_run: bool = False
 ) -> str:
     """Letta's deprecated name for `POST /v1/agents/{agent_id}/recompile`."""
-    return await recompile_agent(agent_id, gw, update_timestamp, dry_run)
+    lane = Lane(checked_id(agent_id, "agent"))
+    return await recompile(gw, lane, dry_run=dry_run, update_timestamp=update_timestamp)
 
 
 async def recompile(gw: Gateway, lane: Lane, *, dry_run: bool, update_timestamp: bool) -> str:
