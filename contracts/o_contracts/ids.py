@@ -42,6 +42,8 @@ IdPrefix = Literal[
     "identity",
     # A sandbox configuration (Letta's "sandbox-<uuid>"; its variables: "sandbox-env-<uuid>").
     "sandbox",
+    # A step's exchange with its model provider (Letta's "provider_trace-<uuid>").
+    "provider_trace",
 ]
 
 _ID_RE = re.compile(

@@ -19,6 +19,9 @@ IMAGES_BUCKET: Final = "O_IMAGES"
 # The object store holding folders' uploaded files and their parsed text, each named by
 # the SHA-256 of its bytes (o_runtime/file_store.py; events/folders.py says why).
 FILES_BUCKET: Final = "O_FILES"
+# The key-value bucket of each step's exchange with its model provider, by step id, kept
+# for a while (o_contracts/provider_traces.py; docs/observability.md).
+PROVIDER_TRACES_BUCKET: Final = "O_PROVIDER_TRACES"
 
 EVENTS_PREFIX: Final = "o.evt"
 COMMANDS_PREFIX: Final = "o.cmd"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
@@ -65,6 +65,15 @@ class LLMError(Exception):
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """The call as the provider saw it, for the step's trace (o_contracts/provider_traces.py):
+    the request's body as sent, and the response's, made only when the trace is written."""
+
+    request: dict[str, Any]
+    response: Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class LLMResult:
     content: str | None
     tool_calls: list[ToolCall]
@@ -73,6 +82,7 @@ class LLMResult:
     # Extended thinking (Anthropic): its text and the signature it must be sent back with.
     reasoning: str | None = None
     reasoning_signature: str | None = None
+    exchange: Exchange | None = field(default=None, compare=False, repr=False)
 
 
 def family(handle: Handle) -> str:
@@ -228,6 +238,7 @@ async def _openai(
             total_tokens=usage.total_tokens if usage else 0,
         ),
         finish_reason=choice.finish_reason,
+        exchange=Exchange(kwargs, lambda: response.to_dict(mode="json")),
     )
 
 
@@ -259,11 +270,13 @@ async def _anthropic(
         kwargs["tools"] = anthropic_tools
         kwargs["tool_choice"] = anthropic_tool_choice(settings, force_tool, "thinking" in kwargs)
     message: anthropic.types.Message
+    sent = dict(kwargs)
     if stream:
         # The SDK's stream() no longer names temperature (newer Claude models fix
         # it); the API still takes it for those that do not, so it goes as is.
         if "temperature" in kwargs:
             kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
+        sent["stream"] = True
         async with client.messages.stream(**kwargs) as events:
             tool_use_ids: dict[int, str] = {}  # content block index -> tool_use id
             async for event in events:
@@ -300,6 +313,7 @@ async def _anthropic(
         finish_reason=message.stop_reason,
         reasoning=answer.thinking,
         reasoning_signature=answer.signature,
+        exchange=Exchange(sent, lambda: message.to_dict(mode="json")),
     )
 
 
@@ -315,14 +329,17 @@ async def _complete_streaming(
     announced: set[int] = set()
     usage = Usage()
     finish: str | None = None
+    sent = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+    last: ChatCompletionChunk | None = None
     stream = await client.post(
         "/chat/completions",
-        body={**kwargs, "stream": True, "stream_options": {"include_usage": True}},
+        body=sent,
         cast_to=ChatCompletion,
         stream=True,
         stream_cls=openai.AsyncStream[ChatCompletionChunk],
     )
     async for chunk in stream:
+        last = chunk
         if chunk.usage is not None:
             usage = Usage(
                 prompt_tokens=chunk.usage.prompt_tokens,
@@ -354,12 +371,35 @@ async def _complete_streaming(
                         await streamed.on_tool_call(
                             slot["id"], slot["name"] if first else None, piece
                         )
-    return LLMResult(
+    result = LLMResult(
         content="".join(content) or None,
         tool_calls=[ToolCall(**calls[i]) for i in sorted(calls)],
         usage=usage,
         finish_reason=finish,
     )
+    return replace(result, exchange=Exchange(sent, lambda: _assembled(last, result)))
+
+
+def _assembled(last: Any, result: LLMResult) -> dict[str, Any]:
+    """A streamed answer as the completion it adds up to (what a trace shows of it)."""
+    message: dict[str, Any] = {"role": "assistant", "content": result.content}
+    if result.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for c in result.tool_calls
+        ]
+    return {
+        "id": last.id if last is not None else None,
+        "object": "chat.completion",
+        "created": last.created if last is not None else None,
+        "model": last.model if last is not None else None,
+        "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
+        "usage": result.usage.model_dump(),
+    }
 
 
 def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:

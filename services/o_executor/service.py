@@ -21,6 +21,7 @@ from o_executor.history import HistoryCache
 from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
 from o_executor.projections import runs
+from o_executor.provider_traces import TraceWriter
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import RunQueue
 from o_executor.settings import ExecutorSettings
@@ -40,6 +41,7 @@ class ExecutorService(Service):
     name = "executor"
 
     run_queue: RunQueue
+    traces: TraceWriter
     history: HistoryCache
     agent_events: EventTap
 
@@ -55,6 +57,7 @@ class ExecutorService(Service):
         self.preload()  # (already done by a spare: the imports are then no-ops)
         provider_registry.bind(self.pool)
         self.run_queue = await RunQueue.open(self.eventlog)
+        self.traces = await TraceWriter.open(self.eventlog.js, self.config.provider_traces)
         self.history = HistoryCache(self.pool)
         # A run hears its conversation's events from the runs projection's consumer while
         # this process follows it (event_tap.py: no subscription of its own).

@@ -27,6 +27,9 @@ class ExecutorSettings:
     evolution_enabled: bool = True
     # web_search and fetch_webpage (o_executor/web/).
     web: WebSettings = field(default_factory=WebSettings)
+    # O_PROVIDER_TRACES=0: steps' exchanges with their providers are not kept
+    # (o_executor/provider_traces.py).
+    provider_traces: bool = True
 
     @classmethod
     def from_env(cls, env: Env) -> ExecutorSettings:
@@ -40,4 +43,5 @@ class ExecutorSettings:
             agent_reply_timeout=env.number("O_AGENT_REPLY_TIMEOUT", 300.0, minimum=0.1),
             evolution_enabled=env.integer("O_EVOLUTION_ENABLED", 1, minimum=0) > 0,
             web=WebSettings.from_env(env),
+            provider_traces=env.flag("O_PROVIDER_TRACES", default=True),
         )

@@ -53,6 +53,7 @@ from o_gateway.routes import (
     tool_actions,
     tool_generation,
     tools,
+    traces,
 )
 from o_gateway.routes.messages import ConversationBusy
 from o_gateway.settings import GatewaySettings
@@ -248,7 +249,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, tags, timeline, system_status):
+    for module in (all_messages, steps, traces, tags, timeline, system_status):
         app.include_router(module.router)
     if settings.console:
         app.include_router(console.router)

@@ -26,6 +26,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.kv import KeyValue
 
 from o_contracts import subjects
 from o_contracts.base import Message
@@ -174,6 +175,13 @@ class EventLog:
         self.replicas = replicas
         self._reconnect_waiters: set[asyncio.Future[None]] = set()
         self._images: Images | None = None
+        self._buckets: dict[str, KeyValue] = {}
+
+    async def bucket(self, name: str) -> KeyValue:
+        """A key-value bucket, bound at first use (BucketNotFoundError if there is none)."""
+        if name not in self._buckets:
+            self._buckets[name] = await self.js.key_value(name)
+        return self._buckets[name]
 
     async def images(self) -> Images:
         """The images object store (o_runtime/images.py), opened at first use."""

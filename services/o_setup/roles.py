@@ -298,6 +298,8 @@ GATEWAY = Role(
         # per-subject totals only, no message of it.
         Grant(publish=(f"{JS_API}.STREAM.INFO.{subjects.DEAD_LETTER_STREAM}",)),
         objects(subjects.IMAGES_BUCKET, write=True),
+        # Steps' provider traces (GET /v1/steps/{id}/trace), read by key.
+        gets(f"KV_{subjects.PROVIDER_TRACES_BUCKET}"),
         # The system's status for operators and the console (GET /v1/operations/status).
         watches_the_system(),
     ),
@@ -335,6 +337,9 @@ EXECUTOR = Role(
         appends(f"{subjects.RUN_TOKENS_PREFIX}.*"),
         kv(topology.RUNS_BUCKET),
         objects(subjects.IMAGES_BUCKET, write=False),
+        # Steps' exchanges with their providers (o_executor/provider_traces.py): puts only.
+        gets(f"KV_{subjects.PROVIDER_TRACES_BUCKET}"),
+        Grant(publish=(f"$KV.{subjects.PROVIDER_TRACES_BUCKET}.>",)),
     ),
     "agent runs: run events, tool executions, commands to memory and evolution",
 )

@@ -17,7 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StorageType
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    KeyValueConfig,
+    StorageType,
+)
 from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 
 from o_contracts import subjects
@@ -189,10 +195,42 @@ async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
         await js.create_key_value(bucket_config(replicas))
 
 
+async def _ensure_provider_traces(js: JetStreamContext, env: Env, replicas: int) -> None:
+    """Steps' provider traces (o_contracts/provider_traces.py): kept O_PROVIDER_TRACE_DAYS,
+    at most O_PROVIDER_TRACE_MAX_MB in all, the oldest going first when it is full (a
+    key-value bucket refuses new keys when full; diagnostics should rather forget)."""
+    bucket = subjects.PROVIDER_TRACES_BUCKET
+    max_age = env.number("O_PROVIDER_TRACE_DAYS", 7.0, minimum=0.001) * 86400
+    max_bytes = env.integer("O_PROVIDER_TRACE_MAX_MB", 1024, minimum=16) * 1024 * 1024
+    try:
+        await js.key_value(bucket)
+    except BucketNotFoundError:
+        await js.create_key_value(
+            KeyValueConfig(
+                bucket=bucket,
+                history=1,
+                ttl=max_age,
+                max_bytes=max_bytes,
+                direct=True,
+                storage=StorageType.FILE,
+                replicas=replicas,
+            )
+        )
+    config = (await js.stream_info(f"KV_{bucket}")).config
+    if (config.max_age, config.max_bytes, config.discard) != (
+        max_age,
+        max_bytes,
+        DiscardPolicy.OLD,
+    ):
+        config.max_age, config.max_bytes, config.discard = max_age, max_bytes, DiscardPolicy.OLD
+        await js.update_stream(config)
+
+
 async def apply(js: JetStreamContext, env: Env, replicas: int = 1) -> None:
     """Create O's streams, buckets and durable consumers, or bring them up to date."""
     await ensure_streams(js, replicas)
     await _ensure_kv(js, replicas)
+    await _ensure_provider_traces(js, env, replicas)
     await ensure_image_store(js, replicas)
     await ensure_file_store(js, replicas)
     await _remove_retired(js)

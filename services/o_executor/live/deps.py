@@ -104,7 +104,7 @@ class LiveDeps:
             retries=self.s.config.llm,
         )
         if not cancellable:
-            return await call
+            return self._traced(request, await call)
         answer = asyncio.create_task(call)
         cancel = asyncio.create_task(self._cancel_requested.wait())
         await asyncio.wait({answer, cancel}, return_when=asyncio.FIRST_COMPLETED)
@@ -115,7 +115,13 @@ class LiveDeps:
             with contextlib.suppress(BaseException):
                 await answer
             raise RunCancelled(self.recorder.cmd.run_id)
-        return answer.result()
+        return self._traced(request, answer.result())
+
+    def _traced(self, request: ModelRequest, result: llm.LLMResult) -> llm.LLMResult:
+        if request.step_id is not None:
+            cmd = self.recorder.cmd
+            self.s.traces.write(request.step_id, cmd.run_id, cmd.agent_id, request.handle, result)
+        return result
 
     async def publish(self, delta: dict[str, Any]) -> None:
         await self.s.eventlog.nc.publish(

@@ -39,6 +39,9 @@ class ModelRequest:
     # Streamed pieces, for clients that follow the run token by token.
     on_text: OnText | None = None
     on_tool_call: OnToolCall | None = None
+    # The step this call is for: its exchange with the provider is kept as the step's
+    # trace where traces are kept (live runs: o_executor/provider_traces.py).
+    step_id: str | None = None
 
 
 @dataclass

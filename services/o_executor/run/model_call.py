@@ -123,6 +123,7 @@ async def ask_model(
             settings=run.model.settings,
             on_text=text_publisher(run, reply_id) if streaming else None,
             on_tool_call=tool_call_publisher(run, reply_id) if streaming else None,
+            step_id=step_id,
         )
     )
     llm_request_ns = time.perf_counter_ns() - asked
