@@ -2,8 +2,13 @@
 (o_contracts/provider_traces.py says what a trace is and where it lives).
 
 Written after the model answered, by a task of its own: a run never waits for its trace,
-and a trace that cannot be written (the bucket full or gone, NATS away) is dropped with a
-log line, never a run's failure. At most MAX_IN_FLIGHT writes at once; more are dropped.
+and a trace that cannot be written (the bucket gone, NATS away) is dropped with a log line,
+never a run's failure. At most MAX_IN_FLIGHT writes at once; more are dropped.
+
+A put is a plain publish onto the bucket's subject, with no acknowledgement asked: the
+stream stores it all the same, and waiting for its ack cost a run as much as the rest of
+the write (bench/README.md, "Provider traces"). A trace lost on its way is a diagnostic
+lost, never data.
 """
 
 from __future__ import annotations
@@ -12,9 +17,8 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
-from nats.js import JetStreamContext
+from nats.aio.client import Client
 from nats.js.errors import BucketNotFoundError
-from nats.js.kv import KeyValue
 
 from o_contracts import subjects
 from o_contracts.ids import derived_id
@@ -28,42 +32,43 @@ MAX_IN_FLIGHT = 32
 
 
 class TraceWriter:
-    def __init__(self, kv: KeyValue | None) -> None:
-        self._kv = kv
+    def __init__(self, nc: Client | None) -> None:
+        self._nc = nc
         self._writing: set[asyncio.Task[None]] = set()
         self.dropped = 0
 
     @classmethod
-    async def open(cls, js: JetStreamContext, enabled: bool) -> TraceWriter:
+    async def open(cls, nc: Client, enabled: bool) -> TraceWriter:
         """Off (writes nothing) unless `enabled` and the bucket is there (the setup role
         makes it: o_setup/topology.py)."""
         if not enabled:
             return cls(None)
         try:
-            return cls(await js.key_value(subjects.PROVIDER_TRACES_BUCKET))
+            await nc.jetstream().key_value(subjects.PROVIDER_TRACES_BUCKET)
         except BucketNotFoundError:
             log.warning("no %s bucket: steps' traces are not kept", subjects.PROVIDER_TRACES_BUCKET)
             return cls(None)
+        return cls(nc)
 
     @property
     def enabled(self) -> bool:
-        return self._kv is not None
+        return self._nc is not None
 
     def write(
         self, step_id: str, run_id: str, agent_id: str, handle: Handle, result: LLMResult
     ) -> None:
-        if self._kv is None or result.exchange is None:
+        if self._nc is None or result.exchange is None:
             return
         if len(self._writing) >= MAX_IN_FLIGHT:
             self.dropped += 1
             return
-        task = asyncio.create_task(self._put(self._kv, step_id, run_id, agent_id, handle, result))
+        task = asyncio.create_task(self._put(self._nc, step_id, run_id, agent_id, handle, result))
         self._writing.add(task)
         task.add_done_callback(self._writing.discard)
 
     async def _put(
         self,
-        kv: KeyValue,
+        nc: Client,
         step_id: str,
         run_id: str,
         agent_id: str,
@@ -86,12 +91,14 @@ class TraceWriter:
                 },
                 created_at=datetime.now(UTC).isoformat(),
             )
-            await kv.put(step_id, trace.encode())
+            await nc.publish(f"$KV.{subjects.PROVIDER_TRACES_BUCKET}.{step_id}", trace.encode())
         except Exception as exc:  # diagnostics only: the run goes on without its trace
             self.dropped += 1
             log.warning("step %s: its provider trace was not kept: %s", step_id, exc)
 
     async def flush(self) -> None:
-        """Wait for the writes under way (at shutdown, and in tests)."""
+        """Wait for the writes under way to reach NATS (at shutdown, and in tests)."""
         if self._writing:
             await asyncio.gather(*self._writing, return_exceptions=True)
+        if self._nc is not None:
+            await self._nc.flush()

@@ -57,7 +57,7 @@ class ExecutorService(Service):
         self.preload()  # (already done by a spare: the imports are then no-ops)
         provider_registry.bind(self.pool)
         self.run_queue = await RunQueue.open(self.eventlog)
-        self.traces = await TraceWriter.open(self.eventlog.js, self.config.provider_traces)
+        self.traces = await TraceWriter.open(self.eventlog.nc, self.config.provider_traces)
         self.history = HistoryCache(self.pool)
         # A run hears its conversation's events from the runs projection's consumer while
         # this process follows it (event_tap.py: no subscription of its own).

@@ -337,7 +337,8 @@ EXECUTOR = Role(
         appends(f"{subjects.RUN_TOKENS_PREFIX}.*"),
         kv(topology.RUNS_BUCKET),
         objects(subjects.IMAGES_BUCKET, write=False),
-        # Steps' exchanges with their providers (o_executor/provider_traces.py): puts only.
+        # Steps' exchanges with their providers (o_executor/provider_traces.py): puts only
+        # (plain publishes; the bucket's info to find it at start).
         gets(f"KV_{subjects.PROVIDER_TRACES_BUCKET}"),
         Grant(publish=(f"$KV.{subjects.PROVIDER_TRACES_BUCKET}.>",)),
     ),

@@ -3,6 +3,7 @@ much it keeps), the executor's writer, and a trace too large to keep whole."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import uuid
@@ -28,6 +29,21 @@ HANDLE = Handle("openai", "gpt-4o-mini")
 @pytest.fixture
 def tag() -> str:
     return uuid.uuid4().hex[:8]
+
+
+async def stored(eventlog: EventLog, step_id: str) -> bytes:
+    """The step's trace once the bucket has it (puts are not acknowledged: o_executor/
+    provider_traces.py); a watch hears it."""
+    bucket = await eventlog.bucket(subjects.PROVIDER_TRACES_BUCKET)
+    watch = await bucket.watch(step_id)
+    try:
+        async with asyncio.timeout(10):
+            async for entry in watch:
+                if entry is not None and entry.value:
+                    return entry.value
+    finally:
+        await watch.stop()
+    raise AssertionError(f"no trace for {step_id}")
 
 
 def answered(request: dict[str, object], content: str = "Hi.") -> LLMResult:
@@ -59,15 +75,12 @@ async def test_the_bucket_keeps_traces_as_long_and_as_much_as_configured(
 
 async def test_a_step_trace_is_written_and_read_back(eventlog: EventLog, tag: str) -> None:
     await topology.apply(eventlog.js, Env({}))
-    writer = await TraceWriter.open(eventlog.js, enabled=True)
+    writer = await TraceWriter.open(eventlog.nc, enabled=True)
     step_id = f"step-{tag}"
     request = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello"}]}
     writer.write(step_id, f"run-{tag}", f"agent-{tag}", HANDLE, answered(request))
     await writer.flush()
-    bucket = await eventlog.bucket(subjects.PROVIDER_TRACES_BUCKET)
-    entry = await bucket.get(step_id)
-    assert entry.value is not None
-    trace = ProviderTrace.decode(entry.value)
+    trace = ProviderTrace.decode(await stored(eventlog, step_id))
     assert (trace.step_id, trace.run_id, trace.agent_id) == (step_id, f"run-{tag}", f"agent-{tag}")
     assert trace.request_json == request
     assert trace.response_json == {"choices": [{"message": {"content": "Hi."}}]}
@@ -79,15 +92,15 @@ async def test_a_trace_too_large_keeps_its_response_and_the_requests_size(
     eventlog: EventLog, tag: str
 ) -> None:
     await topology.apply(eventlog.js, Env({}))
-    writer = await TraceWriter.open(eventlog.js, enabled=True)
+    writer = await TraceWriter.open(eventlog.nc, enabled=True)
     # An image the size of a NATS message, which compression cannot shrink.
     picture = base64.b64encode(os.urandom(MAX_STORED_BYTES)).decode()
     request = {"messages": [{"role": "user", "content": [{"type": "image_url", "url": picture}]}]}
     writer.write(f"step-{tag}", f"run-{tag}", f"agent-{tag}", HANDLE, answered(request))
     await writer.flush()
-    entry = await (await eventlog.bucket(subjects.PROVIDER_TRACES_BUCKET)).get(f"step-{tag}")
-    assert entry.value is not None and len(entry.value) <= MAX_STORED_BYTES
-    trace = ProviderTrace.decode(entry.value)
+    value = await stored(eventlog, f"step-{tag}")
+    assert len(value) <= MAX_STORED_BYTES
+    trace = ProviderTrace.decode(value)
     assert trace.request_json["omitted"] == "too large to keep as a trace"
     assert trace.request_json["compressed_bytes"] > MAX_STORED_BYTES
     assert trace.response_json == {"choices": [{"message": {"content": "Hi."}}]}
@@ -95,9 +108,14 @@ async def test_a_trace_too_large_keeps_its_response_and_the_requests_size(
 
 async def test_traces_off_write_nothing(eventlog: EventLog, tag: str) -> None:
     await topology.apply(eventlog.js, Env({}))
-    writer = await TraceWriter.open(eventlog.js, enabled=False)
-    assert not writer.enabled
-    writer.write(f"step-{tag}", f"run-{tag}", f"agent-{tag}", HANDLE, answered({"x": 1}))
-    await writer.flush()
+    off = await TraceWriter.open(eventlog.nc, enabled=False)
+    assert not off.enabled
+    off.write(f"step-{tag}-off", f"run-{tag}", f"agent-{tag}", HANDLE, answered({"x": 1}))
+    await off.flush()
+    # A trace written after it on the same connection is stored after it would have been.
+    on = await TraceWriter.open(eventlog.nc, enabled=True)
+    on.write(f"step-{tag}-on", f"run-{tag}", f"agent-{tag}", HANDLE, answered({"x": 2}))
+    await on.flush()
+    await stored(eventlog, f"step-{tag}-on")
     with pytest.raises(KeyNotFoundError):
-        await (await eventlog.bucket(subjects.PROVIDER_TRACES_BUCKET)).get(f"step-{tag}")
+        await (await eventlog.bucket(subjects.PROVIDER_TRACES_BUCKET)).get(f"step-{tag}-off")
