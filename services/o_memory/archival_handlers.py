@@ -78,7 +78,7 @@ class ArchivalCommands:
     async def _vectors(
         self, agent: dict[str, Any], texts: list[str]
     ) -> tuple[str, list[list[float]]]:
-        embedder = embedder_for(agent["embedding_config"])
+        embedder = await embedder_for(agent["embedding_config"])
         try:
             return embedder.name, await embedder.embed(texts)
         except EmbeddingError as exc:
@@ -332,8 +332,8 @@ class ArchivalCommands:
             f"SELECT DISTINCT embedding_model FROM passages WHERE {scope}", key
         )
         # (Passages whose model O cannot embed with any more are found by their words.)
-        found = [embedder_for({"handle": r["embedding_model"]}) for r in models]
-        embedders = {e.name: e for e in found or [embedder_for(None)]}
+        found = [await embedder_for({"handle": r["embedding_model"]}) for r in models]
+        embedders = {e.name: e for e in found or [await embedder_for(None)]}
         best: dict[str, archival.Hit] = {}
         now = datetime.now(UTC)
         for _, embedder in sorted(embedders.items()):

@@ -229,7 +229,7 @@ class ArchiveCommands:
         return await recorded(self.s, subjects.archive_subject(archive_id), command_id)
 
     async def _embed(self, handle: str, texts: list[str]) -> tuple[str, list[str]]:
-        embedder = embedder_for({"handle": handle})
+        embedder = await embedder_for({"handle": handle})
         try:
             vectors = await embedder.embed(texts)
         except EmbeddingError as exc:

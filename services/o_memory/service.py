@@ -36,7 +36,7 @@ from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.archive_handlers import ArchiveCommands
 from o_memory.core_memory import read_core_memory
-from o_memory.embeddings import local_embedder, openai_configured
+from o_memory.embeddings import local_embedder
 from o_memory.evolution_archive import EvolutionArchive, archived_types
 from o_memory.files import search
 from o_memory.files.handlers import FileViews
@@ -46,6 +46,7 @@ from o_memory.files.settings import FileSettings
 from o_memory.files.uploads import Uploads
 from o_memory.handlers import MemoryCommands
 from o_memory.projections import memory
+from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
@@ -54,9 +55,12 @@ from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 
 # Whether any agent or folder embeds with OpenAI (as the projections stand at start).
-OPENAI_EMBEDDING_IN_USE = (
-    "SELECT EXISTS (SELECT 1 FROM agents WHERE embedding_config->>'handle' LIKE 'openai/%')"
-    " OR EXISTS (SELECT 1 FROM folders WHERE embedding_config->>'handle' LIKE 'openai/%')"
+# Whether an agent or a folder embeds with a provider (not the local model): any handle
+# but local's (an unknown provider's falls back to the local model, and costs the import
+# of the SDK once, needlessly).
+PROVIDER_EMBEDDING_IN_USE = (
+    "SELECT EXISTS (SELECT 1 FROM agents WHERE embedding_config->>'handle' NOT LIKE 'local/%')"
+    " OR EXISTS (SELECT 1 FROM folders WHERE embedding_config->>'handle' NOT LIKE 'local/%')"
 )
 
 
@@ -79,11 +83,14 @@ class MemoryService(Service):
         # (run_forever serves health only once start() returns): the first archival insert
         # waits for no model (docs/memory.md#embeddings). A spare has loaded it already.
         await asyncio.to_thread(self.preload)
-        # The openai SDK (~20 MB with its client) only for OpenAI embeddings (the model's
+        # Registered providers' embedding models (read when an embedder names one).
+        provider_registry.bind(self.pool)
+        # The openai SDK (~20 MB with its client) only for providers' embeddings (the model's
         # judgements are the executor's: model_calls.py), and now if an agent has them: its
         # next insert would otherwise wait ~0.5 s for the import (o_runtime/sdk_imports.py).
         # The first agent to choose them later waits that once.
-        if openai_configured() and await self.pool.fetchval(OPENAI_EMBEDDING_IN_USE):
+        speaks_openai = any(p.protocol == "openai" for p in llm_providers.configured().values())
+        if speaks_openai and await self.pool.fetchval(PROVIDER_EMBEDDING_IN_USE):
             await asyncio.to_thread(import_sdks, ["openai"])
         self.project(memory)
         self.project(archival)

@@ -60,8 +60,7 @@ async def test_a_registered_provider_serves_an_agent_with_its_own_key(
     assert provider["api_key"] == "****" and provider["last_synced"] is not None
     assert [p["name"] for p in (await http.get("/v1/providers/")).json()] == ["my-lab"]
 
-    # Its chat models are handles like any other (its embedding models are not offered:
-    # O embeds with the operator's providers).
+    # Its chat models are handles like any other.
     listing = (await http.get("/v1/models/")).json()
     models = {m["handle"]: m for m in listing}
     # The operator's providers first, as Letta lists its base providers first.
@@ -82,8 +81,9 @@ async def test_a_registered_provider_serves_an_agent_with_its_own_key(
         assert [m["handle"] for m in listed] == ["my-lab/lab-chat"], narrowed
     based = (await http.get("/v1/models/", params={"provider_category": "base"})).json()
     assert based and all(m["provider_category"] == "base" for m in based)
+    # Its embedding models are offered as embedding models (tests/e2e/test_provider_embeddings).
     embedding = [m["handle"] for m in (await http.get("/v1/models/embedding")).json()]
-    assert not any(h.startswith("my-lab/") for h in embedding)
+    assert [h for h in embedding if h.startswith("my-lab/")] == ["my-lab/lab-embed-small"]
 
     agent = await new_agent(system, model="my-lab/lab-chat")
     assert agent["llm_config"]["provider_category"] == "byok"

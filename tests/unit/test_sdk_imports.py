@@ -76,7 +76,7 @@ os.environ.update(
 )
 from o_executor import llm
 from o_executor.providers import Handle
-from o_memory.embeddings import OpenAIEmbedder
+from o_memory.embeddings import embedder_for
 
 out = {"before": [m for m in ("openai", "anthropic") if m in sys.modules]}
 messages = [{"role": "user", "content": "hello"}]
@@ -96,7 +96,8 @@ async def main() -> None:
         await llm.complete(Handle("openai", "gpt-x"), messages, [], retries=no_wait)
     except llm.LLMError as exc:
         out["openai_error"] = str(exc)
-    vectors = await OpenAIEmbedder("text-embedding-3-small").embed(["a", "b"])
+    embedder = await embedder_for({"handle": "openai/text-embedding-3-small"})
+    vectors = await embedder.embed(["a", "b"])
     out["embeddings"] = [len(v) for v in vectors]
 
 

@@ -41,7 +41,7 @@ from o_gateway.routes.archival import agent_passages, archives_of, search_archiv
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Description, Name, Object, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
-from o_runtime import llm_providers
+from o_runtime import llm_providers, provider_registry
 from o_runtime.provider_types import is_embedding_model
 
 router = APIRouter()
@@ -103,7 +103,7 @@ async def archive_row(gw: Gateway, archive_id: str) -> asyncpg.Record:
     return row
 
 
-def embedding_handle(body: CreateArchiveBody) -> str | None:
+async def embedding_handle(gw: Gateway, body: CreateArchiveBody) -> str | None:
     """The handle the archive embeds with, checked (None: O's local model). As Letta's,
     `embedding_config` wins over `embedding`, and an unknown model is a 400."""
     handle = body.embedding
@@ -123,13 +123,16 @@ def embedding_handle(body: CreateArchiveBody) -> str | None:
             raise HTTPException(422, "embedding_config.handle must be a string")
     if handle is None or handle == LOCAL_EMBEDDING["handle"]:
         return None
-    provider, _, model = handle.partition("/")
+    provider_name, _, model = handle.partition("/")
     # What the memory service embeds with (o_memory/embeddings.py): the local model, or an
-    # embedding model of the operator's OpenAI provider.
+    # embedding model of a provider that speaks OpenAI's protocol, the operator's or one
+    # registered through the API.
+    await provider_registry.ensure(provider_name, gw.pool)
+    provider = llm_providers.configured().get(provider_name)
     if (
-        provider != "openai"
-        or "openai" not in llm_providers.configured()
-        or not (is_embedding_model(model))
+        provider is None
+        or provider.protocol != "openai"
+        or not (is_embedding_model(model) or model in provider.embedding_models)
     ):
         raise HTTPException(400, f"Embedding model {handle} not found")
     return handle
@@ -147,7 +150,7 @@ async def create_archive(
             archive_id=archive_id,
             name=body.name,
             description=body.description,
-            embedding=embedding_handle(body),
+            embedding=await embedding_handle(gw, body),
         ),
         archive_id,
         command_id=resource_id("cmd", key, archive_id) if key else None,

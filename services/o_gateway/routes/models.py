@@ -61,8 +61,10 @@ async def _all(gw: Gateway) -> list[tuple[str, str]]:
 
 
 async def _synced(config: ProviderConfig) -> list[str]:
-    # (Its chat models only: O embeds with the operator's embedding providers.)
-    return list(config.models)
+    # (Its embedding models too, where it speaks OpenAI's protocol: the memory service
+    # embeds with them, o_memory/embeddings.py.)
+    embedding = config.embedding_models if config.protocol == "openai" else ()
+    return [*config.models, *embedding]
 
 
 def model_json(llm_config: dict[str, Any]) -> dict[str, Any]:

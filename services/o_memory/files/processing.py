@@ -231,7 +231,7 @@ class FileWorker:
             chars=len(parsed.text),
             pages=parsed.pages,
             chunk_ends=ends,
-            embedding_model=embedder_for(state.embedding_config).name,
+            embedding_model=(await embedder_for(state.embedding_config)).name,
         )
 
     async def _embed(self, state: FileState, texts: dict[str, str]) -> FileChunksEmbedded:
@@ -241,7 +241,7 @@ class FileWorker:
             text = texts[state.text_sha256] = (await self._bytes(state.text_sha256)).decode("utf-8")
         pieces = spans(text, list(state.chunk_ends))
         indices = batch_indices(state, [len(p) for p in pieces], self.settings.embed_batch)
-        embedder = embedder_for(state.embedding_config)
+        embedder = await embedder_for(state.embedding_config)
         if embedder.name != state.embedding_model:
             raise Failed(
                 f"the embedding model changed from {state.embedding_model} to {embedder.name}"

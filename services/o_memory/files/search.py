@@ -227,7 +227,7 @@ async def _models(conn: asyncpg.Connection, agent_id: str) -> list[tuple[str, Em
         " WHERE af.agent_id = $1 AND f.status = 'completed'",
         agent_id,
     )
-    return [(r["embedding_model"], embedder_for(r["embedding_config"])) for r in rows]
+    return [(r["embedding_model"], await embedder_for(r["embedding_config"])) for r in rows]
 
 
 async def semantic(pool: asyncpg.Pool, agent_id: str, args: dict[str, Any]) -> str:
