@@ -384,14 +384,7 @@ def _assembled(last: Any, result: LLMResult) -> dict[str, Any]:
     """A streamed answer as the completion it adds up to (what a trace shows of it)."""
     message: dict[str, Any] = {"role": "assistant", "content": result.content}
     if result.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in result.tool_calls
-        ]
+        message["tool_calls"] = wire_calls(result.tool_calls)
     return {
         "id": last.id if last is not None else None,
         "object": "chat.completion",
@@ -400,6 +393,14 @@ def _assembled(last: Any, result: LLMResult) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
         "usage": result.usage.model_dump(),
     }
+
+
+def wire_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
+    """Tool calls as Chat Completions writes them."""
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls
+    ]
 
 
 def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -415,14 +416,7 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             if m.reasoning and m.reasoning_signature:
                 entry["thinking"] = {"text": m.reasoning, "signature": m.reasoning_signature}
             if m.tool_calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": tc.id,
-                        "type": "function",
-                        "function": {"name": tc.name, "arguments": tc.arguments},
-                    }
-                    for tc in m.tool_calls
-                ]
+                entry["tool_calls"] = wire_calls(m.tool_calls)
             out.append(entry)
         elif m.parts:
             out.append({"role": m.role, "content": images.wire_parts(m.parts)})
