@@ -3,14 +3,28 @@
 A model handle is `<provider>/<model>`. Built-in providers are configured from
 the environment:
 
-| provider   | protocol  | key                 | base URL (default)                           |
-|------------|-----------|---------------------|----------------------------------------------|
-| openai     | openai    | OPENAI_API_KEY      | OPENAI_BASE_URL (api.openai.com/v1)          |
-| anthropic  | anthropic | ANTHROPIC_API_KEY   | ANTHROPIC_BASE_URL (api.anthropic.com)       |
-| groq       | openai    | GROQ_API_KEY        | GROQ_BASE_URL (api.groq.com/openai/v1)       |
-| openrouter | openai    | OPENROUTER_API_KEY  | OPENROUTER_BASE_URL (openrouter.ai/api/v1)   |
-| ollama     | openai    | (none)              | OLLAMA_BASE_URL (must be set)                |
-| vllm       | openai    | VLLM_API_KEY        | VLLM_BASE_URL (must be set)                  |
+| provider        | protocol  | key                | base URL (default)                          |
+|-----------------|-----------|--------------------|---------------------------------------------|
+| openai          | openai    | OPENAI_API_KEY     | OPENAI_BASE_URL, OPENAI_API_BASE (OpenAI's) |
+| anthropic       | anthropic | ANTHROPIC_API_KEY  | ANTHROPIC_BASE_URL (api.anthropic.com)      |
+| google_ai       | openai    | GEMINI_API_KEY     | GEMINI_BASE_URL (its OpenAI endpoint)       |
+| groq            | openai    | GROQ_API_KEY       | GROQ_BASE_URL (api.groq.com/openai/v1)      |
+| openrouter      | openai    | OPENROUTER_API_KEY | OPENROUTER_BASE_URL (openrouter.ai/api/v1)  |
+| together        | openai    | TOGETHER_API_KEY   | TOGETHER_BASE_URL (api.together.xyz/v1)     |
+| deepseek        | openai    | DEEPSEEK_API_KEY   | DEEPSEEK_BASE_URL (api.deepseek.com/v1)     |
+| xai             | openai    | XAI_API_KEY        | XAI_BASE_URL (api.x.ai/v1)                  |
+| zai             | openai    | ZAI_API_KEY        | ZAI_BASE_URL (api.z.ai/api/paas/v4)         |
+| ollama          | openai    | (none)             | OLLAMA_BASE_URL (must be set)               |
+| vllm            | openai    | VLLM_API_KEY       | VLLM_BASE_URL, VLLM_API_BASE (must be set)  |
+| sglang          | openai    | (none)             | SGLANG_API_BASE (must be set)               |
+| lmstudio_openai | openai    | (none)             | LMSTUDIO_BASE_URL (must be set)             |
+
+The names and variables are Letta's (its `GEMINI_API_KEY` makes `google_ai/<model>`
+handles, `VLLM_API_BASE` a `vllm` provider...), so a Letta server's environment configures
+the same handles here. Letta's `VLLM_API_BASE`, `SGLANG_API_BASE` and `LMSTUDIO_BASE_URL`
+may name the server without its `/v1` (it is added, as Letta adds it); Google's models are
+called through Gemini's OpenAI-compatible endpoint, so `GEMINI_BASE_URL` set to the API's
+root (Letta's default) means that endpoint under it.
 
 A provider counts as configured when its key (or, for local servers, its base
 URL) is set. Any other name is a user-named provider, from a JSON file named
@@ -29,11 +43,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 Protocol = Literal["openai", "anthropic"]
 
@@ -61,22 +76,76 @@ class ProviderConfig:
 class _Builtin:
     protocol: Protocol
     key_env: str | None
-    url_env: str
+    # Where its address may be set, first found wins.
+    url_envs: tuple[str, ...]
     default_url: str | None
     needs_key: bool = True
+    # How an address set for it becomes the one to call (see _with_v1, _gemini_openai).
+    normalize: Callable[[str], str] | None = None
+
+
+def _with_v1(url: str) -> str:
+    """Letta's local servers' addresses may leave out `/v1`: it adds it."""
+    stripped = url.rstrip("/")
+    return stripped if stripped.endswith("/v1") else stripped + "/v1"
+
+
+GEMINI_OPENAI_PATH = "/v1beta/openai"
+
+
+def _gemini_openai(url: str) -> str:
+    """Gemini's API root (Letta's GEMINI_BASE_URL) as its OpenAI-compatible endpoint; an
+    address with a path of its own (a proxy's) is called as it is."""
+    stripped = url.rstrip("/")
+    return stripped + GEMINI_OPENAI_PATH if not urlsplit(stripped).path else stripped
 
 
 BUILTINS: dict[str, _Builtin] = {
-    "openai": _Builtin("openai", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1"),
+    "openai": _Builtin(
+        "openai",
+        "OPENAI_API_KEY",
+        ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+        "https://api.openai.com/v1",
+    ),
     "anthropic": _Builtin(
-        "anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com"
+        "anthropic", "ANTHROPIC_API_KEY", ("ANTHROPIC_BASE_URL",), "https://api.anthropic.com"
     ),
-    "groq": _Builtin("openai", "GROQ_API_KEY", "GROQ_BASE_URL", "https://api.groq.com/openai/v1"),
+    "google_ai": _Builtin(
+        "openai",
+        "GEMINI_API_KEY",
+        ("GEMINI_BASE_URL",),
+        "https://generativelanguage.googleapis.com" + GEMINI_OPENAI_PATH,
+        normalize=_gemini_openai,
+    ),
+    "groq": _Builtin(
+        "openai", "GROQ_API_KEY", ("GROQ_BASE_URL",), "https://api.groq.com/openai/v1"
+    ),
     "openrouter": _Builtin(
-        "openai", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1"
+        "openai", "OPENROUTER_API_KEY", ("OPENROUTER_BASE_URL",), "https://openrouter.ai/api/v1"
     ),
-    "ollama": _Builtin("openai", None, "OLLAMA_BASE_URL", None, needs_key=False),
-    "vllm": _Builtin("openai", "VLLM_API_KEY", "VLLM_BASE_URL", None, needs_key=False),
+    "together": _Builtin(
+        "openai", "TOGETHER_API_KEY", ("TOGETHER_BASE_URL",), "https://api.together.xyz/v1"
+    ),
+    "deepseek": _Builtin(
+        "openai", "DEEPSEEK_API_KEY", ("DEEPSEEK_BASE_URL",), "https://api.deepseek.com/v1"
+    ),
+    "xai": _Builtin("openai", "XAI_API_KEY", ("XAI_BASE_URL",), "https://api.x.ai/v1"),
+    "zai": _Builtin("openai", "ZAI_API_KEY", ("ZAI_BASE_URL",), "https://api.z.ai/api/paas/v4"),
+    "ollama": _Builtin("openai", None, ("OLLAMA_BASE_URL",), None, needs_key=False),
+    "vllm": _Builtin(
+        "openai",
+        "VLLM_API_KEY",
+        ("VLLM_BASE_URL", "VLLM_API_BASE"),
+        None,
+        needs_key=False,
+        normalize=_with_v1,
+    ),
+    "sglang": _Builtin(
+        "openai", None, ("SGLANG_API_BASE",), None, needs_key=False, normalize=_with_v1
+    ),
+    "lmstudio_openai": _Builtin(
+        "openai", None, ("LMSTUDIO_BASE_URL",), None, needs_key=False, normalize=_with_v1
+    ),
 }
 _ENV_PROVIDER = re.compile(r"^O_PROVIDER_([A-Z0-9_]+)_BASE_URL$")
 
@@ -153,11 +222,14 @@ def _configured(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
     found: dict[str, ProviderConfig] = {}
     for name, b in BUILTINS.items():
         key = env.get(b.key_env) if b.key_env else None
-        url = env.get(b.url_env) or b.default_url
+        own = next((env[v] for v in b.url_envs if env.get(v)), None)
+        if own and b.normalize is not None:
+            own = b.normalize(own)
+        url = own or b.default_url
         # A base URL of one's own (a local OpenAI-compatible server, a proxy)
         # configures the provider even without a key; the provider's own
         # endpoint needs one.
-        if (b.needs_key and not key and not env.get(b.url_env)) or not url:
+        if (b.needs_key and not key and not own) or not url:
             continue
         found[name] = ProviderConfig(
             name, b.protocol, url, key, endpoint_type=name if name != "vllm" else "vllm"
@@ -197,6 +269,8 @@ def provider(name: str, env: Mapping[str, str] | None = None) -> ProviderConfig:
 _CONTEXT_WINDOWS = {"gpt-4o": 128000, "gpt-4o-mini": 128000, "gpt-4.1": 256000, "gpt-4": 8192}
 DEFAULT_CONTEXT_WINDOW = 128000
 ANTHROPIC_CONTEXT_WINDOW = 200000
+# Gemini's models since 1.5 (Letta's google_ai provider gives them the same).
+GEMINI_CONTEXT_WINDOW = 1048576
 
 
 def context_window(model: str, config: ProviderConfig) -> int:
@@ -208,4 +282,6 @@ def context_window(model: str, config: ProviderConfig) -> int:
         return config.context_window
     if config.protocol == "anthropic" or model.startswith("claude"):
         return ANTHROPIC_CONTEXT_WINDOW
+    if model.startswith("gemini-"):
+        return GEMINI_CONTEXT_WINDOW
     return DEFAULT_CONTEXT_WINDOW

@@ -3,7 +3,8 @@
 A provider registered through the API names Letta's `provider_type`. O calls every
 provider through the official `openai` SDK (an OpenAI-compatible endpoint) or the
 `anthropic` SDK, so it serves the types that speak one of those protocols; the others
-(Google's, Azure's, Bedrock's, Letta's own) are refused with the reason.
+(Google's Vertex, Azure's, Bedrock's, Letta's own) are refused with the reason; Google's
+Gemini API is called through its OpenAI-compatible endpoint.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class ProviderType:
 TYPES: dict[str, ProviderType] = {
     "openai": ProviderType("openai", "https://api.openai.com/v1", "openai"),
     "anthropic": ProviderType("anthropic", "https://api.anthropic.com", "anthropic"),
+    # Gemini through its OpenAI-compatible endpoint (o_runtime/llm_providers.py).
+    "google_ai": ProviderType(
+        "openai", "https://generativelanguage.googleapis.com/v1beta/openai", "google_ai"
+    ),
     "groq": ProviderType("openai", "https://api.groq.com/openai/v1", "groq"),
     "openrouter": ProviderType("openai", "https://openrouter.ai/api/v1", "openai"),
     "deepseek": ProviderType("openai", "https://api.deepseek.com/v1", "deepseek"),

@@ -143,10 +143,10 @@ async def test_bad_provider_requests_are_refused_with_a_reason(
     assert base.status_code == 400 and "conflicts with an existing base provider" in base.text
     slash = await http.post("/v1/providers/", json={**body, "name": "a/b"})
     assert slash.status_code == 422 and "name/model" in slash.text
-    google = await http.post(
-        "/v1/providers/", json={**body, "name": "g", "provider_type": "google_ai"}
+    bedrock = await http.post(
+        "/v1/providers/", json={**body, "name": "g", "provider_type": "bedrock"}
     )
-    assert google.status_code == 400 and "not supported by O" in google.json()["detail"]
+    assert bedrock.status_code == 400 and "not supported by O" in bedrock.json()["detail"]
     local = await http.post(
         "/v1/providers/", json={"name": "v", "provider_type": "vllm", "api_key": "x"}
     )

@@ -28,8 +28,10 @@ def test_types_o_calls_and_those_it_refuses() -> None:
     assert base_url_for("openai", "http://proxy/v1") == "http://proxy/v1"
     with pytest.raises(UnsupportedProvider, match="needs a base_url"):
         base_url_for("vllm", None)
-    with pytest.raises(UnsupportedProvider, match="'google_ai' is not supported by O"):
-        provider_type("google_ai")
+    # Gemini through its OpenAI-compatible endpoint; Vertex and Bedrock are not served.
+    assert base_url_for("google_ai", None).endswith("/v1beta/openai")
+    with pytest.raises(UnsupportedProvider, match="'google_vertex' is not supported by O"):
+        provider_type("google_vertex")
 
 
 def test_a_refused_base_url_names_its_field() -> None:

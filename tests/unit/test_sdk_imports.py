@@ -73,6 +73,8 @@ anthropic_fake.start()
 os.environ.update(
     OPENAI_BASE_URL=openai_fake.base_url, OPENAI_API_KEY="k",
     ANTHROPIC_BASE_URL=anthropic_fake.base_url, ANTHROPIC_API_KEY="k",
+    # Letta's variable for Gemini; an address with a path is called as it is.
+    GEMINI_API_KEY="g", GEMINI_BASE_URL=openai_fake.base_url,
 )
 from o_executor import llm
 from o_executor.providers import Handle
@@ -96,6 +98,9 @@ async def main() -> None:
         await llm.complete(Handle("openai", "gpt-x"), messages, [], retries=no_wait)
     except llm.LLMError as exc:
         out["openai_error"] = str(exc)
+    openai_fake.push(Reply(content="from gemini"))
+    answer = await llm.complete(Handle("google_ai", "gemini-2.0-flash"), messages, [])
+    out["google_ai"] = [answer.content, openai_fake.requests[-1]["model"]]
     embedder = await embedder_for({"handle": "openai/text-embedding-3-small"})
     vectors = await embedder.embed(["a", "b"])
     out["embeddings"] = [len(v) for v in vectors]
@@ -117,3 +122,5 @@ def test_first_calls_import_their_sdk_and_work_as_before() -> None:
     assert str(out["openai_error"]).startswith("openai/gpt-x: ")
     assert str(out["openai_error"]).endswith("(after 2 attempts)")
     assert out["embeddings"] == [1536, 1536]
+    # A Letta environment's google_ai handle reaches Gemini's OpenAI-compatible endpoint.
+    assert out["google_ai"] == ["from gemini", "gemini-2.0-flash"]
