@@ -24,6 +24,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.prompts import default_system
 from o_contracts.system_prompt import compile_system
+from o_contracts.tool_rules import ToolRuleSolver
 from o_gateway.decisions import AgentChanges, CreateAgent, NewBlock, UpdateAgent, UserTool
 from o_gateway.decisions.checks import check_unique_names, checked_metadata, checked_rules
 from o_gateway.idempotency import resource_id
@@ -90,6 +91,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
     # The blocks in the order the agent will have them: the new ones, then the attached.
     by_id = {r["id"]: dict(r) for r in found}
     blocks = [s.model_dump() for s in specs] + [by_id[b] for b in block_ids]
+    rules = [r.model_dump() for r in body.tool_rules] or default_rules(body)
     # With a key, a retry names the same blocks and commands as the first try.
     new_blocks = []
     for i, spec in enumerate(specs):
@@ -105,7 +107,7 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         embedding_config=embedding_config,
         tools=tools,
         user_tools=found_tools,
-        tool_rules=[r.model_dump() for r in body.tool_rules] or default_rules(body),
+        tool_rules=rules,
         metadata=body.metadata,
         new_blocks=new_blocks,
         block_ids=block_ids,
@@ -117,7 +119,8 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
         system_message=ChatMessage(
             id=derived_id("message", agent_id, "system"),
             role="system",
-            content=compile_system(system, agent_id, blocks, 0),
+            # (Its tool rules last, as the executor compiles the prompt the model sees.)
+            content=compile_system(system, agent_id, blocks, 0) + ToolRuleSolver(rules).prompt(),
         ),
         initial_messages=[
             ChatMessage(

@@ -14,6 +14,7 @@ import pytest
 
 from o_contracts.system_prompt import recompiled_at
 from tests.e2e.conftest import System
+from tests.e2e.folder_support import new_folder
 from tests.e2e.support import new_agent, new_conversation, until
 from tests.e2e.support import send as send_default
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -339,6 +340,37 @@ async def test_an_agents_recompile_keeps_its_time_unless_asked(system: System) -
     assert stamp not in moved.json()
     with pytest.raises(letta_client.NotFoundError):
         client.agents.recompile("agent-00000000-0000-4000-8000-000000000000")
+
+
+async def test_the_system_message_shows_the_rules_and_folders_the_model_is_sent(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """The stored system message is compiled as the executor compiles each step's prompt:
+    the agent's tool rules at creation, its folders once recompiled."""
+    agent = await new_agent(
+        system, tool_rules=[{"type": "exit_loop", "tool_name": "memory_insert"}]
+    )
+    client = system.client()
+    stored = client.agents.messages.list(agent["id"], order="asc").items[0].content
+    llm.push(Reply(content="ok"))
+    await send_default(system, agent["id"], "hi")
+    sent = prompt_of(llm.requests[-1])
+    rules = "<tool_usage_rules>"
+    assert stored[stored.index(rules) :] == sent[sent.index(rules) :]
+    folder = await new_folder(system)
+    attached = await system.http.patch(f"/v1/agents/{agent['id']}/folders/attach/{folder['id']}")
+    assert attached.status_code == 200, attached.text
+    recompiled = json.loads(client.agents.recompile(agent["id"]))
+    assert f'<directory name="{folder["name"]}">' in recompiled
+    assert recompiled.index("<directories>") < recompiled.index(rules)
+    llm.push(Reply(content="ok"))
+    await send_default(system, agent["id"], "again")
+    sent = prompt_of(llm.requests[-1])
+
+    def directories(prompt: str) -> str:
+        return prompt[prompt.index("<directories>") : prompt.index("</directories>")]
+
+    assert directories(recompiled) == directories(sent)
 
 
 async def test_bad_requests(system: System) -> None:

@@ -24,6 +24,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_contracts.prompts import default_system
 from o_contracts.system_prompt import compile_system
+from o_contracts.tool_rules import ToolRuleSolver
 from o_gateway.agent_files.folders_plan import NewFolder, folder_id_of, plan_folders
 from o_gateway.agent_files.history import history
 from o_gateway.agent_files.mcp_plan import NewMcpServer, plan_mcp_servers
@@ -261,7 +262,9 @@ def _agent(
         system_message=ChatMessage(
             id=derived_id("message", agent_id, "system"),
             role="system",
-            content=compile_system(system, agent_id, specs, past.count if past else 0),
+            # (Its tool rules last, as the executor compiles the prompt the model sees.)
+            content=compile_system(system, agent_id, specs, past.count if past else 0)
+            + ToolRuleSolver(kept_rules).prompt(),
         ),
         enable_sleeptime=sleeptime,
     )

@@ -16,6 +16,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from o_contracts.commands import CreateBlock, DeleteBlock
 from o_contracts.concurrency import CONVERSATION_ROUTES
+from o_contracts.directories import limits_of, render_directories
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     ConversationCreated,
@@ -29,6 +30,7 @@ from o_contracts.models import BlockSpec, ChatMessage
 from o_contracts.projection_names import MEMORY, RUNS
 from o_contracts.subjects import Lane
 from o_contracts.system_prompt import compile_system, recompiled_at
+from o_contracts.tool_rules import ToolRuleSolver
 from o_gateway import render
 from o_gateway.agent_reads import agent_state
 from o_gateway.commands import PRODUCER, memory_command
@@ -82,15 +84,22 @@ async def compiled_prompt(
         "SELECT count(*) FROM messages WHERE agent_id = $1 AND NOT compiled_system",
         lane.agent_id,
     )
-    return compile_system(
-        agent["system"],
-        lane.agent_id,
-        core["blocks"],
-        recall,
-        archival_count=core["archival_count"],
-        archival_tags=core["archival_tags"],
-        conversation_id=lane.conversation_id,
-        now=now,
+    # As the executor compiles it for the model (o_executor/run/model_call.py): the agent's
+    # folders after its blocks, its tool rules last.
+    max_open, char_limit = limits_of(agent["llm_config"])
+    return (
+        compile_system(
+            agent["system"],
+            lane.agent_id,
+            core["blocks"],
+            recall,
+            archival_count=core["archival_count"],
+            archival_tags=core["archival_tags"],
+            conversation_id=lane.conversation_id,
+            now=now,
+            directories=render_directories(core.get("directories") or [], max_open, char_limit),
+        )
+        + ToolRuleSolver(list(agent["tool_rules"] or [])).prompt()
     )
 
 
