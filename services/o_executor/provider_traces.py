@@ -25,6 +25,7 @@ from o_contracts.ids import derived_id
 from o_contracts.provider_traces import ProviderTrace
 from o_executor.llm import LLMResult
 from o_executor.providers import Handle
+from o_runtime.instruments import measured
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class TraceWriter:
         if self._nc is None or result.exchange is None:
             return
         if len(self._writing) >= MAX_IN_FLIGHT:
-            self.dropped += 1
+            self._dropped("busy")
             return
         task = asyncio.create_task(self._put(self._nc, step_id, run_id, agent_id, handle, result))
         self._writing.add(task)
@@ -93,8 +94,12 @@ class TraceWriter:
             )
             await nc.publish(f"$KV.{subjects.PROVIDER_TRACES_BUCKET}.{step_id}", trace.encode())
         except Exception as exc:  # diagnostics only: the run goes on without its trace
-            self.dropped += 1
+            self._dropped("failed")
             log.warning("step %s: its provider trace was not kept: %s", step_id, exc)
+
+    def _dropped(self, reason: str) -> None:
+        self.dropped += 1
+        measured.provider_traces_dropped.add(1, {"reason": reason})
 
     async def flush(self) -> None:
         """Wait for the writes under way to reach NATS (at shutdown, and in tests)."""

@@ -108,6 +108,11 @@ class Instruments:
             unit="{error}",
             description="Failed LLM requests (each failed attempt), by provider, model and type",
         )
+        self.provider_traces_dropped = meter.create_counter(
+            "o.provider_traces.dropped",
+            unit="{trace}",
+            description="Steps' provider traces not kept (too many writes at once, or failed)",
+        )
         # -- the log and the read models -------------------------------------------
         self.dead_letters = meter.create_counter(
             "o.dead_letters",

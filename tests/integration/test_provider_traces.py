@@ -88,6 +88,27 @@ async def test_a_step_trace_is_written_and_read_back(eventlog: EventLog, tag: st
     assert writer.dropped == 0
 
 
+async def test_a_trace_that_cannot_be_built_is_dropped_and_counted(
+    eventlog: EventLog, tag: str
+) -> None:
+    await topology.apply(eventlog.js, Env({}))
+    writer = await TraceWriter.open(eventlog.nc, enabled=True)
+
+    def broken() -> dict[str, object]:
+        raise ValueError("no response body")
+
+    failing = LLMResult(
+        content="Hi.",
+        tool_calls=[],
+        usage=Usage(),
+        finish_reason="stop",
+        exchange=Exchange({"x": 1}, broken),
+    )
+    writer.write(f"step-{tag}", f"run-{tag}", f"agent-{tag}", HANDLE, failing)
+    await writer.flush()
+    assert writer.dropped == 1
+
+
 async def test_a_trace_too_large_keeps_its_response_and_the_requests_size(
     eventlog: EventLog, tag: str
 ) -> None:
