@@ -91,7 +91,8 @@ async def create_agent(gw: Gateway, body: CreateAgentBody, key: str | None) -> C
     # The blocks in the order the agent will have them: the new ones, then the attached.
     by_id = {r["id"]: dict(r) for r in found}
     blocks = [s.model_dump() for s in specs] + [by_id[b] for b in block_ids]
-    rules = [r.model_dump() for r in body.tool_rules] or default_rules(body)
+    # (Checked before the system message shows them: a bad rule is the request's 422.)
+    rules = checked_rules([r.model_dump() for r in body.tool_rules]) or default_rules(body)
     # With a key, a retry names the same blocks and commands as the first try.
     new_blocks = []
     for i, spec in enumerate(specs):

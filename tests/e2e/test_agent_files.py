@@ -327,6 +327,10 @@ async def test_hostile_files_are_refused_whole(system: System, llm: FakeOpenAI) 
     def unanswered_context(d: dict[str, Any]) -> None:
         d["agents"][0]["in_context_message_ids"].append("message-404")
 
+    def bad_rule(d: dict[str, Any]) -> None:
+        tool = d["tools"][0]["name"]
+        d["agents"][0]["tool_rules"] = [{"type": "max_count_per_step", "tool_name": tool}]
+
     cases = [
         (b"{not json", 400, "Corrupted agent file format."),
         (json.dumps({"name": "old", "tools": []}).encode(), 400, "Legacy AgentSchema"),
@@ -336,6 +340,7 @@ async def test_hostile_files_are_refused_whole(system: System, llm: FakeOpenAI) 
         (changed(nul), 422, "NUL"),
         (changed(agent_type), 422, "voice_convo_agent"),
         (changed(unanswered_context), 422, "message 'message-404'"),
+        (changed(bad_rule), 422, "max_count_limit must be a positive integer"),
     ]
     start = await log_end(system)
     for data, status, detail in cases:

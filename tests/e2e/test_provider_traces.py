@@ -22,20 +22,18 @@ USER = [{"role": "user", "content": "Remember that I like tea."}]
 
 async def kept(system: System, *step_ids: str) -> None:
     """Wait until the executor has put these steps' traces (it writes them off the run's
-    path): a watch on the bucket hears each put."""
+    path): a watch on each step's key hears its put (or finds it there)."""
     async with connected(system) as nc:
         bucket = await nc.jetstream().key_value(subjects.PROVIDER_TRACES_BUCKET)
-        missing = set(step_ids)
-        watch = await bucket.watchall()
-        try:
-            async with asyncio.timeout(DEADLINE):
-                async for entry in watch:
-                    if entry is not None and entry.value:
-                        missing.discard(entry.key)
-                    if not missing:
-                        return
-        finally:
-            await watch.stop()
+        for step_id in step_ids:
+            watch = await bucket.watch(step_id)
+            try:
+                async with asyncio.timeout(DEADLINE):
+                    async for entry in watch:
+                        if entry is not None and entry.value:
+                            break
+            finally:
+                await watch.stop()
 
 
 def steps_of(client: letta_client.Letta, run_id: str) -> list[Any]:

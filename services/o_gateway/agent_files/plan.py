@@ -33,7 +33,7 @@ from o_gateway.agent_files.schema import AgentFile, FileAgent, FileBlock, FileGr
 from o_gateway.agent_files.tools_plan import ToolChoice, ToolsPlan, ToolWrite, plan_tools
 from o_gateway.agent_requests import block_spec, secrets_of
 from o_gateway.decisions import CreateAgent, NewBlock, UserTool, decide
-from o_gateway.decisions.checks import check_unique_names
+from o_gateway.decisions.checks import check_unique_names, checked_rules
 from o_gateway.models_config import embedding_config_for, llm_config_for
 from o_gateway.schemas import AgentName, CreateBlockBody
 
@@ -235,7 +235,8 @@ def _agent(
         left_out.append(f"{where}: tool '{name}' is neither O's nor in the file")
     left_names = {c.name for c in tools.choices.values() if c.kind == "left_out"} | set(missing)
     rules = [r.model_dump() for r in agent.tool_rules or []]
-    kept_rules = [r for r in rules if r["tool_name"] not in left_names]
+    # (Checked before the system message shows them: a bad rule is the import's 422.)
+    kept_rules = checked_rules([r for r in rules if r["tool_name"] not in left_names])
     if len(kept_rules) < len(rules):
         left_out.append(f"{where}: {len(rules) - len(kept_rules)} tool rules on tools left out")
     past = None if options.strip_messages else history(agent, agent_id)
