@@ -378,7 +378,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         # Each method of a path is its own route: Starlette's Allow names only the
         # first one it met.
-        allowed = allowed_methods(request.app.router.routes, request.url.path)
+        # (A route may refuse its own method, as Letta's deprecated message edit does: that
+        # method is then not allowed either.)
+        allowed = allowed_methods(request.app.router.routes, request.url.path) - {request.method}
         headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
         exc = StarletteHTTPException(405, exc.detail, headers)
     return await http_exception_handler(request, exc)

@@ -240,3 +240,17 @@ async def test_a_killed_service_is_restarted_and_work_continues(
     assert result["stop_reason"]["stop_reason"] == "end_turn"
     human = (await system.http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
     assert human["value"].endswith("after restart")
+
+
+async def test_a_message_edit_is_refused_as_letta_refuses_it(system: System) -> None:
+    agent = await new_agent(system)
+    message_id = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()[0]["id"]
+    edited = await system.http.patch(
+        f"/v1/agents/{agent['id']}/messages/{message_id}",
+        json={"message_type": "system_message", "content": "changed"},
+    )
+    assert edited.status_code == 405
+    assert edited.json()["detail"].startswith("Message editing is no longer supported.")
+    assert "PATCH" not in edited.headers["allow"]
+    listed = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
+    assert listed[0]["content"] != "changed"
