@@ -31,6 +31,7 @@ from o_gateway.routes import (
     console,
     context,
     conversations,
+    embeddings,
     evolution,
     folders,
     generate,
@@ -249,7 +250,7 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         schedules,
     ):
         app.include_router(module.router)
-    for module in (all_messages, steps, traces, tags, timeline, system_status):
+    for module in (all_messages, steps, traces, embeddings, tags, timeline, system_status):
         app.include_router(module.router)
     if settings.console:
         app.include_router(console.router)

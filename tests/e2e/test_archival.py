@@ -364,3 +364,26 @@ async def test_the_prompt_shows_the_archive_size_and_tags_as_they_change(
     prompt = llm.requests[-1]["messages"][0]["content"]
     assert "- 2 total memories you created are stored in archival memory" in prompt
     assert "- Available archival memory tags: sam" in prompt
+
+
+async def test_the_embeddings_total_storage_size(system: System) -> None:
+    """Letta's `GET /v1/embeddings/total_storage_size` (its unit in a header): what the
+    passages' vectors take, 4 bytes a dimension."""
+
+    async def size(unit: str | None = None) -> float:
+        headers = {"storage_unit": unit} if unit else {}
+        answer = await system.http.get("/v1/embeddings/total_storage_size", headers=headers)
+        assert answer.status_code == 200, answer.text
+        return float(answer.json())
+
+    agent = await new_agent(system)  # the local model: 384 dimensions
+    before = await size("B")
+    await insert(system, agent["id"], text="first thing to keep")
+    await insert(system, agent["id"], text="second thing to keep")
+    after = await size("B")
+    assert after - before >= 2 * 384 * 4
+    assert 0 < await size() <= after / 1024**3
+    refused = await system.http.get(
+        "/v1/embeddings/total_storage_size", headers={"storage_unit": "PB"}
+    )
+    assert refused.status_code == 400 and "Invalid storage unit: PB" in refused.json()["detail"]
