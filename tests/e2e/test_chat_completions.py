@@ -170,6 +170,7 @@ async def test_bad_requests_are_refused_and_append_nothing(system: System) -> No
             ],
         },
         {"messages": user},
+        {"model": "agent-not-a-uuid", "messages": user},
     ]
     for body in bad:
         answer = await system.http.post("/v1/chat/completions", json=body)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from o_contracts.ids import InvalidId
 from o_contracts.subjects import Lane
 from o_gateway.chat_completions import (
     ChatCompletionBody,
@@ -43,6 +44,8 @@ class OpenAIErrorsRoute(CheckedRoute):
                 return _with_openai_error(await validation_error(request, exc))
             except HTTPException as exc:
                 return _with_openai_error(await http_error(request, exc))
+            except InvalidId as exc:  # (a malformed agent id: the app's 422)
+                return _with_openai_error(JSONResponse({"detail": str(exc)}, status_code=422))
 
         return with_error
 
