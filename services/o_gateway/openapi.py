@@ -73,6 +73,13 @@ EXTRA_STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/providers/check"): (401, 502),
     ("post", "/v1/providers/{provider_id}/check"): (401, 502),
     ("patch", "/v1/providers/{provider_id}/refresh"): (401, 502),
+    # A run whose model failed (502), as a completion (the stream says it in the stream).
+    ("post", "/v1/chat/completions"): (502,),
+    # An unknown storage_unit, as Letta refuses it.
+    ("get", "/v1/embeddings/total_storage_size"): (400,),
+    # Letta's answers, always: messages are never edited; O keeps no spans.
+    ("patch", "/v1/agents/{agent_id}/messages/{message_id}"): (405,),
+    ("get", "/v1/runs/{run_id}/trace"): (501,),
 }
 
 # Operations that answer a stream of server-sent events (with `streaming: true`, or always).
@@ -91,9 +98,11 @@ _DESCRIPTIONS = {
     409: "Conflict with the current state (a concurrent change, a name in use ...)",
     413: "The request body, or a value in it, is over its size limit",
     414: "The query string is over its size limit",
+    405: "Not allowed: Letta refuses it too (its deprecated message edit)",
     415: "The uploaded file's type is not one folders take",
     422: "Invalid input: a value fails validation or cannot be stored",
     500: "Internal error",
+    501: "Not implemented here: what Letta answers without its span store (ClickHouse)",
     502: "A downstream step failed",
     503: "Postgres or NATS is unavailable right now; retry after `Retry-After` seconds",
     504: "Accepted but not answered in time; the change may still apply",

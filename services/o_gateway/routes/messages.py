@@ -618,13 +618,7 @@ async def send_message(
     return await send(agent_id, body, gw, streaming=body.streaming, key=idempotency_key)
 
 
-@route(
-    router,
-    "PATCH",
-    "/v1/agents/{agent_id}/messages/{message_id}",
-    deprecated=True,
-    responses={405: {"description": "Always: messages are not edited (as Letta's)"}},
-)
+@route(router, "PATCH", "/v1/agents/{agent_id}/messages/{message_id}", deprecated=True)
 async def modify_message(agent_id: str, message_id: str) -> None:
     """Letta's deprecated message edit, which its server refuses as this does: messages are
     shared by forked conversations, so none is changed in place."""

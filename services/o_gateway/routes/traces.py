@@ -51,12 +51,7 @@ async def retrieve_provider_trace(step_id: str, gw: GW) -> dict[str, Any] | None
     return await provider_trace(gw, step_id)
 
 
-@route(
-    router,
-    "GET",
-    "/v1/runs/{run_id}/trace",
-    responses={501: {"description": "Always: O keeps no spans (as Letta's without ClickHouse)"}},
-)
+@route(router, "GET", "/v1/runs/{run_id}/trace")
 async def retrieve_trace_for_run(run_id: str, gw: GW) -> list[dict[str, Any]]:
     """As Letta's without a span store (ClickHouse there): 501. O's spans go to the
     operator's OTLP collector (docs/observability.md); each step's provider exchange is
