@@ -175,24 +175,28 @@ async def _remove_retired(js: JetStreamContext) -> None:
             await js.delete_consumer(stream, name)
 
 
+async def _ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> None:
+    """The key-value bucket `config` names, created when missing (kept as it is otherwise)."""
+    assert config.bucket is not None
+    try:
+        await js.key_value(config.bucket)
+    except BucketNotFoundError:
+        await js.create_key_value(config)
+
+
 async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
-    try:
-        await js.key_value(RUNS_BUCKET)
-    except BucketNotFoundError:
-        await js.create_key_value(
-            KeyValueConfig(
-                bucket=RUNS_BUCKET,
-                history=1,
-                direct=True,
-                storage=StorageType.FILE,
-                replicas=replicas,
-            )
-        )
+    await _ensure_bucket(
+        js,
+        KeyValueConfig(
+            bucket=RUNS_BUCKET,
+            history=1,
+            direct=True,
+            storage=StorageType.FILE,
+            replicas=replicas,
+        ),
+    )
     # What each process holds of its consumers, for fast takeover (o_runtime/holdings.py).
-    try:
-        await js.key_value(HELD_BUCKET)
-    except BucketNotFoundError:
-        await js.create_key_value(bucket_config(replicas))
+    await _ensure_bucket(js, bucket_config(replicas))
 
 
 async def _ensure_provider_traces(js: JetStreamContext, env: Env, replicas: int) -> None:
@@ -202,20 +206,20 @@ async def _ensure_provider_traces(js: JetStreamContext, env: Env, replicas: int)
     bucket = subjects.PROVIDER_TRACES_BUCKET
     max_age = env.number("O_PROVIDER_TRACE_DAYS", 7.0, minimum=0.001) * 86400
     max_bytes = env.integer("O_PROVIDER_TRACE_MAX_MB", 1024, minimum=16) * 1024 * 1024
-    try:
-        await js.key_value(bucket)
-    except BucketNotFoundError:
-        await js.create_key_value(
-            KeyValueConfig(
-                bucket=bucket,
-                history=1,
-                ttl=max_age,
-                max_bytes=max_bytes,
-                direct=True,
-                storage=StorageType.FILE,
-                replicas=replicas,
-            )
-        )
+    await _ensure_bucket(
+        js,
+        KeyValueConfig(
+            bucket=bucket,
+            history=1,
+            ttl=max_age,
+            max_bytes=max_bytes,
+            direct=True,
+            storage=StorageType.FILE,
+            replicas=replicas,
+        ),
+    )
+    # (Made earlier with other limits, or by a key-value bucket's own discard policy: brought
+    # to these.)
     config = (await js.stream_info(f"KV_{bucket}")).config
     if (config.max_age, config.max_bytes, config.discard) != (
         max_age,

@@ -387,3 +387,21 @@ async def plaintext_found(dsn: str, nats_store: Path | None, needle: str) -> lis
     finally:
         await conn.close()
     return found
+
+
+async def register_provider(
+    system: System, name: str, base_url: str, api_key: str, provider_type: str = "openai"
+) -> dict[str, Any]:
+    """A provider registered through the API (Letta's bring-your-own-key)."""
+    created = await system.http.post(
+        "/v1/providers/",
+        json={
+            "name": name,
+            "provider_type": provider_type,
+            "api_key": api_key,
+            "base_url": base_url,
+        },
+    )
+    assert created.status_code == 200, created.text
+    provider: dict[str, Any] = created.json()
+    return provider

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent
+from tests.e2e.support import new_agent, register_provider
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.e2e
@@ -40,17 +40,7 @@ async def test_a_registered_providers_embedding_model_embeds_with_its_key(
     system: System, byok: FakeOpenAI
 ) -> None:
     http = system.http
-    created = await http.post(
-        "/v1/providers/",
-        json={
-            "name": "emb-lab",
-            "provider_type": "openai",
-            "api_key": KEY,
-            "base_url": byok.base_url,
-        },
-    )
-    assert created.status_code == 200, created.text
-    provider_id = created.json()["id"]
+    provider_id = (await register_provider(system, "emb-lab", byok.base_url, KEY))["id"]
     try:
         listed = (await http.get("/v1/models/embedding")).json()
         assert "emb-lab/lab-embed-small" in {m["handle"] for m in listed}

@@ -11,7 +11,7 @@ import pytest
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send, subject_events
+from tests.e2e.support import new_agent, register_provider, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -45,17 +45,7 @@ async def test_a_registered_provider_serves_an_agent_with_its_own_key(
     )
     assert right.json() == {"message": "Valid api key for provider_type=openai"}, right.text
 
-    created = await http.post(
-        "/v1/providers/",
-        json={
-            "name": "my-lab",
-            "provider_type": "openai",
-            "api_key": KEY,
-            "base_url": byok.base_url,
-        },
-    )
-    assert created.status_code == 200, created.text
-    provider = created.json()
+    provider = await register_provider(system, "my-lab", byok.base_url, KEY)
     assert provider["id"].startswith("provider-") and provider["provider_category"] == "byok"
     assert provider["api_key"] == "****" and provider["last_synced"] is not None
     assert [p["name"] for p in (await http.get("/v1/providers/")).json()] == ["my-lab"]

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import os
 import uuid
+from collections.abc import Callable
 
 import pytest
 from nats.js.api import DiscardPolicy
@@ -46,13 +47,21 @@ async def stored(eventlog: EventLog, step_id: str) -> bytes:
     raise AssertionError(f"no trace for {step_id}")
 
 
-def answered(request: dict[str, object], content: str = "Hi.") -> LLMResult:
+def answered(
+    request: dict[str, object],
+    content: str = "Hi.",
+    response: Callable[[], dict[str, object]] | None = None,
+) -> LLMResult:
+    """A model's answer with the exchange a trace is made of (`response`: how its body is
+    made, by default the answer's)."""
     return LLMResult(
         content=content,
         tool_calls=[],
         usage=Usage(prompt_tokens=3, completion_tokens=1, total_tokens=4),
         finish_reason="stop",
-        exchange=Exchange(request, lambda: {"choices": [{"message": {"content": content}}]}),
+        exchange=Exchange(
+            request, response or (lambda: {"choices": [{"message": {"content": content}}]})
+        ),
     )
 
 
@@ -97,14 +106,9 @@ async def test_a_trace_that_cannot_be_built_is_dropped_and_counted(
     def broken() -> dict[str, object]:
         raise ValueError("no response body")
 
-    failing = LLMResult(
-        content="Hi.",
-        tool_calls=[],
-        usage=Usage(),
-        finish_reason="stop",
-        exchange=Exchange({"x": 1}, broken),
+    writer.write(
+        f"step-{tag}", f"run-{tag}", f"agent-{tag}", HANDLE, answered({"x": 1}, response=broken)
     )
-    writer.write(f"step-{tag}", f"run-{tag}", f"agent-{tag}", HANDLE, failing)
     await writer.flush()
     assert writer.dropped == 1
 
