@@ -4,9 +4,10 @@ following an agent's events."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -405,3 +406,16 @@ async def register_provider(
     assert created.status_code == 200, created.text
     provider: dict[str, Any] = created.json()
     return provider
+
+
+@contextlib.contextmanager
+def brought_provider(api_key: str) -> Iterator[FakeOpenAI]:
+    """The provider a user brings: an OpenAI-compatible server of its own that refuses any
+    key but `api_key`, with a chat and an embedding model."""
+    fake = FakeOpenAI(models=["lab-chat", "lab-embed-small"])
+    fake.start()
+    fake.api_key = api_key
+    try:
+        yield fake
+    finally:
+        fake.stop()

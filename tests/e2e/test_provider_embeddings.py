@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, register_provider
+from tests.e2e.support import brought_provider, new_agent, register_provider
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.e2e
@@ -21,12 +21,8 @@ LOCAL = "local/all-MiniLM-L6-v2"
 
 @pytest.fixture
 def byok() -> Iterator[FakeOpenAI]:
-    """The provider a user brings, refusing any key but its own."""
-    fake = FakeOpenAI(models=["lab-chat", "lab-embed-small"])
-    fake.start()
-    fake.api_key = KEY
-    yield fake
-    fake.stop()
+    with brought_provider(KEY) as fake:
+        yield fake
 
 
 async def insert(system: System, agent_id: str, text: str) -> dict[str, Any]:

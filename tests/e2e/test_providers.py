@@ -11,7 +11,7 @@ import pytest
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, register_provider, send, subject_events
+from tests.e2e.support import brought_provider, new_agent, register_provider, send, subject_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -21,12 +21,8 @@ KEY = "sk-byok-first"
 
 @pytest.fixture(scope="module")
 def byok() -> Iterator[FakeOpenAI]:
-    """The provider a user brings: an OpenAI-compatible server of its own, with its key."""
-    fake = FakeOpenAI(models=["lab-chat", "lab-embed-small"])
-    fake.start()
-    fake.api_key = KEY
-    yield fake
-    fake.stop()
+    with brought_provider(KEY) as fake:
+        yield fake
 
 
 async def test_a_registered_provider_serves_an_agent_with_its_own_key(
