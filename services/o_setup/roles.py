@@ -324,6 +324,9 @@ EXECUTOR = Role(
         ),
         # The run queue reads an agent's next command by subject.
         gets(subjects.COMMANDS_STREAM),
+        # A memory edit in doubt after a crash: whether the memory service has handled the
+        # command sent again (its consumer's ack floor: o_executor/live/tools.py).
+        Grant(publish=(f"{JS_API}.CONSUMER.INFO.{subjects.COMMANDS_STREAM}.memory",)),
         serves(subjects.EXECUTOR_GENERATE, subjects.EXECUTOR_READ_CONTEXT),
         asks(
             subjects.MEMORY_READ_CORE,

@@ -180,6 +180,42 @@ async def test_killed_after_the_llm_answered_the_tool_runs_once(
     ]
 
 
+async def test_a_refused_memory_edit_in_doubt_is_asked_again_and_its_reason_told(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The restarted executor finds no effect of the edit in the log, sends the same command
+    # again and waits for the memory service to have handled it (the memory consumer's ack
+    # floor, which the executor's NATS identity must be allowed to read): handled without
+    # an effect is a refusal, and the edit is asked again for its reason. (Found by the chaos
+    # suite: the executor's role lacked that read, and such a run was retried for ever.)
+    agent = await new_agent(system)
+    answered = threading.Event()
+    edit = {"label": "nowhere", "new_string": "Likes: tea"}
+    llm.push(
+        Reply(tool_calls=[("memory_insert", edit)], release=answered),
+        Reply(content="That block does not exist."),
+    )
+    async with agent_events(system, agent["id"]) as events:
+        task = send_later(system, agent["id"], "I like tea")
+        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
+    assert [m["message_type"] for m in result["messages"]] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    returned = result["messages"][1]
+    assert returned["status"] == "error"
+    assert "nowhere" in returned["tool_return"]
+    assert await human_block(system, agent["id"]) == "Name: Sam"
+    assert len(llm.requests) == 2
+    counts = step_counts(recorded)
+    assert (counts["ToolCallRequested"], counts["ToolReturned"], counts["RunCompleted"]) == (
+        1,
+        1,
+        1,
+    )
+
+
 async def test_killed_after_the_tool_ran_neither_is_repeated(
     system: System, llm: FakeOpenAI
 ) -> None:

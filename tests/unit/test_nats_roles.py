@@ -95,6 +95,40 @@ def test_every_subject_a_services_code_names_is_granted_to_its_role(role: str) -
     assert missing == []
 
 
+CONSUMER_INFO = re.compile(r"consumer_info\(\s*subjects\.(\w+),\s*(\"[^\"]+\"|[A-Z_]+)\s*\)")
+
+
+def asked_consumer_states(package: str) -> set[str]:
+    """The JetStream API subjects of the consumers whose state a package's code reads by
+    name (`js.consumer_info(subjects.STREAM, NAME)`)."""
+    out: set[str] = set()
+    root = SERVICES / package
+    for path in [root] if root.is_file() else root.rglob("*.py"):
+        text = path.read_text()
+        for stream, name in CONSUMER_INFO.findall(text):
+            if not name.startswith('"'):
+                defined = re.search(rf"^{name}\s*(?::[^=]+)?=\s*(\"[^\"]+\")", text, re.M)
+                assert defined, f"{path}: {name} is not a string constant of the module"
+                name = defined.group(1)
+            consumer = name.strip('"')
+            out.add(f"$JS.API.CONSUMER.INFO.{getattr(subjects, stream)}.{consumer}")
+    return out
+
+
+@pytest.mark.parametrize("role", sorted(PACKAGES))
+def test_every_consumer_a_services_code_looks_at_is_granted_to_its_role(role: str) -> None:
+    # (The executor's memory edits in doubt after a crash read the memory consumer's ack
+    # floor; without the grant such a run was retried for ever: test_durable_runs.py.)
+    grant = ROLES[role].grant
+    asked = set().union(*(asked_consumer_states(p) for p in PACKAGES[role]))
+    assert sorted(s for s in asked if not may_publish(grant, s)) == []
+
+
+def test_the_consumers_the_executor_and_evolution_look_at_are_found() -> None:
+    assert asked_consumer_states("o_executor") == {"$JS.API.CONSUMER.INFO.O_COMMANDS.memory"}
+    assert asked_consumer_states("o_evolution") == {"$JS.API.CONSUMER.INFO.O_COMMANDS.executor"}
+
+
 CONSUMER = re.compile(
     r"(CommandConsumer|EventReactor)\(\s*[\w.]+,\s*\"([^\"]+)\",\s*subjects\.(\w+)", re.S
 )
