@@ -47,6 +47,12 @@ def parse(argv: list[str] | None = None) -> Params:
         help="share of requests whose answer edits the memory block",
     )
     parser.add_argument(
+        "--refused-share",
+        type=float,
+        default=d.refused_share,
+        help="share of requests whose answer edits a block the agent lacks (refused)",
+    )
+    parser.add_argument(
         "--async-share",
         type=float,
         default=d.async_share,
@@ -125,6 +131,7 @@ def parse(argv: list[str] | None = None) -> Params:
         kill_interval=args.kill_interval,
         targets=targets if args.kill_interval > 0 else [],
         memory_share=args.memory_share,
+        refused_share=args.refused_share,
         async_share=args.async_share,
         request_timeout=args.request_timeout,
         retry_grace=args.retry_grace,

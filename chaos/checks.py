@@ -211,6 +211,8 @@ def evaluate(
             missing.append("assistant reply")
         if r.memory and b == 0:
             missing.append("memory edit")
+        if r.refused and c == 0:
+            missing.append("the refused edit's call")
         if u > 1:
             extra.append(f"user message x{u}")
         if a > 1:
@@ -219,8 +221,10 @@ def evaluate(
             extra.append(f"{MEMORY_TOOL} call x{c}")
         if b > 1:
             extra.append(f"memory edit x{b} in the block")
-        if not r.memory and (b or c):
-            extra.append("a memory edit for a plain message")
+        if not r.memory and b:
+            extra.append("a memory edit for a plain or refused one")
+        if not r.memory and not r.refused and c:
+            extra.append(f"a {MEMORY_TOOL} call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
         if r.acked and r.mode == "sync" and r.stop_reason not in (None, "end_turn"):
@@ -313,6 +317,8 @@ def _loss_cause(
 ) -> str:
     if "user message" in missing:
         return "the message is not in the history"
+    if "the refused edit's call" in missing:
+        return "the run never called the memory tool"
     if "memory edit" in missing:
         if not calls:
             return "the run never called the memory tool"

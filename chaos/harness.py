@@ -36,6 +36,7 @@ class Params:
     kill_interval: float = 10.0
     targets: list[str] = field(default_factory=lambda: list(TARGETS))
     memory_share: float = 0.5
+    refused_share: float = 0.05
     async_share: float = 0.3
     request_timeout: float = 60.0
     retry_grace: float = 60.0
@@ -204,6 +205,7 @@ async def _load_and_kill(
         duration=params.duration,
         clients=params.clients,
         memory_share=params.memory_share,
+        refused_share=params.refused_share,
         async_share=params.async_share,
         request_timeout=params.request_timeout,
         retry_grace=params.retry_grace,

@@ -6,6 +6,8 @@ difference in what the system recorded is the system's doing. The script:
 - the last user message says `remember <token>` and the conversation after it holds no tool
   result for the call `call_<token>`: a tool call `memory_insert(label="human",
   new_string="<token>", insert_line=-1)` (the tool `letta_v1_agent` gets by default);
+  `misfile <token>`: the same call into a block the agent does not have (`nowhere`), which
+  the memory service refuses (a refused edit in doubt after a crash has its own recovery);
 - otherwise (`say <token>`, or the tool result is there): the text `ok <token>`;
 - the summarizer's request (its system prompt): the text `summary`.
 
@@ -31,6 +33,7 @@ import httptools
 TOKEN = re.compile(r"T\d{3}n\d{6}")
 MEMORY_TOOL = "memory_insert"
 MEMORY_LABEL = "human"
+MISSING_LABEL = "nowhere"
 SUMMARIZER_MARK = "You summarize the earlier part of a conversation"
 
 
@@ -71,14 +74,15 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     found = TOKEN.search(text)
     assert found is not None
     token = found.group(0)
-    if text.startswith("remember "):
+    if text.startswith(("remember ", "misfile ")):
         cid = call_id(token)
         answered = any(
             m.get("role") == "tool" and m.get("tool_call_id") == cid
             for m in messages[last_user + 1 :]
         )
         if not answered:
-            arguments = {"label": MEMORY_LABEL, "new_string": token, "insert_line": -1}
+            label = MEMORY_LABEL if text.startswith("remember ") else MISSING_LABEL
+            arguments = {"label": label, "new_string": token, "insert_line": -1}
             return {
                 "role": "assistant",
                 "content": None,

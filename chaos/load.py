@@ -1,8 +1,9 @@
 """Sustained load: concurrent clients sending messages with unique tokens, retrying as a careful
 client would, and a record of every request and every attempt.
 
-Each request is one user message, `say <token>` (plain) or `remember <token>` (the scripted LLM
-answers with a memory edit), sent to `POST /v1/agents/{id}/messages` or, for a share of them,
+Each request is one user message, `say <token>` (plain), `remember <token>` (the scripted LLM
+answers with a memory edit) or `misfile <token>` (an edit of a block the agent lacks, refused),
+sent to `POST /v1/agents/{id}/messages` or, for a share of them,
 `POST /v1/agents/{id}/messages/async` (then the run is polled until it ends). A failed attempt
 (connection error, timeout, 5xx, 409, 429) is retried with the same idempotency key: the
 message's `otid` and the `Idempotency-Key` header. A request is acknowledged when an attempt got
@@ -68,6 +69,9 @@ class Request:
     run_ids: list[str] = field(default_factory=list)  # from the acknowledging answer
     stop_reason: str | None = None  # a sync answer's
     run_status: str | None = None  # the async run's, as last polled
+    # A memory edit the memory service refuses (its block does not exist): one tool call,
+    # its error returned, nothing in the block.
+    refused: bool = False
 
     @property
     def acked(self) -> bool:
@@ -75,11 +79,12 @@ class Request:
 
     @property
     def text(self) -> str:
-        return f"{'remember' if self.memory else 'say'} {self.token}"
+        verb = "remember" if self.memory else "misfile" if self.refused else "say"
+        return f"{verb} {self.token}"
 
     @property
     def kind(self) -> str:
-        return f"{self.mode} {'memory' if self.memory else 'plain'}"
+        return f"{self.mode} {'memory' if self.memory else 'refused' if self.refused else 'plain'}"
 
     @property
     def first_at(self) -> float:
@@ -96,6 +101,7 @@ class LoadSettings:
     duration: float
     clients: int
     memory_share: float = 0.5
+    refused_share: float = 0.05
     async_share: float = 0.3
     request_timeout: float = 60.0
     retry_grace: float = 60.0
@@ -129,10 +135,14 @@ class Load:
         number = 0
         while self.clock() < self.s.duration:
             number += 1
+            agent_id = rng.choice(self.agent_ids)
+            # (One draw for the kind: a seed's memory edits stay those it always made.)
+            kind = rng.random()
             request = Request(
                 token=token_for(index, number),
-                agent_id=rng.choice(self.agent_ids),
-                memory=rng.random() < self.s.memory_share,
+                agent_id=agent_id,
+                memory=kind < self.s.memory_share,
+                refused=0 <= kind - self.s.memory_share < self.s.refused_share,
                 mode="async" if rng.random() < self.s.async_share else "sync",
                 client=index,
                 otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),

@@ -35,6 +35,33 @@ def test_the_llm_asks_for_the_edit_once_then_answers_text() -> None:
     assert answer({"messages": [user(f"say {token}")]})["content"] == f"ok {token}"
 
 
+def test_a_misfiled_edit_goes_to_a_block_the_agent_lacks_then_answers_text() -> None:
+    token = token_for(2, 5)
+    request = {"messages": [user(f"misfile {token}")]}
+    call = answer(request)["tool_calls"][0]
+    assert json.loads(call["function"]["arguments"])["label"] == "nowhere"
+    refusal = {"role": "tool", "tool_call_id": call_id(token), "content": "no memory block"}
+    request["messages"] += [answer(request), refusal]
+    assert answer(request) == {"role": "assistant", "content": f"ok {token}"}
+
+
+def test_a_refused_edit_is_whole_with_its_call_and_nothing_in_the_block() -> None:
+    whole, callless = request(1, memory=False), request(2, memory=False)
+    whole.refused = callless.refused = True
+    plain_with_a_call = request(3, memory=False)
+    assert (whole.text, whole.kind) == (f"misfile {whole.token}", "sync refused")
+    messages = [
+        *history(whole, "run-1"),
+        *[m for m in history(callless, "run-2") if m["message_type"] != "tool_call_message"],
+        *history(plain_with_a_call, "run-3"),
+    ]
+    view = AgentView(AGENT, messages, {"id": BLOCK, "value": "", "version": 1}, [], [])
+    verdicts = evaluate([whole, callless, plain_with_a_call], {AGENT: view}, {}, 0.0)
+    assert [f.request for f in verdicts.lost] == [callless]
+    assert verdicts.lost[0].cause == "the run never called the memory tool"
+    assert [f.request for f in verdicts.duplicated] == [plain_with_a_call]
+
+
 def test_the_streamed_answer_carries_the_same_call() -> None:
     message = answer({"messages": [user(f"remember {token_for(1, 1)}")]})
     arguments, name = "", ""
