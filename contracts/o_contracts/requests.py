@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from o_contracts.commands import StartRun
 from o_contracts.models import ChatMessage
 from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 
@@ -188,6 +189,41 @@ class ContextRead(BaseModel):
 
     @classmethod
     def decode(cls, data: bytes) -> ContextRead:
+        return cls.model_validate(msgpack.unpackb(data, raw=False))
+
+
+class PreviewRun(BaseModel):
+    """`o.rpc.executor.preview`: the request a run's first model call would send its
+    provider, built by the agent loop on the agent as it is and not sent; nothing recorded
+    (POST .../messages/preview-raw-payload)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: StartRun
+    # Read-your-writes: wait until the runs projection has applied this sequence.
+    min_seq: int = 0
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+
+class RunPreviewed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    status: int = 200
+    error: str | None = None
+    # The request's body, as the provider's API takes it (OpenAI's Chat Completions or
+    # Anthropic's Messages).
+    payload: dict[str, Any] | None = None
+
+    def encode(self) -> bytes:
+        packed: bytes = msgpack.packb(self.model_dump(mode="json"), use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> RunPreviewed:
         return cls.model_validate(msgpack.unpackb(data, raw=False))
 
 

@@ -83,6 +83,9 @@ MEMORY_READ_CORE: Final = f"{RPC_PREFIX}.memory.core_memory"
 EXECUTOR_GENERATE: Final = f"{RPC_PREFIX}.executor.generate"
 # What an agent's next prompt holds, with token estimates (GET /v1/agents/{id}/context).
 EXECUTOR_READ_CONTEXT: Final = f"{RPC_PREFIX}.executor.context"
+# The request a run's first model call would send, built and not sent (POST
+# .../messages/preview-raw-payload): any executor replica answers; nothing is recorded.
+EXECUTOR_PREVIEW_RUN: Final = f"{RPC_PREFIX}.executor.preview"
 # Any sandbox replica answers with the isolation it applies (for /v1/health).
 SANDBOX_CAPABILITIES: Final = f"{RPC_PREFIX}.sandbox.capabilities"
 # Run a user's tool (a RunTool envelope; one replica of the queue group answers with an

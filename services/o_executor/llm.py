@@ -205,14 +205,7 @@ async def _openai(
     from openai.types.chat import ChatCompletion
 
     client = openai_client(handle.provider)
-    # Anthropic's signed thinking means nothing to an OpenAI-protocol server, and Chat
-    # Completions takes only text in a tool message: its images become placeholders.
-    wire = [_for_chat_completions(m) for m in messages]
-    kwargs: dict[str, Any] = {"model": handle.model, "messages": wire}
-    if tools:
-        kwargs["tools"] = tools
-        kwargs["tool_choice"] = "required" if force_tool else "auto"
-    kwargs |= openai_params(settings, handle.model, bool(tools))
+    kwargs = openai_body(handle, messages, tools, settings, force_tool)
     if stream:
         return await _complete_streaming(client, kwargs, streamed)
     # The SDK's own HTTP client, error mapping and response types, but without
@@ -242,6 +235,66 @@ async def _openai(
     )
 
 
+def openai_body(
+    handle: Handle,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    settings: ModelSettings,
+    force_tool: bool,
+) -> dict[str, Any]:
+    """A Chat Completions request's body (streamed: with OPENAI_STREAM added)."""
+    # Anthropic's signed thinking means nothing to an OpenAI-protocol server, and Chat
+    # Completions takes only text in a tool message: its images become placeholders.
+    wire = [_for_chat_completions(m) for m in messages]
+    kwargs: dict[str, Any] = {"model": handle.model, "messages": wire}
+    if tools:
+        kwargs["tools"] = tools
+        kwargs["tool_choice"] = "required" if force_tool else "auto"
+    return kwargs | openai_params(settings, handle.model, bool(tools))
+
+
+# What a streamed Chat Completions request adds (the usage comes in the last chunk).
+OPENAI_STREAM: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+def anthropic_body(
+    handle: Handle,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    settings: ModelSettings,
+    force_tool: bool,
+) -> dict[str, Any]:
+    """A Messages API request's body (streamed: with `"stream": true` added)."""
+    system, turns, anthropic_tools = to_anthropic(messages, tools)
+    kwargs: dict[str, Any] = {"model": handle.model, "messages": turns}
+    kwargs |= anthropic_params(settings, handle.model)
+    if system:
+        kwargs["system"] = system
+    if anthropic_tools:
+        kwargs["tools"] = anthropic_tools
+        kwargs["tool_choice"] = anthropic_tool_choice(settings, force_tool, "thinking" in kwargs)
+    return kwargs
+
+
+async def request_body(
+    handle: Handle,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    stream: bool,
+    settings: ModelSettings,
+    force_tool: bool,
+) -> dict[str, Any]:
+    """The body `complete` sends its provider for these arguments, built and not sent (a
+    run's preview). Raises UnknownProvider."""
+    await provider_registry.ensure(handle.provider)
+    if config_for(handle).protocol == "anthropic":
+        body = anthropic_body(handle, messages, tools, settings, force_tool)
+        return body | {"stream": True} if stream else body
+    body = openai_body(handle, messages, tools, settings, force_tool)
+    return body | OPENAI_STREAM if stream else body
+
+
 def _for_chat_completions(m: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in m.items() if k != "thinking"}
     if m["role"] == "tool" and isinstance(m.get("content"), list):
@@ -261,14 +314,7 @@ async def _anthropic(
     import anthropic
 
     client = anthropic_client(handle.provider)
-    system, turns, anthropic_tools = to_anthropic(messages, tools)
-    kwargs: dict[str, Any] = {"model": handle.model, "messages": turns}
-    kwargs |= anthropic_params(settings, handle.model)
-    if system:
-        kwargs["system"] = system
-    if anthropic_tools:
-        kwargs["tools"] = anthropic_tools
-        kwargs["tool_choice"] = anthropic_tool_choice(settings, force_tool, "thinking" in kwargs)
+    kwargs = anthropic_body(handle, messages, tools, settings, force_tool)
     message: anthropic.types.Message
     sent = dict(kwargs)
     if stream:
@@ -329,7 +375,7 @@ async def _complete_streaming(
     announced: set[int] = set()
     usage = Usage()
     finish: str | None = None
-    sent = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+    sent = kwargs | OPENAI_STREAM
     last: ChatCompletionChunk | None = None
     stream = await client.post(
         "/chat/completions",

@@ -13,13 +13,22 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
-from o_contracts.requests import ContextRead, Generate, Generated, ReadContext, first_error
+from o_contracts.requests import (
+    ContextRead,
+    Generate,
+    Generated,
+    PreviewRun,
+    ReadContext,
+    RunPreviewed,
+    first_error,
+)
 from o_contracts.subjects import Lane
 from o_executor.context_overview import context_overview
 from o_executor.generate import generate
 from o_executor.history import HistoryCache
 from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
+from o_executor.preview import preview_run
 from o_executor.projections import runs
 from o_executor.provider_traces import TraceWriter
 from o_executor.run.agent import AgentConfig
@@ -91,6 +100,12 @@ class ExecutorService(Service):
             title="an agent's context window",
             max_workers=REQUEST_WORKERS,
         )(self.read_context)
+        self.broker.subscriber(
+            subjects.EXECUTOR_PREVIEW_RUN,
+            queue="executor",
+            title="a run's first model request, built and not sent",
+            max_workers=REQUEST_WORKERS,
+        )(self.preview_run)
 
     async def read_context(self, body: bytes) -> bytes:
         """Request: msgpack ReadContext; reply: msgpack ContextRead (errors included)."""
@@ -112,6 +127,16 @@ class ExecutorService(Service):
         )
         overview = context_overview(agent, core, history, int(recall))
         return ContextRead(ok=True, overview=overview).encode()
+
+    async def preview_run(self, body: bytes) -> bytes:
+        """Request: msgpack PreviewRun; reply: msgpack RunPreviewed (errors included)."""
+        try:
+            request = PreviewRun.model_validate(msgpack.unpackb(body, raw=False))
+        except Exception as exc:  # malformed msgpack or a ValidationError
+            return RunPreviewed(ok=False, status=422, error=first_error(exc)).encode()
+        if request.min_seq:
+            await self.watcher.wait(request.min_seq, RUNS)
+        return (await preview_run(self, request.command)).encode()
 
     async def generate(self, body: bytes) -> bytes:
         """Request: msgpack Generate; reply: msgpack Generated (errors included)."""

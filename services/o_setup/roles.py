@@ -287,6 +287,7 @@ GATEWAY = Role(
             subjects.MEMORY_READ_CORE,
             subjects.EXECUTOR_GENERATE,
             subjects.EXECUTOR_READ_CONTEXT,
+            subjects.EXECUTOR_PREVIEW_RUN,
             subjects.SANDBOX_CAPABILITIES,
             # stdio MCP servers run in the sandbox (o_runtime/mcp_stdio_relay.py).
             subjects.SANDBOX_MCP_STDIO,
@@ -327,7 +328,11 @@ EXECUTOR = Role(
         # A memory edit in doubt after a crash: whether the memory service has handled the
         # command sent again (its consumer's ack floor: o_executor/live/tools.py).
         Grant(publish=(f"{JS_API}.CONSUMER.INFO.{subjects.COMMANDS_STREAM}.memory",)),
-        serves(subjects.EXECUTOR_GENERATE, subjects.EXECUTOR_READ_CONTEXT),
+        serves(
+            subjects.EXECUTOR_GENERATE,
+            subjects.EXECUTOR_READ_CONTEXT,
+            subjects.EXECUTOR_PREVIEW_RUN,
+        ),
         asks(
             subjects.MEMORY_READ_CORE,
             subjects.MEMORY_SEARCH_ARCHIVAL,

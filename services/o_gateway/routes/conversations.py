@@ -9,6 +9,7 @@ conversation, whose messages are the agent-level routes' (conversation_reads.res
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -339,10 +340,37 @@ async def send_conversation_message(
 ) -> Any:
     """Run the agent in this conversation; 409 while another of its runs is in progress
     (unless the request or the agent names another concurrency policy)."""
+    lane, sent = await conversation_request(gw, conversation_id, body)
+    return await send_in(
+        lane,
+        sent.body,
+        gw,
+        body.streaming,
+        idempotency_key,
+        route_policy=CONVERSATION_ROUTES,
+        isolated_block_ids=sent.isolated_block_ids,
+        override_settings=sent.override_settings,
+        as_sent=body,
+    )
+
+
+@dataclass(frozen=True)
+class InConversation:
+    """A request to run the agent, with what its conversation adds to it."""
+
+    body: ConversationMessageBody
+    isolated_block_ids: list[str]
+    override_settings: dict[str, Any]
+
+
+async def conversation_request(
+    gw: Gateway, conversation_id: str, body: ConversationMessageBody
+) -> tuple[Lane, InConversation]:
+    """The conversation a message goes to, and the request with the conversation's blocks,
+    model and settings (the request's own override above them)."""
     if not body.messages and not body.input:
         raise HTTPException(422, "Messages must not be empty")
     lane = await resolve(gw, conversation_id, body.agent_id)
-    as_sent = body
     isolated: list[str] = []
     settings: dict[str, Any] = {}
     if lane.conversation_id is not None:
@@ -351,23 +379,12 @@ async def send_conversation_message(
             lane.conversation_id,
         )
         isolated = list(row["isolated_block_ids"]) if row else []
-        # The conversation's model and settings, below the request's own override.
         if row is not None and body.override_model is None:
             if row["model"]:
                 body = body.model_copy(update={"override_model": row["model"]})
             if row["model_settings"]:
                 settings = to_llm_config(ModelSettingsBody.model_validate(row["model_settings"]))
-    return await send_in(
-        lane,
-        body,
-        gw,
-        body.streaming,
-        idempotency_key,
-        route_policy=CONVERSATION_ROUTES,
-        isolated_block_ids=isolated,
-        override_settings=settings,
-        as_sent=as_sent,
-    )
+    return lane, InConversation(body, isolated, settings)
 
 
 @route(router, "POST", "/v1/conversations/{conversation_id}/stream")
