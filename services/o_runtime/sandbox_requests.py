@@ -70,12 +70,19 @@ def wait_budget(timeout: float) -> float:
 async def request_execution(
     eventlog: EventLog, command: Envelope[RunTool], timeout: float, producer: str = "executor"
 ) -> dict[str, Any]:
-    """Run the execution `command` names once, recorded; its outcome within `timeout`."""
+    """Run the execution `command` names once, recorded; its outcome within `timeout`.
+
+    A NATS request that times out on the way (JetStream unreachable for a moment) is an
+    outage, raised as such: the caller tries again later and finds the execution where
+    its record left it. Only `timeout` itself running out is the call's outcome."""
     execution = _Execution(eventlog, command, producer)
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             return _result(await execution.outcome())
     except TimeoutError:
+        if not deadline.expired():
+            raise
         return _error(
             f"the tool sandbox did not answer within {timeout:g}s; the tool may not have run"
         )

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +33,7 @@ from tests.integration.sandbox_support import (
     start_sandbox,
     tool_command,
 )
+from tests.integration.test_nats_flush import wait_stopped
 
 NAP = '''
 import time
@@ -244,6 +247,34 @@ async def test_without_any_sandbox_the_caller_gets_an_error_in_bounded_time(
         finally:
             await lonely.close()
     assert result["status"] == "error" and "did not answer" in result["tool_return"]
+
+
+async def test_a_frozen_nats_is_an_outage_for_the_caller_not_the_calls_outcome(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # A JetStream request timing out on the way (nats-server unreachable for a moment) is
+    # raised for the caller to try again later, as every outage is; it used to be the call's
+    # outcome ("did not answer within 30s", after five seconds), which a run then recorded
+    # as the tool's error although an idempotent tool would have run (chaos suite).
+    from o_devtools.embedded import start_servers
+
+    with start_servers(tmp_path_factory.mktemp("frozen"), need_pg=False) as servers:
+        assert servers.nats is not None
+        pid = servers.nats.pid
+        assert pid is not None
+        executor = Identity.from_file("executor", servers.nats.seed_file("executor"))
+        caller = await EventLog.connect(servers.nats.url, name="frozen", identity=executor)
+        command = tool_command(NAP, "nap", {"seconds": 0}, idempotent=True)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_stopped(pid)
+            asked = time.monotonic()
+            with pytest.raises(TimeoutError):
+                await run_tool(caller, command, timeout=30)
+            assert time.monotonic() - asked < 25  # a request's timeout, not the call's
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            await caller.close()
 
 
 async def test_a_killed_zygote_is_replaced_and_calls_go_on(
