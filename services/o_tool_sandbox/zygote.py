@@ -68,6 +68,8 @@ def main() -> None:
                 data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
             except InterruptedError:
                 continue
+            except ConnectionResetError:
+                os._exit(0)  # the pool died (SIGKILL) with data unread: it is gone
             if not data:
                 os._exit(0)  # the pool closed the socket: it is gone
             request = json.loads(data)

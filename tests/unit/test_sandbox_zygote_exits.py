@@ -8,10 +8,12 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from o_tool_sandbox.pool import Zygote, ZygoteExited
+from o_tool_sandbox.pool import ZYGOTE, Zygote, ZygoteExited
 
 
 def zygote_on(sock: socket.socket) -> Zygote:
@@ -80,3 +82,26 @@ async def test_a_fork_asked_of_a_dead_zygote_says_so() -> None:
         os.close(r)
         os.close(w)
     await zygote.close()
+
+
+def test_a_zygote_whose_pool_dies_with_answers_unread_exits_quietly() -> None:
+    # The pool SIGKILLed with the zygote's answers unread: the zygote's next read is a
+    # connection reset, which ends it as a closed socket does, with no traceback in the
+    # sandbox's log (the chaos suite's logs had one at each kill).
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", ZYGOTE, str(theirs.fileno())],
+        pass_fds=(theirs.fileno(),),
+        stderr=subprocess.PIPE,
+    )
+    theirs.close()
+    r, w = os.pipe()
+    # A worker that cannot start (no config): the zygote answers with its pid, then with
+    # its exit; neither is read.
+    socket.send_fds(ours, [json.dumps({"ref": 1, "config": {}}).encode()], [r, w, r, w])
+    os.close(r)
+    os.close(w)
+    ours.recv(1 << 16, socket.MSG_PEEK)  # (its first answer is there)
+    ours.close()
+    _, stderr = proc.communicate(timeout=10)
+    assert (proc.returncode, stderr.decode()) == (0, "")
