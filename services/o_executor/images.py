@@ -3,7 +3,7 @@ stored images' bytes put in just before the provider is asked.
 
 The loop's wire messages name a stored image by its SHA-256 (a part of type
 `o_stored_image`): they are built, measured and summarized often, and an image's
-bytes are only needed by the request that goes out. `inline_images` (LiveDeps.complete)
+bytes are only needed by the request that goes out. `as_sent` (LiveDeps.complete, a preview)
 swaps those parts for OpenAI `image_url` parts with a data URL; a URL image is such a
 part from the start. anthropic_format.py turns either into an Anthropic `image` block.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from o_contracts.models import ContentPart, TextPart
@@ -54,6 +55,16 @@ def has_stored_images(messages: list[dict[str, Any]]) -> bool:
         and any(part.get("type") == STORED_IMAGE for part in m["content"])
         for m in messages
     )
+
+
+async def as_sent(
+    store: Callable[[], Awaitable[Images]], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`messages` as their provider is sent them: stored images inlined (the store opened
+    only if there is one)."""
+    if not has_stored_images(messages):
+        return messages
+    return await inline_images(await store(), messages)
 
 
 async def inline_images(images: Images, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -121,12 +121,9 @@ async def preview_run(service: ExecutorService, cmd: StartRun) -> RunPreviewed:
     command = Envelope.wrap(cmd, aggregate_id=cmd.agent_id, producer=PRODUCER)
     try:
         asked = await first_request(RunInputs(command, agent, history), deps)
-        messages = asked.messages
-        if images.has_stored_images(messages):
-            messages = await images.inline_images(await service.eventlog.images(), messages)
         payload = await llm.request_body(
             asked.handle,
-            messages,
+            await images.as_sent(service.eventlog.images, asked.messages),
             asked.tools,
             stream=asked.stream,
             settings=asked.settings,

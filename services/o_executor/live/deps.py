@@ -89,12 +89,9 @@ class LiveDeps:
     # -- the model ----------------------------------------------------------------
 
     async def complete(self, request: ModelRequest, *, cancellable: bool = True) -> llm.LLMResult:
-        messages = request.messages
-        if images.has_stored_images(messages):
-            messages = await images.inline_images(await self.s.eventlog.images(), messages)
         call = llm.complete(
             request.handle,
-            messages,
+            await images.as_sent(self.s.eventlog.images, request.messages),
             request.tools,
             stream=request.stream,
             force_tool=request.force_tool,
