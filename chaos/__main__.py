@@ -53,6 +53,18 @@ def parse(argv: list[str] | None = None) -> Params:
         help="share of requests whose answer edits a block the agent lacks (refused)",
     )
     parser.add_argument(
+        "--tool-share",
+        type=float,
+        default=d.tool_share,
+        help="share of requests whose answer calls a users' tool (run in the sandbox)",
+    )
+    parser.add_argument(
+        "--conversation-share",
+        type=float,
+        default=d.conversation_share,
+        help="share of requests sent to the agent's conversation (besides its default one)",
+    )
+    parser.add_argument(
         "--async-share",
         type=float,
         default=d.async_share,
@@ -132,6 +144,8 @@ def parse(argv: list[str] | None = None) -> Params:
         targets=targets if args.kill_interval > 0 else [],
         memory_share=args.memory_share,
         refused_share=args.refused_share,
+        tool_share=args.tool_share,
+        conversation_share=args.conversation_share,
         async_share=args.async_share,
         request_timeout=args.request_timeout,
         retry_grace=args.retry_grace,

@@ -21,7 +21,7 @@ import httpx
 
 from chaos.api import get_json, paginate
 from chaos.blocklog import BlockEvent
-from chaos.llm import MEMORY_LABEL, MEMORY_TOOL, TOKEN
+from chaos.llm import ECHO_TOOL, MEMORY_LABEL, MEMORY_TOOL, TOKEN
 from chaos.load import ACTIVE, Request
 
 # The human block's value at creation: an event's text that holds it holds the whole value.
@@ -138,7 +138,7 @@ def _index(views: dict[str, AgentView]) -> tuple[dict[str, _Seen], Counter[str]]
                     seen[content[3:].strip()].reply.append(m.get("run_id"))
             elif kind == "tool_call_message":
                 for call in m.get("tool_calls") or [m.get("tool_call") or {}]:
-                    if call and call.get("name") == MEMORY_TOOL:
+                    if call and call.get("name") in (MEMORY_TOOL, ECHO_TOOL):
                         for token in TOKEN.findall(str(call.get("arguments") or "")):
                             seen[token].calls.append(m.get("run_id"))
             elif kind == "tool_return_message":
@@ -213,18 +213,24 @@ def evaluate(
             missing.append("memory edit")
         if r.refused and c == 0:
             missing.append("the refused edit's call")
+        if r.tool and c == 0:
+            missing.append("the tool's call")
+        elif r.tool and not _echoed(r, s):
+            missing.append("the tool's result")
         if u > 1:
             extra.append(f"user message x{u}")
         if a > 1:
             extra.append(f"assistant reply x{a}")
         if c > 1:
-            extra.append(f"{MEMORY_TOOL} call x{c}")
+            extra.append(f"tool call x{c}")
+        if len(s.returns) > 1:
+            extra.append(f"tool result x{len(s.returns)}")
         if b > 1:
             extra.append(f"memory edit x{b} in the block")
         if not r.memory and b:
             extra.append("a memory edit for a plain or refused one")
-        if not r.memory and not r.refused and c:
-            extra.append(f"a {MEMORY_TOOL} call for a plain message")
+        if not (r.memory or r.refused or r.tool) and c:
+            extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
         if r.acked and r.mode == "sync" and r.stop_reason not in (None, "end_turn"):
@@ -282,7 +288,7 @@ def _evidence(
     if r.run_status:
         answer += f", run status when last polled {r.run_status}"
     lines = [
-        f"found: user message x{u}, reply x{a}, {MEMORY_TOOL} call x{c}, token in block x{b};"
+        f"found: user message x{u}, reply x{a}, tool call x{c}, token in block x{b};"
         f" runs in the history {runs or '-'}; {answer}",
         f"LLM: asked for the tool call x{asked_tool}, for the text answer x{asked_text}"
         + (
@@ -299,6 +305,11 @@ def _evidence(
         )
     lines.append("attempts: " + "; ".join(at.describe() for at in r.attempts))
     return lines
+
+
+def _echoed(r: Request, s: _Seen) -> bool:
+    """Whether a tool request's call returned its success (`echoed <token>`)."""
+    return any(status == "success" and text == f"echoed {r.token}" for status, text in s.returns)
 
 
 def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
@@ -319,6 +330,11 @@ def _loss_cause(
         return "the message is not in the history"
     if "the refused edit's call" in missing:
         return "the run never called the memory tool"
+    if "the tool's call" in missing:
+        return "the run never called the users' tool"
+    if "the tool's result" in missing:
+        got = "; ".join(f"{status}: {text}" for status, text in s.returns) or "none"
+        return f"the users' tool's result is not its success (results: {got})"
     if "memory edit" in missing:
         if not calls:
             return "the run never called the memory tool"
@@ -483,10 +499,10 @@ def after_rebuild(verdicts: Verdicts, views: dict[str, AgentView]) -> None:
         s = seen.get(r.token, _Seen())
         u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
         f.details.append(
-            f"after the rebuild: user message x{u}, reply x{a}, {MEMORY_TOOL} call x{c},"
-            f" token in block x{b}"
+            f"after the rebuild: user message x{u}, reply x{a}, tool call x{c}, token in block x{b}"
         )
         whole = u == 1 and a == 1 and (b == 1 if r.memory else b == 0)
+        whole = whole and (_echoed(r, s) if r.tool else True)
         if f.category == "lost" and whole:
             f.cause = (
                 "the live projection lost it (the log has it: a rebuild shows it exactly once)"

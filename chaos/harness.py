@@ -18,6 +18,7 @@ from chaos.api import ReadFailed
 from chaos.blocklog import read_block_logs
 from chaos.checks import Verdicts, after_rebuild, evaluate, read_all, wait_quiet
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
+from chaos.llm import ECHO_SOURCE
 from chaos.load import Clock, Load, LoadSettings, Request
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
@@ -37,6 +38,8 @@ class Params:
     targets: list[str] = field(default_factory=lambda: list(TARGETS))
     memory_share: float = 0.5
     refused_share: float = 0.05
+    tool_share: float = 0.1
+    conversation_share: float = 0.2
     async_share: float = 0.3
     request_timeout: float = 60.0
     retry_grace: float = 60.0
@@ -98,6 +101,8 @@ class Report:
 
 
 async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
+    # Every agent has the users' tool the `compute` requests call (chaos/llm.py).
+    tool = await _created(http, "/v1/tools/", {"source_code": ECHO_SOURCE, "idempotent": True})
     ids = []
     for i in range(count):
         body = {
@@ -108,21 +113,26 @@ async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
                 {"label": "human", "value": "chaos tokens:", "limit": 100000},
                 {"label": "persona", "value": "I answer briefly."},
             ],
+            "tool_ids": [tool],
         }
-        for attempt in range(10):
-            try:
-                response = await http.post("/v1/agents/", json=body, timeout=30)
-            except httpx.HTTPError:
-                response = None
-            if response is not None and response.status_code == 200:
-                ids.append(response.json()["id"])
-                break
-            if response is not None and response.status_code < 500:
-                raise RuntimeError(f"creating an agent: {response.status_code} {response.text}")
-            await asyncio.sleep(0.5 * (attempt + 1))
-        else:
-            raise RuntimeError("could not create the agents")
+        ids.append(await _created(http, "/v1/agents/", body))
     return ids
+
+
+async def _created(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> str:
+    """The id of what a POST to `path` made (a 5xx or no answer is tried again)."""
+    for attempt in range(10):
+        try:
+            response = await http.post(path, json=body, timeout=30)
+        except httpx.HTTPError:
+            response = None
+        if response is not None and response.status_code == 200:
+            made: str = response.json()["id"]
+            return made
+        if response is not None and response.status_code < 500:
+            raise RuntimeError(f"POST {path}: {response.status_code} {response.text}")
+        await asyncio.sleep(0.5 * (attempt + 1))
+    raise RuntimeError(f"POST {path} failed ten times")
 
 
 async def _llm_stats(llm_url: str) -> dict[str, int]:
@@ -206,11 +216,16 @@ async def _load_and_kill(
         clients=params.clients,
         memory_share=params.memory_share,
         refused_share=params.refused_share,
+        tool_share=params.tool_share,
+        conversation_share=params.conversation_share,
         async_share=params.async_share,
         request_timeout=params.request_timeout,
         retry_grace=params.retry_grace,
     )
-    load = Load(http, report.agent_ids, settings, clock)
+    conversations = {
+        a: await _created(http, f"/v1/conversations/?agent_id={a}", {}) for a in report.agent_ids
+    }
+    load = Load(http, report.agent_ids, settings, clock, conversations)
     killer = Killer(
         system,
         load,

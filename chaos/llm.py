@@ -8,6 +8,8 @@ difference in what the system recorded is the system's doing. The script:
   new_string="<token>", insert_line=-1)` (the tool `letta_v1_agent` gets by default);
   `misfile <token>`: the same call into a block the agent does not have (`nowhere`), which
   the memory service refuses (a refused edit in doubt after a crash has its own recovery);
+  `compute <token>`: a call of the users' tool `chaos_echo(text="<token>")`, run in the
+  sandbox (declared idempotent: one whose sandbox died mid-call runs once more);
 - otherwise (`say <token>`, or the tool result is there): the text `ok <token>`;
 - the summarizer's request (its system prompt): the text `summary`.
 
@@ -34,6 +36,16 @@ TOKEN = re.compile(r"T\d{3}n\d{6}")
 MEMORY_TOOL = "memory_insert"
 MEMORY_LABEL = "human"
 MISSING_LABEL = "nowhere"
+ECHO_TOOL = "chaos_echo"
+# The users' tool the agents have (run in the sandbox): its result names the token.
+ECHO_SOURCE = (
+    "def chaos_echo(text: str) -> str:\n"
+    '    """Echo the text back.\n\n'
+    "    Args:\n"
+    "        text: what to echo\n"
+    '    """\n'
+    '    return "echoed " + text\n'
+)
 SUMMARIZER_MARK = "You summarize the earlier part of a conversation"
 
 
@@ -74,15 +86,14 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     found = TOKEN.search(text)
     assert found is not None
     token = found.group(0)
-    if text.startswith(("remember ", "misfile ")):
+    if text.startswith(("remember ", "misfile ", "compute ")):
         cid = call_id(token)
         answered = any(
             m.get("role") == "tool" and m.get("tool_call_id") == cid
             for m in messages[last_user + 1 :]
         )
         if not answered:
-            label = MEMORY_LABEL if text.startswith("remember ") else MISSING_LABEL
-            arguments = {"label": label, "new_string": token, "insert_line": -1}
+            name, arguments = _call_for(text, token)
             return {
                 "role": "assistant",
                 "content": None,
@@ -90,11 +101,18 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
                     {
                         "id": cid,
                         "type": "function",
-                        "function": {"name": MEMORY_TOOL, "arguments": json.dumps(arguments)},
+                        "function": {"name": name, "arguments": json.dumps(arguments)},
                     }
                 ],
             }
     return {"role": "assistant", "content": f"ok {token}"}
+
+
+def _call_for(text: str, token: str) -> tuple[str, dict[str, Any]]:
+    if text.startswith("compute "):
+        return ECHO_TOOL, {"text": token}
+    label = MEMORY_LABEL if text.startswith("remember ") else MISSING_LABEL
+    return MEMORY_TOOL, {"label": label, "new_string": token, "insert_line": -1}
 
 
 def kind_of(message: dict[str, Any]) -> tuple[str | None, str]:

@@ -2,7 +2,8 @@
 client would, and a record of every request and every attempt.
 
 Each request is one user message, `say <token>` (plain), `remember <token>` (the scripted LLM
-answers with a memory edit) or `misfile <token>` (an edit of a block the agent lacks, refused),
+answers with a memory edit), `misfile <token>` (an edit of a block the agent lacks, refused) or
+`compute <token>` (a call of a users' tool, run in the sandbox),
 sent to `POST /v1/agents/{id}/messages` or, for a share of them,
 `POST /v1/agents/{id}/messages/async` (then the run is polled until it ends). A failed attempt
 (connection error, timeout, 5xx, 409, 429) is retried with the same idempotency key: the
@@ -72,6 +73,12 @@ class Request:
     # A memory edit the memory service refuses (its block does not exist): one tool call,
     # its error returned, nothing in the block.
     refused: bool = False
+    # A call of the agents' users' tool (chaos_echo), run in the sandbox: one call, its
+    # result `echoed <token>`.
+    tool: bool = False
+    # Sent to the agent's conversation (its own subject, run queue and history) instead of
+    # its default one; always answered in the request (Letta has no async conversation route).
+    conversation_id: str | None = None
 
     @property
     def acked(self) -> bool:
@@ -79,12 +86,19 @@ class Request:
 
     @property
     def text(self) -> str:
-        verb = "remember" if self.memory else "misfile" if self.refused else "say"
-        return f"{verb} {self.token}"
+        return f"{self.verb} {self.token}"
+
+    @property
+    def verb(self) -> str:
+        if self.memory:
+            return "remember"
+        return "misfile" if self.refused else "compute" if self.tool else "say"
 
     @property
     def kind(self) -> str:
-        return f"{self.mode} {'memory' if self.memory else 'refused' if self.refused else 'plain'}"
+        names = {"remember": "memory", "misfile": "refused", "compute": "tool", "say": "plain"}
+        where = " in a conversation" if self.conversation_id else ""
+        return f"{self.mode} {names[self.verb]}{where}"
 
     @property
     def first_at(self) -> float:
@@ -102,7 +116,9 @@ class LoadSettings:
     clients: int
     memory_share: float = 0.5
     refused_share: float = 0.05
+    tool_share: float = 0.1
     async_share: float = 0.3
+    conversation_share: float = 0.2
     request_timeout: float = 60.0
     retry_grace: float = 60.0
     poll_timeout: float = 60.0
@@ -110,10 +126,17 @@ class LoadSettings:
 
 class Load:
     def __init__(
-        self, http: httpx.AsyncClient, agent_ids: list[str], settings: LoadSettings, clock: Clock
+        self,
+        http: httpx.AsyncClient,
+        agent_ids: list[str],
+        settings: LoadSettings,
+        clock: Clock,
+        conversations: dict[str, str] | None = None,
     ) -> None:
         self.http = http
         self.agent_ids = agent_ids
+        # Each agent's conversation besides its default one (agent id -> conversation id).
+        self.conversations = conversations or {}
         self.s = settings
         self.clock = clock
         self.requests: list[Request] = []
@@ -143,11 +166,15 @@ class Load:
                 agent_id=agent_id,
                 memory=kind < self.s.memory_share,
                 refused=0 <= kind - self.s.memory_share < self.s.refused_share,
+                tool=0 <= kind - self.s.memory_share - self.s.refused_share < self.s.tool_share,
                 mode="async" if rng.random() < self.s.async_share else "sync",
                 client=index,
                 otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
                 key=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             )
+            if agent_id in self.conversations and rng.random() < self.s.conversation_share:
+                request.conversation_id = self.conversations[agent_id]
+                request.mode = "sync"
             self.requests.append(request)
             await self._send(request, rng)
             if request.acked and request.mode == "async" and request.run_ids:
@@ -157,7 +184,12 @@ class Load:
         path = f"/v1/agents/{request.agent_id}/messages"
         if request.mode == "async":
             path += "/async"
-        body = {"messages": [{"role": "user", "content": request.text, "otid": request.otid}]}
+        body: dict[str, Any] = {
+            "messages": [{"role": "user", "content": request.text, "otid": request.otid}]
+        }
+        if request.conversation_id is not None:
+            path = f"/v1/conversations/{request.conversation_id}/messages"
+            body["streaming"] = False
         headers = {"Idempotency-Key": request.key}
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2

@@ -62,6 +62,53 @@ def test_a_refused_edit_is_whole_with_its_call_and_nothing_in_the_block() -> Non
     assert [f.request for f in verdicts.duplicated] == [plain_with_a_call]
 
 
+def test_compute_calls_the_users_tool_then_answers_text() -> None:
+    token = token_for(4, 2)
+    request = {"messages": [user(f"compute {token}")]}
+    call = answer(request)["tool_calls"][0]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (
+        "chaos_echo",
+        {"text": token},
+    )
+    result = {"role": "tool", "tool_call_id": call_id(token), "content": f"echoed {token}"}
+    request["messages"] += [answer(request), result]
+    assert answer(request) == {"role": "assistant", "content": f"ok {token}"}
+
+
+def test_a_tool_request_is_whole_only_with_one_call_and_its_echo() -> None:
+    whole, failed, twice = (request(n, memory=False) for n in (1, 2, 3))
+    for r in (whole, failed, twice):
+        r.tool = True
+    assert (whole.text, whole.kind) == (f"compute {whole.token}", "sync tool")
+
+    def returned(r: Request, run_id: str, status: str, text: str) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "id": f"m-{run_id}-r",
+            "message_type": "tool_return_message",
+            "tool_call_id": call_id(r.token),
+            "status": status,
+            "tool_return": text,
+        }
+
+    messages = [
+        *history(whole, "run-1"),
+        returned(whole, "run-1", "success", f"echoed {whole.token}"),
+        *history(failed, "run-2"),
+        returned(failed, "run-2", "error", "interrupted"),
+        *history(twice, "run-3"),
+        returned(twice, "run-3", "success", f"echoed {twice.token}"),
+        returned(twice, "run-3", "success", f"echoed {twice.token}"),
+    ]
+    view = AgentView(AGENT, messages, {"id": BLOCK, "value": "", "version": 1}, [], [])
+    verdicts = evaluate([whole, failed, twice], {AGENT: view}, {}, 0.0)
+    assert [f.request for f in verdicts.lost] == [failed]
+    assert verdicts.lost[0].cause == (
+        "the users' tool's result is not its success (results: error: interrupted)"
+    )
+    assert [f.request for f in verdicts.duplicated] == [twice]
+
+
 def test_the_streamed_answer_carries_the_same_call() -> None:
     message = answer({"messages": [user(f"remember {token_for(1, 1)}")]})
     arguments, name = "", ""
