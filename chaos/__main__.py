@@ -59,6 +59,12 @@ def parse(argv: list[str] | None = None) -> Params:
         help="share of requests whose answer calls a users' tool (run in the sandbox)",
     )
     parser.add_argument(
+        "--archive-share",
+        type=float,
+        default=d.archive_share,
+        help="share of requests whose answer inserts a passage into archival memory",
+    )
+    parser.add_argument(
         "--conversation-share",
         type=float,
         default=d.conversation_share,
@@ -145,6 +151,7 @@ def parse(argv: list[str] | None = None) -> Params:
         memory_share=args.memory_share,
         refused_share=args.refused_share,
         tool_share=args.tool_share,
+        archive_share=args.archive_share,
         conversation_share=args.conversation_share,
         async_share=args.async_share,
         request_timeout=args.request_timeout,

@@ -21,7 +21,7 @@ import httpx
 
 from chaos.api import get_json, paginate
 from chaos.blocklog import BlockEvent
-from chaos.llm import ECHO_TOOL, MEMORY_LABEL, MEMORY_TOOL, TOKEN
+from chaos.llm import ARCHIVAL_TOOL, ECHO_TOOL, MEMORY_LABEL, MEMORY_TOOL, TOKEN
 from chaos.load import ACTIVE, Request
 
 # The human block's value at creation: an event's text that holds it holds the whole value.
@@ -63,6 +63,8 @@ class AgentView:
     block: dict[str, Any]
     versions: list[dict[str, Any]]
     runs: list[dict[str, Any]]
+    # Its archival memory's passages.
+    passages: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def read_agent(http: httpx.AsyncClient, agent_id: str) -> AgentView:
@@ -70,7 +72,8 @@ async def read_agent(http: httpx.AsyncClient, agent_id: str) -> AgentView:
     block = await get_json(http, f"/v1/agents/{agent_id}/core-memory/blocks/{MEMORY_LABEL}")
     versions = await get_json(http, f"/v1/blocks/{block['id']}/versions")
     runs = await paginate(http, "/v1/runs/", {"agent_id": agent_id})
-    return AgentView(agent_id, messages, block, versions, runs)
+    passages = await paginate(http, f"/v1/agents/{agent_id}/archival-memory")
+    return AgentView(agent_id, messages, block, versions, runs, passages)
 
 
 async def read_all(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, AgentView]:
@@ -119,6 +122,7 @@ class _Seen:
     reply: list[str | None] = field(default_factory=list)  # run ids
     calls: list[str | None] = field(default_factory=list)
     returns: list[tuple[str, str]] = field(default_factory=list)  # (status, text)
+    passages: int = 0  # archival passages holding the token
     agents: set[str] = field(default_factory=set)
 
 
@@ -138,7 +142,7 @@ def _index(views: dict[str, AgentView]) -> tuple[dict[str, _Seen], Counter[str]]
                     seen[content[3:].strip()].reply.append(m.get("run_id"))
             elif kind == "tool_call_message":
                 for call in m.get("tool_calls") or [m.get("tool_call") or {}]:
-                    if call and call.get("name") in (MEMORY_TOOL, ECHO_TOOL):
+                    if call and call.get("name") in (MEMORY_TOOL, ECHO_TOOL, ARCHIVAL_TOOL):
                         for token in TOKEN.findall(str(call.get("arguments") or "")):
                             seen[token].calls.append(m.get("run_id"))
             elif kind == "tool_return_message":
@@ -147,6 +151,9 @@ def _index(views: dict[str, AgentView]) -> tuple[dict[str, _Seen], Counter[str]]
                     text = str(m.get("tool_return") or "")[:120]
                     seen[cid.removeprefix("call_")].returns.append((str(m.get("status")), text))
         in_blocks.update(TOKEN.findall(str(view.block.get("value") or "")))
+        for passage in view.passages:
+            for token in TOKEN.findall(str(passage.get("text") or passage.get("content") or "")):
+                seen[token].passages += 1
     return seen, in_blocks
 
 
@@ -217,6 +224,14 @@ def evaluate(
             missing.append("the tool's call")
         elif r.tool and not _echoed(r, s):
             missing.append("the tool's result")
+        if r.archive and c == 0:
+            missing.append("the archival insert's call")
+        elif r.archive and s.passages == 0:
+            missing.append("the passage")
+        if s.passages > 1:
+            extra.append(f"passage x{s.passages}")
+        if s.passages and not r.archive:
+            extra.append("a passage for a request that inserts none")
         if u > 1:
             extra.append(f"user message x{u}")
         if a > 1:
@@ -229,7 +244,7 @@ def evaluate(
             extra.append(f"memory edit x{b} in the block")
         if not r.memory and b:
             extra.append("a memory edit for a plain or refused one")
-        if not (r.memory or r.refused or r.tool) and c:
+        if not (r.memory or r.refused or r.tool or r.archive) and c:
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
@@ -320,6 +335,10 @@ def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
         return "one run's steps recorded again (its StartRun executed again)"
     if b > 1:
         return "one tool call, the memory edit applied more than once"
+    if s.passages > 1:
+        return "one archival insert stored more than one passage"
+    if len(s.returns) > 1:
+        return "one tool call, its result recorded more than once"
     return "other"
 
 
@@ -332,6 +351,11 @@ def _loss_cause(
         return "the run never called the memory tool"
     if "the tool's call" in missing:
         return "the run never called the users' tool"
+    if "the archival insert's call" in missing:
+        return "the run never called archival_memory_insert"
+    if "the passage" in missing:
+        got = "; ".join(f"{status}: {text}" for status, text in s.returns) or "none"
+        return f"no passage holds the token (the insert's results: {got})"
     if "the tool's result" in missing:
         got = "; ".join(f"{status}: {text}" for status, text in s.returns) or "none"
         return f"the users' tool's result is not its success (results: {got})"
@@ -503,6 +527,7 @@ def after_rebuild(verdicts: Verdicts, views: dict[str, AgentView]) -> None:
         )
         whole = u == 1 and a == 1 and (b == 1 if r.memory else b == 0)
         whole = whole and (_echoed(r, s) if r.tool else True)
+        whole = whole and s.passages == (1 if r.archive else 0)
         if f.category == "lost" and whole:
             f.cause = (
                 "the live projection lost it (the log has it: a rebuild shows it exactly once)"

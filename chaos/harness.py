@@ -18,7 +18,7 @@ from chaos.api import ReadFailed
 from chaos.blocklog import read_block_logs
 from chaos.checks import Verdicts, after_rebuild, evaluate, read_all, wait_quiet
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
-from chaos.llm import ECHO_SOURCE
+from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
 from chaos.load import Clock, Load, LoadSettings, Request
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
@@ -39,6 +39,7 @@ class Params:
     memory_share: float = 0.5
     refused_share: float = 0.05
     tool_share: float = 0.1
+    archive_share: float = 0.1
     conversation_share: float = 0.2
     async_share: float = 0.3
     request_timeout: float = 60.0
@@ -114,6 +115,8 @@ async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
                 {"label": "persona", "value": "I answer briefly."},
             ],
             "tool_ids": [tool],
+            # (The `archive` requests' tool: letta_v1_agent's base tools leave it out.)
+            "tools": [ARCHIVAL_TOOL],
         }
         ids.append(await _created(http, "/v1/agents/", body))
     return ids
@@ -217,6 +220,7 @@ async def _load_and_kill(
         memory_share=params.memory_share,
         refused_share=params.refused_share,
         tool_share=params.tool_share,
+        archive_share=params.archive_share,
         conversation_share=params.conversation_share,
         async_share=params.async_share,
         request_timeout=params.request_timeout,

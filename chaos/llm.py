@@ -10,6 +10,8 @@ difference in what the system recorded is the system's doing. The script:
   the memory service refuses (a refused edit in doubt after a crash has its own recovery);
   `compute <token>`: a call of the users' tool `chaos_echo(text="<token>")`, run in the
   sandbox (declared idempotent: one whose sandbox died mid-call runs once more);
+  `archive <token>`: `archival_memory_insert(content="<token>")` (embedded and stored by the
+  memory service);
 - otherwise (`say <token>`, or the tool result is there): the text `ok <token>`;
 - the summarizer's request (its system prompt): the text `summary`.
 
@@ -37,6 +39,7 @@ MEMORY_TOOL = "memory_insert"
 MEMORY_LABEL = "human"
 MISSING_LABEL = "nowhere"
 ECHO_TOOL = "chaos_echo"
+ARCHIVAL_TOOL = "archival_memory_insert"
 # The users' tool the agents have (run in the sandbox): its result names the token.
 ECHO_SOURCE = (
     "def chaos_echo(text: str) -> str:\n"
@@ -86,7 +89,7 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     found = TOKEN.search(text)
     assert found is not None
     token = found.group(0)
-    if text.startswith(("remember ", "misfile ", "compute ")):
+    if text.startswith(("remember ", "misfile ", "compute ", "archive ")):
         cid = call_id(token)
         answered = any(
             m.get("role") == "tool" and m.get("tool_call_id") == cid
@@ -111,6 +114,8 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
 def _call_for(text: str, token: str) -> tuple[str, dict[str, Any]]:
     if text.startswith("compute "):
         return ECHO_TOOL, {"text": token}
+    if text.startswith("archive "):
+        return ARCHIVAL_TOOL, {"content": token}
     label = MEMORY_LABEL if text.startswith("remember ") else MISSING_LABEL
     return MEMORY_TOOL, {"label": label, "new_string": token, "insert_line": -1}
 

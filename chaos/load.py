@@ -3,7 +3,8 @@ client would, and a record of every request and every attempt.
 
 Each request is one user message, `say <token>` (plain), `remember <token>` (the scripted LLM
 answers with a memory edit), `misfile <token>` (an edit of a block the agent lacks, refused) or
-`compute <token>` (a call of a users' tool, run in the sandbox),
+`compute <token>` (a call of a users' tool, run in the sandbox) or `archive <token>` (an
+archival memory insert),
 sent to `POST /v1/agents/{id}/messages` or, for a share of them,
 `POST /v1/agents/{id}/messages/async` (then the run is polled until it ends). A failed attempt
 (connection error, timeout, 5xx, 409, 429) is retried with the same idempotency key: the
@@ -76,6 +77,8 @@ class Request:
     # A call of the agents' users' tool (chaos_echo), run in the sandbox: one call, its
     # result `echoed <token>`.
     tool: bool = False
+    # An archival memory insert of the token: one passage holding it.
+    archive: bool = False
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
@@ -92,11 +95,19 @@ class Request:
     def verb(self) -> str:
         if self.memory:
             return "remember"
-        return "misfile" if self.refused else "compute" if self.tool else "say"
+        if self.refused:
+            return "misfile"
+        return "compute" if self.tool else "archive" if self.archive else "say"
 
     @property
     def kind(self) -> str:
-        names = {"remember": "memory", "misfile": "refused", "compute": "tool", "say": "plain"}
+        names = {
+            "remember": "memory",
+            "misfile": "refused",
+            "compute": "tool",
+            "archive": "archival",
+            "say": "plain",
+        }
         where = " in a conversation" if self.conversation_id else ""
         return f"{self.mode} {names[self.verb]}{where}"
 
@@ -117,6 +128,7 @@ class LoadSettings:
     memory_share: float = 0.5
     refused_share: float = 0.05
     tool_share: float = 0.1
+    archive_share: float = 0.1
     async_share: float = 0.3
     conversation_share: float = 0.2
     request_timeout: float = 60.0
@@ -167,6 +179,9 @@ class Load:
                 memory=kind < self.s.memory_share,
                 refused=0 <= kind - self.s.memory_share < self.s.refused_share,
                 tool=0 <= kind - self.s.memory_share - self.s.refused_share < self.s.tool_share,
+                archive=0
+                <= kind - self.s.memory_share - self.s.refused_share - self.s.tool_share
+                < self.s.archive_share,
                 mode="async" if rng.random() < self.s.async_share else "sync",
                 client=index,
                 otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),

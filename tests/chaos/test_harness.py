@@ -109,6 +109,30 @@ def test_a_tool_request_is_whole_only_with_one_call_and_its_echo() -> None:
     assert [f.request for f in verdicts.duplicated] == [twice]
 
 
+def test_an_archive_request_is_whole_with_one_passage_holding_its_token() -> None:
+    token = token_for(5, 1)
+    call = answer({"messages": [user(f"archive {token}")]})["tool_calls"][0]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (
+        "archival_memory_insert",
+        {"content": token},
+    )
+    whole, unstored, doubled = (request(n, memory=False) for n in (1, 2, 3))
+    for r in (whole, unstored, doubled):
+        r.archive = True
+    assert (whole.text, whole.kind) == (f"archive {whole.token}", "sync archival")
+    plain = request(4, memory=False)
+    all_four = (whole, unstored, doubled, plain)
+    messages = [m for i, r in enumerate(all_four) for m in history(r, f"run-{i}")]
+    passages = [{"id": f"passage-{t}", "text": t} for t in (whole.token, doubled.token)]
+    passages += [{"id": "passage-again", "text": doubled.token}, {"id": "p", "text": plain.token}]
+    view = AgentView(AGENT, messages, {"id": BLOCK, "value": "", "version": 1}, [], [], passages)
+    verdicts = evaluate(list(all_four), {AGENT: view}, {}, 0.0)
+    assert [f.request for f in verdicts.lost] == [unstored]
+    assert verdicts.lost[0].cause == "no passage holds the token (the insert's results: none)"
+    assert [f.request for f in verdicts.duplicated] == [doubled, plain]
+    assert verdicts.duplicated[0].cause == "one archival insert stored more than one passage"
+
+
 def test_the_streamed_answer_carries_the_same_call() -> None:
     message = answer({"messages": [user(f"remember {token_for(1, 1)}")]})
     arguments, name = "", ""
