@@ -71,6 +71,12 @@ def parse(argv: list[str] | None = None) -> Params:
         help="share of requests sent to the agent's conversation (besides its default one)",
     )
     parser.add_argument(
+        "--stream-share",
+        type=float,
+        default=d.stream_share,
+        help="share of requests streamed (SSE; a stream cut before [DONE] is retried)",
+    )
+    parser.add_argument(
         "--async-share",
         type=float,
         default=d.async_share,
@@ -153,6 +159,7 @@ def parse(argv: list[str] | None = None) -> Params:
         tool_share=args.tool_share,
         archive_share=args.archive_share,
         conversation_share=args.conversation_share,
+        stream_share=args.stream_share,
         async_share=args.async_share,
         request_timeout=args.request_timeout,
         retry_grace=args.retry_grace,

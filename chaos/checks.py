@@ -248,7 +248,7 @@ def evaluate(
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
-        if r.acked and r.mode == "sync" and r.stop_reason not in (None, "end_turn"):
+        if r.acked and r.mode != "async" and r.stop_reason not in (None, "end_turn"):
             out.acked_error_stop += 1
         if not missing and not extra:
             continue

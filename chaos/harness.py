@@ -41,6 +41,7 @@ class Params:
     tool_share: float = 0.1
     archive_share: float = 0.1
     conversation_share: float = 0.2
+    stream_share: float = 0.2
     async_share: float = 0.3
     request_timeout: float = 60.0
     retry_grace: float = 60.0
@@ -222,6 +223,7 @@ async def _load_and_kill(
         tool_share=params.tool_share,
         archive_share=params.archive_share,
         conversation_share=params.conversation_share,
+        stream_share=params.stream_share,
         async_share=params.async_share,
         request_timeout=params.request_timeout,
         retry_grace=params.retry_grace,

@@ -16,6 +16,7 @@ the load ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import uuid
@@ -28,6 +29,15 @@ import httpx
 from chaos.llm import token_for
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+
+
+class StreamCut(httpx.TransportError):
+    """A streamed answer that ended before its `[DONE]` (a killed gateway, a dropped run)."""
+
+    def __init__(self, request: httpx.Request) -> None:
+        super().__init__("the stream ended before [DONE]", request=request)
+
+
 ACTIVE = ("created", "running")
 
 
@@ -61,7 +71,9 @@ class Request:
     token: str
     agent_id: str
     memory: bool
-    mode: Literal["sync", "async"]
+    # sync: answered when the run ends; async: a run to poll; stream: its events as SSE
+    # (acknowledged once the stream ends with `[DONE]`; one cut before it is retried).
+    mode: Literal["sync", "async", "stream"]
     client: int
     otid: str
     key: str
@@ -130,6 +142,7 @@ class LoadSettings:
     tool_share: float = 0.1
     archive_share: float = 0.1
     async_share: float = 0.3
+    stream_share: float = 0.2
     conversation_share: float = 0.2
     request_timeout: float = 60.0
     retry_grace: float = 60.0
@@ -182,38 +195,48 @@ class Load:
                 archive=0
                 <= kind - self.s.memory_share - self.s.refused_share - self.s.tool_share
                 < self.s.archive_share,
-                mode="async" if rng.random() < self.s.async_share else "sync",
+                mode=self._mode(rng.random()),
                 client=index,
                 otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
                 key=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             )
             if agent_id in self.conversations and rng.random() < self.s.conversation_share:
                 request.conversation_id = self.conversations[agent_id]
-                request.mode = "sync"
+                if request.mode == "async":
+                    request.mode = "sync"
             self.requests.append(request)
             await self._send(request, rng)
             if request.acked and request.mode == "async" and request.run_ids:
                 await self._poll(request)
 
+    def _mode(self, draw: float) -> Literal["sync", "async", "stream"]:
+        # (One draw: a seed's async requests stay those it always sent.)
+        if draw < self.s.async_share:
+            return "async"
+        return "stream" if draw - self.s.async_share < self.s.stream_share else "sync"
+
     async def _send(self, request: Request, rng: random.Random) -> None:
         path = f"/v1/agents/{request.agent_id}/messages"
-        if request.mode == "async":
-            path += "/async"
+        if request.mode != "sync":
+            path += f"/{request.mode}"
         body: dict[str, Any] = {
             "messages": [{"role": "user", "content": request.text, "otid": request.otid}]
         }
         if request.conversation_id is not None:
             path = f"/v1/conversations/{request.conversation_id}/messages"
-            body["streaming"] = False
+            body["streaming"] = request.mode == "stream"
         headers = {"Idempotency-Key": request.key}
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
         while True:
             start = self.clock()
             try:
-                response = await self.http.post(
-                    path, json=body, headers=headers, timeout=self.s.request_timeout
-                )
+                if request.mode == "stream":
+                    response = await self._streamed(path, body, headers)
+                else:
+                    response = await self.http.post(
+                        path, json=body, headers=headers, timeout=self.s.request_timeout
+                    )
             except httpx.TimeoutException:
                 request.attempts.append(Attempt(start, self.clock(), None, "timeout"))
                 self.statuses["timeout"] += 1
@@ -242,6 +265,33 @@ class Load:
                 return
             await asyncio.sleep(backoff * rng.uniform(0.5, 1.5))
             backoff = min(backoff * 2, 2.0)
+
+    async def _streamed(
+        self, path: str, body: dict[str, Any], headers: dict[str, str]
+    ) -> httpx.Response:
+        """A streamed request's answer, read to its end: a 200 whose body is the answer its
+        events add up to (`messages`, `stop_reason`), as a sync request's is. Raises
+        StreamCut when the stream ends before `[DONE]`."""
+        async with self.http.stream(
+            "POST", path, json=body, headers=headers, timeout=self.s.request_timeout
+        ) as response:
+            if response.status_code != 200:
+                await response.aread()
+                return response
+            messages: list[dict[str, Any]] = []
+            stop: Any = None
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                if line == "data: [DONE]":
+                    answer = {"messages": messages, "stop_reason": stop}
+                    return httpx.Response(200, json=answer, request=response.request)
+                event = json.loads(line[6:])
+                if event.get("message_type") == "stop_reason":
+                    stop = event
+                elif event.get("message_type"):
+                    messages.append(event)
+            raise StreamCut(response.request)
 
     def _read_answer(self, request: Request, response: httpx.Response) -> None:
         try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
+import pytest
+
 from chaos.blocklog import BlockEvent
 from chaos.checks import AgentView, evaluate
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, stream_chunks, token_for
-from chaos.load import Attempt, Request
+from chaos.load import Attempt, Clock, Load, LoadSettings, Request, StreamCut
 from chaos.report import longest_gap
 from chaos.snapshot import Difference, diff
 
@@ -131,6 +134,34 @@ def test_an_archive_request_is_whole_with_one_passage_holding_its_token() -> Non
     assert verdicts.lost[0].cause == "no passage holds the token (the insert's results: none)"
     assert [f.request for f in verdicts.duplicated] == [doubled, plain]
     assert verdicts.duplicated[0].cause == "one archival insert stored more than one passage"
+
+
+async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() -> None:
+    # (The harness's reading of SSE, against canned bodies: what O streams is the e2e
+    # tests' and the chaos run's business.)
+    events = [
+        {"message_type": "assistant_message", "content": "ok T", "run_id": "run-1"},
+        {"message_type": "stop_reason", "stop_reason": "end_turn"},
+    ]
+    whole = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+
+    def serve(body: str) -> httpx.AsyncClient:
+        def answer(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+        return httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://o")
+
+    settings = LoadSettings(seed=1, duration=1, clients=1)
+    async with serve(whole + "data: [DONE]\n\n") as http:
+        load = Load(http, [AGENT], settings, Clock())
+        done = await load._streamed("/v1/x", {}, {})
+    r = request(1, memory=False)
+    r.mode = "stream"
+    load._read_answer(r, done)
+    assert (r.run_ids, r.stop_reason) == (["run-1"], "end_turn")
+    async with serve(whole) as http:
+        with pytest.raises(StreamCut):
+            await Load(http, [AGENT], settings, Clock())._streamed("/v1/x", {}, {})
 
 
 def test_the_streamed_answer_carries_the_same_call() -> None:
