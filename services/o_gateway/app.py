@@ -60,6 +60,7 @@ from o_gateway.routes import (
 from o_gateway.routes.messages import ConversationBusy
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
+from o_gateway.stopping import AnswerWhileStopping
 from o_runtime.commands import CommandTimeout
 from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
@@ -295,7 +296,8 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
     openapi.install(app, secured=settings.api_key is not None)
     # Plain ASGI middleware: @app.middleware("http") (Starlette's
     # BaseHTTPMiddleware) costs a task and two memory streams per request.
-    # The last added runs first: Instrumented, CORS, Authenticated, InputLimits, HotReads.
+    # The last added runs first: Instrumented, CORS, AnswerWhileStopping, Authenticated,
+    # InputLimits, HotReads.
     # CORS answers a browser's preflight before authentication (a preflight carries no
     # key) and marks refusals too, so a browser app can read why it was refused. HotReads
     # sends kept answers of the hot reads, so only what passed the others.
@@ -308,6 +310,9 @@ def create_app(gateway: Gateway, settings: GatewaySettings | None = None) -> Fas
         max_file_bytes=settings.max_file_bytes,
     )
     app.add_middleware(Authenticated, api_key=settings.api_key, open_docs=settings.open_docs)
+    app.add_middleware(
+        AnswerWhileStopping, stopping=lambda: bool(getattr(gateway, "stopping", False))
+    )
     app.add_middleware(
         CORSMiddleware,
         allow_origins=list(settings.cors_origins),

@@ -25,6 +25,7 @@ from o_gateway.read_fence import ReadFence
 from o_gateway.sandbox_configs_projection import sandbox_configs
 from o_gateway.settings import GatewaySettings
 from o_gateway.state import Gateway
+from o_gateway.stopping import SHUTDOWN_GRACE
 from o_gateway.tools_projection import tools
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
@@ -118,6 +119,8 @@ class GatewayService(Service):
             lifespan="off",
             # A request uvicorn cannot parse is a JSON 400 too.
             http=JsonHttpToolsProtocol,
+            # Then the requests still going are cancelled, and answer 503 (stopping.py).
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
         )
         self.http = _Server(config)
         sockets = None
@@ -127,6 +130,7 @@ class GatewayService(Service):
         log.info("gateway listening on %s:%s", config.host, config.port)
 
     async def stopping(self) -> None:
+        self.gateway.stopping = True
         self.http.should_exit = True
         await self.http_task
         if self.fence is not None:

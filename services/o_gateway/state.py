@@ -38,6 +38,9 @@ class Gateway:
     operated: Operated | None = None
     # What lets the hot reads keep their answers exactly (hot_reads.py); None: they don't.
     fence: ReadFence | None = None
+    # Told to stop: requests still going when uvicorn gives up on them answer 503
+    # (stopping.py).
+    stopping: bool = False
 
     @property
     def reads(self) -> ProjectionReads:
