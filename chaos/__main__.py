@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
 from chaos.harness import Params, run
 from chaos.killer import TARGETS
+from chaos.load import Shares
 from chaos.report import render
 
 
@@ -40,48 +42,16 @@ def parse(argv: list[str] | None = None) -> Params:
         default=",".join(TARGETS),
         help="comma-separated",
     )
-    parser.add_argument(
-        "--memory-share",
-        type=float,
-        default=d.memory_share,
-        help="share of requests whose answer edits the memory block",
-    )
-    parser.add_argument(
-        "--refused-share",
-        type=float,
-        default=d.refused_share,
-        help="share of requests whose answer edits a block the agent lacks (refused)",
-    )
-    parser.add_argument(
-        "--tool-share",
-        type=float,
-        default=d.tool_share,
-        help="share of requests whose answer calls a users' tool (run in the sandbox)",
-    )
-    parser.add_argument(
-        "--archive-share",
-        type=float,
-        default=d.archive_share,
-        help="share of requests whose answer inserts a passage into archival memory",
-    )
-    parser.add_argument(
-        "--conversation-share",
-        type=float,
-        default=d.conversation_share,
-        help="share of requests sent to the agent's conversation (besides its default one)",
-    )
-    parser.add_argument(
-        "--stream-share",
-        type=float,
-        default=d.stream_share,
-        help="share of requests streamed (SSE; a stream cut before [DONE] is retried)",
-    )
-    parser.add_argument(
-        "--async-share",
-        type=float,
-        default=d.async_share,
-        help="share of requests sent to /messages/async (then the run is polled)",
-    )
+    for share in dataclasses.fields(Shares):
+        flag = share.name.rstrip("_").replace("_", "-")
+        parser.add_argument(
+            f"--{flag}-share",
+            dest=f"{share.name}_share",
+            type=float,
+            default=getattr(d.shares, share.name),
+            metavar="SHARE",
+            help=f"share of requests {share.metadata['help']}",
+        )
     parser.add_argument(
         "--request-timeout", type=float, default=d.request_timeout, help="seconds per attempt"
     )
@@ -154,13 +124,9 @@ def parse(argv: list[str] | None = None) -> Params:
         clients=args.clients,
         kill_interval=args.kill_interval,
         targets=targets if args.kill_interval > 0 else [],
-        memory_share=args.memory_share,
-        refused_share=args.refused_share,
-        tool_share=args.tool_share,
-        archive_share=args.archive_share,
-        conversation_share=args.conversation_share,
-        stream_share=args.stream_share,
-        async_share=args.async_share,
+        shares=Shares(
+            **{f.name: getattr(args, f"{f.name}_share") for f in dataclasses.fields(Shares)}
+        ),
         request_timeout=args.request_timeout,
         retry_grace=args.retry_grace,
         recovery_timeout=args.recovery_timeout,

@@ -19,7 +19,7 @@ from chaos.blocklog import read_block_logs
 from chaos.checks import Verdicts, after_rebuild, evaluate, read_all, wait_quiet
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
 from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
-from chaos.load import Clock, Load, LoadSettings, Request
+from chaos.load import Clock, Load, LoadSettings, Request, Shares
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
 from o_runtime.nats_identity import Identity
@@ -36,13 +36,7 @@ class Params:
     clients: int = 16
     kill_interval: float = 10.0
     targets: list[str] = field(default_factory=lambda: list(TARGETS))
-    memory_share: float = 0.5
-    refused_share: float = 0.05
-    tool_share: float = 0.1
-    archive_share: float = 0.1
-    conversation_share: float = 0.2
-    stream_share: float = 0.2
-    async_share: float = 0.3
+    shares: Shares = field(default_factory=Shares)
     request_timeout: float = 60.0
     retry_grace: float = 60.0
     recovery_timeout: float = 90.0
@@ -218,13 +212,7 @@ async def _load_and_kill(
         seed=params.seed,
         duration=params.duration,
         clients=params.clients,
-        memory_share=params.memory_share,
-        refused_share=params.refused_share,
-        tool_share=params.tool_share,
-        archive_share=params.archive_share,
-        conversation_share=params.conversation_share,
-        stream_share=params.stream_share,
-        async_share=params.async_share,
+        shares=params.shares,
         request_timeout=params.request_timeout,
         retry_grace=params.retry_grace,
     )

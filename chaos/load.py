@@ -132,18 +132,39 @@ class Request:
         return self.attempts[-1].end if self.attempts else 0.0
 
 
+def _share(default: float, what: str) -> Any:
+    return field(default=default, metadata={"help": what})
+
+
+@dataclass(frozen=True)
+class Shares:
+    """What share of the requests is of each kind (`--<name>-share`). The first four divide
+    one draw (the rest of it are plain messages); the others are drawn apart."""
+
+    memory: float = _share(0.5, "whose answer edits the memory block")
+    refused: float = _share(0.05, "whose answer edits a block the agent lacks (refused)")
+    tool: float = _share(0.1, "whose answer calls a users' tool (run in the sandbox)")
+    archive: float = _share(0.1, "whose answer inserts a passage into archival memory")
+    conversation: float = _share(0.2, "sent to the agent's conversation besides its default one")
+    stream: float = _share(0.2, "streamed (SSE; a stream cut before [DONE] is retried)")
+    async_: float = _share(0.3, "sent to /messages/async (then the run is polled)")
+
+    def kind(self, draw: float) -> str:
+        """The kind a draw in [0, 1) makes: memory, refused, tool, archive or plain."""
+        for name in ("memory", "refused", "tool", "archive"):
+            share: float = getattr(self, name)
+            if draw < share:
+                return name
+            draw -= share
+        return "plain"
+
+
 @dataclass
 class LoadSettings:
     seed: int
     duration: float
     clients: int
-    memory_share: float = 0.5
-    refused_share: float = 0.05
-    tool_share: float = 0.1
-    archive_share: float = 0.1
-    async_share: float = 0.3
-    stream_share: float = 0.2
-    conversation_share: float = 0.2
+    shares: Shares = field(default_factory=Shares)
     request_timeout: float = 60.0
     retry_grace: float = 60.0
     poll_timeout: float = 60.0
@@ -185,22 +206,20 @@ class Load:
             number += 1
             agent_id = rng.choice(self.agent_ids)
             # (One draw for the kind: a seed's memory edits stay those it always made.)
-            kind = rng.random()
+            kind = self.s.shares.kind(rng.random())
             request = Request(
                 token=token_for(index, number),
                 agent_id=agent_id,
-                memory=kind < self.s.memory_share,
-                refused=0 <= kind - self.s.memory_share < self.s.refused_share,
-                tool=0 <= kind - self.s.memory_share - self.s.refused_share < self.s.tool_share,
-                archive=0
-                <= kind - self.s.memory_share - self.s.refused_share - self.s.tool_share
-                < self.s.archive_share,
+                memory=kind == "memory",
+                refused=kind == "refused",
+                tool=kind == "tool",
+                archive=kind == "archive",
                 mode=self._mode(rng.random()),
                 client=index,
                 otid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
                 key=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
             )
-            if agent_id in self.conversations and rng.random() < self.s.conversation_share:
+            if agent_id in self.conversations and rng.random() < self.s.shares.conversation:
                 request.conversation_id = self.conversations[agent_id]
                 if request.mode == "async":
                     request.mode = "sync"
@@ -211,9 +230,10 @@ class Load:
 
     def _mode(self, draw: float) -> Literal["sync", "async", "stream"]:
         # (One draw: a seed's async requests stay those it always sent.)
-        if draw < self.s.async_share:
+        shares = self.s.shares
+        if draw < shares.async_:
             return "async"
-        return "stream" if draw - self.s.async_share < self.s.stream_share else "sync"
+        return "stream" if draw - shares.async_ < shares.stream else "sync"
 
     async def _send(self, request: Request, rng: random.Random) -> None:
         path = f"/v1/agents/{request.agent_id}/messages"

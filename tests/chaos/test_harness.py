@@ -12,7 +12,7 @@ from chaos.blocklog import BlockEvent
 from chaos.checks import AgentView, evaluate
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, stream_chunks, token_for
-from chaos.load import Attempt, Clock, Load, LoadSettings, Request, StreamCut
+from chaos.load import Attempt, Clock, Load, LoadSettings, Request, Shares, StreamCut
 from chaos.report import longest_gap
 from chaos.snapshot import Difference, diff
 
@@ -162,6 +162,21 @@ async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() 
     async with serve(whole) as http:
         with pytest.raises(StreamCut):
             await Load(http, [AGENT], settings, Clock())._streamed("/v1/x", {}, {})
+
+
+def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
+    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1)
+    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.99]
+    assert [shares.kind(d) for d in draws] == [
+        "memory",
+        "memory",
+        "refused",
+        "refused",
+        "tool",
+        "archive",
+        "plain",
+        "plain",
+    ]
 
 
 def test_the_streamed_answer_carries_the_same_call() -> None:
