@@ -22,6 +22,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import httpx
@@ -29,6 +30,9 @@ import httpx
 from chaos.llm import token_for
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+Mode = Literal["sync", "async", "stream", "schedule"]
+# How far ahead a scheduled request's one-shot fires.
+SCHEDULED_AHEAD = 3.0
 
 
 class StreamCut(httpx.TransportError):
@@ -72,8 +76,10 @@ class Request:
     agent_id: str
     memory: bool
     # sync: answered when the run ends; async: a run to poll; stream: its events as SSE
-    # (acknowledged once the stream ends with `[DONE]`; one cut before it is retried).
-    mode: Literal["sync", "async", "stream"]
+    # (acknowledged once the stream ends with `[DONE]`; one cut before it is retried);
+    # schedule: a one-shot schedule of the message a few seconds ahead (acknowledged when
+    # made; then its fire's run is followed until it ends).
+    mode: Mode
     client: int
     otid: str
     key: str
@@ -94,6 +100,9 @@ class Request:
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
+    # A scheduled request's schedule, and when it fires (the same in every attempt).
+    schedule_id: str | None = None
+    at: str | None = None
 
     @property
     def acked(self) -> bool:
@@ -148,6 +157,7 @@ class Shares:
     conversation: float = _share(0.2, "sent to the agent's conversation besides its default one")
     stream: float = _share(0.2, "streamed (SSE; a stream cut before [DONE] is retried)")
     async_: float = _share(0.3, "sent to /messages/async (then the run is polled)")
+    schedule: float = _share(0.05, "scheduled a few seconds ahead (the fire's run followed)")
 
     def kind(self, draw: float) -> str:
         """The kind a draw in [0, 1) makes: memory, refused, tool, archive or plain."""
@@ -221,19 +231,27 @@ class Load:
             )
             if agent_id in self.conversations and rng.random() < self.s.shares.conversation:
                 request.conversation_id = self.conversations[agent_id]
-                if request.mode == "async":
+                if request.mode in ("async", "schedule"):
                     request.mode = "sync"
+            if request.mode == "schedule":
+                ahead = datetime.now(UTC) + timedelta(seconds=SCHEDULED_AHEAD)
+                request.at = ahead.isoformat()
             self.requests.append(request)
             await self._send(request, rng)
-            if request.acked and request.mode == "async" and request.run_ids:
+            if request.acked and request.mode == "schedule" and request.schedule_id:
+                await self._fired(request)
+            if request.acked and request.mode in ("async", "schedule") and request.run_ids:
                 await self._poll(request)
 
-    def _mode(self, draw: float) -> Literal["sync", "async", "stream"]:
+    def _mode(self, draw: float) -> Mode:
         # (One draw: a seed's async requests stay those it always sent.)
         shares = self.s.shares
         if draw < shares.async_:
             return "async"
-        return "stream" if draw - shares.async_ < shares.stream else "sync"
+        draw -= shares.async_
+        if draw < shares.stream:
+            return "stream"
+        return "schedule" if draw - shares.stream < shares.schedule else "sync"
 
     async def _send(self, request: Request, rng: random.Random) -> None:
         path = f"/v1/agents/{request.agent_id}/messages"
@@ -245,6 +263,9 @@ class Load:
         if request.conversation_id is not None:
             path = f"/v1/conversations/{request.conversation_id}/messages"
             body["streaming"] = request.mode == "stream"
+        if request.mode == "schedule":
+            path = f"/v1/agents/{request.agent_id}/schedules"
+            body = {"at": request.at, "input": request.text}
         headers = {"Idempotency-Key": request.key}
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
@@ -325,11 +346,31 @@ class Load:
                 request.run_ids = [data["id"]]
             request.run_status = data.get("status")
             return
+        if request.mode == "schedule":
+            if isinstance(data.get("id"), str):
+                request.schedule_id = data["id"]
+            return
         runs = {m.get("run_id") for m in data.get("messages") or [] if isinstance(m, dict)}
         request.run_ids = sorted(r for r in runs if isinstance(r, str))
         reason = data.get("stop_reason")
         if isinstance(reason, dict):
             request.stop_reason = reason.get("stop_reason")
+
+    async def _fired(self, request: Request) -> None:
+        """Wait for the schedule's fire; its run becomes the request's."""
+        path = f"/v1/agents/{request.agent_id}/schedules/{request.schedule_id}/fires"
+        deadline = self.clock() + SCHEDULED_AHEAD + self.s.poll_timeout
+        while self.clock() < deadline:
+            await asyncio.sleep(0.5)
+            try:
+                response = await self.http.get(path, timeout=10)
+            except httpx.HTTPError:
+                continue
+            fires = response.json() if response.status_code == 200 else []
+            runs = [f["run_id"] for f in fires if isinstance(f, dict) and f.get("run_id")]
+            if runs:
+                request.run_ids = runs
+                return
 
     async def _poll(self, request: Request) -> None:
         deadline = self.clock() + self.s.poll_timeout

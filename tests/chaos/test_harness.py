@@ -179,6 +179,22 @@ def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
     ]
 
 
+def test_another_draw_divides_into_the_ways_of_sending() -> None:
+    shares = Shares(async_=0.3, stream=0.2, schedule=0.1)
+    load = Load(httpx.AsyncClient(), [AGENT], LoadSettings(1, 1, 1, shares), Clock())
+    draws = [0.0, 0.29, 0.3, 0.49, 0.5, 0.59, 0.61, 0.99]
+    assert [load._mode(d) for d in draws] == [
+        "async",
+        "async",
+        "stream",
+        "stream",
+        "schedule",
+        "schedule",
+        "sync",
+        "sync",
+    ]
+
+
 def test_the_streamed_answer_carries_the_same_call() -> None:
     message = answer({"messages": [user(f"remember {token_for(1, 1)}")]})
     arguments, name = "", ""
