@@ -112,6 +112,10 @@ async def test_active_runs_and_readiness(system: System, llm: FakeOpenAI) -> Non
             url = f"/v1/agents/{agent['id']}/messages/async"
             run = (await system.http.post(url, json={"input": "one"})).json()
             await until(llm, lambda reqs: len(reqs) == 1)
+            # (RunStarted is recorded while the first model call runs: the call can come
+            # first, and the run show `created` until it is projected. CI met that race.)
+            await events.wait_for("RunStarted", 1)
+            await projected(system, events.last_seq)
             active = await system.http.get("/v1/runs/active", params={"agent_id": agent["id"]})
             assert [(r["id"], r["status"]) for r in active.json()] == [(run["id"], "running")]
         finally:
