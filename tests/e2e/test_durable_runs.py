@@ -112,6 +112,23 @@ async def killed_between_answer_and_tool(
             os.kill(pid, signal.SIGCONT)
 
 
+async def tea_killed_between_answer_and_tool(
+    system: System, llm: FakeOpenAI, agent: dict[str, Any], answered: threading.Event
+) -> tuple[dict[str, Any], list[Envelope[Any]]]:
+    """ "I like tea" sent, the executors killed between the model's tool call and the tool
+    (killed_between_answer_and_tool); the reply, checked to be the call, its result and the
+    answer, and what was recorded."""
+    async with agent_events(system, agent["id"]) as events:
+        task = send_later(system, agent["id"], "I like tea")
+        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
+    assert [m["message_type"] for m in result["messages"]] == [
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    return result, recorded
+
+
 async def test_killed_during_an_llm_call_the_step_is_asked_again_once(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -153,14 +170,7 @@ async def test_killed_after_the_llm_answered_the_tool_runs_once(
         ),
         Reply(content="Noted."),
     )
-    async with agent_events(system, agent["id"]) as events:
-        task = send_later(system, agent["id"], "I like tea")
-        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
-    assert [m["message_type"] for m in result["messages"]] == [
-        "tool_call_message",
-        "tool_return_message",
-        "assistant_message",
-    ]
+    result, recorded = await tea_killed_between_answer_and_tool(system, llm, agent, answered)
     assert result["messages"][1]["status"] == "success"
     assert await human_block(system, agent["id"]) == "Name: Sam\nLikes: tea"
     # The recorded step was not asked again: one request per step.
@@ -195,14 +205,7 @@ async def test_a_refused_memory_edit_in_doubt_is_asked_again_and_its_reason_told
         Reply(tool_calls=[("memory_insert", edit)], release=answered),
         Reply(content="That block does not exist."),
     )
-    async with agent_events(system, agent["id"]) as events:
-        task = send_later(system, agent["id"], "I like tea")
-        result, recorded = await killed_between_answer_and_tool(system, llm, events, answered, task)
-    assert [m["message_type"] for m in result["messages"]] == [
-        "tool_call_message",
-        "tool_return_message",
-        "assistant_message",
-    ]
+    result, recorded = await tea_killed_between_answer_and_tool(system, llm, agent, answered)
     returned = result["messages"][1]
     assert returned["status"] == "error"
     assert "nowhere" in returned["tool_return"]
