@@ -219,6 +219,46 @@ async def test_a_refused_memory_edit_in_doubt_is_asked_again_and_its_reason_told
     )
 
 
+async def test_an_archival_insert_in_doubt_is_asked_again_and_stored_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The insert's command has an id derived from the call, and the memory service answers
+    # a repeat from the passage it made: the restarted executor asks again rather than
+    # telling the model the outcome is unknown. (Found by the chaos suite: a nats-server
+    # restart during the insert made the run resume and give up on it, the memory lost.)
+    agent = await new_agent(
+        system, embedding="openai/text-embedding-3-small", tools=["archival_memory_insert"]
+    )
+    answered = threading.Event()
+    llm.push(
+        Reply(
+            tool_calls=[("archival_memory_insert", {"content": "Sam likes green tea"})],
+            release=answered,
+        )
+    )
+
+    def rating(body: dict[str, Any]) -> bool:
+        return "Rating:" in str(body["messages"][-1]["content"])
+
+    # The memory service asks the agent's model to rate the memory, unless the restarted
+    # executors are not serving yet (then the rating is the default): answered by kind.
+    llm.default_reply = lambda body: Reply(content="6" if rating(body) else "Noted.")
+    result, recorded = await tea_killed_between_answer_and_tool(system, llm, agent, answered)
+    returned = result["messages"][1]
+    assert returned["status"] == "success", returned["tool_return"]
+    rows = (await system.http.get(f"/v1/agents/{agent['id']}/archival-memory")).json()
+    assert [r["text"] for r in rows] == ["Sam likes green tea"]
+    # The run's two steps were each asked once, the rating at most once.
+    assert len([b for b in llm.requests if not rating(b)]) == 2
+    assert len([b for b in llm.requests if rating(b)]) <= 1
+    counts = step_counts(recorded)
+    assert (counts["ToolCallRequested"], counts["ToolReturned"], counts["RunCompleted"]) == (
+        1,
+        1,
+        1,
+    )
+
+
 async def test_killed_after_the_tool_ran_neither_is_repeated(
     system: System, llm: FakeOpenAI
 ) -> None:

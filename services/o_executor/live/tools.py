@@ -265,10 +265,12 @@ class LiveTools:
             or call.name in EVOLUTION_TOOLS
             or call.name in FILE_TOOLS
             or call.name in CODE_TOOLS
+            or call.name in ARCHIVAL_TOOLS
         ):
-            # Safe to call again: an evolution tool's (or open_files', or the code tools'
-            # sandbox) command has an id derived from the call, and the service answers a
-            # repeat from its record;
+            # Safe to call again: an evolution tool's (or open_files', the code tools'
+            # sandbox, or an archival insert's) command has an id derived from the call,
+            # and the service answers a repeat from its record (an insert: the passage it
+            # made, archival_handlers.py);
             # the other agents' runs have ids derived from this call,
             # so the runs it started are found (and waited for, or read back), never
             # started twice (o_executor/multi_agent/runs.py).
