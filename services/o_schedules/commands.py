@@ -49,6 +49,17 @@ async def last_event(eventlog: EventLog, subject: str) -> tuple[int, Envelope[Me
     return int(msg.seq or 0), decode(msg.data or b"")
 
 
+def asked_at(env: Envelope[Any]) -> datetime:
+    """When a command was asked: its envelope's time, never later than now.
+
+    A command judged as of when it is handled would be refused for waiting out an outage
+    in the log: a one-shot a few seconds ahead, accepted by the gateway, found in the past
+    once the scheduler is back. Judged and counted from when it was asked, its slot is due
+    (on time, or missed by the schedule's own policy), as if the scheduler had been up."""
+    sent = env.time if env.time.tzinfo is not None else env.time.replace(tzinfo=UTC)
+    return min(sent, datetime.now(UTC))
+
+
 def check_new(spec: ScheduleSpec, now: datetime) -> None:
     """slots.check_new, refused as the command's 422."""
     try:
@@ -70,7 +81,8 @@ class ScheduleCommands:
         if last:
             # Created already (this command before, or one with the same schedule id).
             return self._done(cmd.schedule_id, last)
-        check_new(cmd.spec, datetime.now(UTC))
+        when = asked_at(env)
+        check_new(cmd.spec, when)
         await self._agent(cmd.agent_id)
         event = env.caused(
             ScheduleCreated(
@@ -78,7 +90,7 @@ class ScheduleCommands:
                 agent_id=cmd.agent_id,
                 spec=cmd.spec,
                 enabled=cmd.enabled,
-                after=datetime.now(UTC),
+                after=when,
             ),
             aggregate_id=cmd.schedule_id,
             producer=PRODUCER,
@@ -117,7 +129,7 @@ class ScheduleCommands:
                 spec = cmd.changes.applied_to(was)
             except ValueError as exc:
                 raise AppendRejected(f"changes: {exc}", 422) from None
-            now = datetime.now(UTC)
+            now = asked_at(env)
             if spec.timing() != was.timing():
                 check_new(spec, now)
             enabled = enabled_before if cmd.changes.enabled is None else cmd.changes.enabled

@@ -32,7 +32,15 @@ from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
 from o_schedules.timer import Timer
 from tests.e2e.conftest import System
-from tests.e2e.support import AgentEvents, new_agent, projected, subject_events, until
+from tests.e2e.support import (
+    AgentEvents,
+    connected,
+    last_command,
+    new_agent,
+    projected,
+    subject_events,
+    until,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
 
@@ -268,6 +276,49 @@ async def test_slots_missed_while_no_scheduler_ran_follow_the_policy(system: Sys
     consecutive_seconds(sorted([f.slot for f in fires] + skipped))
     run_ids = [f.run_id for f in fires]
     once_each(await runs_finished(system, agent["id"], set(run_ids)), run_ids)
+
+
+async def test_a_one_shot_made_while_the_scheduler_is_down_fires_when_it_is_back(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """The gateway accepts a one-shot a second ahead and sends its command; the scheduler
+    is stopped until that second has passed. Judged as of when it was asked, the command
+    makes the schedule, which fires at once (on time: within its grace), and the request
+    is answered 201. (Found by the chaos suite: it was refused, 422 "not in the future".)"""
+    agent = await new_agent(system)
+    llm.push(Reply(content="on my way"))
+    at = datetime.now(UTC) + timedelta(seconds=1)
+    stopped = system.supervisor.pids("evolution")
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        made = asyncio.create_task(
+            system.http.post(
+                f"/v1/agents/{agent['id']}/schedules",
+                json={"at": at.isoformat(), "messages": [{"role": "user", "content": "go"}]},
+            )
+        )
+        async with connected(system) as nc:
+            subject = subjects.schedule_command_subject(agent["id"])
+            while True:  # the gateway has sent the command
+                try:
+                    await last_command(nc, subject)
+                    break
+                except nats.js.errors.NotFoundError:
+                    await asyncio.sleep(0.05)
+        # The outage itself (not a synchronisation): the one-shot's time passes while no
+        # scheduler runs.
+        await asyncio.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()) + 0.5)
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    response = await asyncio.wait_for(made, DEADLINE)
+    assert response.status_code == 201, response.text
+    schedule = response.json()
+    async with schedule_events(system, schedule["id"]) as events:
+        fire = await events.wait_until(lambda e: e.type == "ScheduleFired", DEADLINE)
+    assert (fire.data.slot, fire.data.late) == (at, False)
+    once_each(await runs_finished(system, agent["id"], {fire.data.run_id}), [fire.data.run_id])
 
 
 async def test_more_schedulers_racing_fire_each_slot_once(system: System, llm: FakeOpenAI) -> None:
