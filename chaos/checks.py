@@ -7,6 +7,9 @@ anything more than once *duplicated*. An unacknowledged request may have happene
 (more is duplicated); one that happened in part is reported as *partial*. No run may be left
 `created`/`running` (*stuck*). A block's versions must be 1..n without gap or repeat, end at the
 block's value, and since the load only ever appends, never drop a token an earlier version had.
+An acknowledged upload must show up as one file `<token>.txt` in its folder, processed
+(`completed`) into chunks of which one holds the token; a token in a file or chunk of a request
+that uploaded none, or in another folder, is duplicated.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from chaos.load import ACTIVE, Request
 
 # The human block's value at creation: an event's text that holds it holds the whole value.
 BLOCK_START = "chaos tokens:"
+# A file still being processed (docs/folders.md).
+PROCESSING = ("pending", "parsing", "embedding")
 
 
 async def wait_quiet(
@@ -53,6 +58,42 @@ async def wait_quiet(
                 return [], loop.time() - start
         if loop.time() - start > timeout:
             return active, loop.time() - start
+        await asyncio.sleep(0.5)
+
+
+@dataclass
+class FolderView:
+    folder_id: str
+    files: list[dict[str, Any]]
+    chunks: list[dict[str, Any]]  # its passages: the files' chunks
+
+    @property
+    def processing(self) -> list[dict[str, Any]]:
+        return [f for f in self.files if f.get("processing_status") in PROCESSING]
+
+
+async def read_folders(http: httpx.AsyncClient, folder_ids: list[str]) -> dict[str, FolderView]:
+    views = {}
+    for folder_id in folder_ids:
+        files = await paginate(http, f"/v1/folders/{folder_id}/files")
+        chunks = await paginate(http, f"/v1/folders/{folder_id}/passages")
+        views[folder_id] = FolderView(folder_id, files, chunks)
+    return views
+
+
+async def wait_processed(
+    http: httpx.AsyncClient, folder_ids: list[str], timeout: float = 120.0
+) -> tuple[dict[str, FolderView], float]:
+    """Wait until no file of the folders is still being processed (at most `timeout` s).
+
+    Returns the folders as last read (a file still processing at the end is in them) and the
+    seconds waited."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while True:
+        views = await read_folders(http, folder_ids)
+        if not any(v.processing for v in views.values()) or loop.time() - start > timeout:
+            return views, loop.time() - start
         await asyncio.sleep(0.5)
 
 
@@ -124,11 +165,30 @@ class _Seen:
     returns: list[tuple[str, str]] = field(default_factory=list)  # (status, text)
     passages: int = 0  # archival passages holding the token
     agents: set[str] = field(default_factory=set)
+    files: list[dict[str, Any]] = field(default_factory=list)  # uploaded as <token>.txt
+    chunks: list[str] = field(default_factory=list)  # the folders of the chunks holding it
+
+    def processed(self) -> bool:
+        """One file, completed, its token in one chunk: an upload as it should be."""
+        return (
+            len(self.files) == 1
+            and self.files[0].get("processing_status") == "completed"
+            and len(self.chunks) == 1
+        )
 
 
-def _index(views: dict[str, AgentView]) -> tuple[dict[str, _Seen], Counter[str]]:
+def _index(
+    views: dict[str, AgentView], folders: dict[str, FolderView] | None = None
+) -> tuple[dict[str, _Seen], Counter[str]]:
     seen: dict[str, _Seen] = defaultdict(_Seen)
     in_blocks: Counter[str] = Counter()
+    for folder in (folders or {}).values():
+        for f in folder.files:
+            for token in TOKEN.findall(str(f.get("original_file_name") or "")):
+                seen[token].files.append(f)
+        for chunk in folder.chunks:
+            for token in TOKEN.findall(str(chunk.get("text") or "")):
+                seen[token].chunks.append(str(chunk.get("source_id")))
     for view in views.values():
         for m in view.messages:
             kind = m.get("message_type")
@@ -202,20 +262,33 @@ def evaluate(
     llm_stats: dict[str, int],
     wall_t0: float,
     logs: dict[str, list[BlockEvent]] | None = None,
+    folders: dict[str, FolderView] | None = None,
 ) -> Verdicts:
-    """`logs`: each block's events from the log (by block id), for diagnoses, if read."""
+    """`logs`: each block's events from the log (by block id), for diagnoses, if read;
+    `folders`: the agents' folders, with their files processed."""
     logs = logs or {}
-    seen, in_blocks = _index(views)
+    seen, in_blocks = _index(views, folders)
     out = Verdicts()
     for r in requests:
         s = seen.get(r.token, _Seen())
         u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
         missing: list[str] = []
         extra: list[str] = []
-        if u == 0:
-            missing.append("user message")
-        if a == 0:
-            missing.append("assistant reply")
+        if r.upload:
+            missing += _upload_missing(s)
+        else:
+            if u == 0:
+                missing.append("user message")
+            if a == 0:
+                missing.append("assistant reply")
+            if s.files or s.chunks:
+                extra.append("a file for a request that uploads none")
+        if len(s.files) > 1:
+            extra.append(f"file x{len(s.files)}")
+        if len(s.chunks) > 1:
+            extra.append(f"chunk x{len(s.chunks)}")
+        if r.upload and any(f.get("source_id") != r.folder_id for f in s.files):
+            extra.append(f"in folders {sorted({str(f.get('source_id')) for f in s.files})}")
         if r.memory and b == 0:
             missing.append("memory edit")
         if r.refused and c == 0:
@@ -248,6 +321,8 @@ def evaluate(
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
+        if r.upload and (u or a or c or b):
+            extra.append("a message for an upload")
         if r.acked and r.mode != "async" and r.stop_reason not in (None, "end_turn"):
             out.acked_error_stop += 1
         if not missing and not extra:
@@ -279,7 +354,7 @@ def evaluate(
                 out.lost.append(Finding("lost", text, r, window, details, cause))
                 for m in missing:
                     out.lost_by_what[m] += 1
-            elif u or a or b or c:
+            elif u or a or b or c or s.files:
                 text = f"{head}: happened in part, missing {', '.join(missing)}"
                 out.partial.append(Finding("partial", text, r, window, details, cause))
     by_run = {run_id: r for r in requests for run_id in r.run_ids}
@@ -291,9 +366,28 @@ def evaluate(
     return out
 
 
+def _upload_missing(s: _Seen) -> list[str]:
+    if not s.files:
+        return ["the file"]
+    if any(f.get("processing_status") != "completed" for f in s.files):
+        return ["the file's processing"]
+    return [] if s.chunks else ["the chunk holding the token"]
+
+
 def _evidence(
     r: Request, s: _Seen, u: int, a: int, c: int, b: int, llm_stats: dict[str, int]
 ) -> list[str]:
+    if r.upload:
+        files = [
+            f"{f.get('id')} {f.get('file_name')} in {f.get('source_id')}:"
+            f" {f.get('processing_status')} {f.get('error_message') or ''}"
+            f" chunks {f.get('chunks_embedded')}/{f.get('total_chunks')}"
+            for f in s.files
+        ]
+        return [
+            f"found: files {files or '-'}; chunks holding the token x{len(s.chunks)}",
+            "attempts: " + "; ".join(at.describe() for at in r.attempts),
+        ]
     runs = sorted({run for _, run in s.user if run} | {run for run in s.reply if run})
     asked_tool = llm_stats.get(f"{r.token} tool_call", 0)
     asked_text = llm_stats.get(f"{r.token} text", 0)
@@ -328,6 +422,12 @@ def _echoed(r: Request, s: _Seen) -> bool:
 
 
 def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
+    if len(s.files) > 1:
+        return "a retried upload (duplicate_handling=skip) made a second file"
+    if len(s.chunks) > 1:
+        return "one file's chunk stored more than once"
+    if (s.files or s.chunks) and u:
+        return "a file or chunk holds the token of a request that uploaded none"
     runs = {run for _, run in s.user} | set(s.reply) | set(s.calls)
     if len(runs - {None}) > 1:
         return "a retry (same otid and Idempotency-Key) ran as a new run"
@@ -345,6 +445,13 @@ def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
 def _loss_cause(
     r: Request, missing: list[str], calls: int, s: _Seen, log: list[BlockEvent] | None
 ) -> str:
+    if "the file" in missing:
+        return "no file of that name in any folder"
+    if "the file's processing" in missing:
+        states = sorted({str(f.get("processing_status")) for f in s.files})
+        return f"the file's processing did not complete ({', '.join(states)})"
+    if "the chunk holding the token" in missing:
+        return "the file completed, but no chunk holds its token"
     if "user message" in missing:
         return "the message is not in the history"
     if "the refused edit's call" in missing:
@@ -511,10 +618,12 @@ def check_versions(view: AgentView, log: list[BlockEvent] | None = None) -> list
     return out
 
 
-def after_rebuild(verdicts: Verdicts, views: dict[str, AgentView]) -> None:
+def after_rebuild(
+    verdicts: Verdicts, views: dict[str, AgentView], folders: dict[str, FolderView] | None = None
+) -> None:
     """What the API shows once every projection is rebuilt from the log, added to each finding:
     a loss or a stuck run that the rebuild repairs is the live projection's, not the log's."""
-    seen, in_blocks = _index(views)
+    seen, in_blocks = _index(views, folders)
     runs = {run["id"]: run for view in views.values() for run in view.runs}
     for f in [*verdicts.lost, *verdicts.duplicated, *verdicts.partial]:
         r = f.request
@@ -524,7 +633,12 @@ def after_rebuild(verdicts: Verdicts, views: dict[str, AgentView]) -> None:
         u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
         f.details.append(
             f"after the rebuild: user message x{u}, reply x{a}, tool call x{c}, token in block x{b}"
+            + (f", file x{len(s.files)}, chunk x{len(s.chunks)}" if r.upload else "")
         )
+        if r.upload:
+            if f.category == "lost" and s.processed():
+                f.cause = "the live projection lost it (the log has it: a rebuild shows it once)"
+            continue
         whole = u == 1 and a == 1 and (b == 1 if r.memory else b == 0)
         whole = whole and (_echoed(r, s) if r.tool else True)
         whole = whole and s.passages == (1 if r.archive else 0)

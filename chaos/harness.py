@@ -16,7 +16,15 @@ import httpx
 
 from chaos.api import ReadFailed
 from chaos.blocklog import read_block_logs
-from chaos.checks import Verdicts, after_rebuild, evaluate, read_all, wait_quiet
+from chaos.checks import (
+    Verdicts,
+    after_rebuild,
+    evaluate,
+    read_all,
+    read_folders,
+    wait_processed,
+    wait_quiet,
+)
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
 from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
 from chaos.load import Clock, Load, LoadSettings, Request, Shares
@@ -58,6 +66,7 @@ class Report:
     startup_seconds: float = 0.0
     code: str = ""  # which code ran (commit, uncommitted changes)
     agent_ids: list[str] = field(default_factory=list)
+    folders: dict[str, str] = field(default_factory=dict)  # agent id -> its folder's id
     requests: list[Request] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     successes: list[float] = field(default_factory=list)
@@ -117,20 +126,32 @@ async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
     return ids
 
 
-async def _created(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> str:
-    """The id of what a POST to `path` made (a 5xx or no answer is tried again)."""
+async def _create_folders(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, str]:
+    """A folder for each agent, attached to it (the `upload` requests' destination)."""
+    folders = {}
+    for i, agent_id in enumerate(agent_ids):
+        folder = await _created(http, "/v1/folders/", {"name": f"chaos-files-{i:02d}"})
+        await _created(http, f"/v1/agents/{agent_id}/folders/attach/{folder}", None, "PATCH")
+        folders[agent_id] = folder
+    return folders
+
+
+async def _created(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any] | None, method: str = "POST"
+) -> str:
+    """The id of what a POST (or PATCH) to `path` made (a 5xx or no answer is tried again)."""
     for attempt in range(10):
         try:
-            response = await http.post(path, json=body, timeout=30)
+            response = await http.request(method, path, json=body, timeout=30)
         except httpx.HTTPError:
             response = None
         if response is not None and response.status_code == 200:
             made: str = response.json()["id"]
             return made
         if response is not None and response.status_code < 500:
-            raise RuntimeError(f"POST {path}: {response.status_code} {response.text}")
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text}")
         await asyncio.sleep(0.5 * (attempt + 1))
-    raise RuntimeError(f"POST {path} failed ten times")
+    raise RuntimeError(f"{method} {path} failed ten times")
 
 
 async def _llm_stats(llm_url: str) -> dict[str, int]:
@@ -162,6 +183,8 @@ async def run(params: Params, progress: Any = None) -> Report:
             base_url=system.base_url, headers=system.headers, limits=limits, timeout=60
         ) as http:
             report.agent_ids = await _create_agents(http, params.agents)
+            if params.shares.upload > 0:
+                report.folders = await _create_folders(http, report.agent_ids)
             say(
                 f"O up in {report.startup_seconds:.1f}s at {system.base_url};"
                 f" {params.agents} agents; load for {params.duration:.0f}s"
@@ -170,6 +193,9 @@ async def run(params: Params, progress: Any = None) -> Report:
             say(f"load over: {len(report.requests)} requests; waiting for the runs to finish")
             active, report.quiet_seconds = await wait_quiet(http, timeout=params.quiet_timeout)
             report.still_active = len(active)
+            folder_ids = list(report.folders.values())
+            folders, waited = await wait_processed(http, folder_ids, params.quiet_timeout)
+            report.quiet_seconds += waited
             try:
                 report.llm_stats = await _llm_stats(llm_url)
             except (httpx.HTTPError, ValueError) as exc:
@@ -186,7 +212,7 @@ async def run(params: Params, progress: Any = None) -> Report:
                 except Exception as exc:  # a diagnosis only: the checks go on without it
                     report.notes.append(f"could not read the blocks' log: {exc!r}")
                 report.verdicts = evaluate(
-                    report.requests, views, report.llm_stats, report.wall_t0, logs
+                    report.requests, views, report.llm_stats, report.wall_t0, logs, folders
                 )
             except ReadFailed as exc:
                 report.errors.append(f"reading the API's view: {exc}")
@@ -219,7 +245,7 @@ async def _load_and_kill(
     conversations = {
         a: await _created(http, f"/v1/conversations/?agent_id={a}", {}) for a in report.agent_ids
     }
-    load = Load(http, report.agent_ids, settings, clock, conversations)
+    load = Load(http, report.agent_ids, settings, clock, conversations, report.folders)
     killer = Killer(
         system,
         load,
@@ -244,8 +270,9 @@ async def _load_and_kill(
 
 
 async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any) -> None:
+    folder_ids = list(report.folders.values())
     try:
-        before = await snapshot(http, report.agent_ids)
+        before = await snapshot(http, report.agent_ids, folder_ids)
     except ReadFailed as exc:
         report.errors.append(f"snapshot before the rebuild: {exc}")
         return
@@ -254,14 +281,18 @@ async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any
     if report.rebuild.code != 0:
         return
     try:
-        after = await snapshot(http, report.agent_ids)
+        after = await snapshot(http, report.agent_ids, folder_ids)
     except ReadFailed as exc:
         report.errors.append(f"snapshot after the rebuild: {exc}")
         return
     report.differences = diff(before, after)
     if report.verdicts is not None:
         try:
-            after_rebuild(report.verdicts, await read_all(http, report.agent_ids))
+            after_rebuild(
+                report.verdicts,
+                await read_all(http, report.agent_ids),
+                await read_folders(http, folder_ids),
+            )
         except ReadFailed as exc:
             report.notes.append(f"could not read the API after the rebuild: {exc}")
 
@@ -273,6 +304,7 @@ def write_json(report: Report, path: Path) -> None:
         "params": {k: str(val) for k, val in asdict(report.params).items()},
         "base": str(report.base),
         "agents": report.agent_ids,
+        "folders": report.folders,
         "statuses": dict(report.statuses),
         "requests": [asdict(r) for r in report.requests],
         "kills": [asdict(k) for k in report.kills],

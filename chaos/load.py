@@ -8,7 +8,10 @@ archival memory insert),
 sent to `POST /v1/agents/{id}/messages` or, for a share of them,
 `POST /v1/agents/{id}/messages/async` (then the run is polled until it ends). A failed attempt
 (connection error, timeout, 5xx, 409, 429) is retried with the same idempotency key: the
-message's `otid` and the `Idempotency-Key` header. A request is acknowledged when an attempt got
+message's `otid` and the `Idempotency-Key` header. An `upload` request is no message: a file
+`<token>.txt` holding the token, uploaded to the agent's folder with
+`duplicate_handling=skip` (Letta's way to make an upload safe to send again: a retry finds
+the file the first attempt made). A request is acknowledged when an attempt got
 a 2xx; one that got another 4xx is given up (rejected); retries stop `retry_grace` seconds after
 the load ends.
 """
@@ -97,6 +100,9 @@ class Request:
     tool: bool = False
     # An archival memory insert of the token: one passage holding it.
     archive: bool = False
+    # A file holding the token uploaded to this folder (the agent's): one file, processed
+    # into chunks, one of them holding the token.
+    folder_id: str | None = None
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
@@ -113,7 +119,17 @@ class Request:
         return f"{self.verb} {self.token}"
 
     @property
+    def upload(self) -> bool:
+        return self.folder_id is not None
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.token}.txt"
+
+    @property
     def verb(self) -> str:
+        if self.upload:
+            return "upload"
         if self.memory:
             return "remember"
         if self.refused:
@@ -127,6 +143,7 @@ class Request:
             "misfile": "refused",
             "compute": "tool",
             "archive": "archival",
+            "upload": "upload",
             "say": "plain",
         }
         where = " in a conversation" if self.conversation_id else ""
@@ -147,21 +164,22 @@ def _share(default: float, what: str) -> Any:
 
 @dataclass(frozen=True)
 class Shares:
-    """What share of the requests is of each kind (`--<name>-share`). The first four divide
+    """What share of the requests is of each kind (`--<name>-share`). The first five divide
     one draw (the rest of it are plain messages); the others are drawn apart."""
 
     memory: float = _share(0.5, "whose answer edits the memory block")
     refused: float = _share(0.05, "whose answer edits a block the agent lacks (refused)")
     tool: float = _share(0.1, "whose answer calls a users' tool (run in the sandbox)")
     archive: float = _share(0.1, "whose answer inserts a passage into archival memory")
+    upload: float = _share(0.05, "uploading a file to the agent's folder (no message)")
     conversation: float = _share(0.2, "sent to the agent's conversation besides its default one")
     stream: float = _share(0.2, "streamed (SSE; a stream cut before [DONE] is retried)")
     async_: float = _share(0.3, "sent to /messages/async (then the run is polled)")
     schedule: float = _share(0.05, "scheduled a few seconds ahead (the fire's run followed)")
 
     def kind(self, draw: float) -> str:
-        """The kind a draw in [0, 1) makes: memory, refused, tool, archive or plain."""
-        for name in ("memory", "refused", "tool", "archive"):
+        """The kind a draw in [0, 1) makes: memory, refused, tool, archive, upload or plain."""
+        for name in ("memory", "refused", "tool", "archive", "upload"):
             share: float = getattr(self, name)
             if draw < share:
                 return name
@@ -188,11 +206,14 @@ class Load:
         settings: LoadSettings,
         clock: Clock,
         conversations: dict[str, str] | None = None,
+        folders: dict[str, str] | None = None,
     ) -> None:
         self.http = http
         self.agent_ids = agent_ids
         # Each agent's conversation besides its default one (agent id -> conversation id).
         self.conversations = conversations or {}
+        # Each agent's folder, attached to it (agent id -> folder id).
+        self.folders = folders or {}
         self.s = settings
         self.clock = clock
         self.requests: list[Request] = []
@@ -233,6 +254,10 @@ class Load:
                 request.conversation_id = self.conversations[agent_id]
                 if request.mode in ("async", "schedule"):
                     request.mode = "sync"
+            if kind == "upload" and agent_id in self.folders:
+                # (No message: answered when the upload is recorded, in any mode.)
+                request.folder_id = self.folders[agent_id]
+                request.mode, request.conversation_id = "sync", None
             if request.mode == "schedule":
                 ahead = datetime.now(UTC) + timedelta(seconds=SCHEDULED_AHEAD)
                 request.at = ahead.isoformat()
@@ -267,6 +292,8 @@ class Load:
             path = f"/v1/agents/{request.agent_id}/schedules"
             body = {"at": request.at, "input": request.text}
         headers = {"Idempotency-Key": request.key}
+        if request.upload:
+            path = f"/v1/folders/{request.folder_id}/upload?duplicate_handling=skip"
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
         while True:
@@ -274,6 +301,14 @@ class Load:
             try:
                 if request.mode == "stream":
                     response = await self._streamed(path, body, headers)
+                elif request.upload:
+                    text = file_text(request.token)
+                    response = await self.http.post(
+                        path,
+                        files={"file": (request.file_name, text, "text/plain")},
+                        headers=headers,
+                        timeout=self.s.request_timeout,
+                    )
                 else:
                     response = await self.http.post(
                         path, json=body, headers=headers, timeout=self.s.request_timeout
@@ -384,6 +419,11 @@ class Load:
                 request.run_status = response.json().get("status")
                 if request.run_status not in ACTIVE:
                     return
+
+
+def file_text(token: str) -> str:
+    """An uploaded file's text: short enough to be one chunk, the token in it once."""
+    return f"A file the chaos suite uploaded.\nIts token is {token}.\n"
 
 
 def _is_json(response: httpx.Response) -> bool:

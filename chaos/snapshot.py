@@ -1,7 +1,8 @@
 """The API's whole view of the chaos agents, a full projection rebuild, and the difference.
 
 A snapshot holds, per agent: the agent (`GET /v1/agents/{id}`), each of its blocks with every
-version (`GET /v1/blocks/{id}/versions`), all its messages, all its runs and each run's steps.
+version (`GET /v1/blocks/{id}/versions`), all its messages, all its runs and each run's steps;
+per folder: the folder, its files and their chunks.
 Lists of resources are keyed by id (versions by number) with their order kept separately, so a
 difference names the resource and field. Fields that legitimately differ between two reads are
 left out: see `DROPPED`. The rebuild is `python -m o_devtools.rebuild` (`make rebuild`) on every
@@ -24,14 +25,25 @@ from chaos.api import get_json, paginate
 from chaos.llm import TOKEN
 from chaos.system import ROOT, python_path
 
-PROJECTIONS = ("agents", "memory", "archival", "runs", "tools", "mcp_servers")
+PROJECTIONS = ("agents", "memory", "archival", "runs", "tools", "mcp_servers", "folders")
 
 # Left out of the comparison, with why. Everything else must be identical after a rebuild.
 DROPPED: dict[str, str] = {}
 
 
-async def snapshot(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, Any]:
+async def snapshot(
+    http: httpx.AsyncClient, agent_ids: list[str], folder_ids: list[str] | None = None
+) -> dict[str, Any]:
     limit = asyncio.Semaphore(4)
+
+    async def folder(folder_id: str) -> dict[str, Any]:
+        async with limit:
+            files = await paginate(http, f"/v1/folders/{folder_id}/files")
+            return {
+                "folder": await get_json(http, f"/v1/folders/{folder_id}"),
+                "files": _keyed(files, "id"),
+                "chunks": _keyed(await paginate(http, f"/v1/folders/{folder_id}/passages"), "id"),
+            }
 
     async def steps(run_id: str) -> list[dict[str, Any]]:
         async with limit:
@@ -59,7 +71,14 @@ async def snapshot(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, A
         }
 
     agents = await asyncio.gather(*(agent(a) for a in agent_ids))
-    view: dict[str, Any] = _drop({"agents": dict(zip(agent_ids, agents, strict=True))})
+    folder_ids = folder_ids or []
+    folders = await asyncio.gather(*(folder(f) for f in folder_ids))
+    view: dict[str, Any] = _drop(
+        {
+            "agents": dict(zip(agent_ids, agents, strict=True)),
+            "folders": dict(zip(folder_ids, folders, strict=True)),
+        }
+    )
     return view
 
 

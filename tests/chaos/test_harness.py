@@ -9,10 +9,19 @@ import httpx
 import pytest
 
 from chaos.blocklog import BlockEvent
-from chaos.checks import AgentView, evaluate
+from chaos.checks import AgentView, FolderView, evaluate
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, stream_chunks, token_for
-from chaos.load import Attempt, Clock, Load, LoadSettings, Request, Shares, StreamCut
+from chaos.load import (
+    Attempt,
+    Clock,
+    Load,
+    LoadSettings,
+    Request,
+    Shares,
+    StreamCut,
+    file_text,
+)
 from chaos.report import longest_gap
 from chaos.snapshot import Difference, diff
 
@@ -136,6 +145,53 @@ def test_an_archive_request_is_whole_with_one_passage_holding_its_token() -> Non
     assert verdicts.duplicated[0].cause == "one archival insert stored more than one passage"
 
 
+def test_an_upload_is_whole_as_one_processed_file_with_one_chunk_holding_its_token() -> None:
+    folder = "source-00000000-0000-4000-8000-000000000001"
+    whole, unfinished, doubled, unchunked, unsent = (request(n, memory=False) for n in range(5))
+    for r in (whole, unfinished, doubled, unchunked, unsent):
+        r.folder_id = folder
+    unsent.acked_at, unsent.attempts = None, [Attempt(4, 4.1, None, "ConnectError")]
+    plain = request(5, memory=False)
+    assert (whole.kind, whole.file_name) == ("sync upload", f"{whole.token}.txt")
+    assert file_text(whole.token).count(whole.token) == 1
+
+    def file(r: Request, n: int, status: str = "completed") -> dict[str, Any]:
+        return {
+            "id": f"file-{n}",
+            "source_id": folder,
+            "file_name": r.file_name,
+            "original_file_name": r.file_name,
+            "processing_status": status,
+        }
+
+    def chunk(r: Request, n: int) -> dict[str, Any]:
+        return {"id": f"chunk-{n}", "source_id": folder, "text": file_text(r.token)}
+
+    files = [file(whole, 1), file(unfinished, 2, "embedding"), file(doubled, 3)]
+    files += [file(doubled, 4), file(unchunked, 5), file(unsent, 6)]
+    chunks = [chunk(whole, 1), chunk(doubled, 3), chunk(doubled, 4), chunk(unsent, 6)]
+    chunks.append(chunk(plain, 7))
+    view = AgentView(AGENT, history(plain, "run-1"), {"id": BLOCK, "value": ""}, [], [])
+    folders = {folder: FolderView(folder, files, chunks)}
+    verdicts = evaluate(
+        [whole, unfinished, doubled, unchunked, unsent, plain],
+        {AGENT: view},
+        {},
+        0.0,
+        folders=folders,
+    )
+    assert [(f.request, f.cause) for f in verdicts.lost] == [
+        (unfinished, "the file's processing did not complete (embedding)"),
+        (unchunked, "the file completed, but no chunk holds its token"),
+    ]
+    assert [(f.request, f.cause) for f in verdicts.duplicated] == [
+        (doubled, "a retried upload (duplicate_handling=skip) made a second file"),
+        (plain, "a file or chunk holds the token of a request that uploaded none"),
+    ]
+    # An unacknowledged upload that happened is neither lost nor duplicated.
+    assert verdicts.partial == []
+
+
 async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() -> None:
     # (The harness's reading of SSE, against canned bodies: what O streams is the e2e
     # tests' and the chaos run's business.)
@@ -165,8 +221,8 @@ async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() 
 
 
 def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
-    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1)
-    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.99]
+    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1, upload=0.05)
+    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.84, 0.86, 0.99]
     assert [shares.kind(d) for d in draws] == [
         "memory",
         "memory",
@@ -174,6 +230,8 @@ def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
         "refused",
         "tool",
         "archive",
+        "upload",
+        "upload",
         "plain",
         "plain",
     ]
