@@ -9,7 +9,8 @@ anything more than once *duplicated*. An unacknowledged request may have happene
 block's value, and since the load only ever appends, never drop a token an earlier version had.
 An acknowledged upload must show up as one file `<token>.txt` in its folder, processed
 (`completed`) into chunks of which one holds the token; a token in a file or chunk of a request
-that uploaded none, or in another folder, is duplicated.
+that uploaded none, or in another folder, is duplicated. An acknowledged import must show up as
+one agent of its name, with the template's blocks and history.
 """
 
 from __future__ import annotations
@@ -95,6 +96,41 @@ async def wait_processed(
         if not any(v.processing for v in views.values()) or loop.time() - start > timeout:
             return views, loop.time() - start
         await asyncio.sleep(0.5)
+
+
+@dataclass
+class Imported:
+    """An agent as an import made it, or the template it was exported from: what an import
+    must carry over."""
+
+    agent_id: str
+    name: str
+    blocks: dict[str, str]  # label -> value
+    history: list[tuple[str, str]]  # (message type, content)
+
+
+async def read_imported(http: httpx.AsyncClient, agent: dict[str, Any]) -> Imported:
+    messages = await paginate(http, f"/v1/agents/{agent['id']}/messages", until_empty=True)
+    return Imported(
+        agent["id"],
+        agent["name"],
+        {b["label"]: b["value"] for b in agent.get("blocks") or []},
+        # (The system message is rendered for each agent: its name, its time.)
+        [
+            (m["message_type"], str(m.get("content") or ""))
+            for m in messages
+            if m["message_type"] != "system_message"
+        ],
+    )
+
+
+async def read_imports(http: httpx.AsyncClient, prefix: str) -> dict[str, list[Imported]]:
+    """Every agent whose name starts with `prefix`, by name."""
+    found: dict[str, list[Imported]] = defaultdict(list)
+    for agent in await paginate(http, "/v1/agents/"):
+        if str(agent.get("name") or "").startswith(prefix):
+            found[agent["name"]].append(await read_imported(http, agent))
+    return found
 
 
 @dataclass
@@ -263,9 +299,13 @@ def evaluate(
     wall_t0: float,
     logs: dict[str, list[BlockEvent]] | None = None,
     folders: dict[str, FolderView] | None = None,
+    imports: dict[str, list[Imported]] | None = None,
+    template: Imported | None = None,
 ) -> Verdicts:
     """`logs`: each block's events from the log (by block id), for diagnoses, if read;
-    `folders`: the agents' folders, with their files processed."""
+    `folders`: the agents' folders, with their files processed; `imports`: the agents
+    imports made, by name, and the `template` they were imported from."""
+    imports = imports or {}
     logs = logs or {}
     seen, in_blocks = _index(views, folders)
     out = Verdicts()
@@ -274,8 +314,13 @@ def evaluate(
         u, a, c, b = len(s.user), len(s.reply), len(s.calls), in_blocks[r.token]
         missing: list[str] = []
         extra: list[str] = []
+        made = imports.get(r.import_name or "", [])
         if r.upload:
             missing += _upload_missing(s)
+        elif r.imports:
+            missing += _import_missing(made, template)
+            if len(made) > 1:
+                extra.append(f"imported agent x{len(made)}")
         else:
             if u == 0:
                 missing.append("user message")
@@ -321,8 +366,8 @@ def evaluate(
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
-        if r.upload and (u or a or c or b):
-            extra.append("a message for an upload")
+        if (r.upload or r.imports) and (u or a or c or b):
+            extra.append(f"a message for an {r.verb}")
         if r.acked and r.mode != "async" and r.stop_reason not in (None, "end_turn"):
             out.acked_error_stop += 1
         if not missing and not extra:
@@ -330,6 +375,8 @@ def evaluate(
         view = views.get(r.agent_id)
         log = logs.get(str(view.block.get("id"))) if view is not None else None
         details = _evidence(r, s, u, a, c, b, llm_stats)
+        if r.imports:
+            details = [_imports_found(made, template), details[-1]]
         if r.memory and view is not None and (b != 1 or "memory edit" in missing):
             details.append(f"block: token {_token_history(view.versions, r.token)}")
             if log is not None:
@@ -341,7 +388,7 @@ def evaluate(
             else "not acknowledged" + (f" (rejected {r.rejected})" if r.rejected else "")
         )
         if extra:
-            cause = _duplicate_cause(s, u, a, c, b)
+            cause = _duplicate_cause(s, u, a, c, b, len(made))
             out.duplicated.append(
                 Finding("duplicated", f"{head}: {', '.join(extra)}", r, window, details, cause)
             )
@@ -354,7 +401,7 @@ def evaluate(
                 out.lost.append(Finding("lost", text, r, window, details, cause))
                 for m in missing:
                     out.lost_by_what[m] += 1
-            elif u or a or b or c or s.files:
+            elif u or a or b or c or s.files or made:
                 text = f"{head}: happened in part, missing {', '.join(missing)}"
                 out.partial.append(Finding("partial", text, r, window, details, cause))
     by_run = {run_id: r for r in requests for run_id in r.run_ids}
@@ -364,6 +411,26 @@ def evaluate(
                 out.stuck.append(_stuck(run, by_run.get(run["id"]), requests, seen, wall_t0))
         out.versions += check_versions(view, logs.get(str(view.block.get("id"))))
     return out
+
+
+def _import_missing(made: list[Imported], template: Imported | None) -> list[str]:
+    if not made:
+        return ["the imported agent"]
+    if template is not None and any(m.blocks != template.blocks for m in made):
+        return ["the imported blocks"]
+    if template is not None and any(m.history != template.history for m in made):
+        return ["the imported history"]
+    return []
+
+
+def _imports_found(made: list[Imported], template: Imported | None) -> str:
+    agents = [
+        f"{m.agent_id}: blocks {sorted(m.blocks)}, history of {len(m.history)}"
+        + (" (the template's)" if template is not None and m.history == template.history else "")
+        for m in made
+    ]
+    expected = f"{len(template.history)} messages" if template is not None else "?"
+    return f"found: agents {agents or '-'}; the template's history: {expected}"
 
 
 def _upload_missing(s: _Seen) -> list[str]:
@@ -421,7 +488,9 @@ def _echoed(r: Request, s: _Seen) -> bool:
     return any(status == "success" and text == f"echoed {r.token}" for status, text in s.returns)
 
 
-def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
+def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int, made: int = 0) -> str:
+    if made > 1:
+        return "a retried import (same Idempotency-Key) made a second agent"
     if len(s.files) > 1:
         return "a retried upload (duplicate_handling=skip) made a second file"
     if len(s.chunks) > 1:
@@ -445,6 +514,12 @@ def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int) -> str:
 def _loss_cause(
     r: Request, missing: list[str], calls: int, s: _Seen, log: list[BlockEvent] | None
 ) -> str:
+    if "the imported agent" in missing:
+        return "no agent of the import's name"
+    if "the imported blocks" in missing:
+        return "the imported agent's blocks are not the template's"
+    if "the imported history" in missing:
+        return "the imported agent's history is not the template's"
     if "the file" in missing:
         return "no file of that name in any folder"
     if "the file's processing" in missing:
@@ -635,6 +710,8 @@ def after_rebuild(
             f"after the rebuild: user message x{u}, reply x{a}, tool call x{c}, token in block x{b}"
             + (f", file x{len(s.files)}, chunk x{len(s.chunks)}" if r.upload else "")
         )
+        if r.imports:
+            continue
         if r.upload:
             if f.category == "lost" and s.processed():
                 f.cause = "the live projection lost it (the log has it: a rebuild shows it once)"

@@ -14,20 +14,23 @@ from typing import Any
 
 import httpx
 
-from chaos.api import ReadFailed
+from chaos.api import ReadFailed, get_json
 from chaos.blocklog import read_block_logs
 from chaos.checks import (
+    Imported,
     Verdicts,
     after_rebuild,
     evaluate,
     read_all,
     read_folders,
+    read_imported,
+    read_imports,
     wait_processed,
     wait_quiet,
 )
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
 from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
-from chaos.load import Clock, Load, LoadSettings, Request, Shares
+from chaos.load import IMPORT_PREFIX, Clock, Load, LoadSettings, Request, Shares
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
 from o_runtime.nats_identity import Identity
@@ -67,6 +70,8 @@ class Report:
     code: str = ""  # which code ran (commit, uncommitted changes)
     agent_ids: list[str] = field(default_factory=list)
     folders: dict[str, str] = field(default_factory=dict)  # agent id -> its folder's id
+    template: Imported | None = None  # the agent the imports' file was exported from
+    imported_ids: list[str] = field(default_factory=list)  # the agents imports made
     requests: list[Request] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     successes: list[float] = field(default_factory=list)
@@ -105,13 +110,12 @@ class Report:
         return self.verdicts is not None and not any(self.failures.values())
 
 
-async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
-    # Every agent has the users' tool the `compute` requests call (chaos/llm.py).
-    tool = await _created(http, "/v1/tools/", {"source_code": ECHO_SOURCE, "idempotent": True})
+async def _create_agents(http: httpx.AsyncClient, names: list[str], tool: str) -> list[str]:
+    """Agents of these names with the users' tool `tool` (the `compute` requests call it)."""
     ids = []
-    for i in range(count):
+    for name in names:
         body = {
-            "name": f"chaos-{i:02d}",
+            "name": name,
             "agent_type": AGENT_TYPE,
             "model": MODEL,
             "memory_blocks": [
@@ -124,6 +128,19 @@ async def _create_agents(http: httpx.AsyncClient, count: int) -> list[str]:
         }
         ids.append(await _created(http, "/v1/agents/", body))
     return ids
+
+
+async def _template(http: httpx.AsyncClient, tool: str) -> tuple[Imported, str]:
+    """The agent the imports' file is exported from, with a short history, and its file."""
+    (agent_id,) = await _create_agents(http, ["chaos-template"], tool)
+    # (Before the kills: no retries needed.)
+    body = {"messages": [{"role": "user", "content": "hello template"}]}
+    sent = await http.post(f"/v1/agents/{agent_id}/messages", json=body, timeout=60)
+    sent.raise_for_status()
+    exported = await http.get(f"/v1/agents/{agent_id}/export", timeout=30)
+    exported.raise_for_status()
+    agent = await get_json(http, f"/v1/agents/{agent_id}")
+    return await read_imported(http, agent), exported.text
 
 
 async def _create_folders(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, str]:
@@ -182,20 +199,30 @@ async def run(params: Params, progress: Any = None) -> Report:
         async with httpx.AsyncClient(
             base_url=system.base_url, headers=system.headers, limits=limits, timeout=60
         ) as http:
-            report.agent_ids = await _create_agents(http, params.agents)
+            names = [f"chaos-{i:02d}" for i in range(params.agents)]
+            body = {"source_code": ECHO_SOURCE, "idempotent": True}
+            tool = await _created(http, "/v1/tools/", body)
+            report.agent_ids = await _create_agents(http, names, tool)
+            template_file = None
+            if params.shares.import_ > 0:
+                report.template, template_file = await _template(http, tool)
             if params.shares.upload > 0:
                 report.folders = await _create_folders(http, report.agent_ids)
             say(
                 f"O up in {report.startup_seconds:.1f}s at {system.base_url};"
                 f" {params.agents} agents; load for {params.duration:.0f}s"
             )
-            await _load_and_kill(params, report, system, http)
+            await _load_and_kill(params, report, system, http, template_file)
             say(f"load over: {len(report.requests)} requests; waiting for the runs to finish")
             active, report.quiet_seconds = await wait_quiet(http, timeout=params.quiet_timeout)
             report.still_active = len(active)
             folder_ids = list(report.folders.values())
             folders, waited = await wait_processed(http, folder_ids, params.quiet_timeout)
             report.quiet_seconds += waited
+            imports = {}
+            if report.template is not None:
+                imports = await read_imports(http, IMPORT_PREFIX)
+                report.imported_ids = [a.agent_id for made in imports.values() for a in made]
             try:
                 report.llm_stats = await _llm_stats(llm_url)
             except (httpx.HTTPError, ValueError) as exc:
@@ -212,7 +239,14 @@ async def run(params: Params, progress: Any = None) -> Report:
                 except Exception as exc:  # a diagnosis only: the checks go on without it
                     report.notes.append(f"could not read the blocks' log: {exc!r}")
                 report.verdicts = evaluate(
-                    report.requests, views, report.llm_stats, report.wall_t0, logs, folders
+                    report.requests,
+                    views,
+                    report.llm_stats,
+                    report.wall_t0,
+                    logs,
+                    folders,
+                    imports,
+                    report.template,
                 )
             except ReadFailed as exc:
                 report.errors.append(f"reading the API's view: {exc}")
@@ -230,7 +264,11 @@ async def run(params: Params, progress: Any = None) -> Report:
 
 
 async def _load_and_kill(
-    params: Params, report: Report, system: System, http: httpx.AsyncClient
+    params: Params,
+    report: Report,
+    system: System,
+    http: httpx.AsyncClient,
+    template_file: str | None,
 ) -> None:
     clock = Clock()
     report.wall_t0 = time.time()
@@ -245,7 +283,9 @@ async def _load_and_kill(
     conversations = {
         a: await _created(http, f"/v1/conversations/?agent_id={a}", {}) for a in report.agent_ids
     }
-    load = Load(http, report.agent_ids, settings, clock, conversations, report.folders)
+    load = Load(
+        http, report.agent_ids, settings, clock, conversations, report.folders, template_file
+    )
     killer = Killer(
         system,
         load,
@@ -271,8 +311,9 @@ async def _load_and_kill(
 
 async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any) -> None:
     folder_ids = list(report.folders.values())
+    agent_ids = report.agent_ids + report.imported_ids
     try:
-        before = await snapshot(http, report.agent_ids, folder_ids)
+        before = await snapshot(http, agent_ids, folder_ids)
     except ReadFailed as exc:
         report.errors.append(f"snapshot before the rebuild: {exc}")
         return
@@ -281,7 +322,7 @@ async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any
     if report.rebuild.code != 0:
         return
     try:
-        after = await snapshot(http, report.agent_ids, folder_ids)
+        after = await snapshot(http, agent_ids, folder_ids)
     except ReadFailed as exc:
         report.errors.append(f"snapshot after the rebuild: {exc}")
         return

@@ -11,7 +11,9 @@ sent to `POST /v1/agents/{id}/messages` or, for a share of them,
 message's `otid` and the `Idempotency-Key` header. An `upload` request is no message: a file
 `<token>.txt` holding the token, uploaded to the agent's folder with
 `duplicate_handling=skip` (Letta's way to make an upload safe to send again: a retry finds
-the file the first attempt made). A request is acknowledged when an attempt got
+the file the first attempt made). An `import` request is no message either: the template
+agent's file (`.af`, exported at the start) imported as a new agent `chaos-import-<token>`,
+retried with the same `Idempotency-Key`. A request is acknowledged when an attempt got
 a 2xx; one that got another 4xx is given up (rejected); retries stop `retry_grace` seconds after
 the load ends.
 """
@@ -36,6 +38,8 @@ RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 Mode = Literal["sync", "async", "stream", "schedule"]
 # How far ahead a scheduled request's one-shot fires.
 SCHEDULED_AHEAD = 3.0
+# The names of the agents the imports make: the prefix, then the request's token.
+IMPORT_PREFIX = "chaos-import-"
 
 
 class StreamCut(httpx.TransportError):
@@ -103,6 +107,8 @@ class Request:
     # A file holding the token uploaded to this folder (the agent's): one file, processed
     # into chunks, one of them holding the token.
     folder_id: str | None = None
+    # The name of the agent an import of the template's agent file makes.
+    import_name: str | None = None
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
@@ -123,6 +129,10 @@ class Request:
         return self.folder_id is not None
 
     @property
+    def imports(self) -> bool:
+        return self.import_name is not None
+
+    @property
     def file_name(self) -> str:
         return f"{self.token}.txt"
 
@@ -130,6 +140,8 @@ class Request:
     def verb(self) -> str:
         if self.upload:
             return "upload"
+        if self.imports:
+            return "import"
         if self.memory:
             return "remember"
         if self.refused:
@@ -144,6 +156,7 @@ class Request:
             "compute": "tool",
             "archive": "archival",
             "upload": "upload",
+            "import": "import",
             "say": "plain",
         }
         where = " in a conversation" if self.conversation_id else ""
@@ -164,7 +177,7 @@ def _share(default: float, what: str) -> Any:
 
 @dataclass(frozen=True)
 class Shares:
-    """What share of the requests is of each kind (`--<name>-share`). The first five divide
+    """What share of the requests is of each kind (`--<name>-share`). The first six divide
     one draw (the rest of it are plain messages); the others are drawn apart."""
 
     memory: float = _share(0.5, "whose answer edits the memory block")
@@ -172,14 +185,16 @@ class Shares:
     tool: float = _share(0.1, "whose answer calls a users' tool (run in the sandbox)")
     archive: float = _share(0.1, "whose answer inserts a passage into archival memory")
     upload: float = _share(0.05, "uploading a file to the agent's folder (no message)")
+    import_: float = _share(0.02, "importing the template's agent file as a new agent")
     conversation: float = _share(0.2, "sent to the agent's conversation besides its default one")
     stream: float = _share(0.2, "streamed (SSE; a stream cut before [DONE] is retried)")
     async_: float = _share(0.3, "sent to /messages/async (then the run is polled)")
     schedule: float = _share(0.05, "scheduled a few seconds ahead (the fire's run followed)")
 
     def kind(self, draw: float) -> str:
-        """The kind a draw in [0, 1) makes: memory, refused, tool, archive, upload or plain."""
-        for name in ("memory", "refused", "tool", "archive", "upload"):
+        """The kind a draw in [0, 1) makes: memory, refused, tool, archive, upload, import_
+        or plain."""
+        for name in ("memory", "refused", "tool", "archive", "upload", "import_"):
             share: float = getattr(self, name)
             if draw < share:
                 return name
@@ -207,6 +222,7 @@ class Load:
         clock: Clock,
         conversations: dict[str, str] | None = None,
         folders: dict[str, str] | None = None,
+        template: str | None = None,
     ) -> None:
         self.http = http
         self.agent_ids = agent_ids
@@ -214,6 +230,8 @@ class Load:
         self.conversations = conversations or {}
         # Each agent's folder, attached to it (agent id -> folder id).
         self.folders = folders or {}
+        # The template agent's file, for the imports.
+        self.template = template
         self.s = settings
         self.clock = clock
         self.requests: list[Request] = []
@@ -258,6 +276,9 @@ class Load:
                 # (No message: answered when the upload is recorded, in any mode.)
                 request.folder_id = self.folders[agent_id]
                 request.mode, request.conversation_id = "sync", None
+            if kind == "import_" and self.template is not None:
+                request.import_name = IMPORT_PREFIX + request.token
+                request.mode, request.conversation_id = "sync", None
             if request.mode == "schedule":
                 ahead = datetime.now(UTC) + timedelta(seconds=SCHEDULED_AHEAD)
                 request.at = ahead.isoformat()
@@ -294,6 +315,8 @@ class Load:
         headers = {"Idempotency-Key": request.key}
         if request.upload:
             path = f"/v1/folders/{request.folder_id}/upload?duplicate_handling=skip"
+        if request.imports:
+            path = "/v1/agents/import"
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
         while True:
@@ -306,6 +329,15 @@ class Load:
                     response = await self.http.post(
                         path,
                         files={"file": (request.file_name, text, "text/plain")},
+                        headers=headers,
+                        timeout=self.s.request_timeout,
+                    )
+                elif request.imports:
+                    assert self.template is not None
+                    response = await self.http.post(
+                        path,
+                        files={"file": ("template.af", self.template, "application/json")},
+                        data={"name": request.import_name},
                         headers=headers,
                         timeout=self.s.request_timeout,
                     )

@@ -135,6 +135,14 @@ def render(report: Report) -> str:
     lines += [f"  {k.describe()}" for k in report.kills]
     active = f"{report.still_active} runs still active" if report.still_active else "no run active"
     lines.append(f"quiet: {active} after {report.quiet_seconds:.1f}s")
+    if report.template is not None:
+        lines.append(
+            f"imports: {len(report.imported_ids)} agents found of the import names; the"
+            f" template's blocks {sorted(report.template.blocks)}, history of"
+            f" {len(report.template.history)} messages"
+        )
+    if report.folders:
+        lines.append(f"uploads: to {len(report.folders)} folders, one per agent, attached to it")
     v = report.verdicts
     if v is not None:
         what_lost = ", ".join(f"{k} {n}" for k, n in v.lost_by_what.items())

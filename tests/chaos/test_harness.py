@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from chaos.blocklog import BlockEvent
-from chaos.checks import AgentView, FolderView, evaluate
+from chaos.checks import AgentView, FolderView, Imported, evaluate
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, stream_chunks, token_for
 from chaos.load import (
@@ -192,6 +192,47 @@ def test_an_upload_is_whole_as_one_processed_file_with_one_chunk_holding_its_tok
     assert verdicts.partial == []
 
 
+def test_an_import_is_whole_as_one_agent_of_its_name_with_the_templates_memory() -> None:
+    blocks = {"human": "chaos tokens:", "persona": "I answer briefly."}
+    history = [("user_message", "hello template"), ("assistant_message", "ok")]
+    template = Imported("agent-t", "chaos-template", blocks, history)
+    whole, absent, doubled, forgetful, unsent = (request(n, memory=False) for n in range(5))
+    for r in (whole, absent, doubled, forgetful, unsent):
+        r.import_name = f"chaos-import-{r.token}"
+    unsent.acked_at, unsent.attempts = None, [Attempt(4, 4.1, None, "ReadError")]
+    assert (whole.kind, whole.text) == ("sync import", f"import {whole.token}")
+
+    def made(r: Request, n: int, kept: list[tuple[str, str]] = history) -> Imported:
+        return Imported(f"agent-{n}", r.import_name or "", blocks, kept)
+
+    imports = {
+        r.import_name or "": agents
+        for r, agents in [
+            (whole, [made(whole, 1)]),
+            (doubled, [made(doubled, 2), made(doubled, 3)]),
+            (forgetful, [made(forgetful, 4, history[:1])]),
+            (unsent, [made(unsent, 5)]),
+        ]
+    }
+    view = AgentView(AGENT, [], {"id": BLOCK, "value": ""}, [], [])
+    verdicts = evaluate(
+        [whole, absent, doubled, forgetful, unsent],
+        {AGENT: view},
+        {},
+        0.0,
+        imports=imports,
+        template=template,
+    )
+    assert [(f.request, f.cause) for f in verdicts.lost] == [
+        (absent, "no agent of the import's name"),
+        (forgetful, "the imported agent's history is not the template's"),
+    ]
+    assert [(f.request, f.cause) for f in verdicts.duplicated] == [
+        (doubled, "a retried import (same Idempotency-Key) made a second agent")
+    ]
+    assert verdicts.partial == []
+
+
 async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() -> None:
     # (The harness's reading of SSE, against canned bodies: what O streams is the e2e
     # tests' and the chaos run's business.)
@@ -221,8 +262,8 @@ async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() 
 
 
 def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
-    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1, upload=0.05)
-    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.84, 0.86, 0.99]
+    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1, upload=0.05, import_=0.05)
+    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.84, 0.86, 0.89, 0.91, 0.99]
     assert [shares.kind(d) for d in draws] == [
         "memory",
         "memory",
@@ -232,6 +273,8 @@ def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
         "archive",
         "upload",
         "upload",
+        "import_",
+        "import_",
         "plain",
         "plain",
     ]
