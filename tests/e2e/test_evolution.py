@@ -483,3 +483,40 @@ async def test_an_evaluation_killed_midway_resumes_without_asking_recorded_cases
     assert asked_about(asked, "question 3") == 2
     assert asked_about(llm.requests, "question 3") == 4
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+async def test_a_proposal_retried_with_an_idempotency_key_is_one_proposal(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(system)
+    base = PREFIX.format(agent["id"])
+    config = {"enabled": True, "mode": "propose_only"}  # (nothing evaluated: no model asked)
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    body = {"patch": {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}}
+    key = {"Idempotency-Key": f"propose-{new_id('cmd')}"}
+    first = await system.http.post(f"{base}/proposals", json=body, headers=key)
+    again = await system.http.post(f"{base}/proposals", json=body, headers=key)
+    other = await system.http.post(f"{base}/proposals", json=body)  # no key: a new one
+    assert [r.status_code for r in (first, again, other)] == [201, 201, 201], again.text
+    assert again.json()["id"] == first.json()["id"] != other.json()["id"]
+    listed = (await system.http.get(f"{base}/proposals")).json()
+    assert sorted(p["id"] for p in listed) == sorted([first.json()["id"], other.json()["id"]])
+    # A refused proposal's retry is refused as the first try was, and recorded once.
+    human = {"patch": {"ops": [{"op": "append_text", "target": "block:human", "text": "x"}]}}
+    key = {"Idempotency-Key": f"propose-{new_id('cmd')}"}
+    refusals = [
+        await system.http.post(f"{base}/proposals", json=human, headers=key) for _ in range(2)
+    ]
+    assert [r.status_code for r in refusals] == [422, 422]
+    assert refusals[0].json() == refusals[1].json()
+    eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-propose-retry")
+    try:
+        recorded = await eventlog.read_subject(subjects.evolution_subject(agent["id"]))
+    finally:
+        await eventlog.close()
+    kinds = [r.envelope.type for r in recorded]
+    assert (kinds.count("ChangeProposed"), kinds.count("ProposalRefused")) == (2, 1)
+    bad = await system.http.post(
+        f"{base}/proposals", json=body, headers={"Idempotency-Key": "x" * 300}
+    )
+    assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]

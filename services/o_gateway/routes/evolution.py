@@ -32,6 +32,7 @@ from o_contracts.projection_names import AGENTS, EVOLUTION
 from o_evolution.chain import Link, verify
 from o_evolution.patches import diff
 from o_gateway.commands import PRODUCER, answered
+from o_gateway.idempotency import IdempotencyKey, checked_key, resource_id
 from o_gateway.routes.paths import route
 from o_gateway.state import GW, Gateway
 
@@ -71,9 +72,11 @@ class RollbackBody(Body):
     reason: str = Field(default="", max_length=2000)
 
 
-async def _command(gw: Gateway, command: Command, agent_id: str, timeout: float) -> Reply:
+async def _command(
+    gw: Gateway, command: Command, agent_id: str, timeout: float, command_id: str | None = None
+) -> Reply:
     await gw.agent_row(agent_id)
-    envelope = Envelope.wrap(command, aggregate_id=agent_id, producer=PRODUCER)
+    envelope = Envelope.wrap(command, aggregate_id=agent_id, producer=PRODUCER, id=command_id)
     reply = await answered(
         gw,
         subjects.evolution_command_subject(agent_id),
@@ -152,11 +155,28 @@ async def _proposal(gw: Gateway, agent_id: str, proposal_id: str) -> dict[str, A
 
 
 @route(router, "POST", PREFIX + "/proposals", status_code=201)
-async def propose(agent_id: str, body: ProposeBody, gw: GW) -> dict[str, Any]:
-    proposal_id = new_id("proposal")
+async def propose(
+    agent_id: str, body: ProposeBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    """With an `Idempotency-Key`, a retry is the same proposal: its id and its command's
+    derive from the key, so the one the first try made is answered (and evaluated once)."""
+    key = checked_key(idempotency_key)
+    proposal_id = resource_id("proposal", key, agent_id)
+    if key is not None:
+        found = await gw.pool.fetchrow(
+            "SELECT status, reason FROM evolution_proposals WHERE id = $1 AND agent_id = $2",
+            proposal_id,
+            agent_id,
+        )
+        if found is not None and found["status"] == "refused":
+            # (a retry, answered as the first try was)
+            raise HTTPException(422, f"proposal refused: {found['reason']}")
+        if found is not None:
+            return await _proposal(gw, agent_id, proposal_id)  # (a retry)
     command = ProposeChange(agent_id=agent_id, proposal_id=proposal_id, patch=body.patch)
+    command_id = derived_id("cmd", proposal_id, "propose") if key is not None else None
     # (The agent's model may be asked to draft it.)
-    await _command(gw, command, agent_id, 120.0)
+    await _command(gw, command, agent_id, 120.0, command_id)
     return await _proposal(gw, agent_id, proposal_id)
 
 
