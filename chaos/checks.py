@@ -10,7 +10,8 @@ block's value, and since the load only ever appends, never drop a token an earli
 An acknowledged upload must show up as one file `<token>.txt` in its folder, processed
 (`completed`) into chunks of which one holds the token; a token in a file or chunk of a request
 that uploaded none, or in another folder, is duplicated. An acknowledged import must show up as
-one agent of its name, with the template's blocks and history.
+one agent of its name, with the template's blocks and history. A proposal: see
+chaos/evolution_checks.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from chaos import evolution_checks as evolution
 from chaos.api import get_json, paginate
 from chaos.blocklog import BlockEvent
 from chaos.llm import ARCHIVAL_TOOL, ECHO_TOOL, MEMORY_LABEL, MEMORY_TOOL, TOKEN
@@ -301,11 +303,13 @@ def evaluate(
     folders: dict[str, FolderView] | None = None,
     imports: dict[str, list[Imported]] | None = None,
     template: Imported | None = None,
+    evolved: dict[str, evolution.EvolutionView] | None = None,
 ) -> Verdicts:
     """`logs`: each block's events from the log (by block id), for diagnoses, if read;
     `folders`: the agents' folders, with their files processed; `imports`: the agents
     imports made, by name, and the `template` they were imported from."""
     imports = imports or {}
+    proposals = evolution.by_token(evolved or {})
     logs = logs or {}
     seen, in_blocks = _index(views, folders)
     out = Verdicts()
@@ -315,7 +319,16 @@ def evaluate(
         missing: list[str] = []
         extra: list[str] = []
         made = imports.get(r.import_name or "", [])
-        if r.upload:
+        proposed = proposals.get(r.token, [])
+        if not r.propose and proposed:
+            extra.append("a proposal for a request that proposes none")
+        if r.propose:
+            missing += evolution.missing(proposed)
+            if len(proposed) > 1:
+                extra.append(f"proposal x{len(proposed)}")
+            for p in proposed:
+                extra += evolution.case_problems(p)
+        elif r.upload:
             missing += _upload_missing(s)
         elif r.imports:
             missing += _import_missing(made, template)
@@ -366,7 +379,7 @@ def evaluate(
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
-        if (r.upload or r.imports) and (u or a or c or b):
+        if (r.upload or r.imports or r.propose) and (u or a or c or b):
             extra.append(f"a message for an {r.verb}")
         if r.acked and r.mode != "async" and r.stop_reason not in (None, "end_turn"):
             out.acked_error_stop += 1
@@ -377,6 +390,8 @@ def evaluate(
         details = _evidence(r, s, u, a, c, b, llm_stats)
         if r.imports:
             details = [_imports_found(made, template), details[-1]]
+        if r.propose:
+            details = [evolution.described(proposed), details[-1]]
         if r.memory and view is not None and (b != 1 or "memory edit" in missing):
             details.append(f"block: token {_token_history(view.versions, r.token)}")
             if log is not None:
@@ -388,7 +403,7 @@ def evaluate(
             else "not acknowledged" + (f" (rejected {r.rejected})" if r.rejected else "")
         )
         if extra:
-            cause = _duplicate_cause(s, u, a, c, b, len(made))
+            cause = _duplicate_cause(s, u, a, c, b, len(made), proposed)
             out.duplicated.append(
                 Finding("duplicated", f"{head}: {', '.join(extra)}", r, window, details, cause)
             )
@@ -401,7 +416,7 @@ def evaluate(
                 out.lost.append(Finding("lost", text, r, window, details, cause))
                 for m in missing:
                     out.lost_by_what[m] += 1
-            elif u or a or b or c or s.files or made:
+            elif u or a or b or c or s.files or made or proposed:
                 text = f"{head}: happened in part, missing {', '.join(missing)}"
                 out.partial.append(Finding("partial", text, r, window, details, cause))
     by_run = {run_id: r for r in requests for run_id in r.run_ids}
@@ -410,6 +425,15 @@ def evaluate(
             if run.get("status") in ACTIVE:
                 out.stuck.append(_stuck(run, by_run.get(run["id"]), requests, seen, wall_t0))
         out.versions += check_versions(view, logs.get(str(view.block.get("id"))))
+    for chain in (evolved or {}).values():
+        if not chain.verified.get("ok"):
+            out.versions.append(
+                Finding(
+                    "versions",
+                    f"evolution chain of {chain.agent_id}: {chain.verified}",
+                    cause="the evolution chain does not verify on the log",
+                )
+            )
     return out
 
 
@@ -488,7 +512,21 @@ def _echoed(r: Request, s: _Seen) -> bool:
     return any(status == "success" and text == f"echoed {r.token}" for status, text in s.returns)
 
 
-def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int, made: int = 0) -> str:
+def _duplicate_cause(
+    s: _Seen,
+    u: int,
+    a: int,
+    c: int,
+    b: int,
+    made: int = 0,
+    proposed: list[dict[str, Any]] | None = None,
+) -> str:
+    if proposed and u:
+        return "a proposal holds the token of a message"
+    if proposed and len(proposed) > 1:
+        return "a retried proposal (same Idempotency-Key) made a second one"
+    if proposed and any(evolution.case_problems(p) for p in proposed):
+        return "an evaluation's case recorded twice, or skipped"
     if made > 1:
         return "a retried import (same Idempotency-Key) made a second agent"
     if len(s.files) > 1:
@@ -514,6 +552,10 @@ def _duplicate_cause(s: _Seen, u: int, a: int, c: int, b: int, made: int = 0) ->
 def _loss_cause(
     r: Request, missing: list[str], calls: int, s: _Seen, log: list[BlockEvent] | None
 ) -> str:
+    if "the proposal" in missing:
+        return "no proposal holds the token"
+    if "the evaluation's end" in missing:
+        return "the proposal is still being evaluated"
     if "the imported agent" in missing:
         return "no agent of the import's name"
     if "the imported blocks" in missing:
@@ -710,7 +752,7 @@ def after_rebuild(
             f"after the rebuild: user message x{u}, reply x{a}, tool call x{c}, token in block x{b}"
             + (f", file x{len(s.files)}, chunk x{len(s.chunks)}" if r.upload else "")
         )
-        if r.imports:
+        if r.imports or r.propose:
             continue
         if r.upload:
             if f.category == "lost" and s.processed():

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from chaos import evolution_checks as evolution
 from chaos.api import ReadFailed, get_json
 from chaos.blocklog import read_block_logs
 from chaos.checks import (
@@ -100,7 +101,7 @@ class Report:
             "lost": len(v.lost) if v else 0,
             "duplicated": len(v.duplicated) if v else 0,
             "stuck": len(v.stuck) if v else 0,
-            "block version problems": len(v.versions) if v else 0,
+            "version problems": len(v.versions) if v else 0,
             "rebuild differences": len(self.differences) + int(rebuild_failed),
             "harness errors": len(self.errors),
         }
@@ -206,6 +207,10 @@ async def run(params: Params, progress: Any = None) -> Report:
             template_file = None
             if params.shares.import_ > 0:
                 report.template, template_file = await _template(http, tool)
+            if params.shares.propose > 0:
+                for agent_id in report.agent_ids:
+                    path = f"/v1/agents/{agent_id}/evolution/config"
+                    (await http.put(path, json=evolution.CONFIG, timeout=30)).raise_for_status()
             if params.shares.upload > 0:
                 report.folders = await _create_folders(http, report.agent_ids)
             say(
@@ -219,6 +224,12 @@ async def run(params: Params, progress: Any = None) -> Report:
             folder_ids = list(report.folders.values())
             folders, waited = await wait_processed(http, folder_ids, params.quiet_timeout)
             report.quiet_seconds += waited
+            evolved: dict[str, evolution.EvolutionView] = {}
+            if params.shares.propose > 0:
+                evolved, waited = await evolution.wait_decided(
+                    http, report.agent_ids, params.quiet_timeout
+                )
+                report.quiet_seconds += waited
             imports = {}
             if report.template is not None:
                 imports = await read_imports(http, IMPORT_PREFIX)
@@ -247,6 +258,7 @@ async def run(params: Params, progress: Any = None) -> Report:
                     folders,
                     imports,
                     report.template,
+                    evolved,
                 )
             except ReadFailed as exc:
                 report.errors.append(f"reading the API's view: {exc}")
@@ -284,7 +296,14 @@ async def _load_and_kill(
         a: await _created(http, f"/v1/conversations/?agent_id={a}", {}) for a in report.agent_ids
     }
     load = Load(
-        http, report.agent_ids, settings, clock, conversations, report.folders, template_file
+        http,
+        report.agent_ids,
+        settings,
+        clock,
+        conversations,
+        report.folders,
+        template_file,
+        evolving=params.shares.propose > 0,
     )
     killer = Killer(
         system,
@@ -312,8 +331,9 @@ async def _load_and_kill(
 async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any) -> None:
     folder_ids = list(report.folders.values())
     agent_ids = report.agent_ids + report.imported_ids
+    evolving = set(report.agent_ids) if report.params.shares.propose > 0 else set()
     try:
-        before = await snapshot(http, agent_ids, folder_ids)
+        before = await snapshot(http, agent_ids, folder_ids, evolving)
     except ReadFailed as exc:
         report.errors.append(f"snapshot before the rebuild: {exc}")
         return
@@ -322,7 +342,7 @@ async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any
     if report.rebuild.code != 0:
         return
     try:
-        after = await snapshot(http, agent_ids, folder_ids)
+        after = await snapshot(http, agent_ids, folder_ids, evolving)
     except ReadFailed as exc:
         report.errors.append(f"snapshot after the rebuild: {exc}")
         return

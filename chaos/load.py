@@ -13,9 +13,11 @@ message's `otid` and the `Idempotency-Key` header. An `upload` request is no mes
 `duplicate_handling=skip` (Letta's way to make an upload safe to send again: a retry finds
 the file the first attempt made). An `import` request is no message either: the template
 agent's file (`.af`, exported at the start) imported as a new agent `chaos-import-<token>`,
-retried with the same `Idempotency-Key`. A request is acknowledged when an attempt got
-a 2xx; one that got another 4xx is given up (rejected); retries stop `retry_grace` seconds after
-the load ends.
+retried with the same `Idempotency-Key`. A `propose` request posts a proposal to change the
+agent (its token appended to its persona; chaos/evolution_checks.py) with an
+`Idempotency-Key`, evaluated in the shadow while the system is killed. A request is
+acknowledged when an attempt got a 2xx; one that got another 4xx is given up (rejected);
+retries stop `retry_grace` seconds after the load ends.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, Literal
 
 import httpx
 
+from chaos.evolution_checks import proposal_body
 from chaos.llm import token_for
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
@@ -109,6 +112,8 @@ class Request:
     folder_id: str | None = None
     # The name of the agent an import of the template's agent file makes.
     import_name: str | None = None
+    # A proposal to change the agent, its token in the patch and the rationale.
+    propose: bool = False
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
@@ -142,6 +147,8 @@ class Request:
             return "upload"
         if self.imports:
             return "import"
+        if self.propose:
+            return "propose"
         if self.memory:
             return "remember"
         if self.refused:
@@ -157,6 +164,7 @@ class Request:
             "archive": "archival",
             "upload": "upload",
             "import": "import",
+            "propose": "proposal",
             "say": "plain",
         }
         where = " in a conversation" if self.conversation_id else ""
@@ -177,7 +185,7 @@ def _share(default: float, what: str) -> Any:
 
 @dataclass(frozen=True)
 class Shares:
-    """What share of the requests is of each kind (`--<name>-share`). The first six divide
+    """What share of the requests is of each kind (`--<name>-share`). The first seven divide
     one draw (the rest of it are plain messages); the others are drawn apart."""
 
     memory: float = _share(0.5, "whose answer edits the memory block")
@@ -186,15 +194,16 @@ class Shares:
     archive: float = _share(0.1, "whose answer inserts a passage into archival memory")
     upload: float = _share(0.05, "uploading a file to the agent's folder (no message)")
     import_: float = _share(0.02, "importing the template's agent file as a new agent")
+    propose: float = _share(0.02, "proposing a change to the agent (evaluated in the shadow)")
     conversation: float = _share(0.2, "sent to the agent's conversation besides its default one")
     stream: float = _share(0.2, "streamed (SSE; a stream cut before [DONE] is retried)")
     async_: float = _share(0.3, "sent to /messages/async (then the run is polled)")
     schedule: float = _share(0.05, "scheduled a few seconds ahead (the fire's run followed)")
 
     def kind(self, draw: float) -> str:
-        """The kind a draw in [0, 1) makes: memory, refused, tool, archive, upload, import_
-        or plain."""
-        for name in ("memory", "refused", "tool", "archive", "upload", "import_"):
+        """The kind a draw in [0, 1) makes: memory, refused, tool, archive, upload, import_,
+        propose or plain."""
+        for name in ("memory", "refused", "tool", "archive", "upload", "import_", "propose"):
             share: float = getattr(self, name)
             if draw < share:
                 return name
@@ -223,6 +232,7 @@ class Load:
         conversations: dict[str, str] | None = None,
         folders: dict[str, str] | None = None,
         template: str | None = None,
+        evolving: bool = False,
     ) -> None:
         self.http = http
         self.agent_ids = agent_ids
@@ -232,6 +242,8 @@ class Load:
         self.folders = folders or {}
         # The template agent's file, for the imports.
         self.template = template
+        # Whether the agents' evolution is on (the `propose` requests need it).
+        self.evolving = evolving
         self.s = settings
         self.clock = clock
         self.requests: list[Request] = []
@@ -276,6 +288,9 @@ class Load:
                 # (No message: answered when the upload is recorded, in any mode.)
                 request.folder_id = self.folders[agent_id]
                 request.mode, request.conversation_id = "sync", None
+            if kind == "propose" and self.evolving:
+                request.propose = True
+                request.mode, request.conversation_id = "sync", None
             if kind == "import_" and self.template is not None:
                 request.import_name = IMPORT_PREFIX + request.token
                 request.mode, request.conversation_id = "sync", None
@@ -317,6 +332,9 @@ class Load:
             path = f"/v1/folders/{request.folder_id}/upload?duplicate_handling=skip"
         if request.imports:
             path = "/v1/agents/import"
+        if request.propose:
+            path = f"/v1/agents/{request.agent_id}/evolution/proposals"
+            body = proposal_body(request.token)
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
         while True:

@@ -153,7 +153,9 @@ def render(report: Report) -> str:
         lines += _findings(lost_title, v.lost, kills, v.causes("lost"))
         lines += _findings(dup_title, v.duplicated, kills, v.causes("duplicated"))
         lines += _findings("STUCK runs", v.stuck, kills, v.causes("stuck"))
-        lines += _findings("BLOCK VERSION problems", v.versions, kills, v.causes("versions"))
+        lines += _findings(
+            "VERSION problems (blocks, evolution chains)", v.versions, kills, v.causes("versions")
+        )
         lines += _findings(
             "partial (unacknowledged, happened in part; not a failure)",
             v.partial,

@@ -2,6 +2,7 @@
 
 A snapshot holds, per agent: the agent (`GET /v1/agents/{id}`), each of its blocks with every
 version (`GET /v1/blocks/{id}/versions`), all its messages, all its runs and each run's steps;
+per agent with evolution on, its proposals (with their cases), versions and decision history;
 per folder: the folder, its files and their chunks.
 Lists of resources are keyed by id (versions by number) with their order kept separately, so a
 difference names the resource and field. Fields that legitimately differ between two reads are
@@ -25,16 +26,38 @@ from chaos.api import get_json, paginate
 from chaos.llm import TOKEN
 from chaos.system import ROOT, python_path
 
-PROJECTIONS = ("agents", "memory", "archival", "runs", "tools", "mcp_servers", "folders")
+PROJECTIONS = (
+    "agents",
+    "memory",
+    "archival",
+    "runs",
+    "tools",
+    "mcp_servers",
+    "folders",
+    "evolution",
+)
 
 # Left out of the comparison, with why. Everything else must be identical after a rebuild.
 DROPPED: dict[str, str] = {}
 
 
 async def snapshot(
-    http: httpx.AsyncClient, agent_ids: list[str], folder_ids: list[str] | None = None
+    http: httpx.AsyncClient,
+    agent_ids: list[str],
+    folder_ids: list[str] | None = None,
+    evolving: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     limit = asyncio.Semaphore(4)
+
+    async def _evolution(agent_id: str) -> dict[str, Any]:
+        base = f"/v1/agents/{agent_id}/evolution"
+        listed = await get_json(http, f"{base}/proposals")
+        proposals = [await get_json(http, f"{base}/proposals/{p['id']}") for p in listed]
+        return {
+            "proposals": _keyed(proposals, "id"),
+            "versions": await get_json(http, f"{base}/versions"),
+            "history": await get_json(http, f"{base}/history"),
+        }
 
     async def folder(folder_id: str) -> dict[str, Any]:
         async with limit:
@@ -60,7 +83,9 @@ async def snapshot(
             runs = await paginate(http, "/v1/runs/", {"agent_id": agent_id})
         run_steps = await asyncio.gather(*(steps(r["id"]) for r in runs))
         state = {k: v for k, v in state.items() if k not in ("blocks", "memory")}
+        evolution = await _evolution(agent_id) if agent_id in evolving else None
         return {
+            "evolution": evolution,
             "agent": state,
             "blocks": _keyed(blocks, "id"),
             "messages": _keyed(messages, "id", with_type=True),

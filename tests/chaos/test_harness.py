@@ -10,6 +10,7 @@ import pytest
 
 from chaos.blocklog import BlockEvent
 from chaos.checks import AgentView, FolderView, Imported, evaluate
+from chaos.evolution_checks import EvolutionView, proposal_body
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, stream_chunks, token_for
 from chaos.load import (
@@ -233,6 +234,47 @@ def test_an_import_is_whole_as_one_agent_of_its_name_with_the_templates_memory()
     assert verdicts.partial == []
 
 
+def test_a_proposal_is_whole_once_decided_with_its_cases_each_once() -> None:
+    whole, absent, doubled, undecided, miscounted = (request(n, memory=False) for n in range(5))
+    for r in (whole, absent, doubled, undecided, miscounted):
+        r.propose = True
+    plain = request(5, memory=False)
+    assert (whole.kind, whole.text) == ("sync proposal", f"propose {whole.token}")
+    assert whole.token in proposal_body(whole.token)["patch"]["ops"][0]["text"]
+
+    def proposal(r: Request, n: int, status: str = "rejected", cases: int = 2) -> dict[str, Any]:
+        return {
+            "id": f"proposal-{n}",
+            "status": status,
+            "rationale": proposal_body(r.token)["patch"]["rationale"],
+            "cases": [{"n": k} for k in range(cases)],
+        }
+
+    twice = proposal(miscounted, 6)
+    twice["cases"].append({"n": 1})
+    proposals = [proposal(whole, 1), proposal(doubled, 2), proposal(doubled, 3), twice]
+    proposals += [proposal(undecided, 4, "evaluating", 1), proposal(plain, 5, "proposed", 0)]
+    chains = {
+        AGENT: EvolutionView(AGENT, proposals, {"ok": True}),
+        "agent-b": EvolutionView("agent-b", [], {"ok": False, "broken": {"seq": 9}}),
+    }
+    view = AgentView(AGENT, history(plain, "run-1"), {"id": BLOCK, "value": ""}, [], [])
+    requests = [whole, absent, doubled, undecided, miscounted, plain]
+    verdicts = evaluate(requests, {AGENT: view}, {}, 0.0, evolved=chains)
+    assert [(f.request, f.cause) for f in verdicts.lost] == [
+        (absent, "no proposal holds the token"),
+        (undecided, "the proposal is still being evaluated"),
+    ]
+    assert [(f.request, f.cause) for f in verdicts.duplicated] == [
+        (doubled, "a retried proposal (same Idempotency-Key) made a second one"),
+        (miscounted, "an evaluation's case recorded twice, or skipped"),
+        (plain, "a proposal holds the token of a message"),
+    ]
+    assert [f.cause for f in verdicts.versions] == [
+        "the evolution chain does not verify on the log"
+    ]
+
+
 async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() -> None:
     # (The harness's reading of SSE, against canned bodies: what O streams is the e2e
     # tests' and the chaos run's business.)
@@ -262,8 +304,10 @@ async def test_a_stream_is_acknowledged_at_its_done_and_retried_if_cut_before() 
 
 
 def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
-    shares = Shares(memory=0.5, refused=0.1, tool=0.1, archive=0.1, upload=0.05, import_=0.05)
-    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.84, 0.86, 0.89, 0.91, 0.99]
+    shares = Shares(
+        memory=0.5, refused=0.1, tool=0.1, archive=0.1, upload=0.05, import_=0.05, propose=0.02
+    )
+    draws = [0.0, 0.49, 0.5, 0.59, 0.61, 0.75, 0.8, 0.84, 0.86, 0.89, 0.905, 0.915, 0.93, 0.99]
     assert [shares.kind(d) for d in draws] == [
         "memory",
         "memory",
@@ -275,6 +319,8 @@ def test_one_draw_divides_into_the_kinds_by_their_shares() -> None:
         "upload",
         "import_",
         "import_",
+        "propose",
+        "propose",
         "plain",
         "plain",
     ]

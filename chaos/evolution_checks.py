@@ -1,0 +1,106 @@
+"""The load's proposals (`propose <token>` requests): what the API shows of each agent's
+evolution, and what an acknowledged proposal must be.
+
+A proposal request posts a patch appending its token to the agent's `persona` with an
+`Idempotency-Key` (docs/evolution.md); each chaos agent evolves in mode `shadow`, so the
+proposal is evaluated at once on the agent's recorded runs (two cases), unless another of
+its proposals is being evaluated (one experiment at a time: it then stays `proposed`).
+Once no proposal is `evaluating`, an acknowledged request must show one proposal holding
+its token, its cases numbered 0..n-1 once each; every agent's decision chain must verify on
+the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from chaos.api import get_json
+from chaos.llm import TOKEN
+
+# What each chaos agent's evolution is set to at the start (PUT .../evolution/config).
+CONFIG = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+
+
+def proposal_body(token: str) -> dict[str, Any]:
+    return {
+        "patch": {
+            "ops": [{"op": "append_text", "target": "block:persona", "text": f" {token}"}],
+            "rationale": f"chaos proposal {token}",
+        }
+    }
+
+
+@dataclass
+class EvolutionView:
+    agent_id: str
+    proposals: list[dict[str, Any]]  # each as GET .../proposals/{id} shows it, cases too
+    verified: dict[str, Any]  # GET .../evolution/verify
+
+    @property
+    def evaluating(self) -> list[str]:
+        return [p["id"] for p in self.proposals if p.get("status") == "evaluating"]
+
+
+async def read_evolution(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, EvolutionView]:
+    views = {}
+    for agent_id in agent_ids:
+        base = f"/v1/agents/{agent_id}/evolution"
+        listed = await get_json(http, f"{base}/proposals")
+        proposals = [await get_json(http, f"{base}/proposals/{p['id']}") for p in listed]
+        views[agent_id] = EvolutionView(agent_id, proposals, await get_json(http, f"{base}/verify"))
+    return views
+
+
+async def wait_decided(
+    http: httpx.AsyncClient, agent_ids: list[str], timeout: float = 120.0
+) -> tuple[dict[str, EvolutionView], float]:
+    """Wait until no proposal is being evaluated (at most `timeout` s): the views as last
+    read, and the seconds waited."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while True:
+        views = await read_evolution(http, agent_ids)
+        if not any(v.evaluating for v in views.values()) or loop.time() - start > timeout:
+            return views, loop.time() - start
+        await asyncio.sleep(1.0)
+
+
+def by_token(views: dict[str, EvolutionView]) -> dict[str, list[dict[str, Any]]]:
+    """The proposals holding each token in their rationale."""
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for view in views.values():
+        for proposal in view.proposals:
+            for token in TOKEN.findall(str(proposal.get("rationale") or "")):
+                found[token].append(proposal)
+    return found
+
+
+def missing(found: list[dict[str, Any]]) -> list[str]:
+    if not found:
+        return ["the proposal"]
+    if any(p.get("status") == "evaluating" for p in found):
+        return ["the evaluation's end"]
+    return []
+
+
+def case_problems(proposal: dict[str, Any]) -> list[str]:
+    """Cases not numbered 0..n-1 once each (one recorded twice, or one skipped)."""
+    numbers = [int(c["n"]) for c in proposal.get("cases") or []]
+    twice = sorted(n for n, k in Counter(numbers).items() if k > 1)
+    gaps = sorted(set(range(max(numbers, default=-1) + 1)) - set(numbers))
+    out = [f"case {n} x2 in {proposal['id']}" for n in twice]
+    return out + [f"case {n} absent from {proposal['id']}" for n in gaps]
+
+
+def described(found: list[dict[str, Any]]) -> str:
+    shown = [
+        f"{p['id']}: {p.get('status')} ({p.get('reason') or '-'}),"
+        f" cases {[c['n'] for c in p.get('cases') or []]}"
+        for p in found
+    ]
+    return f"found: proposals {shown or '-'}"
