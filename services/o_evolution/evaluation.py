@@ -35,10 +35,13 @@ from o_evolution.shadow_cases import (
 )
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import CachedLogReader, LogReader, take_snapshot
-from o_runtime.commands import Delivery
+from o_runtime.commands import Deferred, Delivery
 from o_runtime.eventlog import AppendRejected
 
 # When the proposal's evaluation began (its experiment time limit counts from there).
+# How long an evaluation waits in the stream while the shadow's slots are taken.
+BUSY_DELAY = 2.0
+
 _STARTED = (
     "SELECT created_at FROM evolution_history WHERE agent_id = $1"
     " AND type = 'EvaluationStarted' AND payload->>'proposal_id' = $2"
@@ -74,7 +77,15 @@ class Evaluation:
         # One evaluation of a proposal at a time in this process (the command is
         # deduplicated across replicas by its id; a second one resumes from the cases),
         # and at most shadow_concurrency evaluations at all: shadow work is background.
-        async with self._locks.setdefault(cmd.proposal_id, asyncio.Lock()), self._slots():
+        lock = self._locks.setdefault(cmd.proposal_id, asyncio.Lock())
+        if lock.locked() or self._slots().locked():
+            # Waiting here would hold one of the command consumer's few handler slots for
+            # as long as another evaluation runs (minutes): the agents' other evolution
+            # commands (a proposal, a rollback, an agent's own evolution tool mid-run)
+            # would queue behind it. The command waits in the stream instead.
+            raise Deferred(BUSY_DELAY)
+        # (Neither acquisition waits: both were free, and nothing was awaited since.)
+        async with lock, self._slots():
             try:
                 return await self._evaluate(env, cmd)
             finally:

@@ -34,7 +34,7 @@ from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
 from o_evolution.rollouts import Rollouts
 from o_evolution.scheduled import ScheduledProposals
-from o_evolution.settings import EvolutionSettings
+from o_evolution.settings import MAX_PENDING_COMMANDS, EvolutionSettings
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
@@ -93,6 +93,7 @@ class EvolutionService(Service):
                 # while it works, and a dead replica's command comes back in 30 s.
                 ack_wait=30.0,
                 concurrency=4,
+                max_ack_pending=MAX_PENDING_COMMANDS,
             )
         )
         proposals = ScheduledProposals(self.eventlog, self.pool, self.config.enabled)

@@ -8,6 +8,12 @@ from o_evolution.live_first import YieldPolicy
 from o_executor.llm import Retries
 from o_runtime.env import Env
 
+# Commands in the consumer's hands at once across replicas, most of them evaluations waiting
+# for the shadow's turn (evaluation.py defers them: JetStream counts a command nacked with a
+# delay as pending, so a bound of the handlers' concurrency would let four waiting
+# evaluations stop every other evolution command).
+MAX_PENDING_COMMANDS = 1_000
+
 
 @dataclass(frozen=True)
 class SleeptimeBudget:

@@ -48,6 +48,15 @@ BUCKET = "o_executor_runs"
 # back to the stream (so waiting commands do not fill the consumer's slots).
 WAIT_IN_HANDLER = 5.0
 REDELIVER_AFTER = 0.5
+# Handlers of one process that may wait for a turn at once (the others' commands go back to
+# the stream at once): runs waiting behind their agent's must leave handlers to the runs
+# that can start, or many messages to one agent would hold up every other agent's.
+MAX_WAITING = 8
+# Run commands in the consumer's hands at once across replicas, most of them waiting for
+# their turn in the stream (deferred: JetStream counts a command nacked with a delay as
+# pending, so a bound of the handlers' number let sixteen waiting runs of one agent stop
+# every agent's). Its durable is made with it (o_setup/topology.py).
+MAX_PENDING_RUNS = 10_000
 # Cursors remembered per process (see RunQueue._written); a bound on memory.
 MAX_WRITTEN = 10_000
 
@@ -62,9 +71,12 @@ class Cursor:
 
 
 class RunQueue:
-    def __init__(self, eventlog: EventLog, kv: KeyValue) -> None:
+    def __init__(self, eventlog: EventLog, kv: KeyValue, max_waiting: int = MAX_WAITING) -> None:
         self.eventlog = eventlog
         self.kv = kv
+        self.max_waiting = max_waiting
+        # Handlers of this process waiting in wait_turn now.
+        self.handlers_waiting = 0
         # Runs waiting for their agent's cursor to move, by agent. A cursor
         # moved by this process wakes them directly; one moved by another
         # replica is heard as the KV put on `$KV.<bucket>.<agent>` (core NATS:
@@ -83,14 +95,14 @@ class RunQueue:
         self._moved: set[str] = set()
 
     @classmethod
-    async def open(cls, eventlog: EventLog) -> RunQueue:
+    async def open(cls, eventlog: EventLog, max_waiting: int = MAX_WAITING) -> RunQueue:
         try:
             kv = await eventlog.js.key_value(BUCKET)
         except BucketNotFoundError:
             kv = await eventlog.js.create_key_value(
                 KeyValueConfig(bucket=BUCKET, history=1, direct=True)
             )
-        queue = cls(eventlog, kv)
+        queue = cls(eventlog, kv, max_waiting)
         await eventlog.nc.subscribe(f"$KV.{BUCKET}.>", cb=queue._on_put)
         return queue
 
@@ -146,6 +158,7 @@ class RunQueue:
         waiting = self._waiting.setdefault(agent_id, set())
         # Listen first, then look: a change between the two sets the event.
         waiting.add(changed)
+        counted = False
         try:
             while True:
                 changed.clear()
@@ -160,6 +173,9 @@ class RunQueue:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Deferred(REDELIVER_AFTER)
+                if not counted:
+                    self._begin_waiting()
+                    counted = True
                 waited = True
                 # (Looked at again after a pause whatever is heard: a cursor written by
                 # another replica can be heard before it is stored; o_runtime/log_news.py.)
@@ -167,9 +183,17 @@ class RunQueue:
                     await asyncio.wait_for(changed.wait(), min(remaining, next_pause(heard)))
                 heard = changed.is_set()
         finally:
+            if counted:
+                self.handlers_waiting -= 1
             waiting.discard(changed)
             if not waiting:
                 self._waiting.pop(agent_id, None)
+
+    def _begin_waiting(self) -> None:
+        """Count one more handler waiting for a turn, or raise Deferred past the bound."""
+        if self.handlers_waiting >= self.max_waiting:
+            raise Deferred(REDELIVER_AFTER)
+        self.handlers_waiting += 1
 
     async def _cursor_and_next(self, agent_id: str, read: bool) -> tuple[Cursor, int | None]:
         """The agent's cursor and its first pending command after it.

@@ -32,7 +32,7 @@ from o_executor.preview import preview_run
 from o_executor.projections import runs
 from o_executor.provider_traces import TraceWriter
 from o_executor.run.agent import AgentConfig
-from o_executor.run_queue import RunQueue
+from o_executor.run_queue import MAX_PENDING_RUNS, RunQueue
 from o_executor.settings import ExecutorSettings
 from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer, Delivery
@@ -44,6 +44,9 @@ from o_runtime.service import Service
 
 # Requests (o.rpc.executor.*) one process answers at once.
 REQUEST_WORKERS = 32
+# Runs one process handles at once, of which half at most may be waiting for their turn
+# behind their agent's earlier runs (run_queue.py).
+RUN_HANDLERS = 16
 
 
 class ExecutorService(Service):
@@ -65,7 +68,7 @@ class ExecutorService(Service):
     async def setup(self) -> None:
         self.preload()  # (already done by a spare: the imports are then no-ops)
         provider_registry.bind(self.pool)
-        self.run_queue = await RunQueue.open(self.eventlog)
+        self.run_queue = await RunQueue.open(self.eventlog, max_waiting=RUN_HANDLERS // 2)
         self.traces = await TraceWriter.open(self.eventlog.nc, self.config.provider_traces)
         self.history = HistoryCache(self.pool)
         # A run hears its conversation's events from the runs projection's consumer while
@@ -80,7 +83,8 @@ class ExecutorService(Service):
                 {StartRun: self.start_run},
                 # (why this short: ExecutorSettings.ack_wait)
                 ack_wait=self.config.ack_wait,
-                concurrency=16,
+                concurrency=RUN_HANDLERS,
+                max_ack_pending=MAX_PENDING_RUNS,
                 # A run reads its turn and state while its take is written (LiveRun._run).
                 reads_before_held=True,
             )

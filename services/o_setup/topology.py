@@ -118,22 +118,32 @@ def _files_config(env: Env) -> ConsumerConfig:
     return command_consumer_config(files.ack_wait, max_ack_pending=files.concurrency)
 
 
+def _executor_config(env: Env) -> ConsumerConfig:
+    from o_executor.run_queue import MAX_PENDING_RUNS
+
+    return command_consumer_config(
+        ExecutorSettings.from_env(env).ack_wait, max_ack_pending=MAX_PENDING_RUNS
+    )
+
+
+def _evolution_config(env: Env) -> ConsumerConfig:
+    from o_evolution.settings import MAX_PENDING_COMMANDS
+
+    return command_consumer_config(30.0, max_ack_pending=MAX_PENDING_COMMANDS)
+
+
 def _reactor(env: Env) -> ConsumerConfig:
     return reactor_config("", "")
 
 
 _CONFIGS: dict[str, Callable[[Env], ConsumerConfig]] = {
     # A run's command comes back this soon after its executor died (ExecutorSettings).
-    f"{subjects.COMMANDS_STREAM}/executor": lambda env: command_consumer_config(
-        ExecutorSettings.from_env(env).ack_wait, max_ack_pending=16
-    ),
+    f"{subjects.COMMANDS_STREAM}/executor": _executor_config,
     f"{subjects.COMMANDS_STREAM}/memory": lambda env: command_consumer_config(
         10.0, max_ack_pending=16
     ),
     # An evaluation heartbeats while it works; a dead replica's command returns in 30 s.
-    f"{subjects.COMMANDS_STREAM}/evolution": lambda env: command_consumer_config(
-        30.0, max_ack_pending=4
-    ),
+    f"{subjects.COMMANDS_STREAM}/evolution": _evolution_config,
     f"{subjects.COMMANDS_STREAM}/schedules": lambda env: command_consumer_config(
         10.0, max_ack_pending=16
     ),

@@ -347,6 +347,49 @@ async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
     assert [m["content"] for m in last["messages"] if m["role"] == "user"] == ran
 
 
+async def test_many_runs_waiting_for_one_agent_hold_up_no_other_agent(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Twenty runs of one agent wait behind its first, which is held; another agent's
+    message still runs at once. (A waiting run's command goes back to the stream with a
+    delay, and JetStream counts it as pending: a bound of the consumer's pending commands
+    at its handlers' number let sixteen waiting runs of one agent stop every agent.)"""
+    a = await new_agent(system)
+    b = await new_agent(system)
+    first_held = threading.Event()
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if user_text(body) == "a-1":
+            return Reply(content="a-1 done", release=first_held)
+        return echo_reply(body)
+
+    llm.default_reply = reply
+    run_ids = []
+    try:
+        first = send_later(system, a["id"], "a-1")
+        await until(llm, lambda reqs: any(user_text(r) == "a-1" for r in reqs))
+        for i in range(2, 22):
+            queued = await system.http.post(
+                f"/v1/agents/{a['id']}/messages/async",
+                json={"messages": [{"role": "user", "content": f"a-{i}"}]},
+            )
+            assert queued.status_code == 200, queued.text
+            run_ids.append(queued.json()["id"])
+        b_result = await finished(send_later(system, b["id"], "b-1"))
+        assert b_result["messages"][0]["content"] == "echo: b-1"
+        assert not first_held.is_set()
+    finally:
+        first_held.set()
+    await finished(first)
+    async with agent_events(system, a["id"]) as events:
+        await events.wait_until(
+            lambda _: (
+                set(run_ids) <= {e.data.run_id for e in events.seen if e.type == "RunCompleted"}
+            ),
+            DEADLINE * 2,
+        )
+
+
 async def arrival_order(system: System, agent_id: str) -> list[str]:
     """The user texts of the agent's StartRun commands, in commands-stream order."""
     nc = await nats.connect(system.env["NATS_URL"], **operator())

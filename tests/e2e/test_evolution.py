@@ -27,7 +27,7 @@ from o_evolution.judge import RUBRIC
 from o_runtime.commands import send_and_wait
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import evolution_events, new_agent, projected, send
+from tests.e2e.support import evolution_events, new_agent, projected, send, until
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -520,3 +520,45 @@ async def test_a_proposal_retried_with_an_idempotency_key_is_one_proposal(
         f"{base}/proposals", json=body, headers={"Idempotency-Key": "x" * 300}
     )
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
+
+
+async def test_evaluations_waiting_their_turn_hold_up_no_other_evolution_command(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Shadow work runs one evaluation at a time; the others wait in the stream, not in the
+    evolution service's four command slots. With one evaluation's model call held and five
+    more evaluations waiting behind it, proposals and a configuration are still answered.
+    (Found by the chaos suite: proposals took 9 s at the median, 17 s at worst, each
+    answered only once the evaluations ahead of it had ended.)"""
+    aid, base = await agent_with_runs(system, 2)
+    config = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+    others = [str((await new_agent(system))["id"]) for _ in range(5)]
+    for agent_id in [aid, *others]:
+        made = await system.http.put(PREFIX.format(agent_id) + "/config", json=config)
+        assert made.status_code == 200, made.text
+    body = {"patch": {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}}
+    held = threading.Event()
+    llm.default_reply = lambda _: Reply(content="held", release=held)
+    asked = len(llm.requests)
+    proposals = []
+    try:
+        first = await system.http.post(f"{base}/proposals", json=body)
+        assert first.status_code == 201, first.text
+        proposals.append((aid, first.json()["id"]))
+        await until(llm, lambda reqs: len(reqs) > asked)  # its first case's arm, held
+        for agent_id in others:
+            post = system.http.post(PREFIX.format(agent_id) + "/proposals", json=body)
+            made = await asyncio.wait_for(post, 20)
+            assert made.status_code == 201, made.text
+            proposals.append((agent_id, made.json()["id"]))
+        put = system.http.put(PREFIX.format(others[0]) + "/config", json=config)
+        assert (await asyncio.wait_for(put, 20)).status_code == 200
+        # All of it while the first evaluation still waits for its model.
+        assert len(llm.requests) == asked + 1
+    finally:
+        held.set()
+    llm.default_reply = echo_reply
+    # Each is evaluated in its turn (the others have no runs to replay: no cases).
+    for agent_id, proposal_id in proposals:
+        result = await decided(system, agent_id, proposal_id)
+        assert result["status"] in ("accepted", "rejected"), result

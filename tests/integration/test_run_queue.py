@@ -5,6 +5,7 @@ cursor another replica moved meanwhile is read, heard or not."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,6 +16,7 @@ from o_contracts.ids import new_id
 from o_devtools.embedded import EmbeddedNats
 from o_devtools.supervisor import ServerKeeper
 from o_executor.run_queue import Cursor, RunQueue
+from o_runtime.commands import Deferred
 from o_runtime.eventlog import EventLog
 from tests.integration.commands_support import command
 from tests.integration.conftest import server_operator
@@ -117,3 +119,44 @@ async def test_a_cursor_another_replica_moved_and_heard_is_read_at_once(
     turn = await here.wait_turn(agent_id, runs[2])
     assert here.reads == reads + 1 and not turn.waited
     assert (turn.command_seq, turn.event_seq) == (runs[1], 2)
+
+
+class Bounded(RunQueue):
+    """A RunQueue that says when its handlers waiting for a turn reach its bound."""
+
+    def _begin_waiting(self) -> None:
+        super()._begin_waiting()
+        if self.handlers_waiting == self.max_waiting:
+            self.full.set()
+
+    @property
+    def full(self) -> asyncio.Event:
+        if not hasattr(self, "_full"):
+            self._full = asyncio.Event()
+        return self._full
+
+
+async def test_runs_past_the_waiting_bound_go_back_to_the_stream_at_once(
+    eventlog: EventLog,
+) -> None:
+    """Handlers waiting for a turn are bounded: past the bound a run's command is deferred
+    at once, so runs waiting behind one agent leave handlers to other agents' runs."""
+    queue = await Bounded.open(eventlog, max_waiting=2)
+    agent_id = new_id("agent")
+    runs = [await start_run(eventlog, agent_id) for _ in range(4)]
+    turn = await queue.wait_turn(agent_id, runs[0])  # the agent's first: running
+    waiting = [asyncio.create_task(queue.wait_turn(agent_id, seq)) for seq in runs[1:3]]
+    await asyncio.wait_for(queue.full.wait(), 10)
+    with pytest.raises(Deferred):
+        await queue.wait_turn(agent_id, runs[3])
+    assert queue.handlers_waiting == 2
+    # Another agent's first run starts whatever waits.
+    other = new_id("agent")
+    assert not (await queue.wait_turn(other, await start_run(eventlog, other))).waited
+    await queue.finish(agent_id, runs[0], 1, turn)
+    second = await asyncio.wait_for(waiting[0], 10)
+    assert second.waited and second.command_seq == runs[0]
+    waiting[1].cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting[1]
+    assert queue.handlers_waiting == 0
