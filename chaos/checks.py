@@ -250,6 +250,8 @@ def _index(
                     seen[cid.removeprefix("call_")].returns.append((str(m.get("status")), text))
         in_blocks.update(TOKEN.findall(str(view.block.get("value") or "")))
         for passage in view.passages:
+            if evolution.is_note(passage):
+                continue  # (a decision's note: checked apart, evolution_checks.py)
             for token in TOKEN.findall(str(passage.get("text") or passage.get("content") or "")):
                 seen[token].passages += 1
     return seen, in_blocks
@@ -426,6 +428,15 @@ def evaluate(
                 out.stuck.append(_stuck(run, by_run.get(run["id"]), requests, seen, wall_t0))
         out.versions += check_versions(view, logs.get(str(view.block.get("id"))))
     for chain in (evolved or {}).values():
+        if chain.notes != chain.noted:
+            doubled = chain.notes > chain.noted
+            finding = Finding(
+                "duplicated" if doubled else "lost",
+                f"evolution notes of {chain.agent_id}: {chain.notes} in its archival memory"
+                f" for {chain.noted} decisions that make one",
+                cause="a decision's note " + ("written twice" if doubled else "never written"),
+            )
+            (out.duplicated if doubled else out.lost).append(finding)
         if not chain.verified.get("ok"):
             out.versions.append(
                 Finding(

@@ -7,23 +7,28 @@ proposal is evaluated at once on the agent's recorded runs (two cases), unless a
 its proposals is being evaluated (one experiment at a time: it then stays `proposed`).
 Once no proposal is `evaluating`, an acknowledged request must show one proposal holding
 its token, its cases numbered 0..n-1 once each; every agent's decision chain must verify on
-the log.
+the log, and its archival memory must hold one note (a passage tagged `evolution`, written by
+the memory service's reactor) for each decision it keeps (o_memory/evolution_notes.py: all
+but the per-case ones).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from chaos.api import get_json
+from chaos.api import get_json, paginate
 from chaos.llm import TOKEN
 
 # What each chaos agent's evolution is set to at the start (PUT .../evolution/config).
 CONFIG = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+# The tag of the notes of decisions in archival memory, and the decisions without one.
+NOTE_TAG = "evolution"
+UNNOTED = frozenset({"CaseEvaluated", "EvaluationStarted", "EvolutionToolCalled"})
 
 
 def proposal_body(token: str) -> dict[str, Any]:
@@ -40,10 +45,21 @@ class EvolutionView:
     agent_id: str
     proposals: list[dict[str, Any]]  # each as GET .../proposals/{id} shows it, cases too
     verified: dict[str, Any]  # GET .../evolution/verify
+    history: list[dict[str, Any]] = field(default_factory=list)  # GET .../evolution/history
+    notes: int = 0  # passages tagged `evolution` in its archival memory
 
     @property
     def evaluating(self) -> list[str]:
         return [p["id"] for p in self.proposals if p.get("status") == "evaluating"]
+
+    @property
+    def noted(self) -> int:
+        """How many notes its decisions make."""
+        return sum(1 for d in self.history if d.get("type") not in UNNOTED)
+
+    @property
+    def settled(self) -> bool:
+        return not self.evaluating and self.notes == self.noted
 
 
 async def read_evolution(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, EvolutionView]:
@@ -52,20 +68,31 @@ async def read_evolution(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[
         base = f"/v1/agents/{agent_id}/evolution"
         listed = await get_json(http, f"{base}/proposals")
         proposals = [await get_json(http, f"{base}/proposals/{p['id']}") for p in listed]
-        views[agent_id] = EvolutionView(agent_id, proposals, await get_json(http, f"{base}/verify"))
+        passages = await paginate(http, f"/v1/agents/{agent_id}/archival-memory")
+        views[agent_id] = EvolutionView(
+            agent_id,
+            proposals,
+            await get_json(http, f"{base}/verify"),
+            await get_json(http, f"{base}/history"),
+            sum(1 for p in passages if is_note(p)),
+        )
     return views
+
+
+def is_note(passage: dict[str, Any]) -> bool:
+    return NOTE_TAG in (passage.get("tags") or [])
 
 
 async def wait_decided(
     http: httpx.AsyncClient, agent_ids: list[str], timeout: float = 120.0
 ) -> tuple[dict[str, EvolutionView], float]:
-    """Wait until no proposal is being evaluated (at most `timeout` s): the views as last
-    read, and the seconds waited."""
+    """Wait until no proposal is being evaluated and every decision's note is written (at
+    most `timeout` s): the views as last read, and the seconds waited."""
     loop = asyncio.get_running_loop()
     start = loop.time()
     while True:
         views = await read_evolution(http, agent_ids)
-        if not any(v.evaluating for v in views.values()) or loop.time() - start > timeout:
+        if all(v.settled for v in views.values()) or loop.time() - start > timeout:
             return views, loop.time() - start
         await asyncio.sleep(1.0)
 

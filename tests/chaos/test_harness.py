@@ -254,9 +254,12 @@ def test_a_proposal_is_whole_once_decided_with_its_cases_each_once() -> None:
     twice["cases"].append({"n": 1})
     proposals = [proposal(whole, 1), proposal(doubled, 2), proposal(doubled, 3), twice]
     proposals += [proposal(undecided, 4, "evaluating", 1), proposal(plain, 5, "proposed", 0)]
+    decided = [{"type": "ChangeProposed"}, {"type": "CaseEvaluated"}]
     chains = {
-        AGENT: EvolutionView(AGENT, proposals, {"ok": True}),
-        "agent-b": EvolutionView("agent-b", [], {"ok": False, "broken": {"seq": 9}}),
+        # One note for the two decisions (cases make none), and a note in the wrong place:
+        AGENT: EvolutionView(AGENT, proposals, {"ok": True}, decided, notes=1),
+        "agent-b": EvolutionView("agent-b", [], {"ok": False}, decided, notes=0),
+        "agent-c": EvolutionView("agent-c", [], {"ok": True}, decided, notes=2),
     }
     view = AgentView(AGENT, history(plain, "run-1"), {"id": BLOCK, "value": ""}, [], [])
     requests = [whole, absent, doubled, undecided, miscounted, plain]
@@ -264,11 +267,13 @@ def test_a_proposal_is_whole_once_decided_with_its_cases_each_once() -> None:
     assert [(f.request, f.cause) for f in verdicts.lost] == [
         (absent, "no proposal holds the token"),
         (undecided, "the proposal is still being evaluated"),
+        (None, "a decision's note never written"),
     ]
     assert [(f.request, f.cause) for f in verdicts.duplicated] == [
         (doubled, "a retried proposal (same Idempotency-Key) made a second one"),
         (miscounted, "an evaluation's case recorded twice, or skipped"),
         (plain, "a proposal holds the token of a message"),
+        (None, "a decision's note written twice"),
     ]
     assert [f.cause for f in verdicts.versions] == [
         "the evolution chain does not verify on the log"
