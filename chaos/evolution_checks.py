@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,11 @@ class EvolutionView:
     def settled(self) -> bool:
         return not self.evaluating and self.notes == self.noted
 
+    @property
+    def progress(self) -> int:
+        """Grows with every decision and note: while it does, the service is working."""
+        return len(self.history) + self.notes
+
 
 async def read_evolution(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[str, EvolutionView]:
     views = {}
@@ -84,15 +90,28 @@ def is_note(passage: dict[str, Any]) -> bool:
 
 
 async def wait_decided(
-    http: httpx.AsyncClient, agent_ids: list[str], timeout: float = 120.0
+    http: httpx.AsyncClient,
+    agent_ids: list[str],
+    commands_pending: Callable[[], Awaitable[int]],
+    stalled_after: float = 120.0,
 ) -> tuple[dict[str, EvolutionView], float]:
-    """Wait until no proposal is being evaluated and every decision's note is written (at
-    most `timeout` s): the views as last read, and the seconds waited."""
+    """Wait until the evolution service has no command left (`commands_pending`: its
+    consumer's, an evaluation waiting its turn included), no proposal is being evaluated
+    and every decision's note is written; or until nothing moved for `stalled_after` s
+    (a backlog of evaluations, one at a time, may take longer than that in all). The views
+    as last read, and the seconds waited."""
     loop = asyncio.get_running_loop()
-    start = loop.time()
+    start = moved = loop.time()
+    progress = -1
     while True:
         views = await read_evolution(http, agent_ids)
-        if all(v.settled for v in views.values()) or loop.time() - start > timeout:
+        pending = await commands_pending()
+        if pending == 0 and all(v.settled for v in views.values()):
+            return views, loop.time() - start
+        now = sum(v.progress for v in views.values())
+        if now != progress:
+            progress, moved = now, loop.time()
+        elif loop.time() - moved > stalled_after:
             return views, loop.time() - start
         await asyncio.sleep(1.0)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 
 from chaos import evolution_checks as evolution
 from chaos.api import ReadFailed, get_json
@@ -34,6 +35,7 @@ from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
 from chaos.load import IMPORT_PREFIX, Clock, Load, LoadSettings, Request, Shares
 from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
+from o_contracts import subjects
 from o_runtime.nats_identity import Identity
 
 AGENT_TYPE = "letta_v1_agent"  # gets memory_insert; its text answer ends the turn
@@ -172,6 +174,25 @@ async def _created(
     raise RuntimeError(f"{method} {path} failed ten times")
 
 
+async def _commands_pending(system: System, consumer: str) -> int:
+    """Commands the consumer has not finished: not yet delivered, or in hand (a deferred
+    one included); 1 if NATS cannot say now."""
+    operator = Identity.of("operator", system.endpoints)
+    try:
+        nc = await nats.connect(
+            system.nats_url, connect_timeout=5, max_reconnect_attempts=1, **operator.options()
+        )
+    except Exception:
+        return 1
+    try:
+        info = await nc.jetstream().consumer_info(subjects.COMMANDS_STREAM, consumer)
+        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+    except Exception:
+        return 1
+    finally:
+        await nc.close()
+
+
 async def _llm_stats(llm_url: str) -> dict[str, int]:
     async with httpx.AsyncClient() as http:
         response = await http.get(llm_url.removesuffix("/v1") + "/stats", timeout=10)
@@ -227,7 +248,10 @@ async def run(params: Params, progress: Any = None) -> Report:
             evolved: dict[str, evolution.EvolutionView] = {}
             if params.shares.propose > 0:
                 evolved, waited = await evolution.wait_decided(
-                    http, report.agent_ids, params.quiet_timeout
+                    http,
+                    report.agent_ids,
+                    lambda: _commands_pending(system, "evolution"),
+                    params.quiet_timeout,
                 )
                 report.quiet_seconds += waited
             imports = {}

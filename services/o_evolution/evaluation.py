@@ -65,6 +65,8 @@ class Evaluation:
 
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     _running: asyncio.Semaphore | None = None
+    # Handlers waiting for a shadow slot (at most one: evaluate says why).
+    _next_in_line: int = 0
     # How busy users keep the executor (live_first.py); a test may sample otherwise.
     live_load: Sampler | None = None
 
@@ -78,17 +80,24 @@ class Evaluation:
         # deduplicated across replicas by its id; a second one resumes from the cases),
         # and at most shadow_concurrency evaluations at all: shadow work is background.
         lock = self._locks.setdefault(cmd.proposal_id, asyncio.Lock())
-        if lock.locked() or self._slots().locked():
-            # Waiting here would hold one of the command consumer's few handler slots for
-            # as long as another evaluation runs (minutes): the agents' other evolution
-            # commands (a proposal, a rollback, an agent's own evolution tool mid-run)
-            # would queue behind it. The command waits in the stream instead.
+        slots = self._slots()
+        if lock.locked() or (slots.locked() and self._next_in_line > 0):
+            # Waiting here holds one of the command consumer's few handlers for as long as
+            # the evaluations ahead run (minutes): with every handler so taken, the agents'
+            # other evolution commands (a proposal, a rollback, an agent's own evolution
+            # tool mid-run) would queue behind them. One evaluation waits here, the next to
+            # start; the others wait in the stream.
             raise Deferred(BUSY_DELAY)
-        # (Neither acquisition waits: both were free, and nothing was awaited since.)
-        async with lock, self._slots():
+        async with lock:
+            self._next_in_line += 1
+            try:
+                await slots.acquire()  # (at once, unless this is the one next in line)
+            finally:
+                self._next_in_line -= 1
             try:
                 return await self._evaluate(env, cmd)
             finally:
+                slots.release()
                 self._locks.pop(cmd.proposal_id, None)
 
     def _slots(self) -> asyncio.Semaphore:
