@@ -75,6 +75,8 @@ class Report:
     folders: dict[str, str] = field(default_factory=dict)  # agent id -> its folder's id
     template: Imported | None = None  # the agent the imports' file was exported from
     imported_ids: list[str] = field(default_factory=list)  # the agents imports made
+    # What became of the proposals (by status), their cases and the decisions' notes.
+    proposals: Counter[str] = field(default_factory=Counter)
     requests: list[Request] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
     successes: list[float] = field(default_factory=list)
@@ -254,6 +256,10 @@ async def run(params: Params, progress: Any = None) -> Report:
                     params.quiet_timeout,
                 )
                 report.quiet_seconds += waited
+                for view in evolved.values():
+                    report.proposals.update(str(p.get("status")) for p in view.proposals)
+                    report.proposals["(cases)"] += sum(len(p["cases"]) for p in view.proposals)
+                    report.proposals["(notes)"] += view.notes
             imports = {}
             if report.template is not None:
                 imports = await read_imports(http, IMPORT_PREFIX)

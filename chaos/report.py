@@ -141,6 +141,9 @@ def render(report: Report) -> str:
             f" template's blocks {sorted(report.template.blocks)}, history of"
             f" {len(report.template.history)} messages"
         )
+    if report.proposals:
+        shown = ", ".join(f"{k} {n}" for k, n in sorted(report.proposals.items()))
+        lines.append(f"proposals: {shown}")
     if report.folders:
         lines.append(f"uploads: to {len(report.folders)} folders, one per agent, attached to it")
     v = report.verdicts
