@@ -298,9 +298,11 @@ def user_text(body: dict[str, Any]) -> str:
     return str(last["content"])
 
 
-async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
+async def two_agents_a_first_held(
     system: System, llm: FakeOpenAI
-) -> None:
+) -> tuple[dict[str, Any], dict[str, Any], threading.Event]:
+    """Agents a and b; the model holds its answer to "a-1" until the event is set, and
+    echoes everything else."""
     a = await new_agent(system)
     b = await new_agent(system)
     first_held = threading.Event()
@@ -311,6 +313,13 @@ async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
         return echo_reply(body)
 
     llm.default_reply = reply
+    return a, b, first_held
+
+
+async def test_one_agent_runs_in_arrival_order_while_others_run_in_parallel(
+    system: System, llm: FakeOpenAI
+) -> None:
+    a, b, first_held = await two_agents_a_first_held(system, llm)
 
     def asked(text: str, requests: list[dict[str, Any]] | None = None) -> bool:
         return any(user_text(r) == text for r in (llm.requests if requests is None else requests))
@@ -354,16 +363,7 @@ async def test_many_runs_waiting_for_one_agent_hold_up_no_other_agent(
     message still runs at once. (A waiting run's command goes back to the stream with a
     delay, and JetStream counts it as pending: a bound of the consumer's pending commands
     at its handlers' number let sixteen waiting runs of one agent stop every agent.)"""
-    a = await new_agent(system)
-    b = await new_agent(system)
-    first_held = threading.Event()
-
-    def reply(body: dict[str, Any]) -> Reply:
-        if user_text(body) == "a-1":
-            return Reply(content="a-1 done", release=first_held)
-        return echo_reply(body)
-
-    llm.default_reply = reply
+    a, b, first_held = await two_agents_a_first_held(system, llm)
     run_ids = []
     try:
         first = send_later(system, a["id"], "a-1")
