@@ -59,6 +59,8 @@ class ArchivalCommands:
         self.s = service
         self.archives = archives
         self.model = ExecutorModel(service.eventlog.nc)
+        # The memory consumer's handlers that may wait on a model or an embedder at once.
+        self.slow = archives.slow
 
     async def _agent(self, agent_id: str) -> tuple[dict[str, Any], StreamSettings]:
         # The agent registry is the gateway's projection; memory only reads it.
@@ -101,7 +103,9 @@ class ArchivalCommands:
         return Reply(ok=True, seq=seq, result={"passage": passage_json(dict(row))})
 
     async def insert_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
-        return await self.insert(env, env.data)
+        # (Its rating asks the agent's model, and its embedding may ask a provider.)
+        with self.slow.taken():
+            return await self.insert(env, env.data)
 
     async def insert(self, cause: Envelope[Any], cmd: InsertPassage, own: bool = False) -> Reply:
         """Insert `cmd`'s passage once for `cause`: the InsertPassage command itself, or
@@ -191,6 +195,10 @@ class ArchivalCommands:
         await self.s.eventlog.send_command(subjects.memory_command_subject(agent_id), command)
 
     async def reflect(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        with self.slow.taken():  # (it asks the agent's model)
+            return await self._reflect(env)
+
+    async def _reflect(self, env: Envelope[Any]) -> Reply:
         cmd: ReflectOnMemories = env.data
         done = await self._done(cmd.agent_id, env.id)
         if done is not None:

@@ -38,10 +38,12 @@ from o_contracts.ids import derived_id
 from o_contracts.projection_names import ARCHIVAL
 from o_contracts.vectors import pack_vector
 from o_memory import archival
+from o_memory.command_limits import SLOW_HANDLERS
 from o_memory.embeddings import LOCAL_MODEL, EmbeddingError, embedder_for
 from o_memory.judgement import DEFAULT_IMPORTANCE
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
+from o_runtime.handler_share import HandlerShare
 from o_runtime.service import Service
 
 PRODUCER = "memory"
@@ -69,8 +71,11 @@ async def recorded(service: Service, subject: str, command_id: str) -> int | Non
 
 
 class ArchiveCommands:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, slow: HandlerShare | None = None) -> None:
         self.s = service
+        # The memory consumer's handlers that may wait on a model or an embedder at once
+        # (shared with ArchivalCommands).
+        self.slow = slow or HandlerShare(SLOW_HANDLERS)
 
     async def _decided(
         self, env: Envelope[Any], archive_id: str, decide: Decide, subject: str | None = None
@@ -176,6 +181,10 @@ class ArchiveCommands:
         return await self._decided(env, cmd.archive_id, decide, subject)
 
     async def insert_passages(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        with self.slow.taken():  # (it embeds them: a provider may be asked)
+            return await self._insert_passages(env)
+
+    async def _insert_passages(self, env: Envelope[Any]) -> Reply:
         cmd: InsertArchivePassages = env.data
         texts = [p.text.strip() for p in cmd.passages]
         if not all(texts):

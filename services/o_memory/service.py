@@ -35,6 +35,7 @@ from o_contracts.requests import ArchivalResults, SearchArchival, first_error
 from o_memory.archival_handlers import ArchivalCommands
 from o_memory.archival_projection import archival
 from o_memory.archive_handlers import ArchiveCommands
+from o_memory.command_limits import MAX_PENDING_COMMANDS, MEMORY_HANDLERS
 from o_memory.core_memory import read_core_memory
 from o_memory.embeddings import local_embedder
 from o_memory.evolution_archive import EvolutionArchive, archived_types
@@ -123,6 +124,8 @@ class MemoryService(Service):
                     OpenFiles: views.open_files,
                     CloseFiles: views.close_files,
                 },
+                concurrency=MEMORY_HANDLERS,
+                max_ack_pending=MAX_PENDING_COMMANDS,
             )
         )
         # Files are parsed and embedded on a work queue of their own (a long file never

@@ -126,6 +126,12 @@ def _executor_config(env: Env) -> ConsumerConfig:
     )
 
 
+def _memory_config(env: Env) -> ConsumerConfig:
+    from o_memory.command_limits import MAX_PENDING_COMMANDS
+
+    return command_consumer_config(10.0, max_ack_pending=MAX_PENDING_COMMANDS)
+
+
 def _evolution_config(env: Env) -> ConsumerConfig:
     from o_evolution.settings import MAX_PENDING_COMMANDS
 
@@ -139,9 +145,7 @@ def _reactor(env: Env) -> ConsumerConfig:
 _CONFIGS: dict[str, Callable[[Env], ConsumerConfig]] = {
     # A run's command comes back this soon after its executor died (ExecutorSettings).
     f"{subjects.COMMANDS_STREAM}/executor": _executor_config,
-    f"{subjects.COMMANDS_STREAM}/memory": lambda env: command_consumer_config(
-        10.0, max_ack_pending=16
-    ),
+    f"{subjects.COMMANDS_STREAM}/memory": _memory_config,
     # An evaluation heartbeats while it works; a dead replica's command returns in 30 s.
     f"{subjects.COMMANDS_STREAM}/evolution": _evolution_config,
     f"{subjects.COMMANDS_STREAM}/schedules": lambda env: command_consumer_config(

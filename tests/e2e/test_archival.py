@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ import letta_client
 import pytest
 
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, send, until
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -387,3 +388,27 @@ async def test_the_embeddings_total_storage_size(system: System) -> None:
         "/v1/embeddings/total_storage_size", headers={"storage_unit": "PB"}
     )
     assert refused.status_code == 400 and "Invalid storage unit: PB" in refused.json()["detail"]
+
+
+async def test_memories_waiting_for_their_rating_hold_up_no_memory_edit(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """An insert without an importance asks the agent's model to rate it, in the memory
+    service's command handler. With the model holding twenty such ratings, an edit of a
+    block (a fast command of the same consumer) is still answered."""
+    agent = await new_agent(system, embedding=EMBEDDING)
+    held = threading.Event()
+    llm.default_reply = lambda _: Reply(content="5", release=held)
+    inserts = [
+        asyncio.create_task(insert(system, agent["id"], text=f"memory {n}")) for n in range(20)
+    ]
+    try:
+        await until(llm, lambda reqs: len(reqs) >= 8)
+        url = f"/v1/agents/{agent['id']}/core-memory/blocks/human"
+        edited = await asyncio.wait_for(system.http.patch(url, json={"value": "Name: Sam!"}), 20)
+        assert edited.status_code == 200, edited.text
+        assert not held.is_set()
+    finally:
+        held.set()
+    rated = [await asyncio.wait_for(t, 60) for t in inserts]
+    assert sorted(p["text"] for p in rated) == sorted(f"memory {n}" for n in range(20))
