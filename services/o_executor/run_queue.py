@@ -39,6 +39,7 @@ from o_contracts.commands import StartRun
 from o_contracts.envelope import MalformedMessage, decode
 from o_runtime.commands import Deferred
 from o_runtime.eventlog import EventLog
+from o_runtime.handler_share import HandlerShare
 from o_runtime.log_news import pauses
 
 log = logging.getLogger(__name__)
@@ -74,9 +75,8 @@ class RunQueue:
     def __init__(self, eventlog: EventLog, kv: KeyValue, max_waiting: int = MAX_WAITING) -> None:
         self.eventlog = eventlog
         self.kv = kv
-        self.max_waiting = max_waiting
-        # Handlers of this process waiting in wait_turn now.
-        self.handlers_waiting = 0
+        # The handlers of this process that may wait in wait_turn at once.
+        self.turn_waits = HandlerShare(max_waiting, REDELIVER_AFTER)
         # Runs waiting for their agent's cursor to move, by agent. A cursor
         # moved by this process wakes them directly; one moved by another
         # replica is heard as the KV put on `$KV.<bucket>.<agent>` (core NATS:
@@ -158,7 +158,7 @@ class RunQueue:
         waiting = self._waiting.setdefault(agent_id, set())
         # Listen first, then look: a change between the two sets the event.
         waiting.add(changed)
-        counted = False
+        counted = contextlib.ExitStack()
         try:
             while True:
                 changed.clear()
@@ -173,9 +173,8 @@ class RunQueue:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Deferred(REDELIVER_AFTER)
-                if not counted:
-                    self._begin_waiting()
-                    counted = True
+                if not waited:
+                    self._begin_waiting(counted)
                 waited = True
                 # (Looked at again after a pause whatever is heard: a cursor written by
                 # another replica can be heard before it is stored; o_runtime/log_news.py.)
@@ -183,17 +182,19 @@ class RunQueue:
                     await asyncio.wait_for(changed.wait(), min(remaining, next_pause(heard)))
                 heard = changed.is_set()
         finally:
-            if counted:
-                self.handlers_waiting -= 1
+            counted.close()
             waiting.discard(changed)
             if not waiting:
                 self._waiting.pop(agent_id, None)
 
-    def _begin_waiting(self) -> None:
-        """Count one more handler waiting for a turn, or raise Deferred past the bound."""
-        if self.handlers_waiting >= self.max_waiting:
-            raise Deferred(REDELIVER_AFTER)
-        self.handlers_waiting += 1
+    def _begin_waiting(self, counted: contextlib.ExitStack) -> None:
+        """One more handler waiting for a turn (until `counted` closes), or Deferred past
+        the bound."""
+        counted.enter_context(self.turn_waits.taken())
+
+    @property
+    def handlers_waiting(self) -> int:
+        return self.turn_waits.busy
 
     async def _cursor_and_next(self, agent_id: str, read: bool) -> tuple[Cursor, int | None]:
         """The agent's cursor and its first pending command after it.

@@ -124,9 +124,9 @@ async def test_a_cursor_another_replica_moved_and_heard_is_read_at_once(
 class Bounded(RunQueue):
     """A RunQueue that says when its handlers waiting for a turn reach its bound."""
 
-    def _begin_waiting(self) -> None:
-        super()._begin_waiting()
-        if self.handlers_waiting == self.max_waiting:
+    def _begin_waiting(self, counted: contextlib.ExitStack) -> None:
+        super()._begin_waiting(counted)
+        if self.handlers_waiting == self.turn_waits.limit:
             self.full.set()
 
     @property
