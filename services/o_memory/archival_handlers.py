@@ -6,6 +6,7 @@ appended and travel inside it; see o_contracts.events.archival for why.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import UTC, datetime
 from statistics import mean
@@ -28,6 +29,7 @@ from o_memory.model_calls import ExecutorModel
 from o_memory.stream import InvalidStreamSettings, StreamSettings
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected
+from o_runtime.handler_share import HandlerShare
 from o_runtime.service import Service
 
 log = logging.getLogger(__name__)
@@ -103,11 +105,15 @@ class ArchivalCommands:
         return Reply(ok=True, seq=seq, result={"passage": passage_json(dict(row))})
 
     async def insert_passage(self, env: Envelope[Any], delivery: Delivery) -> Reply:
-        # (Its rating asks the agent's model, and its embedding may ask a provider.)
-        with self.slow.taken():
-            return await self.insert(env, env.data)
+        return await self.insert(env, env.data, share=self.slow)
 
-    async def insert(self, cause: Envelope[Any], cmd: InsertPassage, own: bool = False) -> Reply:
+    async def insert(
+        self,
+        cause: Envelope[Any],
+        cmd: InsertPassage,
+        own: bool = False,
+        share: HandlerShare | None = None,
+    ) -> Reply:
         """Insert `cmd`'s passage once for `cause`: the InsertPassage command itself, or
         an event the memory service keeps in archival memory (evolution_archive.py:
         `own`, the agent's own memory even with an archive attached, as what it records
@@ -115,6 +121,7 @@ class ArchivalCommands:
 
         The appended event's id derives from `cause`'s id and records it as its cause
         (archival_effects), so `cause` delivered again is answered from the record.
+        A new passage is rated and embedded within `share` (a command handler's), if given.
         """
         text = cmd.text.strip()
         if not text:
@@ -132,6 +139,13 @@ class ArchivalCommands:
             done = await archival.effect_of(self.s.pool, cause.id)
         if done is not None:
             return await self._inserted(cmd.passage_id, done)
+        # (Its rating asks the agent's model, and its embedding may ask a provider.)
+        with share.taken() if share is not None else contextlib.nullcontext():
+            return await self._insert_new(cause, cmd, text, archive_id)
+
+    async def _insert_new(
+        self, cause: Envelope[Any], cmd: InsertPassage, text: str, archive_id: str | None
+    ) -> Reply:
         agent, settings = await self._agent(cmd.agent_id)
         source: ImportanceSource
         if cmd.importance is not None:
@@ -195,10 +209,6 @@ class ArchivalCommands:
         await self.s.eventlog.send_command(subjects.memory_command_subject(agent_id), command)
 
     async def reflect(self, env: Envelope[Any], delivery: Delivery) -> Reply:
-        with self.slow.taken():  # (it asks the agent's model)
-            return await self._reflect(env)
-
-    async def _reflect(self, env: Envelope[Any]) -> Reply:
         cmd: ReflectOnMemories = env.data
         done = await self._done(cmd.agent_id, env.id)
         if done is not None:
@@ -206,6 +216,10 @@ class ArchivalCommands:
             recorded = decode(msg.data or b"").data
             assert isinstance(recorded, MemoriesReflected)
             return Reply(ok=True, seq=done, result={"insights": len(recorded.insights)})
+        with self.slow.taken():  # (it asks the agent's model)
+            return await self._reflect(env, cmd)
+
+    async def _reflect(self, env: Envelope[Any], cmd: ReflectOnMemories) -> Reply:
         agent, settings = await self._agent(cmd.agent_id)
         total, memories = await archival.unreflected(self.s.pool, cmd.agent_id)
         if total < settings.reflection_threshold:
