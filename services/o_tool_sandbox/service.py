@@ -83,6 +83,9 @@ class ToolSandboxService(Service):
         self._answering: set[asyncio.Task[None]] = set()
         nc = self.eventlog.nc
         await self._take_calls()
+        # The server has the subscription before this replica counts as up: calls sent the
+        # moment it is may come to it (a flaky test saw a just-started replica take none).
+        await nc.flush()
         self._status = await nc.subscribe(subjects.SANDBOX_EXECUTIONS, cb=self._on_status)
         # Every replica installs what it is told will be needed (its host's folder may be
         # another replica's too: the install is atomic either way).
