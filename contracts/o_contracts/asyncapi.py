@@ -389,6 +389,7 @@ CHANNELS = (
             commands.DeleteBlock,
             commands.RunMemoryTool,
             commands.RestoreBlockVersion,
+            commands.EditBlockText,
             commands.InsertPassage,
             commands.DeletePassage,
             commands.ReflectOnMemories,

@@ -19,6 +19,7 @@ from o_contracts.ids import derived_id
 from o_contracts.models import ApprovalDecision, BlockSpec, ChatMessage, ClientSkill
 from o_contracts.pip_requirements import MAX_REQUIREMENTS, PipRequirement
 from o_contracts.subjects import Lane
+from o_contracts.text_edits import TextEdit
 
 
 class StartRun(Command):
@@ -113,6 +114,15 @@ class UpdateBlock(Command):
 
     block_id: str
     changes: dict[str, Any]
+
+
+class EditBlockText(Command):
+    """Memory: make a promoted patch's text edits on a block as it is when decided, all or
+    none (o_contracts/text_edits.py), so what the agent wrote there since the patch was
+    proposed stays. Refused (409) when an edit's anchor is gone; a repeat changes nothing."""
+
+    block_id: str
+    edits: list[TextEdit] = Field(min_length=1)
 
 
 class DeleteBlock(Command):

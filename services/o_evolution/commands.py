@@ -19,7 +19,7 @@ import asyncpg
 
 from o_contracts import subjects
 from o_contracts.base import Command, Reply
-from o_contracts.commands import UpdateBlock
+from o_contracts.commands import EditBlockText, UpdateBlock
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     AgentUpdated,
@@ -48,6 +48,7 @@ from o_contracts.projection_names import AGENTS
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
 from o_evolution.patches import PatchRefused, apply_patch
+from o_evolution.rebase import block_edits, merged_fields, rebased
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
 from o_runtime.eventlog import AppendRejected
@@ -67,6 +68,15 @@ SPENT_TODAY = (
 )
 # Recent runs a proposal is drafted from.
 DIGEST_RUNS = performance.DEFAULT_RUNS
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a proposal changes: its patch, and the versions it was proposed from and makes."""
+
+    parent: VersionSpec
+    candidate: VersionSpec
+    patch: Patch
 
 
 @dataclass
@@ -328,11 +338,13 @@ class EvolutionCommands:
                 ),
                 409,
             )
-        spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, row["candidate_version"]))
-        if row["status"] == "promoted":  # (delivered again: its effects only)
-            return await self._switch(env, cmd.agent_id, spec, None)
+        if row["status"] == "promoted":
+            # (Delivered again: its decision is recorded after its effects, so both are done.)
+            served = await self._serving(cmd.agent_id, config)
+            return Reply(ok=True, result={"version_id": served, "decision_seq": 0, "agent_seq": 0})
+        change = await self.change_of(row)
 
-        def promoted(previous: str) -> EvolutionDecided:
+        def promoted(previous: str, spec: VersionSpec) -> EvolutionDecided:
             return VersionPromoted(
                 agent_id=cmd.agent_id,
                 proposal_id=cmd.proposal_id,
@@ -341,7 +353,85 @@ class EvolutionCommands:
                 previous_version=previous,
             )
 
-        return await self._switch(env, cmd.agent_id, spec, promoted)
+        return await self._serve_change(env, delivery, cmd.agent_id, config, change, promoted)
+
+    async def change_of(self, row: dict[str, Any]) -> Change:
+        """A proposal's parent, candidate and patch, as proposed."""
+        agent_id = row["agent_id"]
+        return Change(
+            VersionSpec.model_validate(await self._spec(agent_id, row["parent_version"])),
+            VersionSpec.model_validate(await self._spec(agent_id, row["candidate_version"])),
+            Patch.model_validate(row["patch"]),
+        )
+
+    async def _serve_change(
+        self,
+        env: Envelope[Any],
+        delivery: Delivery,
+        agent_id: str,
+        config: EvolutionConfig,
+        change: Change,
+        decision: Callable[[str, VersionSpec], EvolutionDecided],
+    ) -> Reply:
+        """Make the proposal's change on the agent as it is now (o_evolution/rebase.py): its
+        block edits by the memory service on each block's current value, the other fields
+        three-way on the agent's subject; then the decision, naming the version that results.
+        Each effect has an id derived from the command, so a redelivery does it once."""
+        previous = await self._serving(agent_id, config)
+        now = await self.agent(agent_id)
+        try:
+            if delivery.redelivered:
+                # Its block edits may be made already (the memory service answers those
+                # from its record): only the fields can be checked beforehand.
+                merged_fields(now.spec(config), change.parent, change.candidate)
+            else:
+                rebased(now.spec(config), change.parent, change.candidate, change.patch)
+        except PatchRefused as exc:
+            raise AppendRejected(
+                f"the change cannot be made on the agent: {exc.reason}", 409
+            ) from None
+        for label, edits in block_edits(change.patch).items():
+            block_id = now.block_ids.get(label)
+            if block_id is None:
+                raise AppendRejected(f"the agent no longer has the block '{label}'", 409)
+            command = env.caused(
+                EditBlockText(block_id=block_id, edits=edits),
+                aggregate_id=block_id,
+                producer=PRODUCER,
+                id=derived_id("cmd", env.id, "block", label),
+            )
+            reply = await send_and_wait(
+                self.s.eventlog,
+                subjects.memory_command_subject(block_id),
+                command,
+                timeout=BLOCK_TIMEOUT,
+            )
+            if not reply.ok:
+                raise AppendRejected(f"block {label}: {reply.error}", reply.status or 409)
+
+        async def decide(last: int) -> Envelope[AgentUpdated] | None:
+            fresh = await self.agent(agent_id)
+            try:
+                fields = merged_fields(fresh.spec(config), change.parent, change.candidate)
+            except PatchRefused as exc:
+                raise AppendRejected(f"the change cannot be made: {exc.reason}", 409) from None
+            changes = agent_changes(fresh, VersionSpec(**fields))
+            if not changes:
+                return None
+            return env.caused(
+                AgentUpdated(agent_id=agent_id, changes=changes),
+                aggregate_id=agent_id,
+                producer=PRODUCER,
+                id=derived_id("evt", env.id, "agent"),
+            )
+
+        appended = await self.s.eventlog.append_decided(subjects.agent_subject(agent_id), decide)
+        seq = appended.seq if appended is not None else 0
+        if seq:
+            await self.s.watcher.wait(seq, AGENTS)
+        served = (await self.agent(agent_id)).spec(config)
+        decided = await self.record(env, decision(previous, served), "served")
+        return _served(served, decided, seq)
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: RollBackVersion = env.data

@@ -30,6 +30,7 @@ from o_contracts.evolution import (
     SetModelSetting,
     VersionSpec,
 )
+from o_contracts.text_edits import TextEditRefused, apply_text_edit
 from o_contracts.tool_rules import InvalidToolRule, validate_rules
 
 # Words that name the evaluator or evolution's own configuration: a patch that could change
@@ -168,18 +169,11 @@ def apply_patch(
     settings = dict(spec.model_settings)
     for i, op in enumerate(patch.ops):
         where = f"ops[{i}] ({op.op})"
-        if isinstance(op, ReplaceText):
-            count = texts[op.target].count(op.old)
-            if count == 0:
-                raise PatchRefused(f"{where}: text not found in {op.target}")
-            if count > 1:
-                raise PatchRefused(
-                    f"{where}: the text is ambiguous: it occurs {count} times in {op.target}"
-                )
-            texts[op.target] = texts[op.target].replace(op.old, op.new)
-        elif isinstance(op, AppendText):
-            before = texts[op.target]
-            texts[op.target] = f"{before}\n{op.text}" if before else op.text
+        if isinstance(op, ReplaceText | AppendText):
+            try:
+                texts[op.target] = apply_text_edit(texts[op.target], op, where)
+            except TextEditRefused as e:
+                raise PatchRefused(e.reason) from None
         elif isinstance(op, AddTool):
             tools.add(op.name)
         elif isinstance(op, RemoveTool):

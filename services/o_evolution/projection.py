@@ -227,7 +227,9 @@ async def _serve(conn: asyncpg.Connection, agent_id: str, version_id: str, rec: 
 
 @decision(VersionPromoted)
 async def promoted(conn: asyncpg.Connection, e: VersionPromoted, rec: Recorded) -> None:
-    await _version(conn, e.agent_id, e.spec, rec)
+    # (A change made on the agent as it had become is a version of its own: its parent
+    # is the one served before.)
+    await _version(conn, e.agent_id, e.spec, rec, parent_id=e.previous_version)
     await _serve(conn, e.agent_id, e.version_id, rec)
     if e.proposal_id is not None:
         await _proposal(conn, e.proposal_id, rec, status="promoted")

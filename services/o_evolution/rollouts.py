@@ -32,7 +32,7 @@ from o_contracts.events import (
     RunCompleted,
 )
 from o_contracts.events.evolution import EvolutionDecided
-from o_contracts.evolution import EvolutionConfig, VersionSpec
+from o_contracts.evolution import EvolutionConfig
 from o_contracts.evolution_commands import AbortRollout, PromoteProposal, StartRollout
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import RUNS
@@ -48,6 +48,8 @@ from o_evolution.canary import (
 from o_evolution.canary_judge import Sampled, sampled_judgement
 from o_evolution.commands import EvolutionCommands
 from o_evolution.feedback import negative_steps_of
+from o_evolution.patches import PatchRefused
+from o_evolution.rebase import rebased
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected, Recorded
 
@@ -113,7 +115,15 @@ class Rollouts:
                 " one experiment at a time",
                 409,
             )
-        spec = VersionSpec.model_validate(await c._spec(cmd.agent_id, row["candidate_version"]))
+        change = await c.change_of(row)
+        try:
+            # The candidate's change on the agent as it is now (o_evolution/rebase.py).
+            now = (await c.agent(cmd.agent_id)).spec(config)
+            spec = rebased(now, change.parent, change.candidate, change.patch)
+        except PatchRefused as exc:
+            raise AppendRejected(
+                f"the change cannot be made on the agent: {exc.reason}", 409
+            ) from None
         stable = await c._serving(cmd.agent_id, config)
         seq = await c.record(
             env,
@@ -185,7 +195,7 @@ class Rollouts:
         stable, candidate = arm_stats(runs, "stable"), arm_stats(runs, "candidate")
         if verdict.action != "abort" and config.canary_judge_samples:
             # The measured rates passed: the judge has its say on a sample too.
-            judged = await self._judge_sample(ended.agent_id, rid, rows, config)
+            judged = await self._judge_sample(ended.agent_id, rows, config)
             candidate = candidate.model_copy(
                 update={"judge_wins": judged.wins, "judge_losses": judged.losses}
             )
@@ -239,20 +249,19 @@ class Rollouts:
         await self._after(rec.envelope, rid, config)
 
     async def _judge_sample(
-        self, agent_id: str, rid: str, rows: list[asyncpg.Record], config: EvolutionConfig
+        self, agent_id: str, rows: list[asyncpg.Record], config: EvolutionConfig
     ) -> Sampled:
-        """The step's latest candidate runs, judged against the stable agent's answers."""
-        row = await self._row(rid)
-        stable = await self.commands._spec(agent_id, row["stable_version"])
+        """The step's latest candidate runs, judged against the stable agent's answers (the
+        agent as it is: its memory tools may have edited an evolvable block since the canary
+        began, so the version recorded then may hold an older text, or be none on record)."""
+        stable = (await self.commands.agent(agent_id)).spec(config)
         picked = [
             (str(r["id"]), r["conversation_id"], int(r["started_seq"]))
             for r in rows
             if r["rollout_arm"] == "candidate" and not r["failed"]
         ][-config.canary_judge_samples :]
         s = self.commands.s
-        return await sampled_judgement(
-            s.eventlog, self.commands.settings, agent_id, picked, VersionSpec.model_validate(stable)
-        )
+        return await sampled_judgement(s.eventlog, self.commands.settings, agent_id, picked, stable)
 
     async def _after(self, cause: Envelope[Any], rid: str, config: EvolutionConfig) -> None:
         """A canary that passed at full traffic is promoted, unless a person must."""

@@ -25,6 +25,7 @@ from o_contracts.base import Reply
 from o_contracts.commands import (
     CreateBlock,
     DeleteBlock,
+    EditBlockText,
     RestoreBlockVersion,
     RunMemoryTool,
     UpdateBlock,
@@ -35,6 +36,7 @@ from o_contracts.events.blocks import ValueEdit
 from o_contracts.ids import derived_id
 from o_contracts.models import BlockSpec
 from o_contracts.projection_names import MEMORY
+from o_contracts.text_edits import TextEditRefused, apply_text_edits
 from o_memory.blocks import BLOCK_COLUMNS
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
 from o_runtime.commands import Delivery
@@ -155,6 +157,21 @@ class MemoryCommands:
 
         async def changes_for(_conn: asyncpg.Connection, _block: dict[str, Any]) -> dict[str, Any]:
             return cmd.changes
+
+        return await self._change(env, cmd.block_id, changes_for, None)
+
+    async def edit_block_text(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        """A promoted patch's edits, made on the block's value as it is now (not as it was
+        when the patch was proposed): an edit the agent made in between stays."""
+        cmd: EditBlockText = env.data
+
+        async def changes_for(_conn: asyncpg.Connection, block: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return {"value": apply_text_edits(block["value"], cmd.edits)}
+            except TextEditRefused as exc:
+                raise AppendRejected(
+                    f"block {block['label']} changed since the patch was made: {exc.reason}", 409
+                ) from None
 
         return await self._change(env, cmd.block_id, changes_for, None)
 

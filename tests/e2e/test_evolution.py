@@ -562,3 +562,96 @@ async def test_evaluations_waiting_their_turn_hold_up_no_other_evolution_command
     for agent_id, proposal_id in proposals:
         result = await decided(system, agent_id, proposal_id)
         assert result["status"] in ("accepted", "rejected"), result
+
+
+BETTER = "(better)"
+
+
+def marked(body: dict[str, Any]) -> Reply:
+    """The agent's answer carries a "+" for each BETTER its system prompt (blocks included)
+    holds; the judge prefers the answer with more of them."""
+    first = str(body["messages"][0].get("content"))
+    if first == RUBRIC:
+        prompt = str(body["messages"][-1]["content"])
+        a, b = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:\n", 1)
+        a_marks, b_marks = a.count("+"), b.split("\n\nWhich answer", 1)[0].count("+")
+        return Reply(content="A" if a_marks > b_marks else "B" if b_marks > a_marks else "tie")
+    reply = echo_reply(body)
+    return Reply(content=f"{reply.content} {'+' * first.count(BETTER)}")
+
+
+async def accepted(system: System, base: str, aid: str, ops: list[dict[str, Any]]) -> str:
+    """A proposal of `ops`, evaluated (accepted) and approved: its id."""
+    made = await system.http.post(f"{base}/proposals", json={"patch": {"ops": ops}})
+    assert made.status_code == 201, made.text
+    result = await decided(system, aid, made.json()["id"])
+    assert result["status"] == "accepted", result["report"]
+    approved = await system.http.post(f"{base}/proposals/{result['id']}/approve", json={})
+    assert approved.json()["status"] == "approved", approved.text
+    return str(result["id"])
+
+
+async def test_a_promotion_keeps_what_changed_in_the_agent_since_the_proposal(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """A candidate is its parent patched, as of the proposal. Promoted later, it used to be
+    served as it was: a persona edit made in between, and another proposal promoted in
+    between, were silently undone. The patch is now made on the agent as it has become; a
+    patch that no longer fits is refused, and the agent left as it is."""
+    llm.default_reply = marked
+    aid, base = await agent_with_runs(system, 9)
+    config = {"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    persona_url = f"/v1/agents/{aid}/core-memory/blocks/persona"
+    greets = [{"op": "append_text", "target": "block:persona", "text": f"Greets by name {BETTER}."}]
+    brief = [{"op": "append_text", "target": "system", "text": f"Be brief {BETTER}."}]
+    first = await accepted(system, base, aid, greets)
+    second = await accepted(system, base, aid, brief)  # (from the same parent as the first)
+
+    # A person edits the persona after both were proposed.
+    persona = (await system.http.get(persona_url)).json()["value"]
+    edited = await system.http.patch(persona_url, json={"value": f"{persona}\nLikes sailing."})
+    assert edited.status_code == 200, edited.text
+
+    for proposal_id in (first, second):
+        promoted = await system.http.post(f"{base}/proposals/{proposal_id}/promote")
+        assert promoted.status_code == 200, promoted.text
+    agent = (await system.http.get(f"/v1/agents/{aid}")).json()
+    persona_now = (await system.http.get(persona_url)).json()["value"]
+    assert persona_now == f"{persona}\nLikes sailing.\nGreets by name {BETTER}."
+    assert agent["system"].endswith(f"Be brief {BETTER}.")
+    reply = await send(system, aid, "after both")
+    said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+    assert said[-1]["content"].endswith("++")
+
+    # What is served is a version of its own, the second's change on the first's.
+    versions = (await system.http.get(f"{base}/versions")).json()
+    proposals = {p["id"]: p for p in (await system.http.get(f"{base}/proposals")).json()}
+    history = (await system.http.get(f"{base}/history")).json()
+    promotions = [h["decision"] for h in history if h["type"] == "VersionPromoted"]
+    assert [h["proposal_id"] for h in promotions] == [first, second]
+    assert promotions[1]["previous_version"] == promotions[0]["version_id"]
+    assert versions["serving"] == promotions[1]["version_id"]
+    assert versions["serving"] != proposals[second]["candidate_version"]
+    served = next(v for v in versions["versions"] if v["version_id"] == versions["serving"])
+    assert served["spec"]["blocks"]["persona"] == persona_now
+    assert served["spec"]["system"] == agent["system"]
+
+    # A patch whose anchor is gone by the time of its promotion is refused, the agent as it was.
+    rowing = [
+        {
+            "op": "replace_text",
+            "target": "block:persona",
+            "old": "Likes sailing.",
+            "new": f"Likes sailing {BETTER}.",
+        }
+    ]
+    third = await accepted(system, base, aid, rowing)
+    now = persona_now.replace("Likes sailing.", "Likes rowing.")
+    assert (await system.http.patch(persona_url, json={"value": now})).status_code == 200
+    refused = await system.http.post(f"{base}/proposals/{third}/promote")
+    assert refused.status_code == 409, refused.text
+    assert "persona changed since" in refused.json()["detail"], refused.json()
+    assert (await system.http.get(persona_url)).json()["value"] == now
+    assert (await system.http.get(f"{base}/versions")).json()["serving"] == versions["serving"]
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
