@@ -19,7 +19,7 @@ import asyncpg
 
 from o_contracts import subjects
 from o_contracts.base import Command, Reply
-from o_contracts.commands import EditBlockText, UpdateBlock
+from o_contracts.commands import EditBlockText
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
     AgentUpdated,
@@ -48,7 +48,7 @@ from o_contracts.projection_names import AGENTS
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
 from o_evolution.patches import PatchRefused, apply_patch
-from o_evolution.rebase import block_edits, merged_fields, rebased
+from o_evolution.rebase import Change, Promoted, block_edits, made_on, merged_fields
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
 from o_runtime.eventlog import AppendRejected
@@ -68,15 +68,6 @@ SPENT_TODAY = (
 )
 # Recent runs a proposal is drafted from.
 DIGEST_RUNS = performance.DEFAULT_RUNS
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a proposal changes: its patch, and the versions it was proposed from and makes."""
-
-    parent: VersionSpec
-    candidate: VersionSpec
-    patch: Patch
 
 
 @dataclass
@@ -353,12 +344,16 @@ class EvolutionCommands:
                 previous_version=previous,
             )
 
-        return await self._serve_change(env, delivery, cmd.agent_id, config, change, promoted)
+        # (A redelivery's block edits may be made already: the memory service answers those
+        # from its record, so only a first delivery checks them beforehand.)
+        return await self._serve_change(
+            env, cmd.agent_id, config, change, promoted, check_blocks=not delivery.redelivered
+        )
 
     async def change_of(self, row: dict[str, Any]) -> Change:
         """A proposal's parent, candidate and patch, as proposed."""
         agent_id = row["agent_id"]
-        return Change(
+        return Change.of_proposal(
             VersionSpec.model_validate(await self._spec(agent_id, row["parent_version"])),
             VersionSpec.model_validate(await self._spec(agent_id, row["candidate_version"])),
             Patch.model_validate(row["patch"]),
@@ -367,30 +362,36 @@ class EvolutionCommands:
     async def _serve_change(
         self,
         env: Envelope[Any],
-        delivery: Delivery,
         agent_id: str,
         config: EvolutionConfig,
         change: Change,
         decision: Callable[[str, VersionSpec], EvolutionDecided],
+        *,
+        check_blocks: bool,
     ) -> Reply:
-        """Make the proposal's change on the agent as it is now (o_evolution/rebase.py): its
-        block edits by the memory service on each block's current value, the other fields
-        three-way on the agent's subject; then the decision, naming the version that results.
-        Each effect has an id derived from the command, so a redelivery does it once."""
-        previous = await self._serving(agent_id, config)
+        """Make a change on the agent as it is now (o_evolution/rebase.py): its block edits
+        by the memory service on each block's current value, the other fields three-way on
+        the agent's subject; then the decision, naming the version that results. Each
+        effect has an id derived from the command, so a redelivery makes it once. The
+        fields (and with `check_blocks` the blocks) are checked before any effect."""
+        # (Never served by evolution before: the version before is the change's base.)
+        previous = (
+            await self.s.pool.fetchval(
+                "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
+            )
+            or change.base.version_id
+        )
         now = await self.agent(agent_id)
         try:
-            if delivery.redelivered:
-                # Its block edits may be made already (the memory service answers those
-                # from its record): only the fields can be checked beforehand.
-                merged_fields(now.spec(config), change.parent, change.candidate)
+            if check_blocks:
+                made_on(now.spec(config), change)
             else:
-                rebased(now.spec(config), change.parent, change.candidate, change.patch)
+                merged_fields(now.spec(config), change)
         except PatchRefused as exc:
             raise AppendRejected(
                 f"the change cannot be made on the agent: {exc.reason}", 409
             ) from None
-        for label, edits in block_edits(change.patch).items():
+        for label, edits in change.edits.items():
             block_id = now.block_ids.get(label)
             if block_id is None:
                 raise AppendRejected(f"the agent no longer has the block '{label}'", 409)
@@ -412,7 +413,7 @@ class EvolutionCommands:
         async def decide(last: int) -> Envelope[AgentUpdated] | None:
             fresh = await self.agent(agent_id)
             try:
-                fields = merged_fields(fresh.spec(config), change.parent, change.candidate)
+                fields = merged_fields(fresh.spec(config), change)
             except PatchRefused as exc:
                 raise AppendRejected(f"the change cannot be made: {exc.reason}", 409) from None
             changes = agent_changes(fresh, VersionSpec(**fields))
@@ -434,14 +435,21 @@ class EvolutionCommands:
         return _served(served, decided, seq)
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
+        """Serve an earlier version again: the change from the version served to it, made
+        on the agent as it is (o_evolution/rebase.py), so what its memory tools wrote in
+        its blocks since stays."""
         cmd: RollBackVersion = env.data
-        spec = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))
+        target = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))
+        config = await self.config(cmd.agent_id)
         live = await self.live_canary(cmd.agent_id)
         if live is not None:
             # All traffic goes to the target: the canary ends first.
-            await self.end_canary(env, live, f"rolled back to {spec.version_id}", "rollback")
+            await self.end_canary(env, live, f"rolled back to {target.version_id}", "rollback")
+        served = await self._served_spec(cmd.agent_id, config)
+        promotions = await self._promotions_back_to(cmd.agent_id, served, target)
+        change = Change.back_to(served, target, promotions)
 
-        def rolled_back(previous: str) -> EvolutionDecided:
+        def rolled_back(previous: str, spec: VersionSpec) -> EvolutionDecided:
             return VersionRolledBack(
                 agent_id=cmd.agent_id,
                 version_id=spec.version_id,
@@ -451,27 +459,50 @@ class EvolutionCommands:
                 reason=cmd.reason,
             )
 
-        return await self._switch(env, cmd.agent_id, spec, rolled_back)
+        # (Its blocks are checked by the memory service only: an agent's own rollback is
+        # carried out within its tool call's delivery, which may be a redelivery.)
+        return await self._serve_change(
+            env, cmd.agent_id, config, change, rolled_back, check_blocks=False
+        )
 
-    async def _switch(
-        self,
-        env: Envelope[Any],
-        agent_id: str,
-        spec: VersionSpec,
-        decision: Callable[[str], EvolutionDecided] | None,
-    ) -> Reply:
-        """Serve `spec`: its effects first, then the decision (made from the version served
-        until now). Each is idempotent, so a crash in between is healed by redelivery. In
-        this order a canary's candidate is the agent before its rollout reads as promoted,
-        so no run in between falls back to the stable version."""
-        previous = await self._serving(agent_id, await self.config(agent_id))
-        seq = await self.serve(env, agent_id, spec)
-        if seq:
-            await self.s.watcher.wait(seq, AGENTS)
-        decided = 0
-        if decision is not None:
-            decided = await self.record(env, decision(previous), "served")
-        return _served(spec, decided, seq)
+    async def _promotions_back_to(
+        self, agent_id: str, served: VersionSpec, target: VersionSpec
+    ) -> list[Promoted] | None:
+        """The promotions that led from `target` to the version served, newest first, with
+        their patches' block edits; None unless the history between them holds only those."""
+        rows = await self.s.pool.fetch(
+            "SELECT h.type, h.payload, p.patch FROM evolution_history h"
+            " LEFT JOIN evolution_proposals p ON p.id = h.payload->>'proposal_id'"
+            " WHERE h.agent_id = $1 AND h.type IN ('VersionPromoted', 'VersionRolledBack')"
+            " ORDER BY h.seq DESC",
+            agent_id,
+        )
+        chain, expected = [], served.version_id
+        for row in rows:
+            if expected == target.version_id:
+                break
+            decision = row["payload"]
+            if row["type"] != "VersionPromoted" or decision["version_id"] != expected:
+                return None
+            if row["patch"] is None:
+                return None
+            chain.append(
+                Promoted(
+                    VersionSpec.model_validate(decision["spec"]),
+                    block_edits(Patch.model_validate(row["patch"])),
+                )
+            )
+            expected = decision["previous_version"]
+        return chain if expected == target.version_id else None
+
+    async def _served_spec(self, agent_id: str, config: EvolutionConfig) -> VersionSpec:
+        """The version evolution last served (the agent as it is, if it never served one)."""
+        served = await self.s.pool.fetchval(
+            "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
+        )
+        if served is None:
+            return (await self.agent(agent_id)).spec(config)
+        return VersionSpec.model_validate(await self._spec(agent_id, served))
 
     async def _spec(self, agent_id: str, version_id: str) -> Any:
         raw = await self.s.pool.fetchval(
@@ -488,46 +519,6 @@ class EvolutionCommands:
             "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
         )
         return str(served) if served else (await self.agent(agent_id)).spec(config).version_id
-
-    async def serve(self, env: Envelope[Any], agent_id: str, spec: VersionSpec) -> int:
-        """Make the agent its version: its configuration (AgentUpdated, appended on the
-        agent's subject with the expected sequence) and its evolvable blocks (the memory
-        service's UpdateBlock). Both have ids derived from the decision: done once."""
-        now = await self.agent(agent_id)
-        for label, value in spec.blocks.items():
-            block_id = now.block_ids.get(label)
-            if block_id is None or now.block_values.get(label) == value:
-                continue
-            command = env.caused(
-                UpdateBlock(block_id=block_id, changes={"value": value}),
-                aggregate_id=block_id,
-                producer=PRODUCER,
-                id=derived_id("cmd", env.id, "block", label),
-            )
-            reply = await send_and_wait(
-                self.s.eventlog,
-                subjects.memory_command_subject(block_id),
-                command,
-                timeout=BLOCK_TIMEOUT,
-            )
-            if not reply.ok:
-                raise AppendRejected(f"block {label}: {reply.error}", reply.status or 409)
-        subject = subjects.agent_subject(agent_id)
-
-        async def decide(last: int) -> Envelope[AgentUpdated] | None:
-            fresh = await self.agent(agent_id)
-            changes = agent_changes(fresh, spec)
-            if not changes:
-                return None
-            return env.caused(
-                AgentUpdated(agent_id=agent_id, changes=changes),
-                aggregate_id=agent_id,
-                producer=PRODUCER,
-                id=derived_id("evt", env.id, "agent"),
-            )
-
-        appended = await self.s.eventlog.append_decided(subject, decide)
-        return appended.seq if appended is not None else 0
 
 
 def canary_follows(config: EvolutionConfig, *, approved: bool) -> bool:

@@ -49,7 +49,7 @@ from o_evolution.canary_judge import Sampled, sampled_judgement
 from o_evolution.commands import EvolutionCommands
 from o_evolution.feedback import negative_steps_of
 from o_evolution.patches import PatchRefused
-from o_evolution.rebase import rebased
+from o_evolution.rebase import made_on
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected, Recorded
 
@@ -119,7 +119,7 @@ class Rollouts:
         try:
             # The candidate's change on the agent as it is now (o_evolution/rebase.py).
             now = (await c.agent(cmd.agent_id)).spec(config)
-            spec = rebased(now, change.parent, change.candidate, change.patch)
+            spec = made_on(now, change)
         except PatchRefused as exc:
             raise AppendRejected(
                 f"the change cannot be made on the agent: {exc.reason}", 409

@@ -603,6 +603,7 @@ async def test_a_promotion_keeps_what_changed_in_the_agent_since_the_proposal(
     config = {"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9}
     assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
     persona_url = f"/v1/agents/{aid}/core-memory/blocks/persona"
+    system_before = (await system.http.get(f"/v1/agents/{aid}")).json()["system"]
     greets = [{"op": "append_text", "target": "block:persona", "text": f"Greets by name {BETTER}."}]
     brief = [{"op": "append_text", "target": "system", "text": f"Be brief {BETTER}."}]
     first = await accepted(system, base, aid, greets)
@@ -654,4 +655,14 @@ async def test_a_promotion_keeps_what_changed_in_the_agent_since_the_proposal(
     assert "persona changed since" in refused.json()["detail"], refused.json()
     assert (await system.http.get(persona_url)).json()["value"] == now
     assert (await system.http.get(f"{base}/versions")).json()["serving"] == versions["serving"]
+
+    # Rolled back to before both: evolution's two changes are taken back, the person's
+    # edits (one made before the promotions, one after) stay.
+    back = await system.http.post(
+        f"{base}/rollback", json={"version_id": promotions[0]["previous_version"]}
+    )
+    assert back.status_code == 200, back.text
+    assert (await system.http.get(persona_url)).json()["value"] == f"{persona}\nLikes rowing."
+    system_now = (await system.http.get(f"/v1/agents/{aid}")).json()["system"]
+    assert system_now == system_before
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
