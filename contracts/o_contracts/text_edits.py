@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from o_contracts.evolution import AppendText, ReplaceText
+from o_contracts.evolution import AppendText, Patch, ReplaceText
 
 TextEdit = Annotated[ReplaceText | AppendText, Field(discriminator="op")]
 
@@ -44,3 +44,12 @@ def apply_text_edits(text: str, edits: Iterable[ReplaceText | AppendText]) -> st
     for i, edit in enumerate(edits):
         text = apply_text_edit(text, edit, f"edits[{i}] ({edit.op})")
     return text
+
+
+def block_edits(patch: Patch) -> dict[str, list[ReplaceText | AppendText]]:
+    """A patch's text edits on each block (`block:<label>` targets), by label, in order."""
+    edits: dict[str, list[ReplaceText | AppendText]] = {}
+    for op in patch.ops:
+        if isinstance(op, ReplaceText | AppendText) and op.target.startswith("block:"):
+            edits.setdefault(op.target.removeprefix("block:"), []).append(op)
+    return edits

@@ -45,10 +45,11 @@ from o_contracts.evolution_commands import (
 )
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import AGENTS
+from o_contracts.text_edits import block_edits
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
 from o_evolution.patches import PatchRefused, apply_patch
-from o_evolution.rebase import Change, Promoted, block_edits, made_on, merged_fields
+from o_evolution.rebase import Change, Promoted, made_on, merged_fields
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
 from o_runtime.eventlog import AppendRejected

@@ -24,12 +24,16 @@ Pure: no I/O.
 from __future__ import annotations
 
 import difflib
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from o_contracts.evolution import AppendText, Patch, ReplaceText, VersionSpec
-from o_contracts.text_edits import TextEditRefused, apply_text_edit, apply_text_edits
+from o_contracts.text_edits import (
+    TextEditRefused,
+    apply_text_edit,
+    apply_text_edits,
+    block_edits,
+)
 from o_evolution.patches import PatchRefused
 
 # The fields merged three-way, with what a refusal calls them.
@@ -127,15 +131,6 @@ def undo_edits(
             return None
         out.append(undo)
     return out
-
-
-def block_edits(patch: Patch) -> Edits:
-    """The patch's text edits on each evolvable block, by label, in the patch's order."""
-    edits: dict[str, list[ReplaceText | AppendText]] = defaultdict(list)
-    for op in patch.ops:
-        if isinstance(op, ReplaceText | AppendText) and op.target.startswith("block:"):
-            edits[op.target.removeprefix("block:")].append(op)
-    return dict(edits)
 
 
 def merged_fields(now: VersionSpec, change: Change) -> dict[str, Any]:

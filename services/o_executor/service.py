@@ -181,7 +181,8 @@ class ExecutorService(Service):
             " AS user_tools,"
             # The running canary (o_evolution's projection), whose arm a run takes.
             " (SELECT jsonb_build_object('rollout_id', r.rollout_id, 'weight', r.weight,"
-            " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec)"
+            " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec,"
+            " 'patch', (SELECT p.patch FROM evolution_proposals p WHERE p.id = r.proposal_id))"
             # (Also once it passed at full traffic, until its promotion is served.)
             " FROM evolution_rollouts r WHERE r.agent_id = a.id"
             " AND r.status IN ('running', 'completed'))"

@@ -666,3 +666,32 @@ async def test_a_promotion_keeps_what_changed_in_the_agent_since_the_proposal(
     system_now = (await system.http.get(f"/v1/agents/{aid}")).json()["system"]
     assert system_now == system_before
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+async def test_a_canarys_candidate_shows_what_was_written_in_its_blocks_during_the_canary(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """The candidate arm used to show the persona as it was when the canary started: an
+    edit made during the canary never reached the candidate's prompts."""
+    llm.default_reply = marked
+    aid, base = await agent_with_runs(system, 9)
+    # (At full weight from its first step: every run takes the candidate.)
+    config = canary_config(canary_steps=[100], analysis_every=50, approval_before_canary=False)
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    greets = {"op": "append_text", "target": "block:persona", "text": f"Greets {BETTER}."}
+    made = await system.http.post(f"{base}/proposals", json={"patch": {"ops": [greets]}})
+    pid = made.json()["id"]
+    assert (await decided(system, aid, pid, "RolloutStarted"))["status"] == "canary"
+
+    persona_url = f"/v1/agents/{aid}/core-memory/blocks/persona"
+    persona = (await system.http.get(persona_url)).json()["value"]
+    edited = await system.http.patch(persona_url, json={"value": f"{persona}\nLikes sailing."})
+    assert edited.status_code == 200, edited.text
+    asked = len(llm.requests)
+    reply = await send(system, aid, "during the canary")
+    said = [m for m in reply["messages"] if m["message_type"] == "assistant_message"]
+    assert said[-1]["content"].endswith("+")  # (the candidate's arm)
+    prompt = str(llm.requests[asked]["messages"][0]["content"])
+    assert f"{persona}\nLikes sailing.\nGreets {BETTER}." in prompt
+    # The agent's own block holds the edit, not the candidate's change.
+    assert (await system.http.get(persona_url)).json()["value"] == f"{persona}\nLikes sailing."

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
-from o_contracts.text_edits import apply_text_edits
+from o_contracts.text_edits import apply_text_edits, block_edits
 from o_evolution.patches import PatchRefused, apply_patch
 from o_evolution.rebase import (
     Change,
     Promoted,
-    block_edits,
     edits_between,
     made_on,
     merged_fields,

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from o_contracts.evolution import ServedVersion, VersionSpec
+import dataclasses
+
+from o_contracts.evolution import Patch, ServedVersion, VersionSpec
+from o_contracts.text_edits import block_edits
 from o_evolution.canary import arm
 from o_executor.run.agent import AgentConfig, Rollout
+from o_executor.run.model_call import blocks_shown
 from o_executor.run.versions import served
 
 SPEC = VersionSpec(system="Be brief.", blocks={"persona": "Terse."}, tools=["send_message"])
@@ -60,3 +64,25 @@ def test_a_run_resumed_after_its_canary_ended_serves_the_agent_as_it_is() -> Non
     recorded = ServedVersion(rollout_id="rollout-0", arm="candidate", version_id="v", weight=5)
     chosen = served(agent(100), "run-1", "conv-1", recorded)
     assert chosen.system == "Be kind."
+
+
+def test_the_candidate_makes_its_edits_on_the_blocks_as_they_are_at_each_run() -> None:
+    """A canary's candidate arm used to show its version's fixed persona: what a run's
+    memory tools wrote there during the canary vanished from the candidate's prompts."""
+    edits = block_edits(
+        Patch.model_validate(
+            {"ops": [{"op": "append_text", "target": "block:persona", "text": "Greet."}]}
+        )
+    )
+    rollout = Rollout("rollout-1", 100, "version-new", "version-old", SPEC, edits)
+    base = agent(100)
+    chosen = served(dataclasses.replace(base, rollout=rollout), "run-1", "conv-1", None)
+    assert chosen.block_edits == edits
+    live = [
+        {"label": "persona", "value": "Terse.\nLikes sailing."},
+        {"label": "human", "value": "Sam"},
+    ]
+    assert blocks_shown(live, chosen) == [
+        {"label": "persona", "value": "Terse.\nLikes sailing.\nGreet."},
+        {"label": "human", "value": "Sam"},
+    ]

@@ -8,9 +8,10 @@ from typing import Any
 
 from o_contracts.agent_types import DEFAULT_AGENT_TYPE, uses_heartbeats
 from o_contracts.base_tools import EVOLUTION_TOOLS
-from o_contracts.evolution import ServedVersion, VersionSpec
+from o_contracts.evolution import AppendText, Patch, ReplaceText, ServedVersion, VersionSpec
 from o_contracts.pip_requirements import PipRequirement
 from o_contracts.prompts import default_system
+from o_contracts.text_edits import block_edits
 from o_executor.model_settings import ModelSettings
 from o_runtime import llm_providers
 from o_runtime.sandbox_settings import LocalSandbox
@@ -121,15 +122,20 @@ class Rollout:
     version_id: str
     stable_version: str
     spec: VersionSpec
+    # The proposal's edits to evolvable blocks, by label: the candidate arm makes them on
+    # the blocks as they are at each run (o_executor/run/versions.py).
+    edits: dict[str, list[ReplaceText | AppendText]] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Rollout:
+        patch = row.get("patch")
         return cls(
             rollout_id=row["rollout_id"],
             weight=float(row["weight"]),
             version_id=row["version_id"],
             stable_version=row["stable_version"],
             spec=VersionSpec.model_validate(row["spec"]),
+            edits=block_edits(Patch.model_validate(patch)) if patch else {},
         )
 
 
@@ -165,8 +171,11 @@ class AgentConfig:
     rollout: Rollout | None = None
     # The arm this run took (recorded in RunStarted.version), once chosen.
     served: ServedVersion | None = None
-    # Block values by label that take the place of the agent's (the candidate's).
+    # Block values by label that take the place of the agent's (a version's).
     block_values: dict[str, str] = field(default_factory=dict)
+    # Edits made on the agent's blocks, by label, as each prompt is built (a canary's
+    # candidate); where they no longer apply, block_values' text stands in.
+    block_edits: dict[str, list[ReplaceText | AppendText]] = field(default_factory=dict)
     # Whose evolution this agent may act on with its evolution tools, as configured
     # (o_executor/run/evolution_tools.py decides): its own, if its evolution is on and
     # the operator gave it the tools (or they are attached); its primary's, if it is a

@@ -10,10 +10,12 @@ from o_contracts.directories import limits_of, render_directories
 from o_contracts.events import LLMResponded
 from o_contracts.models import ChatMessage
 from o_contracts.system_prompt import compile_system, render_skills
+from o_contracts.text_edits import TextEditRefused, apply_text_edits
 from o_executor import llm, tokens
 from o_executor.outputs import storable, storable_call
 from o_executor.providers import Handle
 from o_executor.run import policy
+from o_executor.run.agent import AgentConfig
 from o_executor.run.context import Run
 from o_executor.run.deps import ModelRequest, OnText, OnToolCall
 from o_executor.run.summarize import SUMMARIZE_AT, summarize
@@ -23,11 +25,23 @@ class ContextOverflow(Exception):
     """The system prompt alone does not fit the model's context window."""
 
 
-def _with_values(blocks: list[dict[str, Any]], values: dict[str, str]) -> list[dict[str, Any]]:
-    # A canary's candidate shows its own evolvable blocks (o_executor/run/versions.py).
-    if not values:
+def blocks_shown(blocks: list[dict[str, Any]], agent: AgentConfig) -> list[dict[str, Any]]:
+    # A canary's candidate shows its evolvable blocks as its version makes them
+    # (o_executor/run/versions.py).
+    if not agent.block_values and not agent.block_edits:
         return blocks
-    return [b | {"value": values[b["label"]]} if b["label"] in values else b for b in blocks]
+    return [b | {"value": _value(b, agent)} for b in blocks]
+
+
+def _value(block: dict[str, Any], agent: AgentConfig) -> str:
+    label, value = block["label"], str(block["value"])
+    edits = agent.block_edits.get(label)
+    if edits:
+        try:
+            return apply_text_edits(value, edits)
+        except TextEditRefused:
+            pass  # (the agent rewrote what the edit anchors on: the version's text)
+    return agent.block_values.get(label, value)
 
 
 async def system_prompt(run: Run, recall_count: int) -> str:
@@ -42,7 +56,7 @@ async def system_prompt(run: Run, recall_count: int) -> str:
         compile_system(
             run.agent.system_prompt,
             run.agent_id,
-            _with_values(core["blocks"], run.agent.block_values),
+            blocks_shown(core["blocks"], run.agent),
             recall_count,
             archival_count=core["archival_count"],
             archival_tags=core["archival_tags"],

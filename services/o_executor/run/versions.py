@@ -17,7 +17,7 @@ import dataclasses
 
 from o_contracts.evolution import ServedVersion, VersionSpec
 from o_evolution.canary import arm
-from o_executor.run.agent import AgentConfig
+from o_executor.run.agent import AgentConfig, Rollout
 
 
 def with_version(agent: AgentConfig, spec: VersionSpec) -> AgentConfig:
@@ -33,6 +33,21 @@ def with_version(agent: AgentConfig, spec: VersionSpec) -> AgentConfig:
         user_tools=users,
         llm_config=agent.llm_config | spec.model_settings,
         block_values=dict(spec.blocks),
+    )
+
+
+def with_candidate(agent: AgentConfig, rollout: Rollout) -> AgentConfig:
+    """A canary's candidate arm: the version's configuration, and the proposal's block edits
+    made on the agent's blocks as they are when each prompt is built, so what a run's memory
+    tools wrote there (on either arm) shows in the next run. A block the proposal does not
+    edit is the agent's own; where an edit no longer applies, the version's text stands in."""
+    version = with_version(agent, rollout.spec)
+    if not rollout.edits:
+        return version
+    return dataclasses.replace(
+        version,
+        block_values={k: v for k, v in rollout.spec.blocks.items() if k in rollout.edits},
+        block_edits=dict(rollout.edits),
     )
 
 
@@ -60,5 +75,5 @@ def served(
             version_id=rollout.version_id if took == "candidate" else rollout.stable_version,
             weight=rollout.weight,
         )
-    chosen = with_version(agent, rollout.spec) if took == "candidate" else agent
+    chosen = with_candidate(agent, rollout) if took == "candidate" else agent
     return dataclasses.replace(chosen, rollout=None, served=choice)
