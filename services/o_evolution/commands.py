@@ -129,6 +129,36 @@ class EvolutionCommands:
             "rollout-aborted",
         )
 
+    async def start_next_canary(self, cause: Envelope[Any], agent_id: str, after: str) -> None:
+        """A canary's slot is free again (`after`: the rollout or promotion that freed it):
+        the oldest proposal waiting for a canary of its own starts one, in the modes that
+        start canaries by themselves. One accepted while another's canary ran was refused
+        its canary (one at a time) and, with no person to start it, waited forever. A
+        proposal whose change no longer fits the agent is passed over (a person trying it
+        is told why)."""
+        config = await self.config(agent_id)
+        if config.mode not in ("canary", "auto"):
+            return
+        rows = await self.s.pool.fetch(
+            "SELECT * FROM evolution_proposals WHERE agent_id = $1"
+            " AND status IN ('accepted', 'approved') ORDER BY created_at, id",
+            agent_id,
+        )
+        now = (await self.agent(agent_id)).spec(config)
+        for row in rows:
+            if not canary_follows(config, approved=row["status"] == "approved"):
+                continue
+            try:
+                made_on(now, await self.change_of(dict(row)))
+            except PatchRefused:
+                continue
+            await self.next_stage(
+                cause,
+                StartRollout(agent_id=agent_id, proposal_id=row["id"]),
+                derived_id("cmd", row["id"], "rollout", after),
+            )
+            return
+
     async def within_budget(
         self, env: Envelope[Any], agent_id: str, config: EvolutionConfig
     ) -> None:
@@ -333,6 +363,7 @@ class EvolutionCommands:
         if row["status"] == "promoted":
             # (Delivered again: its decision is recorded after its effects, so both are done.)
             served = await self._serving(cmd.agent_id, config)
+            await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
             return Reply(ok=True, result={"version_id": served, "decision_seq": 0, "agent_seq": 0})
         change = await self.change_of(row)
 
@@ -347,9 +378,11 @@ class EvolutionCommands:
 
         # (A redelivery's block edits may be made already: the memory service answers those
         # from its record, so only a first delivery checks them beforehand.)
-        return await self._serve_change(
+        reply = await self._serve_change(
             env, cmd.agent_id, config, change, promoted, check_blocks=not delivery.redelivered
         )
+        await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
+        return reply
 
     async def change_of(self, row: dict[str, Any]) -> Change:
         """A proposal's parent, candidate and patch, as proposed."""

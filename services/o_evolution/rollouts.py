@@ -264,8 +264,12 @@ class Rollouts:
         return await sampled_judgement(s.eventlog, self.commands.settings, agent_id, picked, stable)
 
     async def _after(self, cause: Envelope[Any], rid: str, config: EvolutionConfig) -> None:
-        """A canary that passed at full traffic is promoted, unless a person must."""
+        """A canary that passed at full traffic is promoted, unless a person must; one the
+        analysis aborted makes way for the next proposal waiting for a canary."""
         row = await self._row(rid)
+        if row["status"] == "aborted":
+            await self.commands.start_next_canary(cause, row["agent_id"], rid)
+            return
         if row["status"] != "completed" or promotion_waits(config):
             return
         await self.commands.next_stage(

@@ -695,3 +695,41 @@ async def test_a_canarys_candidate_shows_what_was_written_in_its_blocks_during_t
     assert f"{persona}\nLikes sailing.\nGreets {BETTER}." in prompt
     # The agent's own block holds the edit, not the candidate's change.
     assert (await system.http.get(persona_url)).json()["value"] == f"{persona}\nLikes sailing."
+
+
+async def test_a_proposal_accepted_during_anothers_canary_gets_its_own_after_it(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Mode auto: a proposal accepted while another's canary runs is refused a canary of its
+    own (one at a time) and used to wait for a person forever. Now it starts when the slot
+    is free, made on the agent the first promotion left."""
+    llm.default_reply = marked
+    aid, base = await agent_with_runs(system, 9)
+    config = canary_config(mode="auto", canary_steps=[100], analysis_every=2)
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    ids = []
+    for text in ("Greets", "Hums"):
+        op = {"op": "append_text", "target": "block:persona", "text": f"{text} {BETTER}."}
+        made = await system.http.post(f"{base}/proposals", json={"patch": {"ops": [op]}})
+        assert made.status_code == 201, made.text
+        ids.append(made.json()["id"])
+        if len(ids) == 1:
+            assert (await decided(system, aid, ids[0], "RolloutStarted"))["status"] == "canary"
+    first, second = ids
+    assert (await decided(system, aid, second))["status"] == "accepted"
+    rollouts = (await system.http.get(f"{base}/rollouts")).json()
+    assert [r["proposal_id"] for r in rollouts] == [first]
+
+    statuses: dict[str, str] = {}
+    for i in range(40):
+        await send(system, aid, f"live {i}")
+        listed = (await system.http.get(f"{base}/proposals")).json()
+        statuses = {p["id"]: p["status"] for p in listed}
+        if statuses[second] == "promoted":
+            break
+    assert (statuses[first], statuses[second]) == ("promoted", "promoted"), statuses
+    persona = (await system.http.get(f"/v1/agents/{aid}/core-memory/blocks/persona")).json()
+    assert persona["value"].endswith(f"\nGreets {BETTER}.\nHums {BETTER}.")
+    rollouts = (await system.http.get(f"{base}/rollouts")).json()
+    assert sorted(r["proposal_id"] for r in rollouts) == sorted(ids)
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
