@@ -30,6 +30,12 @@ def parse(argv: list[str] | None = None) -> Params:
     parser.add_argument("--seed", type=int, default=d.seed, help="load and kill schedule")
     parser.add_argument("--duration", type=float, default=d.duration, help="seconds of load")
     parser.add_argument("--agents", type=int, default=d.agents, help="agents under load")
+    parser.add_argument(
+        "--auto-agents",
+        type=int,
+        default=d.auto_agents,
+        help="of which evolve in mode auto (canaries and promotions), with --propose-share > 0",
+    )
     parser.add_argument("--clients", type=int, default=d.clients, help="concurrent clients")
     parser.add_argument(
         "--kill-interval",
@@ -121,6 +127,7 @@ def parse(argv: list[str] | None = None) -> Params:
         seed=args.seed,
         duration=args.duration,
         agents=args.agents,
+        auto_agents=args.auto_agents,
         clients=args.clients,
         kill_interval=args.kill_interval,
         targets=targets if args.kill_interval > 0 else [],

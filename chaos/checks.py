@@ -236,8 +236,9 @@ def _index(
                     seen[token].agents.add(view.agent_id)
             elif kind == "assistant_message":
                 content = str(m.get("content") or "")
-                if content.startswith("ok "):
-                    seen[content[3:].strip()].reply.append(m.get("run_id"))
+                answered = TOKEN.search(content) if content.startswith("ok ") else None
+                if answered is not None:  # ("ok <token>", " v<n>" from an evolved agent)
+                    seen[answered.group(0)].reply.append(m.get("run_id"))
             elif kind == "tool_call_message":
                 for call in m.get("tool_calls") or [m.get("tool_call") or {}]:
                     if call and call.get("name") in (MEMORY_TOOL, ECHO_TOOL, ARCHIVAL_TOOL):
@@ -437,6 +438,11 @@ def evaluate(
                 cause="a decision's note " + ("written twice" if doubled else "never written"),
             )
             (out.duplicated if doubled else out.lost).append(finding)
+        for problem in evolution.canary_problems(chain):
+            found = Finding(problem.category, problem.text, cause=problem.cause)
+            {"lost": out.lost, "duplicated": out.duplicated}.get(
+                problem.category, out.versions
+            ).append(found)
         if not chain.verified.get("ok"):
             out.versions.append(
                 Finding(

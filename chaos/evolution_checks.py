@@ -10,11 +10,23 @@ its token, its cases numbered 0..n-1 once each; every agent's decision chain mus
 the log, and its archival memory must hold one note (a passage tagged `evolution`, written by
 the memory service's reactor) for each decision it keeps (o_memory/evolution_notes.py: all
 but the per-case ones).
+
+The first `auto_agents` agents evolve in mode `auto` instead, with nine cases an
+evaluation and a canary of two steps (50 and 100 %): the chaos LLM's judge prefers the
+answer of the agent with more evolution marks (chaos/llm.py), so each of their proposals
+made once they have nine finished runs is accepted, rolled out to their live traffic (the
+load's own requests) and promoted, or aborted by the canary's analysis; one accepted while
+another's canary runs waits for it. Their checks, beside the ones above
+(`canary_problems`): each promoted proposal's mark is in the persona exactly once, and no
+other; every canary's decisions are a start, advances at rising weights and at most one
+end, nothing after it; at most one canary in progress; the version served is the last one
+promoted and holds the persona as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,10 +35,21 @@ from typing import Any
 import httpx
 
 from chaos.api import get_json, paginate
-from chaos.llm import TOKEN
+from chaos.llm import EVOLVED, TOKEN, evolved_mark
 
 # What each chaos agent's evolution is set to at the start (PUT .../evolution/config).
 CONFIG = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+# ... and the first `auto_agents` agents': the gate accepts after nine straight wins.
+AUTO_CONFIG = {
+    "enabled": True,
+    "mode": "auto",
+    "cases_per_evaluation": 9,
+    "max_votes_per_conversation": 100,
+    "canary_steps": [50, 100],
+    "analysis_every": 3,
+    "canary_judge_samples": 1,
+}
+ENDS = ("RolloutCompleted", "RolloutAborted")
 # The tag of the notes of decisions in archival memory, and the decisions without one.
 NOTE_TAG = "evolution"
 UNNOTED = frozenset({"CaseEvaluated", "EvaluationStarted", "EvolutionToolCalled"})
@@ -35,7 +58,7 @@ UNNOTED = frozenset({"CaseEvaluated", "EvaluationStarted", "EvolutionToolCalled"
 def proposal_body(token: str) -> dict[str, Any]:
     return {
         "patch": {
-            "ops": [{"op": "append_text", "target": "block:persona", "text": f" {token}"}],
+            "ops": [{"op": "append_text", "target": "block:persona", "text": evolved_mark(token)}],
             "rationale": f"chaos proposal {token}",
         }
     }
@@ -48,6 +71,14 @@ class EvolutionView:
     verified: dict[str, Any]  # GET .../evolution/verify
     history: list[dict[str, Any]] = field(default_factory=list)  # GET .../evolution/history
     notes: int = 0  # passages tagged `evolution` in its archival memory
+    rollouts: list[dict[str, Any]] = field(default_factory=list)  # GET .../evolution/rollouts
+    versions: dict[str, Any] = field(default_factory=dict)  # GET .../evolution/versions
+    persona: str = ""  # its persona block's value
+
+    @property
+    def awaiting_promotion(self) -> bool:
+        """A canary passed at full traffic whose promotion (automatic here) is not yet seen."""
+        return any(r.get("status") == "completed" for r in self.rollouts)
 
     @property
     def evaluating(self) -> list[str]:
@@ -60,7 +91,7 @@ class EvolutionView:
 
     @property
     def settled(self) -> bool:
-        return not self.evaluating and self.notes == self.noted
+        return not self.evaluating and not self.awaiting_promotion and self.notes == self.noted
 
     @property
     def progress(self) -> int:
@@ -75,12 +106,16 @@ async def read_evolution(http: httpx.AsyncClient, agent_ids: list[str]) -> dict[
         listed = await get_json(http, f"{base}/proposals")
         proposals = [await get_json(http, f"{base}/proposals/{p['id']}") for p in listed]
         passages = await paginate(http, f"/v1/agents/{agent_id}/archival-memory")
+        persona = await get_json(http, f"/v1/agents/{agent_id}/core-memory/blocks/persona")
         views[agent_id] = EvolutionView(
             agent_id,
             proposals,
             await get_json(http, f"{base}/verify"),
             await get_json(http, f"{base}/history"),
             sum(1 for p in passages if is_note(p)),
+            await get_json(http, f"{base}/rollouts"),
+            await get_json(http, f"{base}/versions"),
+            str(persona.get("value") or ""),
         )
     return views
 
@@ -150,3 +185,94 @@ def described(found: list[dict[str, Any]]) -> str:
         for p in found
     ]
     return f"found: proposals {shown or '-'}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    category: str  # lost | duplicated | versions (as chaos/checks.py's findings)
+    text: str
+    cause: str
+
+
+def canary_problems(view: EvolutionView) -> list[Problem]:
+    """What the agent's promotions and canaries must be (see the module's docstring)."""
+    out: list[Problem] = []
+    who = view.agent_id
+    marks = Counter(EVOLVED.findall(view.persona))
+    promoted = {
+        token
+        for p in view.proposals
+        if p.get("status") == "promoted"
+        for token in TOKEN.findall(str(p.get("rationale") or ""))
+    }
+    for token, n in sorted(marks.items()):
+        if n > 1:
+            out.append(
+                Problem("duplicated", f"{who}: {token}'s change x{n} in the persona", _TWICE)
+            )
+        if token not in promoted:
+            out.append(
+                Problem("duplicated", f"{who}: {token}'s change served, never promoted", _STRAY)
+            )
+    for token in sorted(promoted - set(marks)):
+        out.append(
+            Problem("lost", f"{who}: {token} promoted, its change not in the persona", _GONE)
+        )
+    live = [r["rollout_id"] for r in view.rollouts if r.get("status") in ("running", "completed")]
+    if len(live) > 1:
+        out.append(Problem("versions", f"{who}: canaries {live} at once", _TWO_CANARIES))
+    for rollout in view.rollouts:
+        wrong = rollout_problem(rollout)
+        if wrong:
+            out.append(
+                Problem("versions", f"{who}: canary {rollout['rollout_id']}: {wrong}", wrong)
+            )
+    served = [h["decision"] for h in view.history if h.get("type") == "VersionPromoted"]
+    if served:
+        serving = view.versions.get("serving")
+        if serving != served[-1]["version_id"]:
+            out.append(
+                Problem(
+                    "versions",
+                    f"{who}: serving {serving}, last promoted {served[-1]['version_id']}",
+                    "the version served is not the last promoted",
+                )
+            )
+        spec = next(
+            (v["spec"] for v in view.versions.get("versions") or [] if v["version_id"] == serving),
+            None,
+        )
+        if spec is not None and (spec.get("blocks") or {}).get("persona") != view.persona:
+            out.append(
+                Problem(
+                    "versions",
+                    f"{who}: the persona is not the version served's",
+                    "a promotion's effects and its decision disagree",
+                )
+            )
+    return out
+
+
+def rollout_problem(rollout: dict[str, Any]) -> str | None:
+    """Why a canary's decisions are not a start, advances at rising weights and at most
+    one end (None: they are)."""
+    kinds = [d["type"] for d in rollout.get("decisions") or []]
+    if not kinds or kinds[0] != "RolloutStarted" or kinds.count("RolloutStarted") != 1:
+        return f"decisions {kinds} do not begin with one RolloutStarted"
+    ends = [i for i, k in enumerate(kinds) if k in ENDS]
+    if len(ends) > 1 or (ends and ends[0] != len(kinds) - 1):
+        return f"decisions {kinds} end more than once, or go on after their end"
+    weights = [
+        float(d["weight"])
+        for d in rollout["decisions"]
+        if d["type"] in ("RolloutStarted", "RolloutAdvanced")
+    ]
+    if any(b <= a for a, b in itertools.pairwise(weights)):
+        return f"weights {weights} do not rise"
+    return None
+
+
+_TWICE = "a promotion's change made twice"
+_STRAY = "a change served without its promotion"
+_GONE = "a promotion's change lost"
+_TWO_CANARIES = "two canaries in progress at once"

@@ -47,6 +47,8 @@ class Params:
     seed: int = 1
     duration: float = 420.0
     agents: int = 12
+    # Of which evolve in mode auto (canaries, promotions: chaos/evolution_checks.py).
+    auto_agents: int = 2
     clients: int = 16
     kill_interval: float = 10.0
     targets: list[str] = field(default_factory=lambda: list(TARGETS))
@@ -231,9 +233,10 @@ async def run(params: Params, progress: Any = None) -> Report:
             if params.shares.import_ > 0:
                 report.template, template_file = await _template(http, tool)
             if params.shares.propose > 0:
-                for agent_id in report.agent_ids:
+                for i, agent_id in enumerate(report.agent_ids):
                     path = f"/v1/agents/{agent_id}/evolution/config"
-                    (await http.put(path, json=evolution.CONFIG, timeout=30)).raise_for_status()
+                    config = evolution.AUTO_CONFIG if i < params.auto_agents else evolution.CONFIG
+                    (await http.put(path, json=config, timeout=30)).raise_for_status()
             if params.shares.upload > 0:
                 report.folders = await _create_folders(http, report.agent_ids)
             say(
@@ -260,6 +263,10 @@ async def run(params: Params, progress: Any = None) -> Report:
                     report.proposals.update(str(p.get("status")) for p in view.proposals)
                     report.proposals["(cases)"] += sum(len(p["cases"]) for p in view.proposals)
                     report.proposals["(notes)"] += view.notes
+                    for rollout in view.rollouts:
+                        report.proposals[f"(canaries {rollout['status']})"] += 1
+                        kinds = [d["type"] for d in rollout.get("decisions") or []]
+                        report.proposals["(canary advances)"] += kinds.count("RolloutAdvanced")
             imports = {}
             if report.template is not None:
                 imports = await read_imports(http, IMPORT_PREFIX)

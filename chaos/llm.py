@@ -12,8 +12,14 @@ difference in what the system recorded is the system's doing. The script:
   sandbox (declared idempotent: one whose sandbox died mid-call runs once more);
   `archive <token>`: `archival_memory_insert(content="<token>")` (embedded and stored by the
   memory service);
-- otherwise (`say <token>`, or the tool result is there): the text `ok <token>`;
-- the summarizer's request (its system prompt): the text `summary`.
+- otherwise (`say <token>`, or the tool result is there): the text `ok <token>`, followed
+  by ` v<n>` when the system prompt holds n evolution marks (`[evolved <token>]`, the text a
+  `propose` request's patch appends to the persona): an evolved agent answers visibly so;
+- the summarizer's request (its system prompt): the text `summary`;
+- the evolution judge's request (its rubric as the system prompt): the answer with more
+  evolution marks is preferred (`A` or `B`), equal ones tie. So a proposal wins each case
+  it is judged on, a canary's candidate each sample, and the gate and the canary go all
+  the way to a promotion where the agent's mode lets them.
 
 `POST /v1/chat/completions`, non-streaming and streaming (`"stream": true`, SSE chunks with
 usage), answered from an asyncio protocol with httptools, in a process of its own
@@ -50,6 +56,14 @@ ECHO_SOURCE = (
     '    return "echoed " + text\n'
 )
 SUMMARIZER_MARK = "You summarize the earlier part of a conversation"
+JUDGE_MARK = "You compare two answers"
+# What a `propose` request's patch appends to the agent's persona (chaos/evolution_checks.py).
+EVOLVED = re.compile(r"\[evolved (T\d{3}n\d{6})\]")
+_VERSION = re.compile(r" v(\d+)$")
+
+
+def evolved_mark(token: str) -> str:
+    return f"[evolved {token}]"
 
 
 def token_for(client: int, number: int) -> str:
@@ -72,9 +86,13 @@ def _text(content: Any) -> str:
 def answer(body: dict[str, Any]) -> dict[str, Any]:
     """The assistant message for a chat-completions request (pure: same request, same answer)."""
     messages: list[dict[str, Any]] = list(body.get("messages") or [])
+    system = ""
     if messages and messages[0].get("role") == "system":
-        if _text(messages[0].get("content")).startswith(SUMMARIZER_MARK):
+        system = _text(messages[0].get("content"))
+        if system.startswith(SUMMARIZER_MARK):
             return {"role": "assistant", "content": "summary"}
+        if system.startswith(JUDGE_MARK):
+            return {"role": "assistant", "content": _verdict(_text(messages[-1].get("content")))}
     last_user = next(
         (
             i
@@ -108,7 +126,24 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
                     }
                 ],
             }
-    return {"role": "assistant", "content": f"ok {token}"}
+    marks = len(EVOLVED.findall(system))
+    return {"role": "assistant", "content": f"ok {token}" + (f" v{marks}" if marks else "")}
+
+
+def _verdict(prompt: str) -> str:
+    """The judge's answer to o_evolution/judge.py's prompt: the more evolved answer."""
+    try:
+        a, rest = prompt.split("Answer A:\n", 1)[1].split("\n\nAnswer B:\n", 1)
+        b = rest.split("\n\nWhich answer", 1)[0]
+    except (IndexError, ValueError):
+        return "tie"
+
+    def version(answer: str) -> int:
+        found = _VERSION.search(answer.strip())
+        return int(found.group(1)) if found else 0
+
+    va, vb = version(a), version(b)
+    return "A" if va > vb else "B" if vb > va else "tie"
 
 
 def _call_for(text: str, token: str) -> tuple[str, dict[str, Any]]:

@@ -57,6 +57,7 @@ async def snapshot(
             "proposals": _keyed(proposals, "id"),
             "versions": await get_json(http, f"{base}/versions"),
             "history": await get_json(http, f"{base}/history"),
+            "rollouts": _keyed(await get_json(http, f"{base}/rollouts"), "rollout_id"),
         }
 
     async def folder(folder_id: str) -> dict[str, Any]:

@@ -10,9 +10,9 @@ import pytest
 
 from chaos.blocklog import BlockEvent
 from chaos.checks import AgentView, FolderView, Imported, evaluate
-from chaos.evolution_checks import EvolutionView, proposal_body
+from chaos.evolution_checks import EvolutionView, canary_problems, proposal_body
 from chaos.killer import TARGETS, schedule
-from chaos.llm import answer, call_id, stream_chunks, token_for
+from chaos.llm import answer, call_id, evolved_mark, stream_chunks, token_for
 from chaos.load import (
     Attempt,
     Clock,
@@ -25,6 +25,8 @@ from chaos.load import (
 )
 from chaos.report import longest_gap
 from chaos.snapshot import Difference, diff
+from o_evolution.judge import RUBRIC
+from o_evolution.judge import prompt as judge_prompt
 
 AGENT = "agent-00000000-0000-4000-8000-000000000001"
 BLOCK = "block-00000000-0000-4000-8000-000000000001"
@@ -445,3 +447,83 @@ def history(r: Request, run_id: str) -> list[dict[str, Any]]:
 
 def version(n: int, value: str) -> dict[str, Any]:
     return {"version": n, "value": value, "actor": "agent", "tool_name": "memory_insert"}
+
+
+def test_an_evolved_agent_answers_with_its_marks_and_the_judge_prefers_more() -> None:
+    token, a, b = token_for(1, 1), token_for(1, 2), token_for(1, 3)
+    system = f"persona: {evolved_mark(a)} {evolved_mark(b)}"
+    said = answer({"messages": [{"role": "system", "content": system}, user(f"say {token}")]})
+    assert said["content"] == f"ok {token} v2"
+
+    def judged(first: str, second: str) -> str:
+        prompt = judge_prompt("conversation", first, second)
+        asked = {"messages": [{"role": "system", "content": RUBRIC}, user(prompt)]}
+        return str(answer(asked)["content"])
+
+    assert judged(f"ok {token} v1", f"ok {token}") == "A"
+    assert judged(f"ok {token}", f"ok {token} v2") == "B"
+    assert judged(f"ok {token} v1", f"ok {token} v1") == "tie"
+
+
+def test_canaries_and_promotions_are_checked_against_the_persona() -> None:
+    promoted, stray, doubled = token_for(2, 1), token_for(2, 2), token_for(2, 3)
+    proposals = [
+        {"id": "p-1", "status": "promoted", "rationale": f"chaos proposal {promoted}"},
+        {"id": "p-2", "status": "aborted", "rationale": f"chaos proposal {stray}"},
+        {"id": "p-3", "status": "promoted", "rationale": f"chaos proposal {doubled}"},
+    ]
+    persona = f"x\n{evolved_mark(promoted)}\n{evolved_mark(stray)}\n" + evolved_mark(doubled) * 2
+
+    def decided(kind: str, weight: float | None = None) -> dict[str, Any]:
+        return {"type": kind, "weight": weight}
+
+    rollouts = [
+        {
+            "rollout_id": "r-1",
+            "status": "promoted",
+            "decisions": [
+                decided("RolloutStarted", 50),
+                decided("RolloutAdvanced", 100),
+                decided("RolloutCompleted"),
+            ],
+        },
+        {
+            "rollout_id": "r-2",
+            "status": "running",
+            "decisions": [decided("RolloutStarted", 50), decided("RolloutAdvanced", 50)],
+        },
+        {
+            "rollout_id": "r-3",
+            "status": "aborted",
+            "decisions": [
+                decided("RolloutStarted", 50),
+                decided("RolloutAborted", 50),
+                decided("RolloutAdvanced", 100),
+            ],
+        },
+        {"rollout_id": "r-4", "status": "completed", "decisions": [decided("RolloutStarted", 5)]},
+    ]
+    history = [{"type": "VersionPromoted", "decision": {"version_id": "version-2"}}]
+    versions = {"serving": "version-1", "versions": []}
+    view = EvolutionView(AGENT, proposals, {"ok": True}, history, 0, rollouts, versions, persona)
+    found = [(p.category, p.cause) for p in canary_problems(view)]
+    assert found == [
+        ("duplicated", "a change served without its promotion"),
+        ("duplicated", "a promotion's change made twice"),
+        ("versions", "two canaries in progress at once"),
+        ("versions", "weights [50.0, 50.0] do not rise"),
+        (
+            "versions",
+            "decisions ['RolloutStarted', 'RolloutAborted', 'RolloutAdvanced'] end more than"
+            " once, or go on after their end",
+        ),
+        ("versions", "the version served is not the last promoted"),
+    ]
+    # A promotion whose change is missing is lost; a clean agent has nothing to say.
+    lost = EvolutionView(AGENT, proposals[:1], {"ok": True}, [], 0, [], {}, "x")
+    assert [(p.category, p.cause) for p in canary_problems(lost)] == [
+        ("lost", "a promotion's change lost")
+    ]
+    only = f"x\n{evolved_mark(promoted)}"
+    clean = EvolutionView(AGENT, proposals[:1], {"ok": True}, [], 0, rollouts[:1], {}, only)
+    assert canary_problems(clean) == []
