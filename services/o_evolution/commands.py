@@ -409,12 +409,7 @@ class EvolutionCommands:
         effect has an id derived from the command, so a redelivery makes it once. The
         fields (and with `check_blocks` the blocks) are checked before any effect."""
         # (Never served by evolution before: the version before is the change's base.)
-        previous = (
-            await self.s.pool.fetchval(
-                "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
-            )
-            or change.base.version_id
-        )
+        previous = await self._served_id(agent_id) or change.base.version_id
         now = await self.agent(agent_id)
         try:
             if check_blocks:
@@ -531,9 +526,7 @@ class EvolutionCommands:
 
     async def _served_spec(self, agent_id: str, config: EvolutionConfig) -> VersionSpec:
         """The version evolution last served (the agent as it is, if it never served one)."""
-        served = await self.s.pool.fetchval(
-            "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
-        )
+        served = await self._served_id(agent_id)
         if served is None:
             return (await self.agent(agent_id)).spec(config)
         return VersionSpec.model_validate(await self._spec(agent_id, served))
@@ -549,10 +542,15 @@ class EvolutionCommands:
         return raw
 
     async def _serving(self, agent_id: str, config: EvolutionConfig) -> str:
+        served = await self._served_id(agent_id)
+        return served or (await self.agent(agent_id)).spec(config).version_id
+
+    async def _served_id(self, agent_id: str) -> str | None:
+        """The version evolution last served (promoted or rolled back to), if any."""
         served = await self.s.pool.fetchval(
             "SELECT version_id FROM evolution_serving WHERE agent_id = $1", agent_id
         )
-        return str(served) if served else (await self.agent(agent_id)).spec(config).version_id
+        return str(served) if served is not None else None
 
 
 def canary_follows(config: EvolutionConfig, *, approved: bool) -> bool:
