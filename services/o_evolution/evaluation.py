@@ -33,6 +33,7 @@ from o_evolution.shadow_cases import (
     over_limit,
     run_arm,
 )
+from o_evolution.waiting_line import WaitingLine
 from o_executor.shadow.runner import RecordedRun, read_run
 from o_executor.shadow.snapshot import CachedLogReader, LogReader, take_snapshot
 from o_runtime.commands import Deferred, Delivery
@@ -67,6 +68,8 @@ class Evaluation:
     _running: asyncio.Semaphore | None = None
     # Handlers waiting for a shadow slot (at most one: evaluate says why).
     _next_in_line: int = 0
+    # The evaluations waiting in the stream, so the oldest goes next.
+    _line: WaitingLine = field(default_factory=lambda: WaitingLine(forget_after=4 * BUSY_DELAY))
     # How busy users keep the executor (live_first.py); a test may sample otherwise.
     live_load: Sampler | None = None
 
@@ -81,13 +84,19 @@ class Evaluation:
         # and at most shadow_concurrency evaluations at all: shadow work is background.
         lock = self._locks.setdefault(cmd.proposal_id, asyncio.Lock())
         slots = self._slots()
-        if lock.locked() or (slots.locked() and self._next_in_line > 0):
+        if lock.locked():
+            raise Deferred(BUSY_DELAY)
+        # The oldest waiting evaluation goes next (waiting_line.py), even to a free slot:
+        # it is back within BUSY_DELAY.
+        older = self._line.older_waits(delivery.stream_seq, time.monotonic())
+        if older or (slots.locked() and self._next_in_line > 0):
             # Waiting here holds one of the command consumer's few handlers for as long as
             # the evaluations ahead run (minutes): with every handler so taken, the agents'
             # other evolution commands (a proposal, a rollback, an agent's own evolution
             # tool mid-run) would queue behind them. One evaluation waits here, the next to
             # start; the others wait in the stream.
             raise Deferred(BUSY_DELAY)
+        self._line.leave(delivery.stream_seq)
         async with lock:
             self._next_in_line += 1
             try:

@@ -733,3 +733,48 @@ async def test_a_proposal_accepted_during_anothers_canary_gets_its_own_after_it(
     rollouts = (await system.http.get(f"{base}/rollouts")).json()
     assert sorted(r["proposal_id"] for r in rollouts) == sorted(ids)
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+async def test_an_evaluation_waiting_its_turn_is_not_overtaken_by_a_later_one(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """An evaluation deferred to the stream while the shadow was busy used to lose its turn to
+    one proposed later that arrived just as the slot freed; the oldest waiting one goes now."""
+    aid, _ = await agent_with_runs(system, 2)
+    config = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+    others = [str((await new_agent(system))["id"]) for _ in range(3)]
+    for agent_id in [aid, *others]:
+        made = await system.http.put(PREFIX.format(agent_id) + "/config", json=config)
+        assert made.status_code == 200, made.text
+    body = {"patch": {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}}
+
+    async def propose(agent_id: str) -> str:
+        made = await system.http.post(PREFIX.format(agent_id) + "/proposals", json=body)
+        assert made.status_code == 201, made.text
+        return str(made.json()["id"])
+
+    held = threading.Event()
+    llm.default_reply = lambda _: Reply(content="held", release=held)
+    asked = len(llm.requests)
+    try:
+        first = await propose(aid)
+        await until(llm, lambda reqs: len(reqs) > asked)  # its first case, held
+        next_in_line = await propose(others[0])  # (waits for the slot in a handler)
+        waiting = await propose(others[1])  # (back to the stream: the line is taken)
+    finally:
+        llm.default_reply = echo_reply
+        held.set()
+    # The next in line has no runs (no cases): once it is decided the slot is free, and the
+    # waiting one is back from the stream within 2 s. A proposal made now must not take its
+    # turn (without the waiting line it did, nearly always: it found the slot free).
+    await decided(system, others[0], next_in_line)
+    later = await propose(others[2])
+    order = [(aid, first), (others[0], next_in_line), (others[1], waiting), (others[2], later)]
+    started = {}
+    for agent_id, proposal_id in order:
+        await decided(system, agent_id, proposal_id)
+        history = (await system.http.get(PREFIX.format(agent_id) + "/history")).json()
+        started[proposal_id] = next(
+            h["created_at"] for h in history if h["type"] == "EvaluationStarted"
+        )
+    assert started[first] < started[next_in_line] < started[waiting] < started[later], started

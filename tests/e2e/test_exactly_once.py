@@ -21,8 +21,9 @@ import pytest
 from nats.aio.client import Client
 
 from o_contracts import evolution_commands, schedule_commands, subjects
-from o_contracts.commands import RunTool
+from o_contracts.commands import EditBlockText, RunTool
 from o_contracts.envelope import Envelope, decode
+from o_contracts.evolution import AppendText
 from o_contracts.ids import derived_id
 from o_contracts.registry import all_messages
 from o_contracts.subjects import Lane
@@ -140,6 +141,26 @@ async def test_block_commands_delivered_again_answer_as_the_first_time(system: S
     assert after == before
     versions = (await system.http.get(f"/v1/blocks/{block_id}/versions")).json()
     assert [v["value"] for v in versions] == ["one", "two"]
+
+
+async def test_a_block_text_edit_delivered_again_is_made_once(system: System) -> None:
+    """A promotion's block edits (EditBlockText) append to the block as it is: made again,
+    the text would be appended twice."""
+    created = await system.http.post("/v1/blocks/", json={"label": "persona", "value": "one"})
+    assert created.status_code == 200, created.text
+    block_id = created.json()["id"]
+    edit = EditBlockText(block_id=block_id, edits=[AppendText(target="block:persona", text="two")])
+    command = Envelope.wrap(edit, aggregate_id=block_id, producer="test")
+    async with connected(system) as nc:
+        subject = subjects.memory_command_subject(block_id)
+        first = await publish_again(nc, subject, command)
+        before = await event_types(nc, subjects.block_subject(block_id))
+        again = await publish_again(nc, subject, command)
+        after = await event_types(nc, subjects.block_subject(block_id))
+    assert (first.ok, again.ok, again.seq) == (True, True, first.seq)
+    assert after == before
+    block = (await system.http.get(f"/v1/blocks/{block_id}")).json()
+    assert block["value"] == "one\ntwo"
 
 
 async def commands_on(nc: Client, subject: str) -> list[Envelope[Any]]:
@@ -695,6 +716,7 @@ REDELIVERY_TESTS = {
     "RunMemoryTool": test_a_memory_edit_delivered_again_is_not_applied_twice,
     "CreateBlock": test_block_commands_delivered_again_answer_as_the_first_time,
     "UpdateBlock": test_block_commands_delivered_again_answer_as_the_first_time,
+    "EditBlockText": test_a_block_text_edit_delivered_again_is_made_once,
     "RestoreBlockVersion": test_block_deletes_and_restores_delivered_again_answer_as_the_first_time,
     "DeleteBlock": test_block_deletes_and_restores_delivered_again_answer_as_the_first_time,
     "InsertPassage": test_archival_commands_delivered_again_answer_as_the_first_time,
