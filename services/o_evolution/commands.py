@@ -10,7 +10,7 @@ resumed after a crash never asks a recorded case's model calls again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -378,8 +378,21 @@ class EvolutionCommands:
 
         # (A redelivery's block edits may be made already: the memory service answers those
         # from its record, so only a first delivery checks them beforehand.)
+        async def not_yet(conn: asyncpg.Connection) -> bool:
+            status = await conn.fetchval(
+                "SELECT status FROM evolution_proposals WHERE id = $1", cmd.proposal_id
+            )
+            return bool(status != "promoted")
+
         reply = await self._serve_change(
-            env, cmd.agent_id, config, change, promoted, check_blocks=not delivery.redelivered
+            env,
+            cmd.agent_id,
+            config,
+            change,
+            promoted,
+            check_blocks=not delivery.redelivered,
+            key=f"promotion {cmd.proposal_id}",
+            still=not_yet,
         )
         await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
         return reply
@@ -402,12 +415,17 @@ class EvolutionCommands:
         decision: Callable[[str, VersionSpec], EvolutionDecided],
         *,
         check_blocks: bool,
+        key: str,
+        still: Callable[[asyncpg.Connection], Awaitable[bool]],
     ) -> Reply:
         """Make a change on the agent as it is now (o_evolution/rebase.py): its block edits
         by the memory service on each block's current value, the other fields three-way on
         the agent's subject; then the decision, naming the version that results. Each
-        effect has an id derived from the command, so a redelivery makes it once. The
-        fields (and with `check_blocks` the blocks) are checked before any effect."""
+        effect has an id derived from `key` (a promotion's proposal, so that any command
+        promoting it, a redelivery or a second one racing the first, makes it once; a
+        rollback's command); the decision is recorded only while `still` holds at the
+        subject's last decision. The fields (and with `check_blocks` the blocks) are checked
+        before any effect."""
         # (Never served by evolution before: the version before is the change's base.)
         previous = await self._served_id(agent_id) or change.base.version_id
         now = await self.agent(agent_id)
@@ -428,7 +446,7 @@ class EvolutionCommands:
                 EditBlockText(block_id=block_id, edits=edits),
                 aggregate_id=block_id,
                 producer=PRODUCER,
-                id=derived_id("cmd", env.id, "block", label),
+                id=derived_id("cmd", key, "block", label),
             )
             reply = await send_and_wait(
                 self.s.eventlog,
@@ -452,7 +470,7 @@ class EvolutionCommands:
                 AgentUpdated(agent_id=agent_id, changes=changes),
                 aggregate_id=agent_id,
                 producer=PRODUCER,
-                id=derived_id("evt", env.id, "agent"),
+                id=derived_id("evt", key, "agent"),
             )
 
         appended = await self.s.eventlog.append_decided(subjects.agent_subject(agent_id), decide)
@@ -460,8 +478,20 @@ class EvolutionCommands:
         if seq:
             await self.s.watcher.wait(seq, AGENTS)
         served = (await self.agent(agent_id)).spec(config)
-        decided = await self.record(env, decision(previous, served), "served")
-        return _served(served, decided, seq)
+
+        async def decided_at(conn: asyncpg.Connection) -> EvolutionDecided | None:
+            return decision(previous, served) if await still(conn) else None
+
+        decided = await history.record_if(
+            self.s.eventlog,
+            self.s.watcher,
+            self.s.reads,
+            env,
+            agent_id,
+            decided_at,
+            derived_id("evt", key, "served"),
+        )
+        return _served(served, decided or 0, seq)
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         """Serve an earlier version again: the change from the version served to it, made
@@ -490,9 +520,34 @@ class EvolutionCommands:
 
         # (Its blocks are checked by the memory service only: an agent's own rollback is
         # carried out within its tool call's delivery, which may be a redelivery.)
+        since = await self._serving_seq(self.s.pool, cmd.agent_id)
+
+        async def unchanged(conn: asyncpg.Connection) -> bool:
+            return await self._serving_seq(conn, cmd.agent_id) == since
+
+        # (Its effects are named by the command: delivered again, it makes them once. A
+        # second rollback racing it records no decision once the first changed what is
+        # served; its edits, which take back text, find none to take back.)
         return await self._serve_change(
-            env, cmd.agent_id, config, change, rolled_back, check_blocks=False
+            env,
+            cmd.agent_id,
+            config,
+            change,
+            rolled_back,
+            check_blocks=False,
+            key=env.id,
+            still=unchanged,
         )
+
+    @staticmethod
+    async def _serving_seq(conn: asyncpg.Pool | asyncpg.Connection, agent_id: str) -> int:
+        """The position of the decision that made the version served what it is (0: none)."""
+        seq = await conn.fetchval(
+            "SELECT max(seq) FROM evolution_history WHERE agent_id = $1"
+            " AND type IN ('VersionPromoted', 'VersionRolledBack')",
+            agent_id,
+        )
+        return int(seq or 0)
 
     async def _promotions_back_to(
         self, agent_id: str, served: VersionSpec, target: VersionSpec

@@ -778,3 +778,25 @@ async def test_an_evaluation_waiting_its_turn_is_not_overtaken_by_a_later_one(
             h["created_at"] for h in history if h["type"] == "EvaluationStarted"
         )
     assert started[first] < started[next_in_line] < started[waiting] < started[later], started
+
+
+async def test_a_promotion_asked_twice_at_once_is_made_once(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """A promotion appends its edits to the agent's blocks: two promote commands for one
+    proposal racing (a double click, a client's retry) must not append them twice, nor
+    record two promotions."""
+    llm.default_reply = marked
+    aid, base = await agent_with_runs(system, 9)
+    config = {"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    greets = [{"op": "append_text", "target": "block:persona", "text": f"Greets {BETTER}."}]
+    pid = await accepted(system, base, aid, greets)
+    url = f"{base}/proposals/{pid}/promote"
+    answers = await asyncio.gather(system.http.post(url), system.http.post(url))
+    assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+    persona = (await system.http.get(f"/v1/agents/{aid}/core-memory/blocks/persona")).json()
+    assert persona["value"].count(BETTER) == 1, persona["value"]
+    history = (await system.http.get(f"{base}/history")).json()
+    assert [h["type"] for h in history].count("VersionPromoted") == 1
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
