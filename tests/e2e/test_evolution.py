@@ -522,6 +522,20 @@ async def test_a_proposal_retried_with_an_idempotency_key_is_one_proposal(
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
 
 
+TWO_CASES = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
+
+
+async def evolving_agents(system: System, others: int) -> tuple[str, list[str]]:
+    """An agent with two finished runs and `others` without any, each evolving in mode
+    shadow over two cases (the others' evaluations have no case: decided at once)."""
+    aid, _ = await agent_with_runs(system, 2)
+    rest = [str((await new_agent(system))["id"]) for _ in range(others)]
+    for agent_id in [aid, *rest]:
+        made = await system.http.put(PREFIX.format(agent_id) + "/config", json=TWO_CASES)
+        assert made.status_code == 200, made.text
+    return aid, rest
+
+
 async def test_evaluations_waiting_their_turn_hold_up_no_other_evolution_command(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -530,12 +544,8 @@ async def test_evaluations_waiting_their_turn_hold_up_no_other_evolution_command
     more evaluations waiting behind it, proposals and a configuration are still answered.
     (Found by the chaos suite: proposals took 9 s at the median, 17 s at worst, each
     answered only once the evaluations ahead of it had ended.)"""
-    aid, base = await agent_with_runs(system, 2)
-    config = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
-    others = [str((await new_agent(system))["id"]) for _ in range(5)]
-    for agent_id in [aid, *others]:
-        made = await system.http.put(PREFIX.format(agent_id) + "/config", json=config)
-        assert made.status_code == 200, made.text
+    aid, others = await evolving_agents(system, 5)
+    base = PREFIX.format(aid)
     body = {"patch": {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}}
     held = threading.Event()
     llm.default_reply = lambda _: Reply(content="held", release=held)
@@ -551,7 +561,7 @@ async def test_evaluations_waiting_their_turn_hold_up_no_other_evolution_command
             made = await asyncio.wait_for(post, 20)
             assert made.status_code == 201, made.text
             proposals.append((agent_id, made.json()["id"]))
-        put = system.http.put(PREFIX.format(others[0]) + "/config", json=config)
+        put = system.http.put(PREFIX.format(others[0]) + "/config", json=TWO_CASES)
         assert (await asyncio.wait_for(put, 20)).status_code == 200
         # All of it while the first evaluation still waits for its model.
         assert len(llm.requests) == asked + 1
@@ -740,12 +750,7 @@ async def test_an_evaluation_waiting_its_turn_is_not_overtaken_by_a_later_one(
 ) -> None:
     """An evaluation deferred to the stream while the shadow was busy used to lose its turn to
     one proposed later that arrived just as the slot freed; the oldest waiting one goes now."""
-    aid, _ = await agent_with_runs(system, 2)
-    config = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
-    others = [str((await new_agent(system))["id"]) for _ in range(3)]
-    for agent_id in [aid, *others]:
-        made = await system.http.put(PREFIX.format(agent_id) + "/config", json=config)
-        assert made.status_code == 200, made.text
+    aid, others = await evolving_agents(system, 3)
     body = {"patch": {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}}
 
     async def propose(agent_id: str) -> str:
