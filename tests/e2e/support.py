@@ -62,6 +62,19 @@ async def projected(system: System, seq: int, projection: str = RUNS) -> None:
         await watcher.stop()
 
 
+async def projected_past(system: System, seq: int, projection: str) -> None:
+    """Wait until a projection has moved past event `seq`, which may be one it does not
+    apply: the waiter asks over NATS, so the checkpoint moves at once (o_runtime/waiting.py)."""
+    log = await EventLog.connect(system.env["NATS_URL"], "test-projected-past")
+    watcher = ProjectionWatcher(system.env["DATABASE_URL"], log.nc)
+    await watcher.start()
+    try:
+        await watcher.wait(seq, projection, timeout=30)
+    finally:
+        await watcher.stop()
+        await log.close()
+
+
 async def until(llm: FakeOpenAI, condition: Callable[[list[dict[str, Any]]], bool]) -> None:
     """Wait until the fake LLM's requests satisfy `condition` (it notifies on each request)."""
     assert await asyncio.to_thread(llm.wait_for_requests, condition, DEADLINE)

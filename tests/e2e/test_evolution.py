@@ -21,13 +21,21 @@ from o_contracts.envelope import Envelope
 from o_contracts.events import ProposalApproved
 from o_contracts.evolution_commands import ProposeChange
 from o_contracts.ids import new_id
-from o_contracts.projection_names import EVOLUTION
+from o_contracts.projection_names import EVOLUTION, MEMORY
 from o_evolution import proposer
 from o_evolution.judge import RUBRIC
 from o_runtime.commands import send_and_wait
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
-from tests.e2e.support import evolution_events, new_agent, projected, send, until
+from tests.e2e.support import (
+    evolution_events,
+    log_end,
+    new_agent,
+    projected,
+    projected_past,
+    send,
+    until,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
 
 pytestmark = pytest.mark.e2e
@@ -730,14 +738,19 @@ async def test_a_proposal_accepted_during_anothers_canary_gets_its_own_after_it(
     rollouts = (await system.http.get(f"{base}/rollouts")).json()
     assert [r["proposal_id"] for r in rollouts] == [first]
 
-    statuses: dict[str, str] = {}
-    for i in range(40):
-        await send(system, aid, f"live {i}")
-        listed = (await system.http.get(f"{base}/proposals")).json()
-        statuses = {p["id"]: p["status"] for p in listed}
-        if statuses[second] == "promoted":
-            break
-    assert (statuses[first], statuses[second]) == ("promoted", "promoted"), statuses
+    # Each canary is at full weight from its start: two runs (`analysis_every`) take its
+    # candidate arm, and the analysis after them completes it. (Sent only once it started:
+    # a fixed number of messages sent at once raced the service on a loaded machine.)
+    for pid in (first, second):
+        if pid == second:
+            assert (await decided(system, aid, second, "RolloutStarted"))["status"] == "canary"
+        for i in range(2):
+            await send(system, aid, f"live {pid} {i}")
+        assert (await decided(system, aid, pid, "VersionPromoted"))["status"] == "promoted"
+    listed = (await system.http.get(f"{base}/proposals")).json()
+    assert {p["id"]: p["status"] for p in listed} == {first: "promoted", second: "promoted"}
+    # (The memory service made the block edits before the promotion was recorded.)
+    await projected_past(system, await log_end(system), MEMORY)
     persona = (await system.http.get(f"/v1/agents/{aid}/core-memory/blocks/persona")).json()
     assert persona["value"].endswith(f"\nGreets {BETTER}.\nHums {BETTER}.")
     rollouts = (await system.http.get(f"{base}/rollouts")).json()
