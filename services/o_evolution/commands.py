@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import asyncpg
+from pydantic import TypeAdapter
 
 from o_contracts import subjects
 from o_contracts.base import Command, Reply
@@ -45,11 +46,11 @@ from o_contracts.evolution_commands import (
 )
 from o_contracts.ids import derived_id
 from o_contracts.projection_names import AGENTS
-from o_contracts.text_edits import block_edits
+from o_contracts.text_edits import TextEdit, block_edits
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
 from o_evolution.patches import PatchRefused, apply_patch
-from o_evolution.rebase import Change, Promoted, made_on, merged_fields
+from o_evolution.rebase import Change, Step, made_on, merged_fields
 from o_evolution.settings import EvolutionSettings
 from o_runtime.commands import Delivery, send_and_wait
 from o_runtime.eventlog import AppendRejected
@@ -69,6 +70,9 @@ SPENT_TODAY = (
 )
 # Recent runs a proposal is drafted from.
 DIGEST_RUNS = performance.DEFAULT_RUNS
+# A rollback's recorded block edits (VersionRolledBack.made, .taken_back), read back.
+_BLOCK_EDITS = TypeAdapter(dict[str, list[TextEdit]])
+_KNOWN_EDITS = TypeAdapter(dict[str, list[TextEdit] | None])
 
 
 @dataclass
@@ -505,8 +509,8 @@ class EvolutionCommands:
             # All traffic goes to the target: the canary ends first.
             await self.end_canary(env, live, f"rolled back to {target.version_id}", "rollback")
         served = await self._served_spec(cmd.agent_id, config)
-        promotions = await self._promotions_back_to(cmd.agent_id, served, target)
-        change = Change.back_to(served, target, promotions)
+        steps = await self._steps_back_to(cmd.agent_id, served, target)
+        change = Change.back_to(served, target, steps)
 
         def rolled_back(previous: str, spec: VersionSpec) -> EvolutionDecided:
             return VersionRolledBack(
@@ -516,6 +520,8 @@ class EvolutionCommands:
                 previous_version=previous,
                 requested_by=cmd.requested_by,
                 reason=cmd.reason,
+                made=change.edits,
+                taken_back=dict(change.inverse or {}),
             )
 
         # (Its blocks are checked by the memory service only: an agent's own rollback is
@@ -549,11 +555,12 @@ class EvolutionCommands:
         )
         return int(seq or 0)
 
-    async def _promotions_back_to(
+    async def _steps_back_to(
         self, agent_id: str, served: VersionSpec, target: VersionSpec
-    ) -> list[Promoted] | None:
-        """The promotions that led from `target` to the version served, newest first, with
-        their patches' block edits; None unless the history between them holds only those."""
+    ) -> list[Step] | None:
+        """The decisions (promotions and rollbacks) that led from `target` to the version
+        served, newest first, with the block edits each made; None unless the history
+        leads from one to the other."""
         rows = await self.s.pool.fetch(
             "SELECT h.type, h.payload, p.patch FROM evolution_history h"
             " LEFT JOIN evolution_proposals p ON p.id = h.payload->>'proposal_id'"
@@ -566,16 +573,22 @@ class EvolutionCommands:
             if expected == target.version_id:
                 break
             decision = row["payload"]
-            if row["type"] != "VersionPromoted" or decision["version_id"] != expected:
+            if decision["version_id"] != expected:
                 return None
-            if row["patch"] is None:
-                return None
-            chain.append(
-                Promoted(
-                    VersionSpec.model_validate(decision["spec"]),
-                    block_edits(Patch.model_validate(row["patch"])),
+            spec = VersionSpec.model_validate(decision["spec"])
+            if row["type"] == "VersionPromoted":
+                patch = row["patch"]
+                edits = block_edits(Patch.model_validate(patch)) if patch is not None else None
+                chain.append(Step.promotion(spec, edits))
+            else:
+                made = decision.get("made")
+                chain.append(
+                    Step.rollback(
+                        spec,
+                        _BLOCK_EDITS.validate_python(made) if made is not None else None,
+                        _KNOWN_EDITS.validate_python(decision.get("taken_back") or {}),
+                    )
                 )
-            )
             expected = decision["previous_version"]
         return chain if expected == target.version_id else None
 

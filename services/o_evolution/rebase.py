@@ -13,10 +13,13 @@ promoted. Serving the candidate as it was would undo all of that without a word.
   not touched by the patch, it keeps what it is now; changed both by the patch and since the
   proposal, the change is refused (the candidate was judged on the old one).
 
-A rollback is the same in reverse: the change from the version served to the one rolled
-back to, made on the agent as it is (`edits_between` turns a block's change into edits
-anchored on its surrounding lines), so a rollback takes back evolution's change and keeps
-what the agent's memory tools wrote since.
+A rollback is the same in reverse: each decision between the version rolled back to and
+the one served is taken back where it was made, newest first (a promotion's patch by the
+edits that undo it; a rollback, which records the edits it made and those that take them
+back, by the latter), so a rollback takes back evolution's changes and keeps what the
+agent's memory tools wrote since. Where that history is not known, the change from the
+version served to the one rolled back to (`edits_between` turns a block's change into edits
+anchored on its surrounding lines).
 
 Pure: no I/O.
 """
@@ -24,6 +27,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,52 +62,107 @@ class Change:
     target: VersionSpec
     edits: Edits
     since: str
+    # A rollback's: by label, the edits that take its `edits` back (None: not known).
+    inverse: Mapping[str, list[ReplaceText | AppendText] | None] | None = None
 
     @classmethod
     def of_proposal(cls, parent: VersionSpec, candidate: VersionSpec, patch: Patch) -> Change:
         return cls(parent, candidate, block_edits(patch), "the proposal was made")
 
     @classmethod
-    def back_to(
-        cls, served: VersionSpec, target: VersionSpec, promotions: list[Promoted] | None
-    ) -> Change:
-        """A rollback from the version served to `target`. `promotions`: the promotions
-        that led from `target` to the version served, newest first, when the history has
-        only those in between; each one's block edits are taken back where they were made,
-        so what the agent wrote in a block between a proposal and its promotion stays too.
-        Otherwise (None, or an edit that cannot be undone) a block goes from the version
-        served to the target's text."""
+    def back_to(cls, served: VersionSpec, target: VersionSpec, steps: list[Step] | None) -> Change:
+        """A rollback from the version served to `target`. `steps`: the decisions that led
+        from `target` to the version served, newest first (None: the history between them
+        is not known). Each one's block edits are taken back where they were made, so what
+        the agent wrote in a block since `target`, between a proposal and its promotion
+        included, stays. Where that cannot be told (a step whose edits are not known, or
+        edits that do not apply to the version served), a block goes from the version
+        served to the target's text. The change's `inverse` takes it back in turn."""
         edits: Edits = {}
+        inverse: dict[str, list[ReplaceText | AppendText] | None] = {}
         for label, value in target.blocks.items():
             if label not in served.blocks:
                 continue
-            undone = _undo_all(label, promotions) if promotions is not None else None
-            if undone is None:
+            undone = _chained(label, steps, undo=True) if steps is not None else None
+            if undone is not None and _applies(served.blocks[label], undone):
+                # (Made again, oldest first: each step's own edits.)
+                again = _chained(label, list(reversed(steps or [])), undo=False)
+            else:
                 undone = edits_between(served.blocks[label], value, label)
+                again = inverted(undone)
             if undone:
                 edits[label] = undone
-        return cls(served, target, edits, f"{served.version_id} was served")
+                inverse[label] = again
+        return cls(served, target, edits, f"{served.version_id} was served", inverse)
 
 
 @dataclass(frozen=True)
-class Promoted:
-    """A promotion as the history has it: the version it served, and its patch's block edits."""
+class Step:
+    """A decision that changed the version served (a promotion or a rollback), as the
+    history has it: the version it served, and by block label the edits that made it
+    (`redo`) and the edits that take it back (`undo`). None, or a label's None: not known
+    (a rollback recorded before rollbacks kept their edits, edits that cannot be inverted)."""
 
     spec: VersionSpec
-    edits: Edits
+    redo: Mapping[str, list[ReplaceText | AppendText] | None] | None
+    undo: Mapping[str, list[ReplaceText | AppendText] | None] | None
+
+    @classmethod
+    def promotion(cls, spec: VersionSpec, edits: Edits | None) -> Step:
+        """A promotion of a patch whose block edits are `edits` (None: no patch known)."""
+        if edits is None:
+            return cls(spec, None, None)
+        undo = {
+            label: undo_edits(spec.blocks[label], made) if label in spec.blocks else []
+            for label, made in edits.items()
+        }
+        return cls(spec, dict(edits), undo)
+
+    @classmethod
+    def rollback(
+        cls,
+        spec: VersionSpec,
+        made: Edits | None,
+        taken_back: Mapping[str, list[ReplaceText | AppendText] | None] | None,
+    ) -> Step:
+        return cls(spec, made, taken_back if made is not None else None)
 
 
-def _undo_all(label: str, promotions: list[Promoted]) -> list[ReplaceText | AppendText] | None:
+def _chained(label: str, steps: list[Step], *, undo: bool) -> list[ReplaceText | AppendText] | None:
+    """The steps' edits on one block (each one's undo, or its redo), one after the other;
+    None if any is not known."""
     out: list[ReplaceText | AppendText] = []
-    for promoted in promotions:
-        after = promoted.spec.blocks.get(label)
-        edits = promoted.edits.get(label, [])
-        if after is None or not edits:
-            continue
-        undone = undo_edits(after, edits)
-        if undone is None:
+    for step in steps:
+        known = step.undo if undo else step.redo
+        if known is None:
             return None
-        out += undone
+        edits = known.get(label, [])
+        if edits is None:
+            return None
+        out += edits
+    return out
+
+
+def _applies(text: str, edits: list[ReplaceText | AppendText]) -> bool:
+    try:
+        apply_text_edits(text, edits)
+    except TextEditRefused:
+        return False
+    return True
+
+
+def inverted(edits: list[ReplaceText | AppendText]) -> list[ReplaceText | AppendText] | None:
+    """Edits that take back `edits_between`'s edits on the text they made, where each
+    replacement left text to anchor on; None where one did not (a deletion cannot say where
+    to put back). (Its only append is to an empty text: the whole text is the append's.)"""
+    out: list[ReplaceText | AppendText] = []
+    for edit in reversed(edits):
+        if isinstance(edit, AppendText):
+            out.append(ReplaceText(target=edit.target, old=edit.text, new=""))
+        elif edit.new:
+            out.append(ReplaceText(target=edit.target, old=edit.new, new=edit.old))
+        else:
+            return None
     return out
 
 

@@ -686,6 +686,57 @@ async def test_a_promotion_keeps_what_changed_in_the_agent_since_the_proposal(
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
 
 
+async def test_a_rollback_undone_makes_the_promotion_again_and_keeps_every_memory_edit(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Rolled back across a rollback (here: the rollback itself undone), a block used to go
+    from the one version's text to the other's: what was written in it between the
+    promotion and the first rollback was taken back with it. Each decision's own edits are
+    taken back now."""
+    llm.default_reply = marked
+    aid, base = await agent_with_runs(system, 9)
+    config = {"enabled": True, "cases_per_evaluation": 9, "max_votes_per_conversation": 9}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    persona_url = f"/v1/agents/{aid}/core-memory/blocks/persona"
+    persona = (await system.http.get(persona_url)).json()["value"]
+    greets = [{"op": "append_text", "target": "block:persona", "text": f"Greets {BETTER}."}]
+    proposal_id = await accepted(system, base, aid, greets)
+    promoted = await system.http.post(f"{base}/proposals/{proposal_id}/promote")
+    assert promoted.status_code == 200, promoted.text
+    history = (await system.http.get(f"{base}/history")).json()
+    promotion = next(h["decision"] for h in history if h["type"] == "VersionPromoted")
+
+    async def write(line: str) -> str:
+        now = (await system.http.get(persona_url)).json()["value"]
+        edited = await system.http.patch(persona_url, json={"value": f"{now}\n{line}"})
+        assert edited.status_code == 200, edited.text
+        return str(edited.json()["value"])
+
+    async def roll_back_to(version_id: str) -> str:
+        back = await system.http.post(f"{base}/rollback", json={"version_id": version_id})
+        assert back.status_code == 200, back.text
+        return str((await system.http.get(persona_url)).json()["value"])
+
+    await write("Likes sailing.")
+    rolled = await roll_back_to(promotion["previous_version"])
+    assert rolled == f"{persona}\nLikes sailing."
+    await write("Likes rowing.")
+    again = await roll_back_to(promotion["version_id"])
+    assert again == f"{persona}\nLikes sailing.\nLikes rowing.\nGreets {BETTER}."
+    # And back to before the promotion, across both rollbacks.
+    await write("Hums.")
+    before = await roll_back_to(promotion["previous_version"])
+    assert before == f"{persona}\nLikes sailing.\nLikes rowing.\nHums."
+    decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert decisions[-4:] == [
+        "VersionPromoted",
+        "VersionRolledBack",
+        "VersionRolledBack",
+        "VersionRolledBack",
+    ]
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
 async def test_a_canarys_candidate_shows_what_was_written_in_its_blocks_during_the_canary(
     system: System, llm: FakeOpenAI
 ) -> None:

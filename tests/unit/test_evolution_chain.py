@@ -84,3 +84,28 @@ def test_the_hash_is_sha256_of_prev_newline_payload() -> None:
     payload = {"decision": "promoted"}
     expected = hashlib.sha256(GENESIS.encode() + b'\n{"decision":"promoted"}').hexdigest()
     assert link_hash(GENESIS, payload) == expected
+
+
+def test_a_rollback_recorded_before_its_edits_were_kept_hashes_as_it_did() -> None:
+    """`made` and `taken_back` came later: absent, they are out of the payload, so the
+    hash of a rollback recorded before them is the one it was given then."""
+    from o_contracts.events import VersionRolledBack
+    from o_contracts.evolution import VersionSpec
+
+    old = {
+        "agent_id": "agent-1",
+        "version_id": "version-2",
+        "spec": VersionSpec(system="s").model_dump(mode="json"),
+        "previous_version": "version-1",
+    }
+    decoded = VersionRolledBack.model_validate(old).chained(GENESIS, link_hash)
+    assert "made" not in decoded.chain_payload()
+    stored = link_hash(GENESIS, {"type": "VersionRolledBack", **old, **_defaults()})
+    assert decoded.hash == stored
+    kept = VersionRolledBack.model_validate({**old, "made": {}, "taken_back": {}})
+    assert kept.chain_payload()["made"] == {}
+
+
+def _defaults() -> dict[str, Any]:
+    """The fields a rollback had before, at their defaults."""
+    return {"prev_hash": GENESIS, "requested_by": "operator", "reason": ""}

@@ -10,8 +10,9 @@ from o_contracts.text_edits import apply_text_edits, block_edits
 from o_evolution.patches import PatchRefused, apply_patch
 from o_evolution.rebase import (
     Change,
-    Promoted,
+    Step,
     edits_between,
+    inverted,
     made_on,
     merged_fields,
     undo_edits,
@@ -91,14 +92,14 @@ def test_a_rollback_takes_back_the_promotions_and_keeps_every_memory_edit() -> N
     promoted = made_on(persona("I am Sam.\nI like sailing."), change(p))
     assert promoted.blocks["persona"] == "I am Sam!.\nI like sailing.\nI greet."
     now = persona(promoted.blocks["persona"].replace("sailing", "rowing") + "\nI hum.")
-    back = Change.back_to(promoted, PARENT, [Promoted(promoted, block_edits(p))])
+    back = Change.back_to(promoted, PARENT, [Step.promotion(promoted, block_edits(p))])
     assert made_on(now, back).blocks == {"persona": "I am Sam.\nI like rowing.\nI hum."}
 
 
 def test_a_rollback_refuses_where_the_agent_rewrote_what_it_takes_back() -> None:
     p = patch(GREET)
     promoted = made_on(PARENT, change(p))
-    back = Change.back_to(promoted, PARENT, [Promoted(promoted, block_edits(p))])
+    back = Change.back_to(promoted, PARENT, [Step.promotion(promoted, block_edits(p))])
     with pytest.raises(PatchRefused, match="block persona changed since"):
         made_on(persona("I am Sam.\nI greet warmly."), back)
 
@@ -109,6 +110,67 @@ def test_a_rollback_without_the_promotions_goes_by_the_two_versions_texts() -> N
     assert made_on(persona("I am Sam.\nI greet.\nI hum."), back).blocks["persona"] == (
         "I am Sam.\nI hum."
     )
+
+
+def rolled_back(now: VersionSpec, back: Change) -> tuple[VersionSpec, Step]:
+    """`back` made on the agent as it is `now`: the version it serves, and the step the
+    history records (VersionRolledBack's `made` and `taken_back`)."""
+    served = made_on(now, back)
+    return served, Step.rollback(served, back.edits, back.inverse)
+
+
+def test_a_rollback_across_a_rollback_makes_the_patch_again_and_keeps_memory_edits() -> None:
+    """Promoted, edited, rolled back, edited again; rolled back to the promoted version
+    (the rollback undone): the patch is made again, both memory edits stay. By the two
+    versions' texts, the edit made between the promotion and the first rollback was lost."""
+    p = patch(GREET)
+    promoted = made_on(PARENT, change(p))
+    promotion = Step.promotion(promoted, block_edits(p))
+    now = persona(promoted.blocks["persona"] + "\nI sail.")
+    first, step = rolled_back(now, Change.back_to(promoted, PARENT, [promotion]))
+    assert first.blocks["persona"] == "I am Sam.\nI sail."
+    now = persona(first.blocks["persona"] + "\nI row.")
+
+    again = Change.back_to(first, promoted, [step])
+    second, undone = rolled_back(now, again)
+    assert second.blocks["persona"] == "I am Sam.\nI sail.\nI row.\nI greet."
+    by_text = Change.back_to(first, promoted, None)
+    assert "I sail." not in made_on(now, by_text).blocks["persona"]
+
+    # And back to before everything, across the promotion and both rollbacks.
+    now = persona(second.blocks["persona"] + "\nI hum.")
+    back = Change.back_to(second, PARENT, [undone, step, promotion])
+    assert made_on(now, back).blocks["persona"] == "I am Sam.\nI sail.\nI row.\nI hum."
+
+
+def test_a_rollback_whose_history_is_not_known_goes_by_text_and_can_be_taken_back() -> None:
+    served = persona("I am Sam.\nI greet.\nI hum.")
+    back = Change.back_to(served, PARENT, [Step.rollback(served, None, None)])
+    assert back.edits == {
+        "persona": edits_between(served.blocks["persona"], "I am Sam.", "persona")
+    }
+    first, step = rolled_back(served, back)
+    assert first.blocks["persona"] == "I am Sam."
+    undone = Change.back_to(first, served, [step])
+    assert made_on(first, undone).blocks["persona"] == served.blocks["persona"]
+
+
+def test_steps_whose_edits_no_longer_apply_to_the_version_served_go_by_text() -> None:
+    """A promotion's undo anchored on text the version served no longer has."""
+    p = patch({"op": "replace_text", "target": "block:persona", "old": "Sam", "new": "Sam!"})
+    promoted = made_on(PARENT, change(p))
+    served = persona("I am Alex.\nI greet.")
+    back = Change.back_to(served, promoted, [Step.promotion(promoted, block_edits(p))])
+    assert made_on(served, back).blocks["persona"] == promoted.blocks["persona"]
+
+
+def test_a_deletion_cannot_be_inverted() -> None:
+    gone = block_edits(
+        patch({"op": "replace_text", "target": "block:persona", "old": "a", "new": ""})
+    )
+    assert inverted(gone["persona"]) is None
+    whole = edits_between("", "hello", "persona")
+    assert apply_text_edits("hello", inverted(whole) or []) == ""
 
 
 def test_undo_is_none_where_the_text_cannot_tell() -> None:

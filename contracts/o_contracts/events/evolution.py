@@ -18,6 +18,7 @@ from pydantic import Field
 from o_contracts.base import Event
 from o_contracts.evolution import EvolutionConfig, Patch, VersionSpec
 from o_contracts.experiments import ArmStats, CaseResult, GateReport
+from o_contracts.text_edits import TextEdit
 
 ProposalSource = Literal["operator", "agent", "sleeptime"]
 RequestedBy = Literal["operator", "agent"]
@@ -115,6 +116,10 @@ class VersionPromoted(EvolutionDecided):
     previous_version: str
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class VersionRolledBack(EvolutionDecided):
     """The agent serves an earlier version again, from the next request on."""
 
@@ -123,6 +128,13 @@ class VersionRolledBack(EvolutionDecided):
     previous_version: str
     requested_by: RequestedBy = "operator"
     reason: str = ""
+    # What it did to the agent's evolvable blocks, by label: the edits it made, and the
+    # edits that take them back (the changes it took back, made again; a label's None: not
+    # known), so that a later rollback across this one takes back exactly what it did and
+    # keeps every memory edit since. Absent from rollbacks recorded before they were kept
+    # (and then out of the hash, which stays what it was): those are taken back by text.
+    made: dict[str, list[TextEdit]] | None = Field(default=None, exclude_if=_unset)
+    taken_back: dict[str, list[TextEdit] | None] | None = Field(default=None, exclude_if=_unset)
 
 
 class RolloutStarted(EvolutionDecided):
