@@ -9,11 +9,13 @@ resumed after a crash never asks a recorded case's model calls again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+from weakref import WeakValueDictionary
 
 import asyncpg
 from pydantic import TypeAdapter
@@ -79,6 +81,20 @@ _KNOWN_EDITS = TypeAdapter(dict[str, list[TextEdit] | None])
 class EvolutionCommands:
     s: Service
     settings: EvolutionSettings
+    # One change to the version served at a time per agent (a promotion, a rollback): each
+    # is computed from the history as it is and made by edits that must not interleave
+    # with another's (two rollbacks at once would both make the same text again).
+    _changing: WeakValueDictionary[str, asyncio.Lock] = field(
+        default_factory=WeakValueDictionary, init=False, repr=False
+    )
+
+    def changing(self, agent_id: str) -> asyncio.Lock:
+        """The lock held while the agent's version served is changed (in this process: the
+        evolution service runs one replica)."""
+        lock = self._changing.get(agent_id)
+        if lock is None:
+            lock = self._changing[agent_id] = asyncio.Lock()
+        return lock
 
     # -- reading ----------------------------------------------------------------
 
@@ -349,6 +365,12 @@ class EvolutionCommands:
 
     async def promote(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: PromoteProposal = env.data
+        async with self.changing(cmd.agent_id):
+            reply = await self._promote(env, delivery, cmd)
+        await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
+        return reply
+
+    async def _promote(self, env: Envelope[Any], delivery: Delivery, cmd: PromoteProposal) -> Reply:
         row = await self.proposal(cmd.agent_id, cmd.proposal_id)
         config = await self.config(cmd.agent_id)
         ready = {"approved"} if config.approval_before_canary else {"approved", "accepted"}
@@ -365,9 +387,9 @@ class EvolutionCommands:
                 409,
             )
         if row["status"] == "promoted":
-            # (Delivered again: its decision is recorded after its effects, so both are done.)
+            # (Delivered again, or asked twice: its decision is recorded after its effects,
+            # so both are done.)
             served = await self._serving(cmd.agent_id, config)
-            await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
             return Reply(ok=True, result={"version_id": served, "decision_seq": 0, "agent_seq": 0})
         change = await self.change_of(row)
 
@@ -388,7 +410,7 @@ class EvolutionCommands:
             )
             return bool(status != "promoted")
 
-        reply = await self._serve_change(
+        return await self._serve_change(
             env,
             cmd.agent_id,
             config,
@@ -397,9 +419,8 @@ class EvolutionCommands:
             check_blocks=not delivery.redelivered,
             key=f"promotion {cmd.proposal_id}",
             still=not_yet,
+            take_back_if_refused=False,
         )
-        await self.start_next_canary(env, cmd.agent_id, cmd.proposal_id)
-        return reply
 
     async def change_of(self, row: dict[str, Any]) -> Change:
         """A proposal's parent, candidate and patch, as proposed."""
@@ -421,6 +442,7 @@ class EvolutionCommands:
         check_blocks: bool,
         key: str,
         still: Callable[[asyncpg.Connection], Awaitable[bool]],
+        take_back_if_refused: bool,
     ) -> Reply:
         """Make a change on the agent as it is now (o_evolution/rebase.py): its block edits
         by the memory service on each block's current value, the other fields three-way on
@@ -429,7 +451,10 @@ class EvolutionCommands:
         promoting it, a redelivery or a second one racing the first, makes it once; a
         rollback's command); the decision is recorded only while `still` holds at the
         subject's last decision. The fields (and with `check_blocks` the blocks) are checked
-        before any effect."""
+        before any effect. Refused after some of its block edits were made (a block the
+        agent changed in between), those are taken back if `take_back_if_refused` (effects
+        named by the command: a retry is another command, which makes them again); else
+        they stay, and the next try (named the same) makes only the rest."""
         # (Never served by evolution before: the version before is the change's base.)
         previous = await self._served_id(agent_id) or change.base.version_id
         now = await self.agent(agent_id)
@@ -442,24 +467,90 @@ class EvolutionCommands:
             raise AppendRejected(
                 f"the change cannot be made on the agent: {exc.reason}", 409
             ) from None
-        for label, edits in change.edits.items():
-            block_id = now.block_ids.get(label)
-            if block_id is None:
-                raise AppendRejected(f"the agent no longer has the block '{label}'", 409)
-            command = env.caused(
-                EditBlockText(block_id=block_id, edits=edits),
-                aggregate_id=block_id,
-                producer=PRODUCER,
-                id=derived_id("cmd", key, "block", label),
-            )
-            reply = await send_and_wait(
-                self.s.eventlog,
-                subjects.memory_command_subject(block_id),
-                command,
-                timeout=BLOCK_TIMEOUT,
-            )
-            if not reply.ok:
-                raise AppendRejected(f"block {label}: {reply.error}", reply.status or 409)
+        edited: list[str] = []  # the labels edited so far
+        try:
+            for label, edits in change.edits.items():
+                block_id = now.block_ids.get(label)
+                if block_id is None:
+                    raise AppendRejected(f"the agent no longer has the block '{label}'", 409)
+                reply = await self._edit_block(env, block_id, edits, (key, "block", label))
+                if not reply.ok:
+                    raise AppendRejected(f"block {label}: {reply.error}", reply.status or 409)
+                edited.append(label)
+            seq = await self._change_fields(env, agent_id, config, change, key)
+        except AppendRejected:
+            if take_back_if_refused:
+                await self._take_back(env, now, config, change, key, edited)
+            raise
+        served = (await self.agent(agent_id)).spec(config)
+
+        async def decided_at(conn: asyncpg.Connection) -> EvolutionDecided | None:
+            return decision(previous, served) if await still(conn) else None
+
+        decided = await history.record_if(
+            self.s.eventlog,
+            self.s.watcher,
+            self.s.reads,
+            env,
+            agent_id,
+            decided_at,
+            derived_id("evt", key, "served"),
+        )
+        return _served(served, decided or 0, seq)
+
+    async def _edit_block(
+        self,
+        env: Envelope[Any],
+        block_id: str,
+        edits: list[TextEdit],
+        name: tuple[str, ...],
+    ) -> Reply:
+        """Text edits made by the memory service on the block's value as it is then, under
+        a command id derived from `name` (made once, however often sent)."""
+        command = env.caused(
+            EditBlockText(block_id=block_id, edits=edits),
+            aggregate_id=block_id,
+            producer=PRODUCER,
+            id=derived_id("cmd", *name),
+        )
+        return await send_and_wait(
+            self.s.eventlog,
+            subjects.memory_command_subject(block_id),
+            command,
+            timeout=BLOCK_TIMEOUT,
+        )
+
+    async def _take_back(
+        self,
+        env: Envelope[Any],
+        now: AgentNow,
+        config: EvolutionConfig,
+        change: Change,
+        key: str,
+        edited: list[str],
+    ) -> None:
+        before = now.spec(config).blocks
+        for label in reversed(edited):
+            undo = change.taking_back(label, before.get(label, ""))
+            reply = None
+            if undo:
+                name = (key, "block", label, "taken back")
+                reply = await self._edit_block(env, now.block_ids[label], undo, name)
+            if reply is None or not reply.ok:
+                log.warning(
+                    "agent %s: change %s refused; its edits of block %s could not be taken"
+                    " back (%s)",
+                    now.agent_id,
+                    key,
+                    label,
+                    reply.error if reply is not None else "no way to tell them back",
+                )
+
+    async def _change_fields(
+        self, env: Envelope[Any], agent_id: str, config: EvolutionConfig, change: Change, key: str
+    ) -> int:
+        """The change's other fields, three-way on the agent as its subject has it: the
+        position of the agent's update (0: nothing to change)."""
 
         async def decide(last: int) -> Envelope[AgentUpdated] | None:
             fresh = await self.agent(agent_id)
@@ -481,27 +572,25 @@ class EvolutionCommands:
         seq = appended.seq if appended is not None else 0
         if seq:
             await self.s.watcher.wait(seq, AGENTS)
-        served = (await self.agent(agent_id)).spec(config)
-
-        async def decided_at(conn: asyncpg.Connection) -> EvolutionDecided | None:
-            return decision(previous, served) if await still(conn) else None
-
-        decided = await history.record_if(
-            self.s.eventlog,
-            self.s.watcher,
-            self.s.reads,
-            env,
-            agent_id,
-            decided_at,
-            derived_id("evt", key, "served"),
-        )
-        return _served(served, decided or 0, seq)
+        return seq
 
     async def roll_back(self, env: Envelope[Any], delivery: Delivery) -> Reply:
-        """Serve an earlier version again: the change from the version served to it, made
-        on the agent as it is (o_evolution/rebase.py), so what its memory tools wrote in
-        its blocks since stays."""
+        """Serve an earlier version again: each decision since taken back, made on the agent
+        as it is (o_evolution/rebase.py), so what its memory tools wrote in its blocks since
+        stays. Refused if another change to the version served was made while it waited
+        for its turn (a second click): it was asked of what was served before."""
         cmd: RollBackVersion = env.data
+        since = await self._serving_seq(self.s.pool, cmd.agent_id)
+        async with self.changing(cmd.agent_id):
+            if await self._serving_seq(self.s.pool, cmd.agent_id) != since:
+                raise AppendRejected(
+                    "the version served changed while this rollback waited for another"
+                    " change to it; ask again if it is still wanted",
+                    409,
+                )
+            return await self._roll_back(env, cmd, since)
+
+    async def _roll_back(self, env: Envelope[Any], cmd: RollBackVersion, since: int) -> Reply:
         target = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))
         config = await self.config(cmd.agent_id)
         live = await self.live_canary(cmd.agent_id)
@@ -524,16 +613,12 @@ class EvolutionCommands:
                 taken_back=dict(change.inverse or {}),
             )
 
-        # (Its blocks are checked by the memory service only: an agent's own rollback is
-        # carried out within its tool call's delivery, which may be a redelivery.)
-        since = await self._serving_seq(self.s.pool, cmd.agent_id)
-
         async def unchanged(conn: asyncpg.Connection) -> bool:
             return await self._serving_seq(conn, cmd.agent_id) == since
 
-        # (Its effects are named by the command: delivered again, it makes them once. A
-        # second rollback racing it records no decision once the first changed what is
-        # served; its edits, which take back text, find none to take back.)
+        # (Its blocks are checked by the memory service only: an agent's own rollback is
+        # carried out within its tool call's delivery, which may be a redelivery. Its
+        # effects are named by the command: delivered again, it makes them once.)
         return await self._serve_change(
             env,
             cmd.agent_id,
@@ -543,6 +628,7 @@ class EvolutionCommands:
             check_blocks=False,
             key=env.id,
             still=unchanged,
+            take_back_if_refused=True,
         )
 
     @staticmethod

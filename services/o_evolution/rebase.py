@@ -65,6 +65,17 @@ class Change:
     # A rollback's: by label, the edits that take its `edits` back (None: not known).
     inverse: Mapping[str, list[ReplaceText | AppendText] | None] | None = None
 
+    def taking_back(self, label: str, before: str) -> list[ReplaceText | AppendText] | None:
+        """Edits that take back this change's edits on `label`, made on the text `before`
+        (as it was just before them); None where that cannot be told."""
+        if self.inverse is not None:
+            return self.inverse.get(label)
+        edits = self.edits.get(label, [])
+        try:
+            return undo_edits(apply_text_edits(before, edits), edits)
+        except TextEditRefused:
+            return None
+
     @classmethod
     def of_proposal(cls, parent: VersionSpec, candidate: VersionSpec, patch: Patch) -> Change:
         return cls(parent, candidate, block_edits(patch), "the proposal was made")

@@ -721,20 +721,78 @@ async def test_a_rollback_undone_makes_the_promotion_again_and_keeps_every_memor
     rolled = await roll_back_to(promotion["previous_version"])
     assert rolled == f"{persona}\nLikes sailing."
     await write("Likes rowing.")
-    again = await roll_back_to(promotion["version_id"])
+    # Asked twice at once (a double click): made once. The second, if it waited for the
+    # first, is refused (it was asked of the version served before); if it came after,
+    # it changes nothing. (Both used to append the patch again.)
+    body = {"version_id": promotion["version_id"]}
+    twice = await asyncio.gather(*(system.http.post(f"{base}/rollback", json=body) for _ in "ab"))
+    codes = sorted(a.status_code for a in twice)
+    assert codes in ([200, 200], [200, 409]), [a.text for a in twice]
+    for refused in (a.json()["detail"] for a in twice if a.status_code == 409):
+        assert "changed while this rollback waited" in refused
+    again = str((await system.http.get(persona_url)).json()["value"])
     assert again == f"{persona}\nLikes sailing.\nLikes rowing.\nGreets {BETTER}."
     # And back to before the promotion, across both rollbacks.
     await write("Hums.")
     before = await roll_back_to(promotion["previous_version"])
     assert before == f"{persona}\nLikes sailing.\nLikes rowing.\nHums."
     decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
-    assert decisions[-4:] == [
-        "VersionPromoted",
-        "VersionRolledBack",
-        "VersionRolledBack",
-        "VersionRolledBack",
-    ]
+    after = decisions[decisions.index("VersionPromoted") + 1 :]
+    assert after == ["VersionRolledBack"] * (2 + codes.count(200)), decisions
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+async def test_a_rollback_refused_on_one_block_leaves_the_others_as_they_were(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """A rollback takes back its edits block by block; refused on its second block (the
+    agent rewrote the text it would take back), it used to leave the first rolled back
+    with no rollback recorded. Now the first is made again: a refused rollback changes
+    nothing."""
+    llm.default_reply = marked
+    blocks = [
+        {"label": "human", "value": "Name: Sam"},
+        {"label": "persona", "value": "Helpful."},
+        {"label": "guidelines", "value": "Be kind."},
+    ]
+    aid = str((await new_agent(system, memory_blocks=blocks))["id"])
+    for i in range(9):
+        await send(system, aid, f"question {i}")
+    base = PREFIX.format(aid)
+    config = {
+        "enabled": True,
+        "cases_per_evaluation": 9,
+        "max_votes_per_conversation": 9,
+        "evolvable_blocks": ["persona", "guidelines"],
+    }
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+    ops = [
+        {"op": "append_text", "target": "block:persona", "text": f"Greets {BETTER}."},
+        {"op": "append_text", "target": "block:guidelines", "text": "Cites sources."},
+    ]
+    proposal_id = await accepted(system, base, aid, ops)
+    promoted = await system.http.post(f"{base}/proposals/{proposal_id}/promote")
+    assert promoted.status_code == 200, promoted.text
+    block_url = f"/v1/agents/{aid}/core-memory/blocks/{{}}"
+    guidelines = (await system.http.get(block_url.format("guidelines"))).json()["value"]
+    assert guidelines == "Be kind.\nCites sources."
+    rewritten = {"value": "Be kind.\nCites nothing."}
+    assert (await system.http.patch(block_url.format("guidelines"), json=rewritten)).is_success
+    persona = (await system.http.get(block_url.format("persona"))).json()["value"]
+    assert persona.endswith(f"\nGreets {BETTER}.")
+
+    history = (await system.http.get(f"{base}/history")).json()
+    promotion = next(h["decision"] for h in history if h["type"] == "VersionPromoted")
+    body = {"version_id": promotion["previous_version"]}
+    refused = await system.http.post(f"{base}/rollback", json=body)
+    assert refused.status_code == 409, refused.text
+    assert "guidelines" in refused.json()["detail"]
+    assert (await system.http.get(block_url.format("persona"))).json()["value"] == persona
+    now = (await system.http.get(block_url.format("guidelines"))).json()["value"]
+    assert now == "Be kind.\nCites nothing."
+    decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert "VersionRolledBack" not in decisions
+    assert (await system.http.get(f"{base}/versions")).json()["serving"] == promotion["version_id"]
 
 
 async def test_a_canarys_candidate_shows_what_was_written_in_its_blocks_during_the_canary(
