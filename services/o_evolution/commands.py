@@ -87,6 +87,9 @@ class EvolutionCommands:
     _changing: WeakValueDictionary[str, asyncio.Lock] = field(
         default_factory=WeakValueDictionary, init=False, repr=False
     )
+    # The last rollback each agent's version served was changed by (its command's id): the
+    # same command sent again while it was being made waits for it, and is answered.
+    _rolled_back_by: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def changing(self, agent_id: str) -> asyncio.Lock:
         """The lock held while the agent's version served is changed (in this process: the
@@ -583,12 +586,19 @@ class EvolutionCommands:
         since = await self._serving_seq(self.s.pool, cmd.agent_id)
         async with self.changing(cmd.agent_id):
             if await self._serving_seq(self.s.pool, cmd.agent_id) != since:
+                if self._rolled_back_by.get(cmd.agent_id) == env.id:
+                    # (This very command, sent again while it was being made: done.)
+                    served = await self._serving(cmd.agent_id, await self.config(cmd.agent_id))
+                    result = {"version_id": served, "decision_seq": 0, "agent_seq": 0}
+                    return Reply(ok=True, result=result)
                 raise AppendRejected(
                     "the version served changed while this rollback waited for another"
                     " change to it; ask again if it is still wanted",
                     409,
                 )
-            return await self._roll_back(env, cmd, since)
+            reply = await self._roll_back(env, cmd, since)
+            self._rolled_back_by[cmd.agent_id] = env.id
+            return reply
 
     async def _roll_back(self, env: Envelope[Any], cmd: RollBackVersion, since: int) -> Reply:
         target = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))

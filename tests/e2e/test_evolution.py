@@ -732,9 +732,16 @@ async def test_a_rollback_undone_makes_the_promotion_again_and_keeps_every_memor
         assert "changed while this rollback waited" in refused
     again = str((await system.http.get(persona_url)).json()["value"])
     assert again == f"{persona}\nLikes sailing.\nLikes rowing.\nGreets {BETTER}."
-    # And back to before the promotion, across both rollbacks.
+    # And back to before the promotion, across both rollbacks; sent twice at once under one
+    # Idempotency-Key (a client's retry): one rollback, both answered.
     await write("Hums.")
-    before = await roll_back_to(promotion["previous_version"])
+    body = {"version_id": promotion["previous_version"]}
+    keyed = {"Idempotency-Key": f"back-{aid}"}
+    both = await asyncio.gather(
+        *(system.http.post(f"{base}/rollback", json=body, headers=keyed) for _ in "ab")
+    )
+    assert [a.status_code for a in both] == [200, 200], [a.text for a in both]
+    before = (await system.http.get(persona_url)).json()["value"]
     assert before == f"{persona}\nLikes sailing.\nLikes rowing.\nHums."
     decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
     after = decisions[decisions.index("VersionPromoted") + 1 :]

@@ -333,9 +333,15 @@ async def get_rollout(agent_id: str, rollout_id: str, gw: GW) -> dict[str, Any]:
 
 
 @route(router, "POST", PREFIX + "/rollback")
-async def rollback(agent_id: str, body: RollbackBody, gw: GW) -> dict[str, Any]:
+async def rollback(
+    agent_id: str, body: RollbackBody, gw: GW, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    """With an `Idempotency-Key`, a retry is the same command (its id derives from the
+    key), answered from its record: one rollback, however often sent."""
+    key = checked_key(idempotency_key)
     command = RollBackVersion(agent_id=agent_id, version_id=body.version_id, reason=body.reason)
-    await _command(gw, command, agent_id, COMMAND_TIMEOUT)
+    command_id = derived_id("cmd", agent_id, key, "rollback") if key is not None else None
+    await _command(gw, command, agent_id, COMMAND_TIMEOUT, command_id)
     return {"version_id": body.version_id}
 
 
