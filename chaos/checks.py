@@ -325,12 +325,23 @@ def evaluate(
         proposed = proposals.get(r.token, [])
         if not r.propose and proposed:
             extra.append("a proposal for a request that proposes none")
+        rolled = evolution.rolled_back_by((evolved or {}).get(r.agent_id), r.token)
         if r.propose:
             missing += evolution.missing(proposed)
             if len(proposed) > 1:
                 extra.append(f"proposal x{len(proposed)}")
             for p in proposed:
                 extra += evolution.case_problems(p)
+        elif r.rollback_to is not None:
+            if not rolled:
+                missing.append("the rollback")
+            if len(rolled) > 1:
+                extra.append(f"rollback x{len(rolled)}")
+            chain = (evolved or {}).get(r.agent_id)
+            if chain is not None and rolled:
+                for problem in evolution.rollback_problems(chain, rolled, r.rollback_to):
+                    found = Finding(problem.category, problem.text, r, cause=problem.cause)
+                    out.versions.append(found)
         elif r.upload:
             missing += _upload_missing(s)
         elif r.imports:
@@ -382,7 +393,9 @@ def evaluate(
             extra.append("a tool call for a plain message")
         if len(s.agents) > 1 or (s.agents and r.agent_id not in s.agents):
             extra.append(f"in agents {sorted(s.agents)}, sent to {r.agent_id}")
-        if (r.upload or r.imports or r.propose) and (u or a or c or b):
+        if rolled and r.rollback_to is None:
+            extra.append("a rollback for a request that asks none")
+        if (r.upload or r.imports or r.propose or r.rollback_to) and (u or a or c or b):
             extra.append(f"a message for an {r.verb}")
         if r.acked and r.mode != "async" and r.stop_reason not in (None, "end_turn"):
             out.acked_error_stop += 1
@@ -395,6 +408,8 @@ def evaluate(
             details = [_imports_found(made, template), details[-1]]
         if r.propose:
             details = [evolution.described(proposed), details[-1]]
+        if r.rollback_to is not None:
+            details = [f"found: rollbacks {rolled or '-'}", details[-1]]
         if r.memory and view is not None and (b != 1 or "memory edit" in missing):
             details.append(f"block: token {_token_history(view.versions, r.token)}")
             if log is not None:
@@ -419,7 +434,7 @@ def evaluate(
                 out.lost.append(Finding("lost", text, r, window, details, cause))
                 for m in missing:
                     out.lost_by_what[m] += 1
-            elif u or a or b or c or s.files or made or proposed:
+            elif u or a or b or c or s.files or made or proposed or rolled:
                 text = f"{head}: happened in part, missing {', '.join(missing)}"
                 out.partial.append(Finding("partial", text, r, window, details, cause))
     by_run = {run_id: r for r in requests for run_id in r.run_ids}

@@ -17,10 +17,17 @@ answer of the agent with more evolution marks (chaos/llm.py), so each of their p
 made once they have nine finished runs is accepted, rolled out to their live traffic (the
 load's own requests) and promoted, or aborted by the canary's analysis; one accepted while
 another's canary runs waits for it. Their checks, beside the ones above
-(`canary_problems`): each promoted proposal's mark is in the persona exactly once, and no
-other; every canary's decisions are a start, advances at rising weights and at most one
-end, nothing after it; at most one canary in progress; the version served is the last one
-promoted and holds the persona as it is.
+(`canary_problems`): the persona holds each mark at most once, and exactly the marks the
+history makes (a promotion adds its proposal's, a rollback leaves its version's); no mark of
+a proposal never promoted; every canary's decisions are a start, advances at rising weights
+and at most one end, nothing after it; at most one canary in progress; the version served
+is the last one promoted or rolled back to and holds the persona as it is.
+
+Some of their `propose` requests roll them back instead (chaos/load.py), to the version
+served before the one served then: each acknowledged one is one `VersionRolledBack` with its
+token in the reason, whose persona has exactly the marks of the version it rolled back to
+(`rollback_problems`: a rollback takes back the decisions since its target, no more, no
+less, also across earlier rollbacks).
 """
 
 from __future__ import annotations
@@ -214,9 +221,12 @@ def canary_problems(view: EvolutionView) -> list[Problem]:
             out.append(
                 Problem("duplicated", f"{who}: {token}'s change served, never promoted", _STRAY)
             )
-    for token in sorted(promoted - set(marks)):
+    expected = expected_marks(view)
+    for token in sorted(expected - set(marks)):
+        out.append(Problem("lost", f"{who}: {token}'s change not in the persona", _GONE))
+    for token in sorted(set(marks) - expected - (set(marks) - promoted)):
         out.append(
-            Problem("lost", f"{who}: {token} promoted, its change not in the persona", _GONE)
+            Problem("duplicated", f"{who}: {token}'s change in the persona, taken back", _BACK)
         )
     live = [r["rollout_id"] for r in view.rollouts if r.get("status") in ("running", "completed")]
     if len(live) > 1:
@@ -227,15 +237,15 @@ def canary_problems(view: EvolutionView) -> list[Problem]:
             out.append(
                 Problem("versions", f"{who}: canary {rollout['rollout_id']}: {wrong}", wrong)
             )
-    served = [h["decision"] for h in view.history if h.get("type") == "VersionPromoted"]
+    served = [h["decision"] for h in view.history if h.get("type") in SERVING]
     if served:
         serving = view.versions.get("serving")
         if serving != served[-1]["version_id"]:
             out.append(
                 Problem(
                     "versions",
-                    f"{who}: serving {serving}, last promoted {served[-1]['version_id']}",
-                    "the version served is not the last promoted",
+                    f"{who}: serving {serving}, last served {served[-1]['version_id']}",
+                    "the version served is not the last promoted or rolled back to",
                 )
             )
         spec = next(
@@ -251,6 +261,61 @@ def canary_problems(view: EvolutionView) -> list[Problem]:
                 )
             )
     return out
+
+
+def expected_marks(view: EvolutionView) -> set[str]:
+    """The marks the agent's history leaves in its persona: a promotion adds its proposal's,
+    a rollback leaves those of the version it made (checked against its target's by
+    `rollback_problems`)."""
+    tokens = {str(p["id"]): TOKEN.findall(str(p.get("rationale") or "")) for p in view.proposals}
+    expected: set[str] = set()
+    for h in view.history:
+        decision = h.get("decision") or {}
+        if h.get("type") == "VersionPromoted":
+            expected |= set(tokens.get(str(decision.get("proposal_id")), []))
+        elif h.get("type") == "VersionRolledBack":
+            expected = set(EVOLVED.findall(_persona(decision.get("spec"))))
+    return expected
+
+
+def rolled_back_by(view: EvolutionView | None, token: str) -> list[dict[str, Any]]:
+    """The rollbacks a request made: its token in their reason."""
+    if view is None:
+        return []
+    return [
+        h["decision"]
+        for h in view.history
+        if h.get("type") == "VersionRolledBack"
+        and token in TOKEN.findall(str(h["decision"].get("reason") or ""))
+    ]
+
+
+def rollback_problems(
+    view: EvolutionView, decisions: list[dict[str, Any]], target: str
+) -> list[Problem]:
+    """A rollback's persona must hold exactly the marks of the version it rolled back to."""
+    spec = next(
+        (v["spec"] for v in view.versions.get("versions") or [] if v["version_id"] == target),
+        None,
+    )
+    if spec is None:
+        return [Problem("versions", f"{view.agent_id}: version {target} not listed", _UNLISTED)]
+    want = sorted(EVOLVED.findall(_persona(spec)))
+    out = []
+    for decision in decisions:
+        got = sorted(EVOLVED.findall(_persona(decision.get("spec"))))
+        if got != want:
+            text = (
+                f"{view.agent_id}: rolled back to {target} ({decision.get('reason')}):"
+                f" changes {got} in the persona, the target's {want}"
+            )
+            out.append(Problem("versions", text, _NOT_TARGET))
+    return out
+
+
+def _persona(spec: Any) -> str:
+    blocks = (spec or {}).get("blocks") or {}
+    return str(blocks.get("persona") or "")
 
 
 def rollout_problem(rollout: dict[str, Any]) -> str | None:
@@ -274,5 +339,9 @@ def rollout_problem(rollout: dict[str, Any]) -> str | None:
 
 _TWICE = "a promotion's change made twice"
 _STRAY = "a change served without its promotion"
-_GONE = "a promotion's change lost"
+_GONE = "a change the history keeps lost"
+_BACK = "a change taken back by a rollback still served"
+_UNLISTED = "a rollback's target is not among the agent's versions"
+_NOT_TARGET = "a rollback did not take back exactly the decisions since its target"
+SERVING = ("VersionPromoted", "VersionRolledBack")
 _TWO_CANARIES = "two canaries in progress at once"

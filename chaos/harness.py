@@ -341,6 +341,7 @@ async def _load_and_kill(
         report.folders,
         template_file,
         evolving=params.shares.propose > 0,
+        rolling_back=frozenset(report.agent_ids[: params.auto_agents]),
     )
     killer = Killer(
         system,

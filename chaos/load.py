@@ -15,7 +15,11 @@ the file the first attempt made). An `import` request is no message either: the 
 agent's file (`.af`, exported at the start) imported as a new agent `chaos-import-<token>`,
 retried with the same `Idempotency-Key`. A `propose` request posts a proposal to change the
 agent (its token appended to its persona; chaos/evolution_checks.py) with an
-`Idempotency-Key`, evaluated in the shadow while the system is killed. A request is
+`Idempotency-Key`, evaluated in the shadow while the system is killed. For an agent that
+evolves in mode auto, one such request in three (by its token) rolls the agent back instead,
+to the parent of the version it serves (the one served before: a rollback's parent undoes
+it), its token in the reason, with an `Idempotency-Key`; a request for an agent that serves
+no version yet proposes. A request is
 acknowledged when an attempt got a 2xx; one that got another 4xx is given up (rejected);
 retries stop `retry_grace` seconds after the load ends.
 """
@@ -23,6 +27,7 @@ retries stop `retry_grace` seconds after the load ends.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import time
@@ -114,6 +119,8 @@ class Request:
     import_name: str | None = None
     # A proposal to change the agent, its token in the patch and the rationale.
     propose: bool = False
+    # A rollback of the agent to this version, its token in the reason.
+    rollback_to: str | None = None
     # Sent to the agent's conversation (its own subject, run queue and history) instead of
     # its default one; always answered in the request (Letta has no async conversation route).
     conversation_id: str | None = None
@@ -149,6 +156,8 @@ class Request:
             return "import"
         if self.propose:
             return "propose"
+        if self.rollback_to is not None:
+            return "rollback"
         if self.memory:
             return "remember"
         if self.refused:
@@ -165,6 +174,7 @@ class Request:
             "upload": "upload",
             "import": "import",
             "propose": "proposal",
+            "rollback": "rollback",
             "say": "plain",
         }
         where = " in a conversation" if self.conversation_id else ""
@@ -233,6 +243,7 @@ class Load:
         folders: dict[str, str] | None = None,
         template: str | None = None,
         evolving: bool = False,
+        rolling_back: frozenset[str] = frozenset(),
     ) -> None:
         self.http = http
         self.agent_ids = agent_ids
@@ -244,6 +255,8 @@ class Load:
         self.template = template
         # Whether the agents' evolution is on (the `propose` requests need it).
         self.evolving = evolving
+        # The agents some of whose `propose` requests roll them back instead (mode auto).
+        self.rolling_back = rolling_back
         self.s = settings
         self.clock = clock
         self.requests: list[Request] = []
@@ -291,6 +304,9 @@ class Load:
             if kind == "propose" and self.evolving:
                 request.propose = True
                 request.mode, request.conversation_id = "sync", None
+                if agent_id in self.rolling_back and rolls_back(request.token):
+                    request.rollback_to = await self._rollback_target(agent_id)
+                    request.propose = request.rollback_to is None
             if kind == "import_" and self.template is not None:
                 request.import_name = IMPORT_PREFIX + request.token
                 request.mode, request.conversation_id = "sync", None
@@ -303,6 +319,24 @@ class Load:
                 await self._fired(request)
             if request.acked and request.mode in ("async", "schedule") and request.run_ids:
                 await self._poll(request)
+
+    async def _rollback_target(self, agent_id: str) -> str | None:
+        """The parent of the version the agent serves (None: none served, or not read)."""
+        try:
+            response = await self.http.get(
+                f"/v1/agents/{agent_id}/evolution/versions", timeout=self.s.request_timeout
+            )
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        listed = response.json()
+        serving = listed.get("serving")
+        for version in listed.get("versions") or []:
+            if version.get("version_id") == serving:
+                parent = version.get("parent_id")
+                return str(parent) if parent else None
+        return None
 
     def _mode(self, draw: float) -> Mode:
         # (One draw: a seed's async requests stay those it always sent.)
@@ -335,6 +369,9 @@ class Load:
         if request.propose:
             path = f"/v1/agents/{request.agent_id}/evolution/proposals"
             body = proposal_body(request.token)
+        if request.rollback_to is not None:
+            path = f"/v1/agents/{request.agent_id}/evolution/rollback"
+            body = {"version_id": request.rollback_to, "reason": rollback_reason(request.token)}
         give_up = self.s.duration + self.s.retry_grace
         backoff = 0.2
         while True:
@@ -469,6 +506,16 @@ class Load:
                 request.run_status = response.json().get("status")
                 if request.run_status not in ACTIVE:
                     return
+
+
+def rolls_back(token: str) -> bool:
+    """Whether a `propose` request for an agent in mode auto rolls it back instead: one in
+    three, by its token (no draw: a seed's requests stay those it always made)."""
+    return int(hashlib.sha256(token.encode()).hexdigest(), 16) % 3 == 0
+
+
+def rollback_reason(token: str) -> str:
+    return f"chaos rollback {token}"
 
 
 def file_text(token: str) -> str:

@@ -284,7 +284,9 @@ async def rollout_aborted(conn: asyncpg.Connection, e: RolloutAborted, rec: Reco
 
 @decision(VersionRolledBack)
 async def rolled_back(conn: asyncpg.Connection, e: VersionRolledBack, rec: Recorded) -> None:
-    await _version(conn, e.agent_id, e.spec, rec)
+    # (A rollback too is made on the agent as it had become: the version it makes has the
+    # one served before as its parent, so rolling back to its parent undoes it.)
+    await _version(conn, e.agent_id, e.spec, rec, parent_id=e.previous_version)
     await _serve(conn, e.agent_id, e.version_id, rec)
 
 

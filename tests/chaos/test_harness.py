@@ -10,7 +10,13 @@ import pytest
 
 from chaos.blocklog import BlockEvent
 from chaos.checks import AgentView, FolderView, Imported, evaluate
-from chaos.evolution_checks import EvolutionView, canary_problems, proposal_body
+from chaos.evolution_checks import (
+    EvolutionView,
+    canary_problems,
+    proposal_body,
+    rollback_problems,
+    rolled_back_by,
+)
 from chaos.killer import TARGETS, schedule
 from chaos.llm import answer, call_id, evolved_mark, stream_chunks, token_for
 from chaos.load import (
@@ -503,7 +509,10 @@ def test_canaries_and_promotions_are_checked_against_the_persona() -> None:
         },
         {"rollout_id": "r-4", "status": "completed", "decisions": [decided("RolloutStarted", 5)]},
     ]
-    history = [{"type": "VersionPromoted", "decision": {"version_id": "version-2"}}]
+    history = [
+        {"type": "VersionPromoted", "decision": {"version_id": "version-2", "proposal_id": p}}
+        for p in ("p-1", "p-3")
+    ]
     versions = {"serving": "version-1", "versions": []}
     view = EvolutionView(AGENT, proposals, {"ok": True}, history, 0, rollouts, versions, persona)
     found = [(p.category, p.cause) for p in canary_problems(view)]
@@ -517,13 +526,67 @@ def test_canaries_and_promotions_are_checked_against_the_persona() -> None:
             "decisions ['RolloutStarted', 'RolloutAborted', 'RolloutAdvanced'] end more than"
             " once, or go on after their end",
         ),
-        ("versions", "the version served is not the last promoted"),
+        ("versions", "the version served is not the last promoted or rolled back to"),
     ]
     # A promotion whose change is missing is lost; a clean agent has nothing to say.
-    lost = EvolutionView(AGENT, proposals[:1], {"ok": True}, [], 0, [], {}, "x")
+    served = {"serving": "version-2"}
+    lost = EvolutionView(AGENT, proposals[:1], {"ok": True}, history[:1], 0, [], served, "x")
     assert [(p.category, p.cause) for p in canary_problems(lost)] == [
-        ("lost", "a promotion's change lost")
+        ("lost", "a change the history keeps lost")
     ]
     only = f"x\n{evolved_mark(promoted)}"
-    clean = EvolutionView(AGENT, proposals[:1], {"ok": True}, [], 0, rollouts[:1], {}, only)
+    clean = EvolutionView(
+        AGENT, proposals[:1], {"ok": True}, history[:1], 0, rollouts[:1], served, only
+    )
     assert canary_problems(clean) == []
+
+
+def test_a_rollback_leaves_exactly_its_targets_changes() -> None:
+    """Promoted twice, then rolled back to the first promotion's version: the second's
+    change is gone, the first's stays; a rollback that left another's change is named."""
+    first, second = token_for(3, 1), token_for(3, 2)
+    proposals = [
+        {"id": f"p-{i}", "status": "promoted", "rationale": f"chaos proposal {t}"}
+        for i, t in enumerate((first, second))
+    ]
+
+    def spec(*tokens: str) -> dict[str, Any]:
+        return {"blocks": {"persona": "x" + "".join(f"\n{evolved_mark(t)}" for t in tokens)}}
+
+    back = {"version_id": "v-3", "spec": spec(first), "reason": "chaos rollback T003n000009"}
+    history = [
+        {"type": "VersionPromoted", "decision": {"version_id": "v-1", "proposal_id": "p-0"}},
+        {"type": "VersionPromoted", "decision": {"version_id": "v-2", "proposal_id": "p-1"}},
+        {"type": "VersionRolledBack", "decision": back},
+    ]
+    versions = {
+        "serving": "v-3",
+        "versions": [
+            {"version_id": "v-1", "spec": spec(first)},
+            {"version_id": "v-3", "spec": spec(first)},
+        ],
+    }
+    persona = spec(first)["blocks"]["persona"]
+    view = EvolutionView(AGENT, proposals, {"ok": True}, history, 0, [], versions, persona)
+    assert canary_problems(view) == []
+    assert rolled_back_by(view, "T003n000009") == [back]
+    assert rollback_problems(view, [back], "v-1") == []
+    # Served with the second's change still in it: a change taken back, still served.
+    kept = EvolutionView(
+        AGENT,
+        proposals,
+        {"ok": True},
+        history,
+        0,
+        [],
+        versions,
+        spec(first, second)["blocks"]["persona"],
+    )
+    assert [p.cause for p in canary_problems(kept)] == [
+        "a change taken back by a rollback still served",
+        "a promotion's effects and its decision disagree",
+    ]
+    wrong = {**back, "spec": spec(first, second)}
+    assert [p.cause for p in rollback_problems(view, [wrong], "v-1")] == [
+        "a rollback did not take back exactly the decisions since its target"
+    ]

@@ -720,6 +720,9 @@ async def test_a_rollback_undone_makes_the_promotion_again_and_keeps_every_memor
     await write("Likes sailing.")
     rolled = await roll_back_to(promotion["previous_version"])
     assert rolled == f"{persona}\nLikes sailing."
+    versions = (await system.http.get(f"{base}/versions")).json()
+    made = next(v for v in versions["versions"] if v["version_id"] == versions["serving"])
+    assert made["parent_id"] == promotion["version_id"]  # (the version it replaced)
     await write("Likes rowing.")
     # Asked twice at once (a double click): made once. The second, if it waited for the
     # first, is refused (it was asked of the version served before); if it came after,
