@@ -201,6 +201,10 @@ class _Execution:
                 if not getting.done():
                     getting.cancel()
                     await asyncio.gather(getting, return_exceptions=True)
+                    ended = watching.result() if not watching.cancelled() else None
+                    if ended is not None:
+                        # Its outcome, asked of the replica: the answer was lost on the way.
+                        return self._answered(ended)
                     break  # the watch ended first: the replica is gone
                 decided = self._answer(getting.result(), holder)
                 if decided is not None:
@@ -228,11 +232,13 @@ class _Execution:
             return None
         return self._answered(state)
 
-    async def _watch(self, holder: _Holder) -> None:
+    async def _watch(self, holder: _Holder) -> ExecutionState | None:
         """Return once the replica running the call is gone, or LOST_AFTER went by without
-        a word from (or about) it."""
+        a word from (or about) it: None. Or once the replica says it ended the call: its
+        state (an outcome published while NATS restarted never reaches the inbox, and the
+        replica, alive, keeps it)."""
         loop = asyncio.get_running_loop()
-        seen = loop.time()
+        seen = asked = loop.time()
         while loop.time() - seen < LOST_AFTER:
             if holder.replica is None:
                 # (an older replica, or one too slow yet to say it took the call)
@@ -247,10 +253,16 @@ class _Execution:
             alive = subjects.sandbox_alive_subject(holder.replica)
             verdict = await checked(self.eventlog.nc, alive)
             if verdict is Verdict.GONE:
-                return
+                return None
             if verdict is Verdict.ALIVE:
                 seen = loop.time()
+                if loop.time() - asked >= ASK_EVERY:
+                    asked = loop.time()
+                    state = await self._ask()
+                    if state is not None and state.state != "running":
+                        return state
             await asyncio.sleep(PROBE_EVERY)
+        return None
 
     async def _follow(self) -> Event | None:
         """The outcome from the replica that holds the call, once it ends; None if none
