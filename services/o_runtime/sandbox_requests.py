@@ -21,7 +21,10 @@ the outcome is the second). While it waits, the caller asks that replica's liven
 every PROBE_EVERY (o_runtime/liveness.py): a replica that died has no responders there, so
 its call counts as lost within a moment, and the caller decides as above (runs an idempotent
 tool on another replica, or fails the call clearly). A replica that only stops answering
-(stalled) is waited for up to LOST_AFTER, as is one that never said it took the call.
+(stalled) is waited for up to LOST_AFTER, as is one that never said it took the call. A
+replica that lives is also asked about the call every ASK_EVERY: its outcome, published while
+NATS restarted, never reaches the caller's inbox, but the replica keeps finished executions
+and answers with it (tests/integration/test_sandbox_faults.py).
 """
 
 from __future__ import annotations

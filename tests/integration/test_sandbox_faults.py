@@ -10,11 +10,12 @@ import signal
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import nats.errors
 import pytest
+from nats.aio.msg import Msg
 
 from o_contracts import subjects
 from o_contracts.envelope import decode
@@ -23,6 +24,7 @@ from o_contracts.requests import ExecutionState, ExecutionStatus
 from o_runtime.eventlog import EventLog
 from o_runtime.nats_identity import Identity
 from o_runtime.sandbox_requests import LOST_AFTER
+from o_tool_sandbox.service import ToolSandboxService
 from tests.integration.sandbox_support import (
     client,  # noqa: F401
     execution_events,
@@ -293,5 +295,51 @@ async def test_a_killed_zygote_is_replaced_and_calls_go_on(
             result = await run_tool(client, tool_command(NAP, "nap", {"seconds": 0}))
             assert (result["status"], result["tool_return"]) == ("success", "rested")
         assert service.pool._zygote.proc is not zygote
+    finally:
+        await service.stop()
+
+
+class _LosesTheOutcome:
+    """A call's message whose second answer (the outcome) never reaches the caller, as when
+    it is published while NATS restarts; the first (who took it) goes through."""
+
+    def __init__(self, msg: Msg, lost: list[bytes]) -> None:
+        self.data, self.reply, self.headers = msg.data, msg.reply, msg.headers
+        self._msg, self._lost, self._answered = msg, lost, 0
+
+    async def respond(self, data: bytes) -> None:
+        self._answered += 1
+        if self._answered == 2:
+            self._lost.append(data)
+            return
+        await self._msg.respond(data)
+
+
+async def test_an_outcome_lost_on_the_way_is_asked_of_the_replica_that_keeps_it(
+    client: EventLog,  # noqa: F811
+    sandbox_nats: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Chaos seed 39: NATS restarted just as a replica published a call's outcome. The replica
+    # lived on (its liveness subject answered), so the caller waited out its whole budget and
+    # recorded "did not answer" for a tool that had run. It now asks the replica, which keeps
+    # finished executions, and records the outcome it was sent.
+    lost: list[bytes] = []
+    taking = ToolSandboxService._on_run
+
+    async def on_run(service: ToolSandboxService, msg: Msg) -> None:
+        await taking(service, cast(Msg, _LosesTheOutcome(msg, lost)))
+
+    monkeypatch.setattr(ToolSandboxService, "_on_run", on_run)
+    service = await start_sandbox(sandbox_nats, monkeypatch)
+    try:
+        command = tool_command(NAP, "nap", {"seconds": 0.2})
+        # A budget far short of the call's own (wait_budget): only asking can answer in time.
+        result = await run_tool(client, command, timeout=LOST_AFTER + 3)
+        assert len(lost) == 1  # the replica did answer, and its answer was lost
+        assert (result["status"], result["tool_return"]) == ("success", "rested")
+        assert result["sandbox"] == service.replica
+        events = [r.envelope.data for r in await execution_events(client, command)]
+        assert [type(e) for e in events] == [ToolExecutionStarted, ToolExecuted]
     finally:
         await service.stop()
