@@ -47,7 +47,7 @@ from o_contracts.evolution_commands import (
     StartRollout,
 )
 from o_contracts.ids import derived_id
-from o_contracts.projection_names import AGENTS
+from o_contracts.projection_names import AGENTS, EVOLUTION
 from o_contracts.text_edits import TextEdit, block_edits
 from o_evolution import history, performance, proposer
 from o_evolution.agent_state import AgentNow, agent_changes, agent_now
@@ -87,9 +87,6 @@ class EvolutionCommands:
     _changing: WeakValueDictionary[str, asyncio.Lock] = field(
         default_factory=WeakValueDictionary, init=False, repr=False
     )
-    # The last rollback each agent's version served was changed by (its command's id): the
-    # same command sent again while it was being made waits for it, and is answered.
-    _rolled_back_by: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def changing(self, agent_id: str) -> asyncio.Lock:
         """The lock held while the agent's version served is changed (in this process: the
@@ -456,8 +453,9 @@ class EvolutionCommands:
         subject's last decision. The fields (and with `check_blocks` the blocks) are checked
         before any effect. Refused after some of its block edits were made (a block the
         agent changed in between), those are taken back if `take_back_if_refused` (effects
-        named by the command: a retry is another command, which makes them again); else
-        they stay, and the next try (named the same) makes only the rest."""
+        named by the command: a retry is another command, which makes them again, and the
+        same command again is refused as before: `_not_refused_before`); else they stay,
+        and the next try (named the same) makes only the rest."""
         # (Never served by evolution before: the version before is the change's base.)
         previous = await self._served_id(agent_id) or change.base.version_id
         now = await self.agent(agent_id)
@@ -470,6 +468,8 @@ class EvolutionCommands:
             raise AppendRejected(
                 f"the change cannot be made on the agent: {exc.reason}", 409
             ) from None
+        if take_back_if_refused:
+            await self._not_refused_before(env, now, config, change, key)
         edited: list[str] = []  # the labels edited so far
         try:
             for label, edits in change.edits.items():
@@ -549,6 +549,32 @@ class EvolutionCommands:
                     reply.error if reply is not None else "no way to tell them back",
                 )
 
+    async def _not_refused_before(
+        self, env: Envelope[Any], now: AgentNow, config: EvolutionConfig, change: Change, key: str
+    ) -> None:
+        """Refuse a change that was refused before (some of its edits taken back) as it was.
+        Its edits are named by the command, so made again they would be answered from the
+        memory service's record and not made, and its decision would claim edits that were
+        taken back (a retry under the same Idempotency-Key). The edits it made and has not
+        taken back yet (its delivery stopped mid-way) are taken back first."""
+        made = {derived_id("cmd", key, "block", label): label for label in change.edits}
+        undone = {derived_id("cmd", key, "block", label, "taken back") for label in change.edits}
+        found = {
+            r["command_id"]
+            for r in await self.s.pool.fetch(
+                "SELECT DISTINCT command_id FROM block_versions WHERE command_id = ANY($1)",
+                [*made, *undone],
+            )
+        }
+        if not found & undone:
+            return
+        await self._take_back(env, now, config, change, key, [made[c] for c in made if c in found])
+        raise AppendRejected(
+            "this change was refused before and what it had made was taken back; the same"
+            " request again is the same change: send a new Idempotency-Key to ask again",
+            409,
+        )
+
     async def _change_fields(
         self, env: Envelope[Any], agent_id: str, config: EvolutionConfig, change: Change, key: str
     ) -> int:
@@ -585,20 +611,35 @@ class EvolutionCommands:
         cmd: RollBackVersion = env.data
         since = await self._serving_seq(self.s.pool, cmd.agent_id)
         async with self.changing(cmd.agent_id):
+            # This very command made before (sent again while it was being made, a
+            # client's retry under its Idempotency-Key, a redelivery however late): its
+            # decision is its record. Made again, it would take back what came after it.
+            done = await self._decision(cmd.agent_id, derived_id("evt", env.id, "served"))
+            if done is not None:
+                return done
             if await self._serving_seq(self.s.pool, cmd.agent_id) != since:
-                if self._rolled_back_by.get(cmd.agent_id) == env.id:
-                    # (This very command, sent again while it was being made: done.)
-                    served = await self._serving(cmd.agent_id, await self.config(cmd.agent_id))
-                    result = {"version_id": served, "decision_seq": 0, "agent_seq": 0}
-                    return Reply(ok=True, result=result)
                 raise AppendRejected(
                     "the version served changed while this rollback waited for another"
                     " change to it; ask again if it is still wanted",
                     409,
                 )
-            reply = await self._roll_back(env, cmd, since)
-            self._rolled_back_by[cmd.agent_id] = env.id
-            return reply
+            return await self._roll_back(env, cmd, since)
+
+    async def _decision(self, agent_id: str, event_id: str) -> Reply | None:
+        """The answer to the command whose decision is `event_id`, if it was recorded (read
+        with the projection at the subject's last decision)."""
+        last = await self.s.eventlog.last_seq(subjects.evolution_subject(agent_id))
+        async with self.s.reads.at(last, EVOLUTION) as conn:
+            row = await conn.fetchrow(
+                "SELECT seq, payload->>'version_id' AS version_id FROM evolution_history"
+                " WHERE agent_id = $1 AND event_id = $2",
+                agent_id,
+                event_id,
+            )
+        if row is None:
+            return None
+        result = {"version_id": row["version_id"], "decision_seq": row["seq"], "agent_seq": 0}
+        return Reply(ok=True, result=result)
 
     async def _roll_back(self, env: Envelope[Any], cmd: RollBackVersion, since: int) -> Reply:
         target = VersionSpec.model_validate(await self._spec(cmd.agent_id, cmd.version_id))

@@ -61,7 +61,7 @@ def decision(event_type: type[D]) -> Callable[[Apply[D]], Apply[D]]:
         async def handle(conn: asyncpg.Connection, e: D, rec: Recorded) -> None:
             await conn.execute(
                 "INSERT INTO evolution_history (agent_id, seq, type, prev_hash, hash, payload,"
-                " created_at) VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT DO NOTHING",
+                " created_at, event_id) VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING",
                 e.agent_id,
                 rec.seq,
                 e.type_name(),
@@ -69,6 +69,7 @@ def decision(event_type: type[D]) -> Callable[[Apply[D]], Apply[D]]:
                 e.hash,
                 e.chain_payload(),
                 rec.envelope.time,
+                rec.envelope.id,
             )
             await fn(conn, e, rec)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -432,3 +433,38 @@ def brought_provider(api_key: str) -> Iterator[FakeOpenAI]:
         yield fake
     finally:
         fake.stop()
+
+
+@asynccontextmanager
+async def short_dedup_window(system: System, seconds: float = 0.5) -> AsyncIterator[None]:
+    """The events stream's duplicate window shortened (restored on exit): what a request sent
+    again hours later meets, without waiting the two minutes out."""
+    async with connected(system) as nc:
+        js = nc.jetstream()
+        config = (await js.stream_info(subjects.EVENTS_STREAM)).config
+        window = config.duplicate_window
+        await js.update_stream(dataclasses.replace(config, duplicate_window=seconds))
+        try:
+            yield
+        finally:
+            await js.update_stream(dataclasses.replace(config, duplicate_window=window))
+
+
+async def forgotten(system: System, subject: str, msg_id: str) -> None:
+    """Wait until the events stream no longer takes `msg_id` for a duplicate. Asked by
+    publishing under it expecting a last message id the stream never has: answered as a
+    duplicate while the id is remembered, refused (wrong last msg ID, 10070) once it is not;
+    stored neither way. (nats-server checks the other expectations, a subject's last
+    sequence included, before duplicates: they cannot tell.)"""
+    headers = {"Nats-Msg-Id": msg_id, "Nats-Expected-Last-Msg-Id": f"never-{uuid.uuid4()}"}
+    async with connected(system) as nc:
+        js = nc.jetstream()
+        async with asyncio.timeout(DEADLINE):
+            while True:
+                try:
+                    ack = await js.publish(subject, b"", headers=headers)
+                except nats.js.errors.APIError as exc:
+                    assert exc.err_code == 10070, exc
+                    return
+                assert ack.duplicate, ack
+                await asyncio.sleep(0.1)

@@ -20,7 +20,7 @@ from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import ProposalApproved
 from o_contracts.evolution_commands import ProposeChange
-from o_contracts.ids import new_id
+from o_contracts.ids import derived_id, new_id
 from o_contracts.projection_names import EVOLUTION, MEMORY
 from o_evolution import proposer
 from o_evolution.judge import RUBRIC
@@ -29,11 +29,13 @@ from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
 from tests.e2e.support import (
     evolution_events,
+    forgotten,
     log_end,
     new_agent,
     projected,
     projected_past,
     send,
+    short_dedup_window,
     until,
 )
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
@@ -749,6 +751,26 @@ async def test_a_rollback_undone_makes_the_promotion_again_and_keeps_every_memor
     decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
     after = decisions[decisions.index("VersionPromoted") + 1 :]
     assert after == ["VersionRolledBack"] * (2 + codes.count(200)), decisions
+    # Forward again (another key), then the keyed request above sent once more (a client's
+    # late retry): answered from its record. It used to be made again, taking back the
+    # rollback after it.
+    forward = {"version_id": promotion["version_id"]}
+    onward = {"Idempotency-Key": f"forward-{aid}"}
+    ahead = await system.http.post(f"{base}/rollback", json=forward, headers=onward)
+    assert ahead.status_code == 200, ahead.text
+    served = (await system.http.get(persona_url)).json()["value"]
+    assert served == f"{before}\nGreets {BETTER}."
+    # (Late: past the stream's duplicate window, which hid the defect for two minutes.)
+    command_id = derived_id("cmd", aid, f"key:back-{aid}", "rollback")
+    async with short_dedup_window(system):
+        await forgotten(
+            system, subjects.evolution_subject(aid), derived_id("evt", command_id, "served")
+        )
+        late = await system.http.post(f"{base}/rollback", json=body, headers=keyed)
+    assert late.status_code == 200, late.text
+    assert (await system.http.get(persona_url)).json()["value"] == served
+    history = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert history == [*decisions, "VersionRolledBack"]
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
 
 
@@ -794,7 +816,8 @@ async def test_a_rollback_refused_on_one_block_leaves_the_others_as_they_were(
     history = (await system.http.get(f"{base}/history")).json()
     promotion = next(h["decision"] for h in history if h["type"] == "VersionPromoted")
     body = {"version_id": promotion["previous_version"]}
-    refused = await system.http.post(f"{base}/rollback", json=body)
+    keyed = {"Idempotency-Key": f"undo-{aid}"}
+    refused = await system.http.post(f"{base}/rollback", json=body, headers=keyed)
     assert refused.status_code == 409, refused.text
     assert "guidelines" in refused.json()["detail"]
     assert (await system.http.get(block_url.format("persona"))).json()["value"] == persona
@@ -803,6 +826,24 @@ async def test_a_rollback_refused_on_one_block_leaves_the_others_as_they_were(
     decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
     assert "VersionRolledBack" not in decisions
     assert (await system.http.get(f"{base}/versions")).json()["serving"] == promotion["version_id"]
+
+    # The block written back, the same request again (same key) is the same rollback: refused
+    # as before. (It used to leave the persona as it was, its edit there counted as made by
+    # the first try though that one took it back, and record a rollback of both blocks.)
+    restored = {"value": "Be kind.\nCites sources."}
+    assert (await system.http.patch(block_url.format("guidelines"), json=restored)).is_success
+    again = await system.http.post(f"{base}/rollback", json=body, headers=keyed)
+    assert again.status_code == 409, again.text
+    assert "refused before" in again.json()["detail"]
+    assert (await system.http.get(block_url.format("persona"))).json()["value"] == persona
+    # A new key asks again: both blocks rolled back, one decision.
+    fresh = {"Idempotency-Key": f"undo-again-{aid}"}
+    done = await system.http.post(f"{base}/rollback", json=body, headers=fresh)
+    assert done.status_code == 200, done.text
+    assert (await system.http.get(block_url.format("persona"))).json()["value"] == "Helpful."
+    assert (await system.http.get(block_url.format("guidelines"))).json()["value"] == "Be kind."
+    decisions = [h["type"] for h in (await system.http.get(f"{base}/history")).json()]
+    assert decisions.count("VersionRolledBack") == 1
 
 
 async def test_a_canarys_candidate_shows_what_was_written_in_its_blocks_during_the_canary(
