@@ -235,6 +235,7 @@ class EvolutionCommands:
         return await history.record(
             self.s.eventlog,
             self.s.watcher,
+            self.s.reads,
             env,
             decision,
             event_id or derived_id("evt", env.id, key),

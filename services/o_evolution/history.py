@@ -36,23 +36,43 @@ def counted(decision: EvolutionDecided, appended: Appended) -> None:
         measured.evolution_decisions.add(1, {"decision": decision.type_name()})
 
 
+async def recorded(conn: asyncpg.Connection, agent_id: str, event_id: str) -> int | None:
+    """The position of the agent's decision `event_id`, if it is in its history."""
+    seq = await conn.fetchval(
+        "SELECT seq FROM evolution_history WHERE agent_id = $1 AND event_id = $2",
+        agent_id,
+        event_id,
+    )
+    return int(seq) if seq is not None else None
+
+
 async def record(
     eventlog: EventLog,
     watcher: ProjectionWatcher,
+    reads: ProjectionReads,
     cause: Envelope[Any],
     decision: EvolutionDecided,
     event_id: str,
 ) -> int:
     """Append `decision` after the subject's last one (linked to its hash); its seq once
-    the evolution projection has it. The same `event_id` again is the same decision."""
+    the evolution projection has it. The same `event_id` again is the same decision: found
+    in the history, it is not appended again (the stream's duplicate window alone would
+    let a command delivered again minutes later record it twice, after later ones)."""
     subject = subjects.evolution_subject(decision.agent_id)
+    found: list[int] = []
 
-    async def decide(last: int) -> Envelope[EvolutionDecided]:
+    async def decide(last: int) -> Envelope[EvolutionDecided] | None:
+        async with reads.at(last, EVOLUTION) as conn:
+            seq = await recorded(conn, decision.agent_id, event_id)
+        if seq is not None:
+            found.append(seq)
+            return None
         linked = decision.chained(await last_hash(eventlog, last), link_hash)
         return cause.caused(linked, aggregate_id=decision.agent_id, producer=PRODUCER, id=event_id)
 
     appended = await eventlog.append_decided(subject, decide)
-    assert appended is not None
+    if appended is None:
+        return found[-1]
     counted(decision, appended)
     await watcher.wait(appended.seq, EVOLUTION)
     return appended.seq
@@ -76,6 +96,9 @@ async def record_if(
 
     async def decide_at(last: int) -> Envelope[EvolutionDecided] | None:
         async with reads.at(last, EVOLUTION) as conn:
+            # (Recorded already: a command delivered again, past the duplicate window.)
+            if await recorded(conn, agent_id, event_id) is not None:
+                return None
             decision = await decide(conn)
         if decision is None:
             return None

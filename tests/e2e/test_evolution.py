@@ -19,7 +19,8 @@ import pytest
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
 from o_contracts.events import ProposalApproved
-from o_contracts.evolution_commands import ProposeChange
+from o_contracts.evolution import EvolutionConfig
+from o_contracts.evolution_commands import ConfigureEvolution, ProposeChange
 from o_contracts.ids import derived_id, new_id
 from o_contracts.projection_names import EVOLUTION, MEMORY
 from o_evolution import proposer
@@ -530,6 +531,37 @@ async def test_a_proposal_retried_with_an_idempotency_key_is_one_proposal(
         f"{base}/proposals", json=body, headers={"Idempotency-Key": "x" * 300}
     )
     assert bad.status_code == 422 and "Idempotency-Key" in bad.json()["detail"]
+
+
+async def test_a_configuration_delivered_again_late_does_not_undo_a_later_one(
+    system: System,
+) -> None:
+    """A command delivered again after its effect (its ack lost, a client's retry) past
+    the stream's two-minute duplicate window was recorded again: here an old configuration,
+    appended after the newer one, turned evolution back on. Each decision is now found in the
+    history by its event id before it is appended."""
+    aid = str((await new_agent(system))["id"])
+    base = PREFIX.format(aid)
+    config = EvolutionConfig(enabled=True, mode="propose_only")
+    first = Envelope.wrap(
+        ConfigureEvolution(agent_id=aid, config=config), aggregate_id=aid, producer="test"
+    )
+    subject = subjects.evolution_command_subject(aid)
+    eventlog = await EventLog.connect(system.env["NATS_URL"], name="test-configure-late")
+    try:
+        assert (await send_and_wait(eventlog, subject, first, timeout=30)).ok
+        assert (await system.http.put(f"{base}/config", json={"enabled": False})).is_success
+        event_id = derived_id("evt", first.id, "configured")
+        async with short_dedup_window(system):
+            await forgotten(system, subjects.evolution_subject(aid), event_id)
+            again = await send_and_wait(eventlog, subject, first, timeout=30)
+    finally:
+        await eventlog.close()
+    assert again.ok, again.error
+    assert (await system.http.get(f"{base}/config")).json()["enabled"] is False
+    history = (await system.http.get(f"{base}/history")).json()
+    assert [h["type"] for h in history] == ["EvolutionConfigured"] * 2
+    assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
 
 
 TWO_CASES = {"enabled": True, "cases_per_evaluation": 2, "max_votes_per_conversation": 2}
