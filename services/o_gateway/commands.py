@@ -16,14 +16,21 @@ PRODUCER = "gateway"
 
 
 async def append_decided(
-    eventlog: EventLog, subject: str, aggregate_id: str, event: Any, expected: int | None, what: str
+    eventlog: EventLog,
+    subject: str,
+    aggregate_id: str,
+    event: Any,
+    expected: int | None,
+    what: str,
+    id: str | None = None,
 ) -> int:
     """Append a registry's event decided on its row as read (`expected`: that row's
-    sequence, 0 for a new aggregate); a change meanwhile is a 409 naming `what`."""
+    sequence, 0 for a new aggregate); a change meanwhile is a 409 naming `what`. `id`: the
+    event's, where a retry must find what its first try appended."""
     try:
         appended = await eventlog.append(
             subject,
-            Envelope.wrap(event, aggregate_id=aggregate_id, producer=PRODUCER),
+            Envelope.wrap(event, aggregate_id=aggregate_id, producer=PRODUCER, id=id),
             expected_last_seq=expected,
         )
     except ConcurrencyConflict as exc:
@@ -39,10 +46,11 @@ async def append_visible(
     expected: int | None,
     what: str,
     projection: str,
+    id: str | None = None,
 ) -> int:
     """`append_decided`, then wait until `projection` shows the event, so the answer the
     gateway builds from it (and the client's next read) sees the change."""
-    seq = await append_decided(gw.eventlog, subject, aggregate_id, event, expected, what)
+    seq = await append_decided(gw.eventlog, subject, aggregate_id, event, expected, what, id)
     await gw.visible(seq, projection)
     return seq
 

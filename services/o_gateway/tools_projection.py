@@ -55,9 +55,14 @@ async def tool_created(conn: asyncpg.Connection, e: ToolCreated, rec: Recorded) 
 
 @tools.on(ToolUpdated)
 async def tool_updated(conn: asyncpg.Connection, e: ToolUpdated, rec: Recorded) -> None:
-    args: list[object] = [e.tool_id, rec.envelope.time, rec.seq]
+    # (An update that changed nothing, an import's override recorded for its retry's sake,
+    # leaves `updated_at` as it was.)
+    args: list[object] = [e.tool_id, rec.seq]
+    if e.changes:
+        args.append(rec.envelope.time)
+    touched = ", updated_at = $3" if e.changes else ""
     await conn.execute(
-        f"UPDATE tools SET updated_at = $2, last_seq = $3{assignments(e.changes, COLUMNS, args)}"
+        f"UPDATE tools SET last_seq = $2{touched}{assignments(e.changes, COLUMNS, args)}"
         " WHERE id = $1",
         *args,
     )

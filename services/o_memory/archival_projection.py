@@ -194,11 +194,14 @@ async def archive_created(conn: asyncpg.Connection, e: ArchiveCreated, rec: Reco
 
 @archival.on(ArchiveUpdated)
 async def archive_updated(conn: asyncpg.Connection, e: ArchiveUpdated, rec: Recorded) -> None:
-    args: list[object] = [e.archive_id, rec.envelope.time, rec.seq]
+    # (An update that changed nothing is recorded for its command's sake: it leaves
+    # `updated_at` as it was.)
+    args: list[object] = [e.archive_id, rec.seq]
+    if e.changes:
+        args.append(rec.envelope.time)
     sets = assignments(e.changes, ("name", "description"), args)
-    await conn.execute(
-        f"UPDATE archives SET updated_at = $2, last_seq = $3{sets} WHERE id = $1", *args
-    )
+    touched = ", updated_at = $3" if e.changes else ""
+    await conn.execute(f"UPDATE archives SET last_seq = $2{touched}{sets} WHERE id = $1", *args)
     await _effect(conn, e.archive_id, rec)
 
 

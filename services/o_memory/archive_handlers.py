@@ -133,7 +133,9 @@ class ArchiveCommands:
                 ).items()
                 if v is not None and v != row[k]
             }
-            return ArchiveUpdated(archive_id=cmd.archive_id, changes=changes) if changes else None
+            # (Recorded even when it changes nothing: its record answers it if it is
+            # delivered again, after a later rename it would otherwise undo.)
+            return ArchiveUpdated(archive_id=cmd.archive_id, changes=changes)
 
         return await self._decided(env, cmd.archive_id, decide)
 
@@ -153,12 +155,8 @@ class ArchiveCommands:
             await archive_row(conn, cmd.archive_id)
             if not await conn.fetchval("SELECT 1 FROM agents WHERE id = $1", cmd.agent_id):
                 raise AppendRejected(f"Agent {cmd.agent_id} not found", 404)
-            if await conn.fetchval(
-                "SELECT 1 FROM archive_agents WHERE archive_id = $1 AND agent_id = $2",
-                cmd.archive_id,
-                cmd.agent_id,
-            ):
-                return None
+            # Attached already, it is recorded all the same: delivered again after a
+            # detach, its record answers it (it used to attach the archive again).
             return ArchiveAttached(archive_id=cmd.archive_id, agent_id=cmd.agent_id)
 
         subject = subjects.archive_agent_subject(cmd.archive_id, cmd.agent_id)
@@ -169,12 +167,8 @@ class ArchiveCommands:
 
         async def decide(conn: asyncpg.Connection) -> Event | None:
             await archive_row(conn, cmd.archive_id)
-            if not await conn.fetchval(
-                "SELECT 1 FROM archive_agents WHERE archive_id = $1 AND agent_id = $2",
-                cmd.archive_id,
-                cmd.agent_id,
-            ):
-                return None  # (as Letta: detaching what is not attached changes nothing)
+            # (As Letta: detaching what is not attached changes nothing. Recorded all the
+            # same, so that delivered again after an attach it does not detach.)
             return ArchiveDetached(archive_id=cmd.archive_id, agent_id=cmd.agent_id)
 
         subject = subjects.archive_agent_subject(cmd.archive_id, cmd.agent_id)

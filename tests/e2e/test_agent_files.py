@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,29 @@ async def test_a_retried_import_is_one_import(system: System, llm: FakeOpenAI) -
     # (reasoning, tool call), as Letta lists a stored message.
     assert len({m["id"] for m in listed}) == 1 + 187
     assert len(listed) == 312
+
+
+async def test_a_retried_import_leaves_a_tool_edited_since_as_it_is(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """An import retried under its Idempotency-Key after one of its tools was edited: the
+    retry is answered, and the edit stays. (The retry used to take the tool its first try
+    wrote for one it met, and override it with the file's source again.)"""
+    data = example("customer_service")
+    key = {"Idempotency-Key": f"import-edited-{uuid.uuid4().hex}"}
+    first = await import_file(system, data, key)
+    assert first.status_code == 200, first.text
+    (agent_id,) = first.json()["agent_ids"]
+    agent = (await system.http.get(f"/v1/agents/{agent_id}")).json()
+    tool_id = next(t["id"] for t in agent["tools"] if t["name"] == "escalate")
+    edited = await system.http.patch(f"/v1/tools/{tool_id}", json={"source_code": ESCALATE_CHANGED})
+    assert edited.status_code == 200, edited.text
+    end = await log_end(system)
+    again = await import_file(system, data, key)
+    assert again.status_code == 200, again.text
+    assert again.json()["agent_ids"] == [agent_id]
+    assert (await system.http.get(f"/v1/tools/{tool_id}")).json()["source_code"] == ESCALATE_CHANGED
+    assert await log_end(system) == end  # nothing written again
 
 
 async def test_import_options_as_letta_reads_them(system: System, llm: FakeOpenAI) -> None:

@@ -287,11 +287,14 @@ async def test_a_retried_request_makes_one_archive_and_one_passage(
     agent = await new_agent(system)
     attach = await http.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive}")
     assert attach.status_code == 200, attach.text
-    # Attached twice: one attachment.
+    # Attached twice: one attachment (each request recorded, so that one delivered again
+    # after a detach is answered from its record instead of attaching again).
     assert (await http.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive}")).json() is None
     async with connected(system) as nc:
         attached = await event_types(nc, subjects.agent_archives_filter(agent["id"]))
-    assert [t for _, t in attached] == ["ArchiveAttached"]
+    assert [t for _, t in attached] == ["ArchiveAttached", "ArchiveAttached"]
+    listed = (await http.get("/v1/archives/", params={"agent_id": agent["id"]})).json()
+    assert [a["id"] for a in listed] == [archive]
     hits = await found(system, agent["id"], "Who lives by the sea cliffs?")
     assert hits[:1] == ["The lighthouse keeper lives on the northern cliff."]
 

@@ -21,9 +21,16 @@ import pytest
 from nats.aio.client import Client
 
 from o_contracts import evolution_commands, schedule_commands, subjects
-from o_contracts.commands import EditBlockText, RunTool
+from o_contracts.commands import (
+    AttachArchive,
+    DetachArchive,
+    EditBlockText,
+    RunTool,
+    UpdateArchive,
+)
 from o_contracts.envelope import Envelope, decode
 from o_contracts.evolution import AppendText
+from o_contracts.file_commands import CloseFiles
 from o_contracts.ids import derived_id
 from o_contracts.registry import all_messages
 from o_contracts.subjects import Lane
@@ -612,6 +619,69 @@ async def test_file_commands_delivered_again_change_nothing(system: System) -> N
     assert await agent_files(system, agent["id"]) == shown
 
 
+async def test_commands_that_changed_nothing_delivered_again_undo_nothing(
+    system: System,
+) -> None:
+    """An attach of an attached archive, a detach of a detached one, a rename to the name it
+    has and a close of nothing open change nothing, and used to
+    record nothing: delivered again (an ack lost, a client's retry) after a later change,
+    each was decided afresh and undid it. Each is recorded now, and answered from there."""
+    http = system.http
+    agent = str((await new_agent(system))["id"])
+    archive = (await http.post("/v1/archives/", json={"name": "same"})).json()["id"]
+    attach_url = f"/v1/agents/{agent}/archives/attach/{archive}"
+    detach_url = f"/v1/agents/{agent}/archives/detach/{archive}"
+
+    async def attached() -> list[str]:
+        listed = await http.get("/v1/archives/", params={"agent_id": agent})
+        return [a["id"] for a in listed.json()]
+
+    folder = await new_folder(system)
+    up = await upload(system, folder["id"], "n.md", markdown(["x"]).encode(), "text/markdown")
+    assert (await processed(system, folder["id"], up["id"]))["processing_status"] == "completed"
+    assert (await http.patch(f"/v1/agents/{agent}/folders/attach/{folder['id']}")).is_success
+    file_url = f"/v1/agents/{agent}/files/{up['id']}"
+
+    async def is_open() -> bool:
+        return bool((await agent_files(system, agent))[0]["is_open"])
+
+    def command(message: Any, key: str) -> Envelope[Any]:
+        return Envelope.wrap(message, aggregate_id=key, producer="test")
+
+    async with connected(system) as nc:
+
+        async def deliver(env: Envelope[Any]) -> None:
+            reply = await publish_again(nc, subjects.memory_command_subject(env.aggregate_id), env)
+            assert reply.ok, reply.error
+
+        assert (await http.patch(attach_url)).is_success
+        attach = command(AttachArchive(archive_id=archive, agent_id=agent), archive)
+        await deliver(attach)  # attached already
+        assert (await http.patch(detach_url)).is_success
+        await deliver(attach)
+        assert await attached() == []
+
+        detach = command(DetachArchive(archive_id=archive, agent_id=agent), archive)
+        await deliver(detach)  # not attached
+        assert (await http.patch(attach_url)).is_success
+        await deliver(detach)
+        assert await attached() == [archive]
+
+        rename = command(UpdateArchive(archive_id=archive, name="same"), archive)
+        await deliver(rename)  # its name already
+        assert (await http.patch(f"/v1/archives/{archive}", json={"name": "new"})).is_success
+        await deliver(rename)
+        assert (await http.get(f"/v1/archives/{archive}")).json()["name"] == "new"
+
+        assert (await http.patch(f"{file_url}/close")).is_success
+        assert not await is_open()
+        close_all = command(CloseFiles(agent_id=agent), agent)
+        await deliver(close_all)  # nothing open
+        assert (await http.patch(f"{file_url}/open")).is_success
+        await deliver(close_all)
+        assert await is_open()
+
+
 async def test_archive_commands_delivered_again_change_nothing(
     system: System, llm: FakeOpenAI
 ) -> None:
@@ -791,6 +861,39 @@ async def test_creations_retried_with_an_idempotency_key_create_once(system: Sys
     ]
     assert passages[0][0]["id"] == passages[1][0]["id"]
     assert len((await system.http.get(url)).json()) == 1
+
+
+async def test_an_agent_retried_with_identities_links_them_once(system: System) -> None:
+    """An agent's create naming `identity_ids`, retried under its Idempotency-Key after the
+    agent left one of them: the retry is answered, and the agent stays out of it. (Each
+    retry used to set the agent's identities to the request's again.)"""
+    http = system.http
+    made = [
+        await http.post(
+            "/v1/identities/",
+            json={"identifier_key": f"k-{uuid.uuid4()}", "name": n, "identity_type": "user"},
+        )
+        for n in ("left", "kept")
+    ]
+    left, kept = (r.json()["id"] for r in made)
+    key = {"Idempotency-Key": f"create-{uuid.uuid4()}"}
+    body = {
+        "name": f"linked-{uuid.uuid4()}",
+        "model": "openai/gpt-4o-mini",
+        "identity_ids": [left, kept],
+    }
+    first = await http.post("/v1/agents/", json=body, headers=key)
+    assert first.status_code == 200, first.text
+    agent = first.json()["id"]
+    assert sorted(i["id"] for i in first.json()["identities"]) == sorted([left, kept])
+    detached = await http.patch(f"/v1/agents/{agent}/identities/detach/{left}")
+    assert detached.is_success, detached.text
+    again = await http.post("/v1/agents/", json=body, headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == agent
+    assert [i["id"] for i in again.json()["identities"]] == [kept]
+    assert (await http.get(f"/v1/identities/{left}")).json()["agent_ids"] == []
+    assert (await http.get(f"/v1/identities/{kept}")).json()["agent_ids"] == [agent]
 
 
 async def test_a_block_change_retried_with_an_idempotency_key_is_one_version(

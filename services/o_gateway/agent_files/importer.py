@@ -45,9 +45,13 @@ async def registry_for(gw: Gateway, file: AgentFile, import_id: str) -> Registry
     """What of O a file's entities may meet: its tools by name, the MCP servers and the
     tools they offer, folders' names (leaving out what this import's first try made)."""
     names = sorted({t.name for t in file.tools} | {n for a in file.agents for n in a.tools or []})
+    # (A tool this import's first try created is not one it met: a retry would override it.)
+    own_tools = [derived_id("tool", import_id, t.id) for t in file.tools]
     rows = await gw.pool.fetch(
-        "SELECT DISTINCT ON (name) * FROM tools WHERE name = ANY($1) ORDER BY name, created_at, id",
+        "SELECT DISTINCT ON (name) * FROM tools WHERE name = ANY($1) AND NOT id = ANY($2)"
+        " ORDER BY name, created_at, id",
         names,
+        own_tools,
     )
     own_servers = [mcp_server_id_of(import_id, s.id) for s in file.mcp_servers]
     mcp = {
@@ -88,7 +92,12 @@ async def write(gw: Gateway, plan: ImportPlan) -> None:
     tools = [0]
     for tool in plan.tools:
         subject = subjects.tool_subject(tool.tool_id)
-        tools.append(await _append_new(gw, subject, tool.event, tool.tool_id, tool.expected))
+        if tool.once is not None:
+            tools.append(
+                await _append_once(gw, subject, tool.event, tool.tool_id, tool.once, tool.expected)
+            )
+        else:
+            tools.append(await _append_new(gw, subject, tool.event, tool.tool_id, tool.expected))
     replies = await asyncio.gather(
         *(
             memory_command(
@@ -165,6 +174,21 @@ async def _append_new(
         for recorded in await gw.eventlog.read_subject(subject):
             if recorded.envelope.id == envelope.id:
                 return recorded.seq
+        raise HTTPException(409, f"{subject} changed while importing; try again") from None
+
+
+async def _append_once(
+    gw: Gateway, subject: str, event: Any, aggregate_id: str, event_id: str, expected: int
+) -> int:
+    """Append `event` as `event_id`, expecting the subject at `expected`, unless the subject
+    holds it (this import's first try wrote it): its position either way."""
+    for recorded in await gw.eventlog.read_subject(subject):
+        if recorded.envelope.id == event_id:
+            return recorded.seq
+    envelope = Envelope.wrap(event, aggregate_id=aggregate_id, producer=PRODUCER, id=event_id)
+    try:
+        return (await gw.eventlog.append(subject, envelope, expected_last_seq=expected)).seq
+    except ConcurrencyConflict:
         raise HTTPException(409, f"{subject} changed while importing; try again") from None
 
 

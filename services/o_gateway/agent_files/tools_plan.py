@@ -47,6 +47,9 @@ class ToolWrite:
     event: ToolCreated | ToolUpdated
     # The tool subject's position the write expects: 0 for a new tool.
     expected: int
+    # An existing tool's override: its event's id (derived from the import), which a
+    # retry of the import finds on the tool's subject and does not write again.
+    once: str | None = None
 
 
 @dataclass
@@ -104,10 +107,12 @@ def _choose(
         plan.writes.append(ToolWrite(tool_id, ToolCreated(tool_id=tool_id, **fields), 0))
         return ToolChoice("user", tool.name, tool_id)
     if override_existing:
+        # Written even when nothing changes: a retry of this import finds it by its id and
+        # leaves the tool alone (it used to override an edit made since the first try).
         changes = {k: v for k, v in fields.items() if k != "name" and row.get(k) != v}
-        if changes:
-            event = ToolUpdated(tool_id=row["id"], changes=changes)
-            plan.writes.append(ToolWrite(row["id"], event, row["last_seq"]))
+        event = ToolUpdated(tool_id=row["id"], changes=changes)
+        once = derived_id("evt", import_id, row["id"], "override")
+        plan.writes.append(ToolWrite(row["id"], event, row["last_seq"], once))
     return ToolChoice("user", tool.name, row["id"])
 
 

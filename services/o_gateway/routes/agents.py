@@ -10,13 +10,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from o_contracts.ids import derived_id
 from o_contracts.projection_names import AGENTS, ARCHIVAL, MEMORY, RUNS
 from o_gateway import agent_requests, decisions, sleeptime
 from o_gateway.agent_reads import agent_state, render_agent
 from o_gateway.idempotency import IdempotencyKey, checked_key
 from o_gateway.identity_reads import by_identity
 from o_gateway.pagination import Listing
-from o_gateway.routes.identities import check_identities, set_agent_identities
+from o_gateway.routes.identities import (
+    check_identities,
+    link_agent_once,
+    set_agent_identities,
+)
 from o_gateway.routes.paths import route
 from o_gateway.schemas import CreateAgentBody, UpdateAgentBody
 from o_gateway.state import GW, checked_id
@@ -29,9 +34,16 @@ async def create_agent(
     body: CreateAgentBody, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> dict[str, Any]:
     identity_ids = await check_identities(gw, body.identity_ids or [])
-    command = await agent_requests.create_agent(gw, body, checked_key(idempotency_key))
+    key = checked_key(idempotency_key)
+    command = await agent_requests.create_agent(gw, body, key)
     seq = await decisions.create_agent(gw, command)
-    if identity_ids:
+    if key is not None:
+        # A retry links what its first try had not, and nothing it had: an identity the
+        # agent left since stays left (setting them all again used to undo that).
+        for identity_id in identity_ids:
+            link = derived_id("evt", command.agent_id, key, "identity", identity_id)
+            await link_agent_once(gw, identity_id, command.agent_id, link)
+    elif identity_ids:
         await set_agent_identities(gw, command.agent_id, identity_ids)
     # (RUNS: the agent's first messages, for message_ids)
     await gw.visible(seq, AGENTS, MEMORY, RUNS)

@@ -101,10 +101,12 @@ async def _key_free(
         )
 
 
-async def _append(gw: Gateway, identity_id: str, event: Any, expected: int) -> None:
+async def _append(
+    gw: Gateway, identity_id: str, event: Any, expected: int, id: str | None = None
+) -> None:
     subject = subjects.identity_subject(identity_id)
     what = f"identity {identity_id}"
-    await append_visible(gw, subject, identity_id, event, expected, what, IDENTITIES)
+    await append_visible(gw, subject, identity_id, event, expected, what, IDENTITIES, id)
 
 
 async def _change(gw: Gateway, row: Any, changes: dict[str, Any]) -> None:
@@ -347,6 +349,20 @@ async def set_agent_identities(gw: Gateway, agent_id: str, identity_ids: list[st
     )
     for identity_id in sorted(wanted ^ having):
         await _linked(gw, identity_id, "agent_ids", agent_id, identity_id in wanted)
+
+
+async def link_agent_once(gw: Gateway, identity_id: str, agent_id: str, event_id: str) -> None:
+    """The agent added to the identity by the event `event_id`, unless the identity's log
+    holds it already: a request retried under its Idempotency-Key (an agent's create naming
+    `identity_ids`) links once, and does not link again an agent detached since. Recorded
+    even when the agent is in the identity already, for the same reason."""
+    subject = subjects.identity_subject(identity_id)
+    if any(r.envelope.id == event_id for r in await gw.eventlog.read_subject(subject)):
+        return
+    row = await identity_row(gw.pool, identity_id)
+    linked = sorted(set(row["agent_ids"]) | {agent_id})
+    event = IdentityUpdated(identity_id=identity_id, changes={"agent_ids": linked})
+    await _append(gw, identity_id, event, row["last_seq"], event_id)
 
 
 async def check_identities(gw: Gateway, identity_ids: list[str]) -> list[str]:

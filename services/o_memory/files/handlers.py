@@ -128,9 +128,9 @@ class FileViews:
                 decision = self._decide(cmd, files, views, max_open)
             except Refused as exc:
                 raise AppendRejected(str(exc), exc.status) from exc
+            # (Recorded even when it opens and closes nothing: delivered again after the
+            # agent closed a file, its record answers it instead of opening it again.)
             decided.append(decision)
-            if not decision.opened and not decision.closed:
-                return None
             return cause.caused(
                 FilesOpened(
                     agent_id=cmd.agent_id,
@@ -190,9 +190,9 @@ class FileViews:
                         f"File {unknown[0]} is not attached to agent {cmd.agent_id}", 404
                     )
             chosen = [v for v in views if cmd.file_ids is None or v.file_id in cmd.file_ids]
+            # (Recorded even when nothing was open: delivered again after a file was
+            # opened, its record answers it instead of closing that file.)
             closing.append(chosen)
-            if not chosen:
-                return None
             return env.caused(
                 FilesClosed(
                     agent_id=cmd.agent_id,
