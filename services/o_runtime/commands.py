@@ -45,6 +45,7 @@ from o_runtime.holdings import Holdings
 from o_runtime.instruments import measured
 from o_runtime.nats_flush import FLUSH_WITHIN, flush
 from o_runtime.outages import is_outage
+from o_runtime.refusals import Refusals
 from o_runtime.retries import Retries
 from o_runtime.takeover import Takeover
 from o_runtime.tracing import continued
@@ -216,6 +217,7 @@ class CommandConsumer:
         # What this process holds, kept where a survivor finds it; what a dead one held,
         # given back (module docstring).
         self.holdings = await Holdings.open(self.eventlog, self.name)
+        self.refusals = await Refusals.open(self.eventlog.js, self.name, self.eventlog.replicas)
         self.takeover = Takeover(self.eventlog, self.holdings.kv, self.holdings)
         await self.takeover.start()
         self._handling: set[asyncio.Task[None]] = set()
@@ -331,6 +333,14 @@ class CommandConsumer:
             await self._reply(reply_to, Reply(ok=False, error=str(exc), status=status))
             await self._ack(raw)
             return "malformed", "dead_lettered"
+        if meta.num_delivered > 1:
+            # Refused before, and its ack lost: answered as it was, never decided again on
+            # what changed since (o_runtime/refusals.py).
+            refused = await self.refusals.recorded(envelope.id)
+            if refused is not None:
+                await self._reply(reply_to, refused)
+                await self._ack(raw)
+                return envelope.type, "refused"
         # Long commands (an agent run) keep telling the server they are alive,
         # so the command is not redelivered to another replica meanwhile.
         heartbeat = asyncio.create_task(self._keep_alive(raw))
@@ -382,6 +392,15 @@ class CommandConsumer:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
+        if not reply.ok:
+            try:
+                await self.refusals.record(envelope.id, reply)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                # (Not answered yet: decided again once the server is back.)
+                await self._nak(raw, self.retries.delay(meta.num_delivered, outage=True))
+                return envelope.type, "outage"
         await self._reply(reply_to, reply)
         await self._ack(raw)
         return envelope.type, "ok" if reply.ok else "refused"

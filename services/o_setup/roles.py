@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from o_contracts import subjects
 from o_runtime.holdings import HELD_BUCKET
 from o_runtime.nats_identity import inbox_prefix
+from o_runtime.refusals import REFUSED_BUCKET
 from o_setup import topology
 
 JS_API = "$JS.API"
@@ -153,10 +154,19 @@ def holds(durable: topology.Durable) -> Grant:
     return gets(f"KV_{HELD_BUCKET}") + Grant(publish=(keys,), subscribe=(keys,))
 
 
+def refuses(durable: topology.Durable) -> Grant:
+    """Keep the refusals it answered, for their commands' redeliveries
+    (o_runtime/refusals.py)."""
+    keys = f"$KV.{REFUSED_BUCKET}.{durable.name}.>"
+    return gets(f"KV_{REFUSED_BUCKET}") + Grant(publish=(keys,))
+
+
 def handles_commands(*durables: topology.Durable) -> Grant:
     """Consume commands and answer their senders (O-Reply-To names any role's inbox);
-    give back at once what a dead replica held."""
-    return grants(*(consumes(d) + holds(d) for d in durables)) + Grant(publish=("_INBOX.>",))
+    give back at once what a dead replica held; answer a redelivered refusal as before."""
+    return grants(*(consumes(d) + holds(d) + refuses(d) for d in durables)) + Grant(
+        publish=("_INBOX.>",)
+    )
 
 
 def lives(role: str) -> Grant:

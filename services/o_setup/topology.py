@@ -29,6 +29,7 @@ from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 from o_contracts import subjects
 from o_executor.run_queue import BUCKET as RUNS_BUCKET
 from o_executor.settings import ExecutorSettings
+from o_runtime import refusals
 from o_runtime.commands import command_consumer_config
 from o_runtime.env import Env
 from o_runtime.eventlog import ensure_streams
@@ -211,6 +212,8 @@ async def _ensure_kv(js: JetStreamContext, replicas: int) -> None:
     )
     # What each process holds of its consumers, for fast takeover (o_runtime/holdings.py).
     await _ensure_bucket(js, bucket_config(replicas))
+    # The refusals each consumer answered, for their redeliveries (o_runtime/refusals.py).
+    await _ensure_bucket(js, refusals.bucket_config(replicas))
 
 
 async def _ensure_provider_traces(js: JetStreamContext, env: Env, replicas: int) -> None:

@@ -20,10 +20,11 @@ from o_runtime.commands import (
     CommandConsumer,
     CommandTimeout,
     Delivery,
+    decode_reply,
     encode_reply,
     send_and_wait,
 )
-from o_runtime.eventlog import EventLog
+from o_runtime.eventlog import AppendRejected, EventLog
 from tests.integration.commands_support import command
 
 
@@ -119,3 +120,50 @@ async def test_a_command_whose_handler_died_is_sent_again_and_answered(
         await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
     assert reply.ok and reply.result == {"copies": 2}
     assert seen == [c.id, c.id]
+
+
+async def test_a_refusal_whose_ack_was_lost_is_answered_again_not_decided_again(
+    eventlog: EventLog,
+) -> None:
+    # Refused (nothing changed), then acknowledged: an ack lost on the way (NATS restarting)
+    # has JetStream deliver the command again. Decided afresh, it went through on what had
+    # changed meanwhile, though its sender was told it was refused. Now its refusal is kept
+    # (o_runtime/refusals.py) and the redelivery is answered with it.
+    decided: list[int] = []
+
+    async def handler(envelope: Envelope[Any], delivery: Delivery) -> Reply:
+        decided.append(delivery.num_delivered)
+        if len(decided) == 1:
+            raise AppendRejected("block human is over its limit", 422)
+        return Reply(ok=True, result={"made": True})
+
+    c = command()
+    name = f"refused_{uuid.uuid4().hex[:8]}"
+    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler}, ack_wait=1)
+    acking = consumer._ack
+    acks = 0
+
+    async def ack_lost_once(msg: Msg) -> None:
+        nonlocal acks
+        acks += 1
+        if acks == 1:
+            consumer.holdings.release(msg.reply)  # (never reaches the server)
+            return
+        await acking(msg)
+
+    consumer._ack = ack_lost_once  # type: ignore[method-assign]
+    await consumer.start()
+    inbox = eventlog.nc.new_inbox()
+    replies = await eventlog.nc.subscribe(inbox)
+    try:
+        await eventlog.send_command(f"o.cmd.{name}.{c.aggregate_id}", c, reply_to=inbox)
+        answers = [decode_reply((await replies.next_msg(timeout=30)).data) for _ in "ab"]
+    finally:
+        await replies.unsubscribe()
+        await consumer.stop()
+        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
+    assert [(a.ok, a.status, a.error) for a in answers] == [
+        (False, 422, "block human is over its limit")
+    ] * 2
+    assert decided == [1]  # the redelivery was not decided again
+    assert acks == 2
