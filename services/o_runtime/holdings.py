@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import msgpack
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError
+from nats.js.api import KeyValueConfig
 from nats.js.kv import KeyValue
 
 from o_runtime.eventlog import EventLog
+from o_runtime.kv_buckets import kept_bucket, opened
 from o_runtime.liveness import Liveness, liveness
 
 log = logging.getLogger(__name__)
@@ -75,23 +75,11 @@ class Held:
 
 
 def bucket_config(replicas: int = 1) -> KeyValueConfig:
-    return KeyValueConfig(
-        bucket=HELD_BUCKET,
-        history=1,
-        ttl=KEY_MAX_AGE,
-        direct=True,
-        storage=StorageType.FILE,
-        replicas=replicas,
-    )
+    return kept_bucket(HELD_BUCKET, KEY_MAX_AGE, replicas)
 
 
 async def held_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
-    """The bucket (made by the setup role: o_setup/topology.py; here only for identities
-    that may, such as tests' operator)."""
-    try:
-        return await js.key_value(HELD_BUCKET)
-    except BucketNotFoundError:
-        return await js.create_key_value(bucket_config(replicas))
+    return await opened(js, bucket_config(replicas))
 
 
 def ack_position(reply: str) -> tuple[int, int] | None:

@@ -22,11 +22,12 @@ import hashlib
 import logging
 
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from o_contracts.base import Reply
+from o_runtime.kv_buckets import kept_bucket, opened
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,7 @@ KEY_MAX_AGE = 7 * 24 * 3600.0
 
 
 def bucket_config(replicas: int = 1) -> KeyValueConfig:
-    return KeyValueConfig(
-        bucket=REFUSED_BUCKET,
-        history=1,
-        ttl=KEY_MAX_AGE,
-        direct=True,
-        storage=StorageType.FILE,
-        replicas=replicas,
-    )
+    return kept_bucket(REFUSED_BUCKET, KEY_MAX_AGE, replicas)
 
 
 def refusal_key(consumer: str, command_id: str) -> str:
@@ -63,13 +57,7 @@ class Refusals:
 
     @classmethod
     async def open(cls, js: JetStreamContext, consumer: str, replicas: int = 1) -> Refusals:
-        try:
-            kv = await js.key_value(REFUSED_BUCKET)
-        except BucketNotFoundError:
-            # (Made by the setup role: o_setup/topology.py; here only for identities that
-            # may, such as tests' operator.)
-            kv = await js.create_key_value(bucket_config(replicas))
-        return cls(kv, consumer)
+        return cls(await opened(js, bucket_config(replicas)), consumer)
 
     async def recorded(self, command_id: str) -> Reply | None:
         """The refusal this consumer answered the command with, if it refused it."""
