@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
@@ -11,13 +10,11 @@ from nats.aio.msg import Msg
 
 from o_contracts import subjects
 from o_contracts.base import Reply
-from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, decode
 from o_runtime import commands as commands_module
 from o_runtime import retries as retries_module
 from o_runtime.commands import (
     REPLY_HEADER,
-    CommandConsumer,
     CommandTimeout,
     Delivery,
     decode_reply,
@@ -25,7 +22,7 @@ from o_runtime.commands import (
     send_and_wait,
 )
 from o_runtime.eventlog import AppendRejected, EventLog
-from tests.integration.commands_support import command
+from tests.integration.commands_support import command, consuming, subject_of
 
 
 async def test_concurrent_callers_each_get_their_own_reply(eventlog: EventLog) -> None:
@@ -78,17 +75,11 @@ async def test_a_command_that_meets_an_outage_is_retried_never_dead_lettered(
         return Reply(ok=True, result={"deliveries": deliveries})
 
     c = command()
-    name = f"outage_{uuid.uuid4().hex[:8]}"
-    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler})
-    await consumer.start()
-    try:
-        reply = await send_and_wait(eventlog, f"o.cmd.{name}.{c.aggregate_id}", c, timeout=30)
-    finally:
-        await consumer.stop()
-        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
+    async with consuming(eventlog, "outage", handler) as consumer:
+        reply = await send_and_wait(eventlog, subject_of(consumer, c), c, timeout=30)
     assert reply.ok and reply.result == {"deliveries": commands_module.MAX_DELIVERIES + 3}
     dead = await eventlog.js.stream_info(subjects.DEAD_LETTER_STREAM)
-    assert subjects.dead_letter_subject(name) not in (
+    assert subjects.dead_letter_subject(consumer.name) not in (
         (dead.state.subjects or {}) if dead.state else {}
     )
 
@@ -108,16 +99,10 @@ async def test_a_command_whose_handler_died_is_sent_again_and_answered(
         return Reply(ok=True, result={"copies": len(seen)})
 
     c = command()
-    name = f"resend_{uuid.uuid4().hex[:8]}"
-    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler}, ack_wait=60)
-    await consumer.start()
-    try:
+    async with consuming(eventlog, "resend", handler, ack_wait=60) as consumer:
         reply = await send_and_wait(
-            eventlog, f"o.cmd.{name}.{c.aggregate_id}", c, timeout=10, resend_every=0.3
+            eventlog, subject_of(consumer, c), c, timeout=10, resend_every=0.3
         )
-    finally:
-        await consumer.stop()
-        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
     assert reply.ok and reply.result == {"copies": 2}
     assert seen == [c.id, c.id]
 
@@ -138,30 +123,26 @@ async def test_a_refusal_whose_ack_was_lost_is_answered_again_not_decided_again(
         return Reply(ok=True, result={"made": True})
 
     c = command()
-    name = f"refused_{uuid.uuid4().hex[:8]}"
-    consumer = CommandConsumer(eventlog, name, f"o.cmd.{name}.>", {StartRun: handler}, ack_wait=1)
-    acking = consumer._ack
     acks = 0
-
-    async def ack_lost_once(msg: Msg) -> None:
-        nonlocal acks
-        acks += 1
-        if acks == 1:
-            consumer.holdings.release(msg.reply)  # (never reaches the server)
-            return
-        await acking(msg)
-
-    consumer._ack = ack_lost_once  # type: ignore[method-assign]
-    await consumer.start()
     inbox = eventlog.nc.new_inbox()
     replies = await eventlog.nc.subscribe(inbox)
     try:
-        await eventlog.send_command(f"o.cmd.{name}.{c.aggregate_id}", c, reply_to=inbox)
-        answers = [decode_reply((await replies.next_msg(timeout=30)).data) for _ in "ab"]
+        async with consuming(eventlog, "refused", handler, ack_wait=1) as consumer:
+            acking = consumer._ack
+
+            async def ack_lost_once(msg: Msg) -> None:
+                nonlocal acks
+                acks += 1
+                if acks == 1:
+                    consumer.holdings.release(msg.reply)  # (never reaches the server)
+                    return
+                await acking(msg)
+
+            consumer._ack = ack_lost_once  # type: ignore[method-assign]
+            await eventlog.send_command(subject_of(consumer, c), c, reply_to=inbox)
+            answers = [decode_reply((await replies.next_msg(timeout=30)).data) for _ in "ab"]
     finally:
         await replies.unsubscribe()
-        await consumer.stop()
-        await eventlog.js.delete_consumer(subjects.COMMANDS_STREAM, name)
     assert [(a.ok, a.status, a.error) for a in answers] == [
         (False, 422, "block human is over its limit")
     ] * 2
