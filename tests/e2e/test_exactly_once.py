@@ -896,6 +896,43 @@ async def test_an_agent_retried_with_identities_links_them_once(system: System) 
     assert (await http.get(f"/v1/identities/{kept}")).json()["agent_ids"] == [agent]
 
 
+async def test_an_identity_create_retried_after_its_delete_is_a_404_not_a_conflict(
+    system: System,
+) -> None:
+    """A keyed identity create retried answers the identity it made; retried once that
+    identity was deleted, 404 (as a block's keyed create), and nothing is appended. (The
+    retry used to find no row, append the create again and meet the first try's event:
+    a 409 "changed concurrently" for a request that changed nothing.)"""
+    http = system.http
+    key = {"Idempotency-Key": f"identity-{uuid.uuid4()}"}
+    body = {"identifier_key": f"k-{uuid.uuid4()}", "name": "once", "identity_type": "user"}
+    first = await http.post("/v1/identities/", json=body, headers=key)
+    assert first.status_code == 200, first.text
+    identity = first.json()["id"]
+    again = await http.post("/v1/identities/", json=body, headers=key)
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == identity
+    deleted = await http.delete(f"/v1/identities/{identity}")
+    assert deleted.is_success, deleted.text
+    late = await http.post("/v1/identities/", json=body, headers=key)
+    assert late.status_code == 404, late.text
+    assert identity in late.json()["detail"]
+    listed = await http.get("/v1/identities/", params={"identifier_key": body["identifier_key"]})
+    assert listed.json() == []
+    # Without the key, the same body makes a new identity (its key is free again).
+    fresh = await http.post("/v1/identities/", json=body)
+    assert fresh.status_code == 200, fresh.text
+    assert fresh.json()["id"] != identity
+    # Two tries of one keyed create at once: one makes it, both answer it.
+    key = {"Idempotency-Key": f"identity-{uuid.uuid4()}"}
+    body = {"identifier_key": f"k-{uuid.uuid4()}", "name": "raced", "identity_type": "user"}
+    raced = await asyncio.gather(
+        *(http.post("/v1/identities/", json=body, headers=key) for _ in "ab")
+    )
+    assert [r.status_code for r in raced] == [200, 200], [r.text for r in raced]
+    assert raced[0].json()["id"] == raced[1].json()["id"]
+
+
 async def test_a_block_change_retried_with_an_idempotency_key_is_one_version(
     system: System,
 ) -> None:

@@ -145,11 +145,32 @@ async def _create(gw: Gateway, identity_id: str, body: CreateIdentityBody) -> No
 async def create_identity(
     body: CreateIdentityBody, gw: GW, idempotency_key: IdempotencyKey = None
 ) -> dict[str, Any]:
-    identity_id = resource_id("identity", checked_key(idempotency_key))
-    existing = await gw.pool.fetchval("SELECT 1 FROM identities WHERE id = $1", identity_id)
-    if not existing:  # (a retry with the same key: made already)
-        await _create(gw, identity_id, body)
+    key = checked_key(idempotency_key)
+    identity_id = resource_id("identity", key)
+    if key is None or not await _made_before(gw, identity_id):
+        try:
+            await _create(gw, identity_id, body)
+        except HTTPException as exc:
+            # Two tries of the request at once: the other one made it.
+            if key is None or exc.status_code != 409 or not await _made_before(gw, identity_id):
+                raise
     return identity_json(await identity_row(gw.pool, identity_id))
+
+
+async def _made_before(gw: Gateway, identity_id: str) -> bool:
+    """Whether an earlier try of a keyed create made the identity (its id derives from the
+    key). Asked of the log, not only of the projection: while the projection has not applied
+    the first try's event, or once the identity was deleted since, the projection has no row,
+    and a new create would meet the first one's event as a conflict (a 409 for a retry). A
+    retry so answers what the projection shows once it has applied the log: the identity, or
+    404 when it was deleted since (as a block's keyed create retried after its delete)."""
+    if await gw.pool.fetchval("SELECT 1 FROM identities WHERE id = $1", identity_id):
+        return True
+    last = await gw.eventlog.last_seq(subjects.identity_subject(identity_id))
+    if not last:
+        return False
+    await gw.visible(last, IDENTITIES)
+    return True
 
 
 @route(router, "PUT", "/v1/identities/")
