@@ -18,6 +18,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -384,6 +385,72 @@ async def test_the_evolution_page_shows_an_experiment_and_its_buttons_call_the_a
     # The rollback form wants a version before it calls anything.
     submit(browser, "#rollback")
     assert message_of(browser, "#rollback") == "Choose the version to serve again."
+
+
+async def test_the_agents_and_runs_lists_go_a_page_at_a_time(
+    browser: Browser, system: System
+) -> None:
+    """More agents or runs than a page holds: a link to the next page (the API's `after`
+    cursor in the hash), none on the last, a link back to the first; `limit` in the hash
+    sets the page's size (100 when not given)."""
+    tag = f"paged-{uuid.uuid4().hex[:8]}"
+    made = [
+        (
+            await system.http.post(
+                "/v1/agents/",
+                json={"name": f"Paged {n}", "model": "openai/gpt-4o-mini", "tags": [tag]},
+            )
+        ).json()["id"]
+        for n in range(3)
+    ]
+    for n in range(3):
+        said = await system.http.post(
+            f"/v1/agents/{made[0]}/messages",
+            json={"messages": [{"role": "user", "content": f"hello {n}"}]},
+        )
+        assert said.status_code == 200, said.text
+
+    def ids(css: str) -> list[str]:
+        rows = browser.script(
+            "return [...document.querySelectorAll(arguments[0] + ' tbody tr a')]"
+            ".map(a => decodeURIComponent(a.getAttribute('href').split('/')[2]))",
+            css,
+        )
+        return [str(r) for r in rows]
+
+    def pager_links() -> list[str]:
+        found = browser.script(
+            "return [...document.querySelectorAll('.pager a')].map(a => a.className)"
+        )
+        return [str(c) for c in found]
+
+    browser.open(f"{system.base_url}/console")
+    browser.find("#key-form input").type(KEY)
+    submit(browser, "#key-form")
+    browser.find("#agents")
+    # Newest first, two a page: the last two made, then the first one, then back.
+    browser.open(f"{system.base_url}/console#/agents?tags={tag}&limit=2")
+    browser.wait_for(lambda: ids("#agents") == made[:0:-1] or None, "the first page of agents")
+    assert pager_links() == ["next-page"]
+    browser.find(".pager .next-page").click()
+    browser.wait_for(lambda: ids("#agents") == made[:1] or None, "the second page of agents")
+    assert pager_links() == ["first-page"]
+    browser.find(".pager .first-page").click()
+    browser.wait_for(lambda: ids("#agents") == made[:0:-1] or None, "the first page again")
+    # Without `limit`, a page of 100 holds them all, and no next page is offered.
+    browser.open(f"{system.base_url}/console#/agents?tags={tag}")
+    browser.wait_for(lambda: len(ids("#agents")) == 3 or None, "all three on one page")
+    assert pager_links() == []
+
+    runs = [
+        r["id"] for r in (await system.http.get("/v1/runs/", params={"agent_id": made[0]})).json()
+    ]
+    assert len(runs) == 3
+    browser.open(f"{system.base_url}/console#/runs?agent={made[0]}&limit=2")
+    browser.wait_for(lambda: ids("table.runs")[::2] == runs[:2] or None, "the first page of runs")
+    browser.find(".pager .next-page").click()
+    browser.wait_for(lambda: ids("table.runs")[::2] == runs[2:] or None, "the last page of runs")
+    assert pager_links() == ["first-page"]
 
 
 def reload_until(browser: Browser, css: str, text: str, timeout: float = 90) -> None:

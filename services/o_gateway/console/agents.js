@@ -2,6 +2,7 @@
 
 import { ApiError, get, post, query } from "./api.js";
 import { h, replace, say, short, table, time } from "./dom.js";
+import { onePage, pager } from "./pages.js";
 
 const NAME = /^[\w '\-]+$/u;
 const MODEL = /^[^\s/]+\/\S+$/;
@@ -14,7 +15,9 @@ export async function agentsView(root, _args, params) {
   const name = params.get("q") || "";
   const tags = params.get("tags") || "";
   const all = params.get("all") === "1";
-  const agents = await get(`/v1/agents/${query({ query_text: name, tags: tagList(tags), match_all_tags: all ? "true" : "", limit: 100 })}`);
+  const page = await onePage(params, (at) =>
+    get(`/v1/agents/${query({ query_text: name, tags: tagList(tags), match_all_tags: all ? "true" : "", ...at })}`),
+  );
 
   const search = h(
     "form",
@@ -48,9 +51,10 @@ export async function agentsView(root, _args, params) {
         ["Tags", (a) => (a.tags || []).map((t) => h("span", { class: "tag" }, t))],
         ["Created", (a) => time(a.created_at)],
       ],
-      agents,
+      page.rows,
       { id: "agents" },
     ),
+    pager("agents", params, page),
     await createForm(),
   );
 }

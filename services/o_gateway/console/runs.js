@@ -5,6 +5,7 @@
 import { get, query } from "./api.js";
 import { waterfall } from "./charts.js";
 import { h, ms, replace, short, table, time } from "./dom.js";
+import { onePage, pager } from "./pages.js";
 
 const POLL_MS = 1000;
 const STATUSES = ["created", "running", "completed", "failed", "cancelled"];
@@ -27,7 +28,7 @@ export function runsTable(runs) {
 export async function runsView(root, _args, params) {
   const agent = params.get("agent") || "";
   const status = params.get("status") || "";
-  const runs = await get(`/v1/runs/${query({ agent_id: agent, statuses: status, limit: 100 })}`);
+  const page = await onePage(params, (at) => get(`/v1/runs/${query({ agent_id: agent, statuses: status, ...at })}`));
   const form = h(
     "form",
     { id: "run-filter", class: "row" },
@@ -42,7 +43,7 @@ export async function runsView(root, _args, params) {
     for (const k of ["agent", "status"]) if (String(f.get(k)).trim()) p.set(k, String(f.get(k)).trim());
     location.hash = `#/runs${p.toString() ? `?${p}` : ""}`;
   });
-  replace(root, h("h1", {}, "Runs"), form, runsTable(runs));
+  replace(root, h("h1", {}, "Runs"), form, runsTable(page.rows), pager("runs", params, page));
 }
 
 function label(e) {
