@@ -453,6 +453,39 @@ async def test_the_agents_and_runs_lists_go_a_page_at_a_time(
     assert pager_links() == ["first-page"]
 
 
+async def test_the_runs_list_follows_runs_as_they_start_and_end(
+    browser: Browser, system: System, llm: FakeOpenAI
+) -> None:
+    """The runs list, left open, shows a run started meanwhile and its status as it goes,
+    without a reload: it asks again every second while it is the first page."""
+    created = await system.http.post(
+        "/v1/agents/", json={"name": "Followed", "model": "openai/gpt-4o-mini"}
+    )
+    agent_id = created.json()["id"]
+    browser.open(f"{system.base_url}/console")
+    browser.find("#key-form input").type(KEY)
+    submit(browser, "#key-form")
+    browser.find("#agents")
+    browser.open(f"{system.base_url}/console#/runs?agent={agent_id}")
+    browser.wait_text("table.runs", "none")
+    held = threading.Event()
+    llm.push(Reply(content="In a moment.", release=held))
+    sent = await system.http.post(
+        f"/v1/agents/{agent_id}/messages/async",
+        json={"messages": [{"role": "user", "content": "take your time"}]},
+    )
+    assert sent.status_code == 200, sent.text
+    run_id = sent.json()["id"]
+    try:
+        row = browser.wait_text("table.runs", "running")
+        assert run_id[:12] in row
+    finally:
+        held.set()
+    assert "end_turn" in browser.wait_text("table.runs", "completed")
+    # (Marked live: the first page follows; a later page only while a run on it is in flight.)
+    assert browser.script("return document.querySelector('#runs-live').hidden") is False
+
+
 def reload_until(browser: Browser, css: str, text: str, timeout: float = 90) -> None:
     """Reload the page (at most once a second) until `css` holds `text`: for what the page
     does not follow live."""

@@ -25,10 +25,17 @@ export function runsTable(runs) {
   );
 }
 
-export async function runsView(root, _args, params) {
+const IN_FLIGHT = new Set(["created", "running"]);
+
+// The list follows changes: asked again every POLL_MS while it is the first page (where new
+// runs appear) or shows a run in flight, until the user leaves the page.
+export async function runsView(root, _args, params, ctx) {
   const agent = params.get("agent") || "";
   const status = params.get("status") || "";
-  const page = await onePage(params, (at) => get(`/v1/runs/${query({ agent_id: agent, statuses: status, ...at })}`));
+  const fetchPage = () => onePage(params, (at) => get(`/v1/runs/${query({ agent_id: agent, statuses: status, ...at })}`));
+  const first = !params.get("after");
+  const following = (page) => first || page.rows.some((r) => IN_FLIGHT.has(r.status));
+  let page = await fetchPage();
   const form = h(
     "form",
     { id: "run-filter", class: "row" },
@@ -43,7 +50,21 @@ export async function runsView(root, _args, params) {
     for (const k of ["agent", "status"]) if (String(f.get(k)).trim()) p.set(k, String(f.get(k)).trim());
     location.hash = `#/runs${p.toString() ? `?${p}` : ""}`;
   });
-  replace(root, h("h1", {}, "Runs"), form, runsTable(page.rows), pager("runs", params, page));
+  const live = h("span", { class: "live", id: "runs-live" }, "live");
+  const list = h("div", { id: "runs-list" });
+  const show = () => {
+    live.hidden = !following(page);
+    replace(list, runsTable(page.rows), pager("runs", params, page));
+  };
+  replace(root, h("h1", {}, "Runs ", live), form, list);
+  show();
+  while (ctx.alive() && following(page)) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (!ctx.alive()) return;
+    page = await fetchPage();
+    if (!ctx.alive()) return;
+    show();
+  }
 }
 
 function label(e) {
