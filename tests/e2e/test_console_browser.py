@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -133,6 +132,14 @@ def message_of(browser: Browser, form: str) -> str:
 
 def submit(browser: Browser, form: str) -> None:
     browser.find(f"{form} button[type=submit]").click()
+
+
+def signed_in(browser: Browser, base_url: str) -> None:
+    """The console opened and the API key given (kept in the tab for what it opens next)."""
+    browser.open(f"{base_url}/console")
+    browser.find("#key-form input").type(KEY)
+    submit(browser, "#key-form")
+    browser.find("#agents")
 
 
 def set_value(browser: Browser, css: str, value: str) -> None:
@@ -350,13 +357,10 @@ async def test_the_evolution_page_shows_an_experiment_and_its_buttons_call_the_a
     assert made.status_code == 201, made.text
     pid = made.json()["id"]
 
-    browser.open(f"{system.base_url}/console")
-    browser.find("#key-form input").type(KEY)
-    submit(browser, "#key-form")
-    browser.find("#agents")
+    signed_in(browser, system.base_url)
     browser.open(f"{system.base_url}/console#/agents/{agent_id}/evolution?proposal={pid}")
-    # The evaluation runs by itself; the page shows it once decided (asked again here).
-    reload_until(browser, "#proposal h3", "accepted")
+    # The evaluation runs by itself; the page shows it once decided (it follows changes).
+    browser.wait_text("#proposal h3", "accepted", timeout=90)
     assert "9 wins" in browser.find("#proposal").text
     assert len(browser.find_all("#cases tbody tr")) == 9
     assert "conversation:default" in browser.find("#slices").text
@@ -376,7 +380,7 @@ async def test_the_evolution_page_shows_an_experiment_and_its_buttons_call_the_a
     approved = (await system.http.get(f"{base}/proposals/{pid}")).json()
     assert approved["status"] in ("approved", "canary")
     # In mode canary the canary starts by itself, soon after.
-    reload_until(browser, "#canaries", "running")
+    browser.wait_text("#canaries", "running", timeout=90)
     shot(browser, "evolution")
     browser.find("#canaries button").click()
     browser.wait_text("#canaries", "aborted")
@@ -385,6 +389,52 @@ async def test_the_evolution_page_shows_an_experiment_and_its_buttons_call_the_a
     # The rollback form wants a version before it calls anything.
     submit(browser, "#rollback")
     assert message_of(browser, "#rollback") == "Choose the version to serve again."
+
+
+async def test_the_evolution_page_follows_changes_unless_a_form_is_being_filled_in(
+    browser: Browser, system: System
+) -> None:
+    """Left open, the evolution page shows a proposal made meanwhile (by the API, as the agent
+    or another operator would) without a reload; while a field on it is being filled in it
+    keeps what it shows (asking all the same), and catches up once the field is left empty."""
+    created = await system.http.post(
+        "/v1/agents/", json={"name": "Watched", "model": "openai/gpt-4o-mini"}
+    )
+    agent_id = created.json()["id"]
+    base = f"/v1/agents/{agent_id}/evolution"
+    config = {"enabled": True, "mode": "propose_only"}
+    assert (await system.http.put(f"{base}/config", json=config)).status_code == 200
+
+    async def proposed(text: str) -> str:
+        patch = {"ops": [{"op": "append_text", "target": "system", "text": text}]}
+        made = await system.http.post(f"{base}/proposals", json={"patch": patch})
+        assert made.status_code == 201, made.text
+        return str(made.json()["id"])
+
+    def shown() -> str:
+        return str(browser.find("#proposals").text)
+
+    signed_in(browser, system.base_url)
+    browser.open(f"{system.base_url}/console#/agents/{agent_id}/evolution")
+    browser.wait_text("#proposals", "none")
+    first = await proposed("Be brief.")
+    browser.wait_text("#proposals", first[:17])
+
+    browser.open(f"{system.base_url}/console#/agents/{agent_id}/evolution?proposal={first}")
+    browser.find("#review input[name=note]").type("half a thought")
+    browser.script("document.activeElement.blur()")
+    asked = (
+        "return performance.getEntriesByType('resource')"
+        ".filter(e => e.name.endsWith('/proposals')).length"
+    )
+    before = int(browser.script(asked))
+    second = await proposed("Be kind.")
+    # Two more reads of the proposals since: the page asked, and kept the half-typed note.
+    browser.wait_for(lambda: int(browser.script(asked)) >= before + 2 or None, "two more reads")
+    assert second[:17] not in shown()
+    assert browser.find("#review input[name=note]").value() == "half a thought"
+    set_value(browser, "#review input[name=note]", "")
+    browser.wait_text("#proposals", second[:17])
 
 
 async def test_the_agents_and_runs_lists_go_a_page_at_a_time(
@@ -424,10 +474,7 @@ async def test_the_agents_and_runs_lists_go_a_page_at_a_time(
         )
         return [str(c) for c in found]
 
-    browser.open(f"{system.base_url}/console")
-    browser.find("#key-form input").type(KEY)
-    submit(browser, "#key-form")
-    browser.find("#agents")
+    signed_in(browser, system.base_url)
     # Newest first, two a page: the last two made, then the first one, then back.
     browser.open(f"{system.base_url}/console#/agents?tags={tag}&limit=2")
     browser.wait_for(lambda: ids("#agents") == made[:0:-1] or None, "the first page of agents")
@@ -462,10 +509,7 @@ async def test_the_runs_list_follows_runs_as_they_start_and_end(
         "/v1/agents/", json={"name": "Followed", "model": "openai/gpt-4o-mini"}
     )
     agent_id = created.json()["id"]
-    browser.open(f"{system.base_url}/console")
-    browser.find("#key-form input").type(KEY)
-    submit(browser, "#key-form")
-    browser.find("#agents")
+    signed_in(browser, system.base_url)
     browser.open(f"{system.base_url}/console#/runs?agent={agent_id}")
     browser.wait_text("table.runs", "none")
     held = threading.Event()
@@ -484,26 +528,6 @@ async def test_the_runs_list_follows_runs_as_they_start_and_end(
     assert "end_turn" in browser.wait_text("table.runs", "completed")
     # (Marked live: the first page follows; a later page only while a run on it is in flight.)
     assert browser.script("return document.querySelector('#runs-live').hidden") is False
-
-
-def reload_until(browser: Browser, css: str, text: str, timeout: float = 90) -> None:
-    """Reload the page (at most once a second) until `css` holds `text`: for what the page
-    does not follow live."""
-    reloaded = time.monotonic()
-
-    def found() -> str | None:
-        nonlocal reloaded
-        seen = browser.script(
-            "const e = document.querySelector(arguments[0]); return e && e.innerText;", css
-        )
-        if isinstance(seen, str) and text in seen:
-            return seen
-        if time.monotonic() - reloaded > 1:
-            browser.script("location.reload()")
-            reloaded = time.monotonic()
-        return None
-
-    browser.wait_for(found, f"{text!r} in {css}", timeout)
 
 
 def test_the_docs_show_every_screenshot_the_walkthrough_takes() -> None:

@@ -7,6 +7,7 @@ import { ApiError, get, post } from "./api.js";
 import { lineChart } from "./charts.js";
 import { diffView, unifiedView } from "./diff.js";
 import { h, replace, say, short, table, time } from "./dom.js";
+import { editing, follow } from "./follow.js";
 
 // The gate's SPRT bounds with its settings (o_evolution/gate.py: alpha 0.05, beta 0.2):
 // accept at ln((1-beta)/alpha), reject at ln(beta/(1-alpha)).
@@ -16,17 +17,31 @@ const UPPER = Math.log((1 - BETA) / ALPHA);
 const LOWER = Math.log(BETA / (1 - ALPHA));
 const MAX_NOTE = 2000;
 
+// The page follows the agent's evolution (an evaluation decided, a canary's steps, a
+// promotion or rollback) while it is open, unless a form on it is being filled in.
+const POLL_MS = 2000;
+
 export async function evolutionView(root, [agentId], params, ctx) {
   const base = `/v1/agents/${encodeURIComponent(agentId)}/evolution`;
-  const [agent, config, versions, proposals, rollouts] = await Promise.all([
-    get(`/v1/agents/${encodeURIComponent(agentId)}`),
-    get(`${base}/config`),
-    get(`${base}/versions`),
-    get(`${base}/proposals`),
-    get(`${base}/rollouts`),
-  ]);
   const chosen = params.get("proposal");
-  const proposal = chosen ? await get(`${base}/proposals/${encodeURIComponent(chosen)}`) : null;
+  const read = async () => {
+    const [agent, config, versions, proposals, rollouts] = await Promise.all([
+      get(`/v1/agents/${encodeURIComponent(agentId)}`),
+      get(`${base}/config`),
+      get(`${base}/versions`),
+      get(`${base}/proposals`),
+      get(`${base}/rollouts`),
+    ]);
+    const proposal = chosen ? await get(`${base}/proposals/${encodeURIComponent(chosen)}`) : null;
+    return { agent, config, versions, proposals, rollouts, proposal };
+  };
+  const show = (data) => render(root, agentId, base, data, ctx);
+  const data = await read();
+  show(data);
+  await follow(ctx, POLL_MS, data, read, show, { held: () => editing(root) });
+}
+
+function render(root, agentId, base, { agent, config, versions, proposals, rollouts, proposal }, ctx) {
   replace(
     root,
     h("h1", {}, "Evolution of ", h("a", { href: `#/agents/${encodeURIComponent(agentId)}` }, agent.name)),

@@ -5,6 +5,7 @@
 import { get, query } from "./api.js";
 import { waterfall } from "./charts.js";
 import { h, ms, replace, short, table, time } from "./dom.js";
+import { follow } from "./follow.js";
 import { onePage, pager } from "./pages.js";
 
 const POLL_MS = 1000;
@@ -58,13 +59,10 @@ export async function runsView(root, _args, params, ctx) {
   };
   replace(root, h("h1", {}, "Runs ", live), form, list);
   show();
-  while (ctx.alive() && following(page)) {
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-    if (!ctx.alive()) return;
-    page = await fetchPage();
-    if (!ctx.alive()) return;
+  await follow(ctx, POLL_MS, page, fetchPage, (next) => {
+    page = next;
     show();
-  }
+  }, { more: following });
 }
 
 function label(e) {
