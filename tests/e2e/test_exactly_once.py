@@ -30,7 +30,7 @@ from o_contracts.commands import (
 )
 from o_contracts.envelope import Envelope, decode
 from o_contracts.evolution import AppendText
-from o_contracts.file_commands import CloseFiles
+from o_contracts.file_commands import CloseFiles, OpenFiles
 from o_contracts.ids import derived_id
 from o_contracts.registry import all_messages
 from o_contracts.subjects import Lane
@@ -40,7 +40,14 @@ from o_gateway.schemas import SendMessageBody
 from o_runtime.eventlog import EventLog
 from tests.e2e.callback_receiver import receiving
 from tests.e2e.conftest import System
-from tests.e2e.folder_support import agent_files, markdown, new_folder, processed, upload
+from tests.e2e.folder_support import (
+    agent_files,
+    markdown,
+    new_folder,
+    open_files_of,
+    processed,
+    upload,
+)
 from tests.e2e.support import (
     connected,
     event_types,
@@ -680,6 +687,54 @@ async def test_commands_that_changed_nothing_delivered_again_undo_nothing(
         assert (await http.patch(f"{file_url}/open")).is_success
         await deliver(close_all)
         assert await is_open()
+
+
+async def test_an_open_that_opened_nothing_delivered_again_opens_nothing(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """An open of a folder none of whose files is processed yet opens nothing, and is
+    recorded all the same: delivered again once its file was processed (so opened) and then
+    closed by the agent's user, it is answered from its record and the file stays closed.
+    (Decided afresh, it would open the file again: the close undone.)"""
+    http = system.http
+    agent = str((await new_agent(system))["id"])
+    folder = await new_folder(system, embedding="openai/text-embedding-3-small")
+    open_folder = Envelope.wrap(
+        OpenFiles(agent_id=agent, folder_id=folder["id"], strict=False),
+        aggregate_id=agent,
+        producer="test",
+    )
+
+    async def is_open() -> bool:
+        # (A file shows among the agent's once processed.)
+        return any(f["is_open"] for f in await agent_files(system, agent))
+
+    async with connected(system) as nc:
+
+        async def deliver() -> None:
+            reply = await publish_again(nc, subjects.memory_command_subject(agent), open_folder)
+            assert reply.ok, reply.error
+
+        # The file's embedding held: it is not processed while the open is decided.
+        asked = len(llm.embedding_requests)
+        llm.hold_embeddings_after(0)
+        try:
+            up = await upload(
+                system, folder["id"], "held.md", markdown(["x"]).encode(), "text/markdown"
+            )
+            assert await asyncio.to_thread(llm.wait_for_embedding_requests, asked + 1)
+            attached = await http.patch(f"/v1/agents/{agent}/folders/attach/{folder['id']}")
+            assert attached.is_success, attached.text
+            await deliver()  # opens nothing
+            assert not await is_open()
+        finally:
+            llm.release_embeddings()
+        assert (await processed(system, folder["id"], up["id"]))["processing_status"] == "completed"
+        await open_files_of(system, agent, 1)  # opened for its agents once processed
+        closed = await http.patch(f"/v1/agents/{agent}/files/{up['id']}/close")
+        assert closed.is_success, closed.text
+        await deliver()
+        assert not await is_open()
 
 
 async def test_archive_commands_delivered_again_change_nothing(
