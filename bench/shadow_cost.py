@@ -34,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
+from bench.footprint import status_mb  # noqa: E402
 from bench.local_system import local_system  # noqa: E402
 from bench.tables import table  # noqa: E402
 from o_evolution.judge import RUBRIC  # noqa: E402
@@ -123,7 +124,12 @@ def per_case(
     return parts
 
 
-async def main(cases: int, history_runs: int = 0, each: bool = False) -> None:
+def reset_peak(pid: int) -> None:
+    """The process's peak resident memory (VmHWM) set to what it has now (Linux)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+async def main(cases: int, history_runs: int = 0, each: bool = False, reset: bool = False) -> None:
     llm = FakeOpenAI()
     llm.default_reply = scripted
     llm.start()
@@ -144,7 +150,12 @@ async def main(cases: int, history_runs: int = 0, each: bool = False) -> None:
             # Older runs first (never cases: the most recent `cases` runs are), then the cases.
             texts = [f"an older message, {i}" for i in range(history_runs)]
             texts += [f"[case {n}] how are you?" for n in range(cases)]
-            for text in texts:
+            for i, text in enumerate(texts):
+                if reset and i == history_runs and history_runs:
+                    # The older runs leave the context (as summaries make them leave a real
+                    # agent's): the log is long, the context the cases' alone.
+                    done = await http.patch(f"/v1/agents/{agent['id']}/reset-messages")
+                    assert done.status_code == 200, done.text
                 sent = await http.post(
                     f"/v1/agents/{agent['id']}/messages",
                     json={"messages": [{"role": "user", "content": text}]},
@@ -157,6 +168,11 @@ async def main(cases: int, history_runs: int = 0, each: bool = False) -> None:
             }
             assert (await http.put(f"{base}/config", json=config)).status_code == 200
             asked = len(llm.requests)
+            # The evolution service's peak memory from here (Linux: 5 resets VmHWM).
+            evolution = system.supervisor.pids("evolution")
+            resident = sum(status_mb(p) for p in evolution)
+            for pid in evolution:
+                reset_peak(pid)
             patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
             made = await http.post(f"{base}/proposals", json={"patch": patch})
             assert made.status_code == 201, made.text
@@ -169,6 +185,7 @@ async def main(cases: int, history_runs: int = 0, each: bool = False) -> None:
                 assert time.monotonic() < deadline, f"still {proposal['status']}"
                 await asyncio.sleep(0.2)
             calls = llm.requests[asked:]
+            peak = sum(status_mb(p, "VmHWM") for p in evolution)
             history = (await http.get(f"{base}/history")).json()
     finally:
         llm.stop()
@@ -196,6 +213,10 @@ async def main(cases: int, history_runs: int = 0, each: bool = False) -> None:
     )
     print(f"  tokens per case: {proposal['tokens'] / cases:.0f} (the scripted model's count)")
     print(
+        f"  the evolution service: {resident:.0f} MB resident before the proposal, at most"
+        f" {peak:.0f} MB while it was evaluated (+{peak - resident:.0f})"
+    )
+    print(
         "  before the arms: from the previous decision to the case's first arm call (recording"
         "\n    that decision, the budget and backlog checks, reading the run, the snapshot);"
         "\n  the two arms: to the first judge call; the two judge calls: to the case's decision"
@@ -209,5 +230,10 @@ if __name__ == "__main__":
         "--history", type=int, default=0, help="runs the agent makes before the cases' runs"
     )
     parser.add_argument("--each", action="store_true", help="print every case's times too")
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="the older runs' messages leave the context before the cases' runs (reset-messages)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.cases, args.history, args.each))
+    asyncio.run(main(args.cases, args.history, args.each, args.reset))

@@ -20,7 +20,7 @@ from o_evolution.evaluation import conversation_text
 from o_evolution.settings import EvolutionSettings
 from o_evolution.shadow_cases import answer_text, live_model, run_arm
 from o_executor.shadow.runner import read_run
-from o_executor.shadow.snapshot import take_snapshot
+from o_executor.shadow.snapshot import Snapshots
 from o_runtime.eventlog import EventLog
 
 
@@ -42,13 +42,13 @@ async def sampled_judgement(
     against the stable agent's answers in the shadow."""
     wins = losses = 0
     model = live_model(settings.retries)
+    # The runs' snapshots carry their folds forward from one to the next.
+    snapshots = Snapshots(eventlog)
     for run_id, conversation_id, started_seq in runs:
         recorded = await read_run(eventlog, agent_id, run_id, conversation_id, since=started_seq)
         answers = [e.message for e in recorded.events if isinstance(e, LLMResponded)]
         candidate = answer_text(answers)
-        snapshot = await take_snapshot(
-            eventlog, agent_id, recorded.started_seq - 1, conversation_id
-        )
+        snapshot = await snapshots.at(agent_id, recorded.started_seq - 1, conversation_id)
         shadow = await run_arm(snapshot, recorded, stable, model)
         if shadow.result.inconclusive is not None:
             continue

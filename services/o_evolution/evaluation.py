@@ -35,7 +35,7 @@ from o_evolution.shadow_cases import (
 )
 from o_evolution.waiting_line import WaitingLine
 from o_executor.shadow.runner import RecordedRun, read_run
-from o_executor.shadow.snapshot import CachedLogReader, LogReader, take_snapshot
+from o_executor.shadow.snapshot import Snapshot, Snapshots, take_snapshot
 from o_runtime.commands import Deferred, Delivery
 from o_runtime.eventlog import AppendRejected
 
@@ -171,8 +171,9 @@ class Evaluation:
         report = gate.decide(done, settings, final=len(done) >= len(refs))
         n = len(done)
         started = await s.pool.fetchval(_STARTED, cmd.agent_id, cmd.proposal_id)
-        # Every case's snapshot from one read of the agent's subjects.
-        log = CachedLogReader(s.eventlog, max((r.started_seq for r in refs), default=0))
+        # Every case's snapshot (the agent just before the run started), taken with the
+        # first case in one pass over the agent's subjects (Snapshots.many).
+        snapshots: dict[str, Snapshot] = {}
         while report.decision == "continue":
             await self.commands.within_budget(env, cmd.agent_id, config)
             elapsed = (datetime.now(UTC) - started).total_seconds() if started else 0.0
@@ -183,7 +184,15 @@ class Evaluation:
             await wait_for_turn(self.commands.settings.shadow_yield, self.live_load)
             ref = refs[n]
             working = time.process_time()
-            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config, log)
+            if not snapshots:
+                taken = await Snapshots(s.eventlog).many(
+                    cmd.agent_id, [(r.started_seq - 1, r.conversation_id) for r in refs[n:]]
+                )
+                snapshots = {
+                    r.run_id: snapshot for r, snapshot in zip(refs[n:], taken, strict=True)
+                }
+            snapshot = snapshots[ref.run_id]
+            case, tokens = await self._case(cmd.agent_id, ref, parent, candidate, config, snapshot)
             await self._rest(time.process_time() - working)
             await self.commands.record(
                 env,
@@ -230,7 +239,7 @@ class Evaluation:
         parent: VersionSpec,
         candidate: VersionSpec,
         config: EvolutionConfig,
-        log: LogReader,
+        snapshot: Snapshot,
     ) -> tuple[CaseResult, int]:
         """The case judged, within its shadow instance's limits (wall time, tokens, the
         worker's memory)."""
@@ -241,7 +250,7 @@ class Evaluation:
             return over_limit(ref.run_id, ref.conversation_id, reason), 0
         try:
             async with asyncio.timeout(config.shadow_case_seconds):
-                return await self._judged(agent_id, ref, parent, candidate, model, log)
+                return await self._judged(agent_id, ref, parent, candidate, model, snapshot)
         except TimeoutError:
             reason = f"the case exceeded its wall-time limit of {config.shadow_case_seconds:g} s"
         except TokenLimitExceeded as exc:
@@ -255,16 +264,19 @@ class Evaluation:
         parent: VersionSpec,
         candidate: VersionSpec,
         model: MeteredModel,
-        log: LogReader,
+        snapshot: Snapshot,
     ) -> tuple[CaseResult, int]:
         eventlog = self.commands.s.eventlog
         retries = self.commands.settings.retries
         recorded = await read_run(
             eventlog, agent_id, ref.run_id, ref.conversation_id, since=ref.started_seq
         )
-        snapshot = await take_snapshot(
-            eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id, log
-        )
+        if snapshot.seq != recorded.started_seq - 1:
+            # (The runs projection's started_seq is where the run's RunStarted is: never
+            # so far, but the log has the last word.)
+            snapshot = await take_snapshot(
+                eventlog, agent_id, recorded.started_seq - 1, ref.conversation_id
+            )
         old = await run_arm(snapshot, recorded, parent, model)
         new = await run_arm(snapshot, recorded, candidate, model)
         tokens = old.result.tokens + new.result.tokens

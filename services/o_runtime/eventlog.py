@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -385,7 +385,7 @@ class EventLog:
         )
         return Appended(seq=ack.seq, duplicate=bool(ack.duplicate))
 
-    async def replay(self, filter_subject: str, start_seq: int = 1) -> AsyncIterator[RawEvent]:
+    async def replay(self, filter_subject: str, start_seq: int = 1) -> AsyncGenerator[RawEvent]:
         """Read events in stream order, from `start_seq` to the current end.
 
         Uses an ordered (ephemeral) consumer: gaps are detected and the

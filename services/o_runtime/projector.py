@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -741,9 +740,7 @@ class Projector:
         skipped: list[int] = []
         batch: list[RawEvent] = []
         # (closed at once when `until` is passed: its consumer goes then, not at the end)
-        replay = cast(
-            AsyncGenerator[RawEvent, None], self.eventlog.replay(self.projection.filter_subject)
-        )
+        replay = self.eventlog.replay(self.projection.filter_subject)
         async with contextlib.aclosing(replay) as events:
             async for raw in events:
                 if until is not None and raw.seq > until:

@@ -10,7 +10,8 @@ sandbox), no projection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import asyncpg
@@ -20,8 +21,8 @@ from o_contracts import subjects
 from o_contracts.events import LLMResponded
 from o_executor.run import Completed
 from o_executor.shadow.runner import replay
-from o_executor.shadow.snapshot import take_snapshot
-from o_runtime.eventlog import EventLog
+from o_executor.shadow.snapshot import Snapshot, Snapshots, take_snapshot
+from o_runtime.eventlog import EventLog, RawEvent
 from tests.e2e.conftest import System
 from tests.e2e.support import caught_up, new_agent, send
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -234,3 +235,106 @@ async def test_a_run_in_a_forked_conversation_with_its_own_block_replays_exactly
     assert human["value"] == (await http.get(f"/v1/blocks/{own}")).json()["value"]
     assert human["value"] == "Name: Sam\nLikes: tea"
     assert await block_value(system, agent["id"], "human") == "Name: Sam"
+
+
+async def test_snapshots_carried_forward_are_each_the_snapshot_taken_alone(
+    system: System, llm: FakeOpenAI, eventlog: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evaluation takes its cases' snapshots in one pass (Snapshots.many): each subject
+    read on from where the snapshot before left it. Whatever the order asked, including
+    positions before one already taken, each must be the snapshot taken alone; and in
+    order, the agent's subject is read once, each read starting after the last."""
+    http = system.http
+    agent = await new_agent(system)
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Has: a dog"})]),
+        Reply(content="A dog!"),
+    )
+    await send(system, agent["id"], "I have a dog")
+    inserted = await http.post(
+        f"/v1/agents/{agent['id']}/archival-memory",
+        json={"text": "Sam's dog is called Rex", "tags": ["pets"]},
+    )
+    assert inserted.status_code == 200, inserted.text
+    named = (
+        await http.post(
+            "/v1/conversations/",
+            params={"agent_id": agent["id"]},
+            json={"isolated_block_labels": ["human"]},
+        )
+    ).json()
+    for conversation_id, text in ((named["id"], "I like tea"), (None, "and a cat")):
+        path = (
+            f"/v1/conversations/{conversation_id}/messages"
+            if conversation_id
+            else f"/v1/agents/{agent['id']}/messages"
+        )
+        llm.push(Reply(content=f"Noted: {text}."))
+        said = await http.post(
+            path, json={"messages": [{"role": "user", "content": text}], "streaming": False}
+        )
+        assert said.status_code == 200, said.text
+    fork = (await http.post(f"/v1/conversations/{named['id']}/fork")).json()
+    llm.push(Reply(content="Still tea."))
+    said = await http.post(
+        f"/v1/conversations/{fork['id']}/messages",
+        json={"messages": [{"role": "user", "content": "tea?"}], "streaming": False},
+    )
+    assert said.status_code == 200, said.text
+    # The default conversation's messages leave the context, then one more run there.
+    reset = await http.patch(f"/v1/agents/{agent['id']}/reset-messages")
+    assert reset.status_code == 200, reset.text
+    patched = await http.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/persona", json={"value": "Patient."}
+    )
+    assert patched.status_code == 200, patched.text
+    llm.push(Reply(content="A fresh start."))
+    await send(system, agent["id"], "hello again")
+    await caught_up(system)
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        runs = await conn.fetch(
+            "SELECT conversation_id, started_seq FROM runs WHERE agent_id = $1"
+            " ORDER BY started_seq",
+            agent["id"],
+        )
+    finally:
+        await conn.close()
+    assert len(runs) == 5
+    end = (await eventlog.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    in_order = [(r["started_seq"] - 1, r["conversation_id"]) for r in runs] + [(end, None)]
+
+    def shown(s: Snapshot) -> Any:
+        return (s.seq, s.agent, s.blocks, s.history(), s.core_memory())
+
+    alone = [shown(await take_snapshot(eventlog, agent["id"], *w)) for w in in_order]
+    # The last snapshot: after the reset, only the run since is in context.
+    assert [m.content for m in alone[-1][3]] == ["hello again", "A fresh start."]
+
+    starts: list[tuple[str, int]] = []
+    replay = eventlog.replay
+
+    async def counted(subject: str, start_seq: int = 1) -> AsyncGenerator[RawEvent]:
+        starts.append((subject, start_seq))
+        async with aclosing(replay(subject, start_seq)) as events:
+            async for raw in events:
+                yield raw
+
+    monkeypatch.setattr(eventlog, "replay", counted)
+    carried = await Snapshots(eventlog).many(agent["id"], in_order)
+    assert [shown(s) for s in carried] == alone
+    agent_subject = subjects.agent_subject(agent["id"])
+    agent_reads = [start for subject, start in starts if subject == agent_subject]
+    # Read on from each position asked (where anything came since), never from the start again.
+    assert agent_reads[0] == 1
+    assert agent_reads[1:] == sorted(set(agent_reads[1:]))
+    assert set(agent_reads[1:]) <= {seq + 1 for seq, _ in in_order}
+
+    # Asked out of order (many takes them in order, answers in the order asked).
+    order = (3, 0, 5, 1, 4, 2)
+    again = await Snapshots(eventlog).many(agent["id"], [in_order[i] for i in order])
+    assert [shown(s) for s in again] == [alone[i] for i in order]
+    # One at a time, positions before one already taken included: folded again from the start.
+    snapshots = Snapshots(eventlog)
+    for i in order:
+        assert shown(await snapshots.at(agent["id"], *in_order[i])) == alone[i]

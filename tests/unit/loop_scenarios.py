@@ -25,7 +25,7 @@ from o_executor.run import AgentConfig, Completed, Refused, RunInputs, run_agent
 from o_executor.run.deps import ModelRequest, RunCancelled, ToolOutcome
 from o_executor.run_log import RunLog
 from o_executor.shadow.deps import ShadowDeps
-from o_executor.shadow.snapshot import ArchiveFold, ConversationFold, Snapshot
+from o_executor.shadow.snapshot import ArchiveSummary, ConversationFold, Snapshot
 
 AGENT_ID = "agent-00000000-0000-4000-8000-000000000001"
 RUN_ID = "run-00000000-0000-4000-8000-000000000002"
@@ -158,8 +158,8 @@ async def when(
     conversation = ConversationFold()
     for i, message in enumerate(history):
         conversation.messages[message.id] = (i, message, "run-earlier")
-        conversation.in_context[message.id] = True
-    snapshot = Snapshot(0, given, [dict(HUMAN_BLOCK)], conversation, ArchiveFold())
+        conversation.seen[message.id] = i
+    snapshot = Snapshot(0, given, [dict(HUMAN_BLOCK)], conversation, ArchiveSummary())
     messages = [ChatMessage(id=f"message-in-{RUN_ID}", role="user", content=text)] if text else []
     command = Envelope.wrap(
         StartRun(

@@ -9,8 +9,10 @@ runner runs an agent on.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from o_contracts import subjects
 from o_contracts.base import Message
@@ -107,25 +109,40 @@ class AgentFold:
 
 @dataclass
 class ConversationFold:
-    """Every message, with its position and whether it is in context (the runs projection)."""
+    """The messages in context, with their positions (what the runs projection shows a run).
 
+    A message that leaves the context (rolled back, summarized away, reset) never comes
+    back, so only its id and position are kept: what the fold holds grows with the
+    context, not with the conversation's history.
+    """
+
+    # In context: message id -> (position, message, the run that wrote it).
     messages: dict[str, tuple[int, ChatMessage, str | None]] = field(default_factory=dict)
-    in_context: dict[str, bool] = field(default_factory=dict)
+    # Every message folded, in context or not -> its position (a message is added once;
+    # a summary keeps the messages from a given one on).
+    seen: dict[str, int] = field(default_factory=dict)
     # A named conversation's own blocks (ConversationCreated.isolated_block_ids).
     isolated_block_ids: list[str] = field(default_factory=list)
 
     def inherit(self, source: ConversationFold) -> None:
         """A fork starts with what was in its source's context, at the same positions."""
-        for message_id, (at, message, run_id) in source.messages.items():
-            if source.in_context[message_id]:
-                self._add(at, message, run_id)
+        for at, message, run_id in source.messages.values():
+            self._add(at, message, run_id)
+
+    def copy(self) -> ConversationFold:
+        return ConversationFold(dict(self.messages), dict(self.seen), list(self.isolated_block_ids))
 
     def _add(
         self, at: int, message: ChatMessage, run_id: str | None, in_context: bool = True
     ) -> None:
-        if message.id not in self.messages:
-            self.messages[message.id] = (at, message, run_id)
-            self.in_context[message.id] = in_context
+        if message.id not in self.seen:
+            self.seen[message.id] = at
+            if in_context:
+                self.messages[message.id] = (at, message, run_id)
+
+    def _evict(self, message_ids: list[str]) -> None:
+        for message_id in message_ids:
+            self.messages.pop(message_id, None)
 
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, AgentCreated):
@@ -137,8 +154,7 @@ class ConversationFold:
             for i, item in enumerate(event.messages):
                 self._add(position(seq, imported_offset(i)), item.message, None, item.in_context)
         elif isinstance(event, MessagesReset):
-            for message_id in self.in_context:
-                self.in_context[message_id] = False
+            self.messages.clear()
         elif isinstance(event, RunStarted):
             for i, m in enumerate(event.messages):
                 self._add(position(seq, i), m, event.run_id)
@@ -148,29 +164,24 @@ class ConversationFold:
             for i, m in enumerate(event.messages):
                 self._add(position(seq, i), m, event.run_id)
         elif isinstance(event, RunRolledBack):
-            for message_id, (_, _, run_id) in self.messages.items():
-                if run_id == event.run_id:
-                    self.in_context[message_id] = False
+            self._evict([i for i, (_, _, run) in self.messages.items() if run == event.run_id])
         elif isinstance(event, ContextSummarized):
             everything = event.first_kept_message_id is None
-            kept = None if everything else self.messages.get(event.first_kept_message_id or "")
-            kept_at = kept[0] if kept is not None else position(seq)
+            kept_at = self.seen.get(event.first_kept_message_id or "") if not everything else None
+            if kept_at is None:
+                kept_at = position(seq)
             if event.evicted_message_ids:
-                for message_id in event.evicted_message_ids:
-                    if message_id in self.in_context:
-                        self.in_context[message_id] = False
+                self._evict(event.evicted_message_ids)
             else:
-                for message_id, (at, _, _) in self.messages.items():
-                    if at < kept_at:
-                        self.in_context[message_id] = False
+                self._evict([i for i, (at, _, _) in self.messages.items() if at < kept_at])
             self._add(position(seq) if everything else before(kept_at), event.summary, event.run_id)
 
     def history(self, exclude_run: str | None = None) -> list[ChatMessage]:
         """The in-context messages in order (without run `exclude_run`'s)."""
         rows = [
             (at, message)
-            for message_id, (at, message, run_id) in self.messages.items()
-            if self.in_context[message_id] and (exclude_run is None or run_id != exclude_run)
+            for at, message, run_id in self.messages.values()
+            if exclude_run is None or run_id != exclude_run
         ]
         return [m for _, m in sorted(rows, key=lambda row: row[0])]
 
@@ -247,24 +258,32 @@ class ArchiveFold:
             self.passages.clear()
 
 
-async def _archival_memory(log: LogReader, agent_id: str, seq: int) -> ArchiveFold:
-    """The agent's archival memory as of `seq`: its own passages and those of the archives
-    attached to it then (events/archives.py)."""
-    fold = ArchiveFold()
-    for at, event in await log.events(subjects.archival_subject(agent_id), seq):
-        fold.apply(at, event)
-    attached: dict[str, None] = {}
-    for _, event in await log.events(subjects.agent_archives_filter(agent_id), seq):
+@dataclass
+class AttachedArchives:
+    """Which shared archives are attached to the agent (its archives' attach subjects)."""
+
+    ids: dict[str, None] = field(default_factory=dict)
+
+    def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, ArchiveAttached):
-            attached[event.archive_id] = None
+            self.ids[event.archive_id] = None
         elif isinstance(event, ArchiveDetached):
-            attached.pop(event.archive_id, None)
-    for archive_id in attached:
-        shared = ArchiveFold()
-        for at, event in await log.events(subjects.archive_subject(archive_id), seq):
-            shared.apply(at, event)
-        fold.passages.update(shared.passages)
-    return fold
+            self.ids.pop(event.archive_id, None)
+
+
+@dataclass(frozen=True)
+class ArchiveSummary:
+    """What a prompt shows of the agent's archival memory: how many passages, which tags."""
+
+    count: int = 0
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, folds: list[ArchiveFold]) -> ArchiveSummary:
+        passages: dict[str, list[str]] = {}
+        for fold in folds:
+            passages.update(fold.passages)
+        return cls(len(passages), tuple(sorted({t for tags in passages.values() for t in tags})))
 
 
 @dataclass(frozen=True)
@@ -275,17 +294,16 @@ class Snapshot:
     agent: AgentConfig
     blocks: list[dict[str, Any]]
     conversation: ConversationFold
-    archive: ArchiveFold
+    archive: ArchiveSummary
 
     def history(self, exclude_run: str | None = None) -> list[ChatMessage]:
         return self.conversation.history(exclude_run)
 
     def core_memory(self) -> CoreMemory:
-        tags = sorted({t for tags in self.archive.passages.values() for t in tags})
         return {
             "blocks": [dict(b) for b in self.blocks],
-            "archival_count": len(self.archive.passages),
-            "archival_tags": tags,
+            "archival_count": self.archive.count,
+            "archival_tags": list(self.archive.tags),
         }
 
 
@@ -293,110 +311,165 @@ class AgentNotFound(LookupError):
     pass
 
 
-class LogReader:
-    """A subject's events up to a log position, read straight from the log."""
+class _Fold(Protocol):
+    def apply(self, seq: int, event: Message) -> None: ...
+
+
+@dataclass
+class _Folding:
+    """A subject's folds, with every event up to `upto` applied."""
+
+    folds: tuple[_Fold, ...]
+    upto: int = 0
+
+
+class Snapshots:
+    """Snapshots of agents at log positions, each subject's folds carried forward from one
+    snapshot to the next.
+
+    Taken in the order of their positions (`many`), the snapshots of one evaluation's
+    cases read and fold each subject once, up to the newest case: a case costs the events
+    since the one before, not the agent's whole history, and what is held is the agent's
+    state (its context, blocks, tools, archive's ids), not its events. A position before
+    one already folded starts that subject's folds again from its beginning.
+    """
 
     def __init__(self, eventlog: EventLog) -> None:
         self.eventlog = eventlog
+        self._folds: dict[str, _Folding] = {}
 
-    async def events(self, subject: str, seq: int) -> list[tuple[int, Message]]:
-        return await _events(self.eventlog, subject, seq)
+    async def many(self, agent_id: str, wanted: list[tuple[int, str | None]]) -> list[Snapshot]:
+        """The snapshots at (position, conversation) `wanted`, in that order; taken in the
+        order of their positions."""
+        taken: dict[int, Snapshot] = {}
+        for i in sorted(range(len(wanted)), key=lambda i: wanted[i][0]):
+            seq, conversation_id = wanted[i]
+            taken[i] = await self.at(agent_id, seq, conversation_id)
+        return [taken[i] for i in range(len(wanted))]
 
+    async def at(self, agent_id: str, seq: int, conversation_id: str | None = None) -> Snapshot:
+        """The agent as the log had it at position `seq`, in one of its conversations (None:
+        its default one; a named one's own blocks in place of the agent's)."""
+        agent, default = await self._folded(
+            subjects.agent_subject(agent_id), seq, lambda: (AgentFold(), ConversationFold())
+        )
+        assert isinstance(agent, AgentFold) and isinstance(default, ConversationFold)
+        if not agent.fields or agent.deleted:
+            raise AgentNotFound(f"agent {agent_id} did not exist at log position {seq}")
+        conversation = default
+        if conversation_id is not None:
+            conversation = await self._conversation(agent_id, conversation_id, seq)
+        own = {}
+        for block_id in conversation.isolated_block_ids:
+            state = await self._block(block_id, seq)
+            if state is not None:
+                own[state["label"]] = state
+        blocks = []
+        for block_id in agent.block_ids():
+            state = await self._block(block_id, seq)
+            if state is not None:
+                blocks.append(own.get(state["label"], state))
+        tools: dict[str, UserTool] = {}
+        for tool_id in agent.fields["tool_ids"]:
+            (tool,) = await self._folded(subjects.tool_subject(tool_id), seq, lambda: (ToolFold(),))
+            assert isinstance(tool, ToolFold)
+            if tool.state is not None:
+                tools[tool.state["name"]] = UserTool.from_row(tool.state)
+        archive = await self._archival_memory(agent_id, seq)
+        config = dataclasses.replace(AgentConfig.from_row(agent.fields), user_tools=tools)
+        return Snapshot(seq, config, blocks, conversation.copy(), archive)
 
-class CachedLogReader(LogReader):
-    """Each subject read once, up to `upto`, for many snapshots at positions up to there
-    (one evaluation's cases: without it, every case replays the agent's subjects from
-    their start, and the shadow's load on NATS grows with the square of the cases)."""
+    async def _block(self, block_id: str, seq: int) -> dict[str, Any] | None:
+        (block,) = await self._folded(subjects.block_subject(block_id), seq, lambda: (BlockFold(),))
+        assert isinstance(block, BlockFold)
+        # A copy: the fold goes on changing its state for later snapshots.
+        return dict(block.state) if block.state is not None else None
 
-    def __init__(self, eventlog: EventLog, upto: int) -> None:
-        super().__init__(eventlog)
-        self.upto = upto
-        self._read: dict[str, list[tuple[int, Message]]] = {}
+    async def _conversation(
+        self, agent_id: str, conversation_id: str, seq: int
+    ) -> ConversationFold:
+        """A named conversation's messages as of `seq`: after what a fork inherited from its
+        source (folded as of the fork, apart: an earlier position than this one's)."""
+        lane = subjects.Lane(agent_id, conversation_id)
 
-    async def events(self, subject: str, seq: int) -> list[tuple[int, Message]]:
-        if seq > self.upto:
-            return await super().events(subject, seq)
-        if subject not in self._read:
-            self._read[subject] = await _events(self.eventlog, subject, self.upto)
-        return [(at, event) for at, event in self._read[subject] if at <= seq]
+        async def created(at: int, event: Message, fold: _Fold) -> None:
+            if isinstance(event, ConversationCreated) and isinstance(fold, ConversationFold):
+                fold.isolated_block_ids = list(event.isolated_block_ids)
+                if event.forked_from is not None:
+                    source = Snapshots(self.eventlog)
+                    if event.forked_from:
+                        fold.inherit(await source._conversation(agent_id, event.forked_from, at))
+                    else:
+                        (_, default) = await source._folded(
+                            subjects.agent_subject(agent_id),
+                            at,
+                            lambda: (AgentFold(), ConversationFold()),
+                        )
+                        assert isinstance(default, ConversationFold)
+                        fold.inherit(default)
 
+        (fold,) = await self._folded(lane.events, seq, lambda: (ConversationFold(),), created)
+        assert isinstance(fold, ConversationFold)
+        return fold
 
-async def _events(eventlog: EventLog, subject: str, seq: int) -> list[tuple[int, Message]]:
-    """The subject's events up to log position `seq`, decoded (undecodable ones skipped,
-    as the projections dead-letter and skip them)."""
-    found = []
-    async for raw in eventlog.replay(subject):
-        if raw.seq > seq:
-            break
-        try:
-            found.append((raw.seq, decode(raw.data).data))
-        except MalformedMessage:
-            continue
-    return found
+    async def _archival_memory(self, agent_id: str, seq: int) -> ArchiveSummary:
+        """The agent's archival memory as of `seq`: its own passages and those of the
+        archives attached to it then (events/archives.py)."""
+        (own,) = await self._folded(
+            subjects.archival_subject(agent_id), seq, lambda: (ArchiveFold(),)
+        )
+        (attached,) = await self._folded(
+            subjects.agent_archives_filter(agent_id), seq, lambda: (AttachedArchives(),)
+        )
+        assert isinstance(own, ArchiveFold) and isinstance(attached, AttachedArchives)
+        folds = [own]
+        for archive_id in attached.ids:
+            (shared,) = await self._folded(
+                subjects.archive_subject(archive_id), seq, lambda: (ArchiveFold(),)
+            )
+            assert isinstance(shared, ArchiveFold)
+            folds.append(shared)
+        return ArchiveSummary.of(folds)
 
-
-async def _conversation(
-    log: LogReader, agent_id: str, conversation_id: str | None, seq: int
-) -> ConversationFold:
-    """One conversation's messages as of `seq`: its subject's events, after what a fork
-    inherited from its source (folded as of the fork)."""
-    fold = ConversationFold()
-    lane = subjects.Lane(agent_id, conversation_id)
-    for at, event in await log.events(lane.events, seq):
-        if isinstance(event, ConversationCreated):
-            fold.isolated_block_ids = list(event.isolated_block_ids)
-            if event.forked_from is not None:
-                fold.inherit(await _conversation(log, agent_id, event.forked_from or None, at))
-        fold.apply(at, event)
-    return fold
-
-
-async def _block(log: LogReader, block_id: str, seq: int) -> dict[str, Any] | None:
-    fold = BlockFold()
-    for at, event in await log.events(subjects.block_subject(block_id), seq):
-        fold.apply(at, event)
-    return fold.state
+    async def _folded(
+        self,
+        subject: str,
+        seq: int,
+        make: Callable[[], tuple[_Fold, ...]],
+        before: Callable[[int, Message, _Fold], Awaitable[None]] | None = None,
+    ) -> tuple[_Fold, ...]:
+        """The subject's folds (made by `make`) with its events up to `seq` applied (each
+        first given to `before`). Undecodable events are skipped, as the projections
+        dead-letter and skip them."""
+        folding = self._folds.get(subject)
+        if folding is None or folding.upto > seq:
+            folding = self._folds[subject] = _Folding(make())
+        if folding.upto >= seq:
+            return folding.folds
+        # (One direct get says whether anything came since: most subjects, a block or a
+        # tool, have not changed from one case to the next.)
+        if await self.eventlog.last_seq_matching(subject) > folding.upto:
+            async with aclosing(self.eventlog.replay(subject, folding.upto + 1)) as events:
+                async for raw in events:
+                    if raw.seq > seq:
+                        break
+                    try:
+                        event = decode(raw.data).data
+                    except MalformedMessage:
+                        continue
+                    for fold in folding.folds:
+                        if before is not None:
+                            await before(raw.seq, event, fold)
+                        fold.apply(raw.seq, event)
+        folding.upto = seq
+        return folding.folds
 
 
 async def take_snapshot(
-    eventlog: EventLog,
-    agent_id: str,
-    seq: int,
-    conversation_id: str | None = None,
-    log: LogReader | None = None,
+    eventlog: EventLog, agent_id: str, seq: int, conversation_id: str | None = None
 ) -> Snapshot:
     """The agent as the log had it at position `seq` (its own and its blocks', tools' and
     archive's subjects, read up to there), in one of its conversations (None: its default
-    one; a named one's own blocks in place of the agent's). `log`: where the subjects are
-    read (a CachedLogReader shared by many snapshots)."""
-    log = log or LogReader(eventlog)
-    agent = AgentFold()
-    conversation = ConversationFold()
-    for at, event in await log.events(subjects.agent_subject(agent_id), seq):
-        agent.apply(at, event)
-        if conversation_id is None:
-            conversation.apply(at, event)
-    if not agent.fields or agent.deleted:
-        raise AgentNotFound(f"agent {agent_id} did not exist at log position {seq}")
-    if conversation_id is not None:
-        conversation = await _conversation(log, agent_id, conversation_id, seq)
-    own = {}
-    for block_id in conversation.isolated_block_ids:
-        state = await _block(log, block_id, seq)
-        if state is not None:
-            own[state["label"]] = state
-    blocks = []
-    for block_id in agent.block_ids():
-        state = await _block(log, block_id, seq)
-        if state is not None:
-            blocks.append(own.get(state["label"], state))
-    tools: dict[str, UserTool] = {}
-    for tool_id in agent.fields["tool_ids"]:
-        tool = ToolFold()
-        for at, event in await log.events(subjects.tool_subject(tool_id), seq):
-            tool.apply(at, event)
-        if tool.state is not None:
-            tools[tool.state["name"]] = UserTool.from_row(tool.state)
-    archive = await _archival_memory(log, agent_id, seq)
-    config = dataclasses.replace(AgentConfig.from_row(agent.fields), user_tools=tools)
-    return Snapshot(seq, config, blocks, conversation, archive)
+    one; a named one's own blocks in place of the agent's). Many snapshots of one agent:
+    `Snapshots.many`."""
+    return await Snapshots(eventlog).at(agent_id, seq, conversation_id)

@@ -8,9 +8,8 @@ run in flight by asking again until `complete` is true.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any
 
 from fastapi import APIRouter
 
@@ -21,7 +20,6 @@ from o_gateway.routes.paths import route
 from o_gateway.routes.runs import run_json, run_row
 from o_gateway.run_timeline import Fact, timeline
 from o_gateway.state import GW
-from o_runtime.eventlog import RawEvent
 
 router = APIRouter()
 
@@ -35,8 +33,7 @@ async def run_timeline(run_id: str, gw: GW) -> dict[str, Any]:
     facts: list[Fact] = []
     # (replay is an async generator: closed at once when the run's end is found, so its
     # consumer goes then instead of after reading the conversation's later runs.)
-    replay = cast(AsyncGenerator[RawEvent, None], gw.eventlog.replay(lane.events, start))
-    async with aclosing(replay) as events:
+    async with aclosing(gw.eventlog.replay(lane.events, start)) as events:
         async for raw in events:
             try:
                 envelope = decode(raw.data)
