@@ -36,19 +36,22 @@ async def sampled_judgement(
     agent_id: str,
     runs: Sequence[tuple[str, str | None, int]],
     stable: VersionSpec,
+    snapshots: Snapshots,
 ) -> Sampled:
     """The judge's verdicts on `runs` (run id, conversation id, RunStarted's position):
-    live candidate answers
-    against the stable agent's answers in the shadow."""
+    live candidate answers against the stable agent's answers in the shadow, on snapshots
+    from `snapshots` (kept from one analysis to the next: each reads on from the last)."""
     wins = losses = 0
     model = live_model(settings.retries)
-    # The runs' snapshots carry their folds forward from one to the next.
-    snapshots = Snapshots(eventlog)
-    for run_id, conversation_id, started_seq in runs:
+    taken = await snapshots.many(
+        agent_id, [(seq - 1, conversation) for _, conversation, seq in runs]
+    )
+    for (run_id, conversation_id, started_seq), snapshot in zip(runs, taken, strict=True):
         recorded = await read_run(eventlog, agent_id, run_id, conversation_id, since=started_seq)
         answers = [e.message for e in recorded.events if isinstance(e, LLMResponded)]
         candidate = answer_text(answers)
-        snapshot = await snapshots.at(agent_id, recorded.started_seq - 1, conversation_id)
+        if snapshot.seq != recorded.started_seq - 1:
+            snapshot = await snapshots.at(agent_id, recorded.started_seq - 1, conversation_id)
         shadow = await run_arm(snapshot, recorded, stable, model)
         if shadow.result.inconclusive is not None:
             continue

@@ -17,7 +17,7 @@ twice (redelivery, two replicas) decide once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -50,6 +50,7 @@ from o_evolution.commands import EvolutionCommands
 from o_evolution.feedback import negative_steps_of
 from o_evolution.patches import PatchRefused
 from o_evolution.rebase import made_on
+from o_executor.shadow.snapshot import KeptSnapshots
 from o_runtime.commands import Delivery
 from o_runtime.eventlog import AppendRejected, Recorded
 
@@ -89,6 +90,9 @@ def promotion_waits(config: EvolutionConfig) -> bool:
 @dataclass
 class Rollouts:
     commands: EvolutionCommands
+    # Each canary's agent's snapshots, kept from one analysis to the next: a step's samples
+    # are its latest runs, so each analysis reads on from where the last one left off.
+    kept: KeptSnapshots = field(default_factory=KeptSnapshots)
 
     # -- commands ---------------------------------------------------------------
 
@@ -261,7 +265,10 @@ class Rollouts:
             if r["rollout_arm"] == "candidate" and not r["failed"]
         ][-config.canary_judge_samples :]
         s = self.commands.s
-        return await sampled_judgement(s.eventlog, self.commands.settings, agent_id, picked, stable)
+        snapshots = self.kept.of(s.eventlog, agent_id)
+        return await sampled_judgement(
+            s.eventlog, self.commands.settings, agent_id, picked, stable, snapshots
+        )
 
     async def _after(self, cause: Envelope[Any], rid: str, config: EvolutionConfig) -> None:
         """A canary that passed at full traffic is promoted, unless a person must; one the

@@ -10,6 +10,7 @@ sandbox), no projection.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -338,3 +339,8 @@ async def test_snapshots_carried_forward_are_each_the_snapshot_taken_alone(
     snapshots = Snapshots(eventlog)
     for i in order:
         assert shown(await snapshots.at(agent["id"], *in_order[i])) == alone[i]
+    # Asked at once (two analyses of one agent's canary): one at a time all the same, so no
+    # fold has its new events applied twice (the memory_insert's edit, say).
+    snapshots = Snapshots(eventlog)
+    together = await asyncio.gather(*(snapshots.at(agent["id"], *w) for w in in_order))
+    assert [shown(s) for s in together] == alone

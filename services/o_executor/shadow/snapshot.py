@@ -8,7 +8,9 @@ runner runs an agent on.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -337,6 +339,9 @@ class Snapshots:
     def __init__(self, eventlog: EventLog) -> None:
         self.eventlog = eventlog
         self._folds: dict[str, _Folding] = {}
+        # One snapshot at a time: two reading on from the same fold would apply its new
+        # events twice.
+        self._taking = asyncio.Lock()
 
     async def many(self, agent_id: str, wanted: list[tuple[int, str | None]]) -> list[Snapshot]:
         """The snapshots at (position, conversation) `wanted`, in that order; taken in the
@@ -350,6 +355,10 @@ class Snapshots:
     async def at(self, agent_id: str, seq: int, conversation_id: str | None = None) -> Snapshot:
         """The agent as the log had it at position `seq`, in one of its conversations (None:
         its default one; a named one's own blocks in place of the agent's)."""
+        async with self._taking:
+            return await self._at(agent_id, seq, conversation_id)
+
+    async def _at(self, agent_id: str, seq: int, conversation_id: str | None) -> Snapshot:
         agent, default = await self._folded(
             subjects.agent_subject(agent_id), seq, lambda: (AgentFold(), ConversationFold())
         )
@@ -463,6 +472,22 @@ class Snapshots:
                         fold.apply(raw.seq, event)
         folding.upto = seq
         return folding.folds
+
+
+class KeptSnapshots:
+    """Each agent's Snapshots kept for the next ones asked of it (a canary's analyses, whose
+    samples come later each time), the least recently used agent's dropped past `size`."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._kept: OrderedDict[str, Snapshots] = OrderedDict()
+
+    def of(self, eventlog: EventLog, agent_id: str) -> Snapshots:
+        snapshots = self._kept.pop(agent_id, None) or Snapshots(eventlog)
+        self._kept[agent_id] = snapshots
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return snapshots
 
 
 async def take_snapshot(
