@@ -124,12 +124,33 @@ def per_case(
     return parts
 
 
+async def evaluated(
+    http: Any, base: str, llm: FakeOpenAI, cases: int
+) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
+    """A proposal of RULE, evaluated: the proposal, its id and the model calls it made."""
+    asked = len(llm.requests)
+    patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
+    made = await http.post(f"{base}/proposals", json={"patch": patch})
+    assert made.status_code == 201, made.text
+    pid = made.json()["id"]
+    deadline = time.monotonic() + 30 + 5 * cases
+    while True:
+        proposal: dict[str, Any] = (await http.get(f"{base}/proposals/{pid}")).json()
+        if proposal["status"] not in ("proposed", "evaluating"):
+            break
+        assert time.monotonic() < deadline, f"still {proposal['status']}"
+        await asyncio.sleep(0.2)
+    return proposal, pid, llm.requests[asked:]
+
+
 def reset_peak(pid: int) -> None:
     """The process's peak resident memory (VmHWM) set to what it has now (Linux)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-async def main(cases: int, history_runs: int = 0, each: bool = False, reset: bool = False) -> None:
+async def main(
+    cases: int, history_runs: int = 0, each: bool = False, reset: bool = False, again: bool = False
+) -> None:
     llm = FakeOpenAI()
     llm.default_reply = scripted
     llm.start()
@@ -167,25 +188,15 @@ async def main(cases: int, history_runs: int = 0, each: bool = False, reset: boo
                 "max_votes_per_conversation": cases,
             }
             assert (await http.put(f"{base}/config", json=config)).status_code == 200
-            asked = len(llm.requests)
             # The evolution service's peak memory from here (Linux: 5 resets VmHWM).
             evolution = system.supervisor.pids("evolution")
             resident = sum(status_mb(p) for p in evolution)
             for pid in evolution:
                 reset_peak(pid)
-            patch = {"ops": [{"op": "append_text", "target": "system", "text": RULE}]}
-            made = await http.post(f"{base}/proposals", json={"patch": patch})
-            assert made.status_code == 201, made.text
-            pid = made.json()["id"]
-            deadline = time.monotonic() + 30 + 5 * cases
-            while True:
-                proposal = (await http.get(f"{base}/proposals/{pid}")).json()
-                if proposal["status"] not in ("proposed", "evaluating"):
-                    break
-                assert time.monotonic() < deadline, f"still {proposal['status']}"
-                await asyncio.sleep(0.2)
-            calls = llm.requests[asked:]
+            proposal, pid, calls = await evaluated(http, base, llm, cases)
             peak = sum(status_mb(p, "VmHWM") for p in evolution)
+            # The same proposal again: the agent's next evaluation, of the same cases.
+            second = await evaluated(http, base, llm, cases) if again else None
             history = (await http.get(f"{base}/history")).json()
     finally:
         llm.stop()
@@ -216,6 +227,16 @@ async def main(cases: int, history_runs: int = 0, each: bool = False, reset: boo
         f"  the evolution service: {resident:.0f} MB resident before the proposal, at most"
         f" {peak:.0f} MB while it was evaluated (+{peak - resident:.0f})"
     )
+    if second is not None:
+        again_proposal, again_pid, again_calls = second
+        assert len(again_proposal["cases"]) == cases, again_proposal["report"]["reason"]
+        check_calls(again_calls, cases)
+        before_arms = per_case(again_calls, history, again_pid, cases)[1]
+        print(
+            f"  the same proposal again (the agent's next evaluation): before the arms, first"
+            f" case {before_arms[0]:.1f} ms (this one's: {parts[1][0]:.1f}), median"
+            f" {statistics.median(before_arms):.1f}"
+        )
     print(
         "  before the arms: from the previous decision to the case's first arm call (recording"
         "\n    that decision, the budget and backlog checks, reading the run, the snapshot);"
@@ -235,5 +256,10 @@ if __name__ == "__main__":
         action="store_true",
         help="the older runs' messages leave the context before the cases' runs (reset-messages)",
     )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="then the same proposal again: the agent's next evaluation, of the same cases",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.cases, args.history, args.each, args.reset))
+    asyncio.run(main(args.cases, args.history, args.each, args.reset, args.again))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,13 +36,15 @@ from o_evolution.shadow_cases import (
 )
 from o_evolution.waiting_line import WaitingLine
 from o_executor.shadow.runner import RecordedRun, read_run
-from o_executor.shadow.snapshot import Snapshot, Snapshots, take_snapshot
+from o_executor.shadow.snapshot import Checkpoint, Snapshot, Snapshots, take_snapshot
 from o_runtime.commands import Deferred, Delivery
 from o_runtime.eventlog import AppendRejected
 
 # When the proposal's evaluation began (its experiment time limit counts from there).
 # How long an evaluation waits in the stream while the shadow's slots are taken.
 BUSY_DELAY = 2.0
+# How many agents' folds are kept between their evaluations.
+KEPT_AGENTS = 8
 
 _STARTED = (
     "SELECT created_at FROM evolution_history WHERE agent_id = $1"
@@ -72,6 +75,9 @@ class Evaluation:
     _line: WaitingLine = field(default_factory=lambda: WaitingLine(forget_after=4 * BUSY_DELAY))
     # How busy users keep the executor (live_first.py); a test may sample otherwise.
     live_load: Sampler | None = None
+    # Each agent's folds as of its last evaluation's first case, for its next evaluation
+    # to read on from (the few most recently evaluated agents'; lost with the process).
+    _kept: OrderedDict[str, Checkpoint] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
         if self.live_load is None:
@@ -185,9 +191,8 @@ class Evaluation:
             ref = refs[n]
             working = time.process_time()
             if not snapshots:
-                taken = await Snapshots(s.eventlog).many(
-                    cmd.agent_id, [(r.started_seq - 1, r.conversation_id) for r in refs[n:]]
-                )
+                wanted = [(r.started_seq - 1, r.conversation_id) for r in refs[n:]]
+                taken = await self._snapshots(cmd.agent_id, wanted)
                 snapshots = {
                     r.run_id: snapshot for r, snapshot in zip(refs[n:], taken, strict=True)
                 }
@@ -224,6 +229,22 @@ class Evaluation:
             seq=seq,
             result={"proposal_id": cmd.proposal_id, "status": report.decision},
         )
+
+    async def _snapshots(
+        self, agent_id: str, wanted: list[tuple[int, str | None]]
+    ) -> list[Snapshot]:
+        """The cases' snapshots (Snapshots.many), read on from the agent's last evaluation's
+        first case where none of these is before it; this one's first case's folds kept for
+        the next (whose cases, the agent's latest runs then, begin here or later)."""
+        first = min(wanted, key=lambda w: w[0])
+        kept = self._kept.pop(agent_id, None)
+        start = kept if kept is not None and kept.seq <= first[0] else None
+        snapshots = Snapshots(self.commands.s.eventlog, start)
+        await snapshots.at(agent_id, *first)
+        self._kept[agent_id] = await snapshots.checkpoint(first[0])
+        while len(self._kept) > KEPT_AGENTS:
+            self._kept.popitem(last=False)
+        return await snapshots.many(agent_id, wanted)
 
     async def _rest(self, worked: float) -> None:
         """Keep shadow work to its duty cycle (O_SHADOW_DUTY): rest in proportion to the

@@ -331,6 +331,24 @@ async def test_snapshots_carried_forward_are_each_the_snapshot_taken_alone(
     assert agent_reads[1:] == sorted(set(agent_reads[1:]))
     assert set(agent_reads[1:]) <= {seq + 1 for seq, _ in in_order}
 
+    # The next evaluation reads on from a checkpoint of this one's first case (its cases,
+    # the latest runs then, begin there or later), not from the agent's first event.
+    first = Snapshots(eventlog)
+    await first.at(agent["id"], *in_order[1])
+    checkpoint = await first.checkpoint(in_order[1][0])
+    starts.clear()
+    later = await Snapshots(eventlog, checkpoint).many(agent["id"], in_order[2:])
+    assert [shown(s) for s in later] == alone[2:]
+    agent_reads = [start for subject, start in starts if subject == agent_subject]
+    assert agent_reads[0] == in_order[1][0] + 1
+    # The checkpoint is as it was (copied, not moved on by the evaluation that used it).
+    starts.clear()
+    assert (await Snapshots(eventlog, checkpoint).at(agent["id"], *in_order[-1])).seq == end
+    assert [s for subject, s in starts if subject == agent_subject] == [in_order[1][0] + 1]
+    # (And one before the checkpoint: that subject folded again from its start.)
+    earlier = await Snapshots(eventlog, checkpoint).at(agent["id"], *in_order[0])
+    assert shown(earlier) == alone[0]
+
     # Asked out of order (many takes them in order, answers in the order asked).
     order = (3, 0, 5, 1, 4, 2)
     again = await Snapshots(eventlog).many(agent["id"], [in_order[i] for i in order])

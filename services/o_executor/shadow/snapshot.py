@@ -68,6 +68,10 @@ class AgentFold:
     blocks: dict[str, int] = field(default_factory=dict)
     deleted: bool = False
 
+    def copy(self) -> AgentFold:
+        # (Its values are replaced, never changed in place: the dicts' copies are enough.)
+        return AgentFold(dict(self.fields), dict(self.blocks), self.deleted)
+
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, AgentCreated):
             self.fields = {
@@ -192,6 +196,9 @@ class ConversationFold:
 class BlockFold:
     state: dict[str, Any] | None = None
 
+    def copy(self) -> BlockFold:
+        return BlockFold(dict(self.state) if self.state is not None else None)
+
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, BlockCreated):
             spec = event.spec
@@ -223,6 +230,9 @@ class BlockFold:
 class ToolFold:
     state: dict[str, Any] | None = None
 
+    def copy(self) -> ToolFold:
+        return ToolFold(dict(self.state) if self.state is not None else None)
+
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, ToolCreated):
             self.state = {
@@ -245,6 +255,9 @@ class ArchiveFold:
     # Passage id -> its tags (what a prompt shows of the archive: how many, which tags).
     passages: dict[str, list[str]] = field(default_factory=dict)
 
+    def copy(self) -> ArchiveFold:
+        return ArchiveFold(dict(self.passages))
+
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, PassageInserted):
             self.passages.setdefault(event.passage.passage_id, list(event.passage.tags))
@@ -265,6 +278,9 @@ class AttachedArchives:
     """Which shared archives are attached to the agent (its archives' attach subjects)."""
 
     ids: dict[str, None] = field(default_factory=dict)
+
+    def copy(self) -> AttachedArchives:
+        return AttachedArchives(dict(self.ids))
 
     def apply(self, seq: int, event: Message) -> None:
         if isinstance(event, ArchiveAttached):
@@ -316,6 +332,8 @@ class AgentNotFound(LookupError):
 class _Fold(Protocol):
     def apply(self, seq: int, event: Message) -> None: ...
 
+    def copy(self) -> _Fold: ...
+
 
 @dataclass
 class _Folding:
@@ -323,6 +341,19 @@ class _Folding:
 
     folds: tuple[_Fold, ...]
     upto: int = 0
+
+    def copy(self) -> _Folding:
+        return _Folding(tuple(fold.copy() for fold in self.folds), self.upto)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Folds as a Snapshots had them once it had taken a snapshot at `seq` (each subject's
+    with its events up to there, or fewer), to start another from: one whose positions are
+    all at `seq` or later reads each subject on from there."""
+
+    seq: int
+    folds: dict[str, _Folding]
 
 
 class Snapshots:
@@ -336,9 +367,11 @@ class Snapshots:
     one already folded starts that subject's folds again from its beginning.
     """
 
-    def __init__(self, eventlog: EventLog) -> None:
+    def __init__(self, eventlog: EventLog, start: Checkpoint | None = None) -> None:
         self.eventlog = eventlog
-        self._folds: dict[str, _Folding] = {}
+        self._folds: dict[str, _Folding] = (
+            {subject: f.copy() for subject, f in start.folds.items()} if start else {}
+        )
         # One snapshot at a time: two reading on from the same fold would apply its new
         # events twice.
         self._taking = asyncio.Lock()
@@ -351,6 +384,13 @@ class Snapshots:
             seq, conversation_id = wanted[i]
             taken[i] = await self.at(agent_id, seq, conversation_id)
         return [taken[i] for i in range(len(wanted))]
+
+    async def checkpoint(self, seq: int) -> Checkpoint:
+        """The folds as they are now, those folded no further than `seq` (between two
+        snapshots: a fold is copied with all of its events applied, or none)."""
+        async with self._taking:
+            folds = {s: f.copy() for s, f in self._folds.items() if f.upto <= seq}
+        return Checkpoint(seq, folds)
 
     async def at(self, agent_id: str, seq: int, conversation_id: str | None = None) -> Snapshot:
         """The agent as the log had it at position `seq`, in one of its conversations (None:
