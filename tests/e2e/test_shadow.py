@@ -75,6 +75,29 @@ async def block_value(system: System, agent_id: str, label: str) -> str:
     return value
 
 
+async def own_human_conversation(system: System, agent_id: str) -> dict[str, Any]:
+    """A named conversation of the agent's with its own copy of the `human` block."""
+    made = await system.http.post(
+        "/v1/conversations/",
+        params={"agent_id": agent_id},
+        json={"isolated_block_labels": ["human"]},
+    )
+    assert made.status_code == 200, made.text
+    conversation: dict[str, Any] = made.json()
+    return conversation
+
+
+async def say_in(system: System, conversation_id: str, text: str) -> dict[str, Any]:
+    """A message sent in a named conversation, answered (not streamed)."""
+    said = await system.http.post(
+        f"/v1/conversations/{conversation_id}/messages",
+        json={"messages": [{"role": "user", "content": text}], "streaming": False},
+    )
+    assert said.status_code == 200, said.text
+    answer: dict[str, Any] = said.json()
+    return answer
+
+
 # What a step measured (events/runs.py LLMResponded): a replay asks no model, so these
 # are its own; everything else it records is the recorded run's.
 _TIMINGS = {"step_start_ns": None, "llm_request_start_ns": None, "llm_request_ns": None}
@@ -195,31 +218,17 @@ async def test_a_run_in_a_forked_conversation_with_its_own_block_replays_exactly
 ) -> None:
     agent = await new_agent(system)
     http = system.http
-    source = (
-        await http.post(
-            "/v1/conversations/",
-            params={"agent_id": agent["id"]},
-            json={"isolated_block_labels": ["human"]},
-        )
-    ).json()
+    source = await own_human_conversation(system, agent["id"])
     llm.push(Reply(content="Tea noted."))
-    said = await http.post(
-        f"/v1/conversations/{source['id']}/messages",
-        json={"messages": [{"role": "user", "content": "I like tea"}], "streaming": False},
-    )
-    assert said.status_code == 200, said.text
+    await say_in(system, source["id"], "I like tea")
     fork = (await http.post(f"/v1/conversations/{source['id']}/fork")).json()
     (own,) = fork["isolated_block_ids"]
     llm.push(
         Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})]),
         Reply(content="Remembered."),
     )
-    done = await http.post(
-        f"/v1/conversations/{fork['id']}/messages",
-        json={"messages": [{"role": "user", "content": "remember it"}], "streaming": False},
-    )
-    assert done.status_code == 200, done.text
-    run_id = done.json()["usage"]["run_ids"][0]
+    done = await say_in(system, fork["id"], "remember it")
+    run_id = done["usage"]["run_ids"][0]
     # The model saw the fork's inherited history, and the shadow's replay sees the same.
     sent = [m.get("content") for m in llm.requests[-2]["messages"][1:]]
     assert sent == ["I like tea", "Tea noted.", "remember it"]
@@ -257,31 +266,14 @@ async def test_snapshots_carried_forward_are_each_the_snapshot_taken_alone(
         json={"text": "Sam's dog is called Rex", "tags": ["pets"]},
     )
     assert inserted.status_code == 200, inserted.text
-    named = (
-        await http.post(
-            "/v1/conversations/",
-            params={"agent_id": agent["id"]},
-            json={"isolated_block_labels": ["human"]},
-        )
-    ).json()
-    for conversation_id, text in ((named["id"], "I like tea"), (None, "and a cat")):
-        path = (
-            f"/v1/conversations/{conversation_id}/messages"
-            if conversation_id
-            else f"/v1/agents/{agent['id']}/messages"
-        )
-        llm.push(Reply(content=f"Noted: {text}."))
-        said = await http.post(
-            path, json={"messages": [{"role": "user", "content": text}], "streaming": False}
-        )
-        assert said.status_code == 200, said.text
+    named = await own_human_conversation(system, agent["id"])
+    llm.push(Reply(content="Noted: I like tea."))
+    await say_in(system, named["id"], "I like tea")
+    llm.push(Reply(content="Noted: and a cat."))
+    await send(system, agent["id"], "and a cat", streaming=False)
     fork = (await http.post(f"/v1/conversations/{named['id']}/fork")).json()
     llm.push(Reply(content="Still tea."))
-    said = await http.post(
-        f"/v1/conversations/{fork['id']}/messages",
-        json={"messages": [{"role": "user", "content": "tea?"}], "streaming": False},
-    )
-    assert said.status_code == 200, said.text
+    await say_in(system, fork["id"], "tea?")
     # The default conversation's messages leave the context, then one more run there.
     reset = await http.patch(f"/v1/agents/{agent['id']}/reset-messages")
     assert reset.status_code == 200, reset.text
