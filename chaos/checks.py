@@ -768,10 +768,16 @@ def check_versions(view: AgentView, log: list[BlockEvent] | None = None) -> list
 
 
 def after_rebuild(
-    verdicts: Verdicts, views: dict[str, AgentView], folders: dict[str, FolderView] | None = None
+    verdicts: Verdicts,
+    views: dict[str, AgentView],
+    folders: dict[str, FolderView] | None = None,
+    live_before: dict[str, str] | None = None,
 ) -> None:
     """What the API shows once every projection is rebuilt from the log, added to each finding:
-    a loss or a stuck run that the rebuild repairs is the live projection's, not the log's."""
+    a loss or a stuck run that the rebuild repairs is the live projection's, not the log's.
+
+    `live_before` is each run's status as the live projection showed it just before the
+    rebuild: a run the checks found active but that had ended by then was late, not lost."""
     seen, in_blocks = _index(views, folders)
     runs = {run["id"]: run for view in views.values() for run in view.runs}
     for f in [*verdicts.lost, *verdicts.duplicated, *verdicts.partial]:
@@ -802,7 +808,14 @@ def after_rebuild(
         run = runs.get(f.run_id or "")
         status = run.get("status") if run else "absent"
         f.details.append(f"after the rebuild: {status}")
-        if status not in ACTIVE and run is not None:
+        live = (live_before or {}).get(f.run_id or "")
+        if live is not None and live not in ACTIVE:
+            f.details.append(f"live, just before the rebuild: {live}")
+            f.cause = (
+                "the run ended late: still active when the checks read it (after the quiet"
+                f" window), {live} just before the rebuild"
+            )
+        elif status not in ACTIVE and run is not None:
             f.cause = (
                 f"the live runs projection lost the run's end (the log has it: a rebuild shows"
                 f" it {status})"

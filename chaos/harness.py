@@ -33,7 +33,15 @@ from chaos.checks import (
 from chaos.killer import TARGETS, Kill, Killer, RestartMode
 from chaos.llm import ARCHIVAL_TOOL, ECHO_SOURCE
 from chaos.load import IMPORT_PREFIX, Clock, Load, LoadSettings, Request, Shares
-from chaos.snapshot import DROPPED, Difference, Rebuild, diff, rebuild, snapshot
+from chaos.snapshot import (
+    DROPPED,
+    Difference,
+    Rebuild,
+    diff,
+    rebuild,
+    run_statuses,
+    snapshot,
+)
 from chaos.system import ROOT, System, code_version, start_llm, stop_llm
 from o_contracts import subjects
 from o_runtime.nats_identity import Identity
@@ -391,6 +399,7 @@ async def _rebuild_and_compare(report: Report, http: httpx.AsyncClient, say: Any
                 report.verdicts,
                 await read_all(http, report.agent_ids),
                 await read_folders(http, folder_ids),
+                run_statuses(before),
             )
         except ReadFailed as exc:
             report.notes.append(f"could not read the API after the rebuild: {exc}")

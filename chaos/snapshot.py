@@ -108,6 +108,15 @@ async def snapshot(
     return view
 
 
+def run_statuses(view: dict[str, Any]) -> dict[str, str]:
+    """Each run's status in a `snapshot`, by run id."""
+    return {
+        str(run.get("id")): str(run.get("status"))
+        for agent in (view.get("agents") or {}).values()
+        for run in (agent.get("runs") or {}).values()
+    }
+
+
 def _keyed(items: list[dict[str, Any]], key: str, *, with_type: bool = False) -> dict[str, Any]:
     """A list as {key: item}, plus its order; a key seen twice gets `#2`, `#3`...
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from chaos.blocklog import BlockEvent
-from chaos.checks import AgentView, FolderView, Imported, evaluate
+from chaos.checks import AgentView, FolderView, Imported, after_rebuild, evaluate
 from chaos.evolution_checks import (
     EvolutionView,
     canary_problems,
@@ -30,7 +30,7 @@ from chaos.load import (
     file_text,
 )
 from chaos.report import longest_gap
-from chaos.snapshot import Difference, diff
+from chaos.snapshot import Difference, diff, run_statuses
 from o_evolution.judge import RUBRIC
 from o_evolution.judge import prompt as judge_prompt
 
@@ -399,6 +399,34 @@ def test_the_verdicts_name_lost_duplicated_and_stuck() -> None:
     problems = " | ".join(f.text for f in verdicts.versions)
     assert "repeated [2]" in problems
     assert "the log holds 2 events for version 2" in problems
+
+
+def test_a_stuck_run_that_ended_before_the_rebuild_is_called_late_not_lost() -> None:
+    late, lost = (
+        {"id": rid, "agent_id": AGENT, "status": "running", "created_at": None}
+        for rid in ("run-late", "run-lost")
+    )
+    view = AgentView(AGENT, [], {"id": BLOCK, "value": "", "version": 1}, [], [late, lost])
+    verdicts = evaluate([], {AGENT: view}, {}, 0.0)
+    assert [f.run_id for f in verdicts.stuck] == ["run-late", "run-lost"]
+    # Just before the rebuild the live projection showed the first run ended, not the second;
+    # the rebuild shows both ended.
+    before = {
+        "agents": {
+            AGENT: {
+                "runs": {
+                    "run-late": {**late, "status": "completed", "steps": {}},
+                    "run-lost": {**lost, "steps": {}},
+                }
+            }
+        }
+    }
+    ended = [{**run, "status": "completed"} for run in (late, lost)]
+    rebuilt = AgentView(AGENT, [], {"id": BLOCK, "value": "", "version": 1}, [], ended)
+    after_rebuild(verdicts, {AGENT: rebuilt}, None, run_statuses(before))
+    by_run = {f.run_id: f.cause for f in verdicts.stuck}
+    assert by_run["run-late"].startswith("the run ended late")
+    assert by_run["run-lost"].startswith("the live runs projection lost the run's end")
 
 
 def test_the_kill_schedule_depends_only_on_the_seed() -> None:
