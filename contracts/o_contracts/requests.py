@@ -116,6 +116,18 @@ class Generate(BaseModel):
         return packed
 
 
+# A request to `o.rpc.executor.generate` carrying the header WANTS_TAKER (any value) is
+# answered twice: at once, an empty message whose TAKEN_BY header names the executor process
+# that took it (the incarnation on its liveness subject, `alive_subject("executor", ...)`),
+# then the Generated. The asker watches that process while it waits and asks again if it
+# dies (o_runtime/watched_requests.py). Without the header: one answer, the Generated.
+WANTS_TAKER = "O-Wants-Taker"
+TAKEN_BY = "O-Taken-By"
+# The longest anyone waits for a Generated (the gateway's generate routes; the provider's
+# own retries included): the executor may answer for this long (o_setup/roles.py).
+GENERATE_WITHIN = 600.0
+
+
 class Generated(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

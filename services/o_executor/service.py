@@ -25,6 +25,7 @@ from o_contracts.requests import (
 from o_contracts.subjects import Lane
 from o_executor.context_overview import context_overview
 from o_executor.generate import generate
+from o_executor.generate_requests import GenerateRequests
 from o_executor.history import HistoryCache
 from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
@@ -38,6 +39,7 @@ from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
 from o_runtime.event_tap import EventTap
+from o_runtime.liveness import liveness
 from o_runtime.sandbox_settings import LOCAL_ENV_SQL, LOCAL_REQUIREMENTS_SQL
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
@@ -56,6 +58,7 @@ class ExecutorService(Service):
     traces: TraceWriter
     history: HistoryCache
     agent_events: EventTap
+    generate_requests: GenerateRequests
 
     def configure(self, env: Env) -> None:
         self.config = ExecutorSettings.from_env(env)
@@ -89,15 +92,13 @@ class ExecutorService(Service):
                 reads_before_held=True,
             )
         )
-        # Many at once: a FastStream subscriber takes one message at a time unless told, and
-        # a completion waits on the model (the gateway's generate route, and every memory's
-        # importance and reflections: o_memory/model_calls.py).
-        self.broker.subscriber(
-            subjects.EXECUTOR_GENERATE,
-            queue="executor",
-            title="one completion, outside runs",
-            max_workers=REQUEST_WORKERS,
-        )(self.generate)
+        # Completions outside runs (the gateway's generate routes, every memory's importance
+        # and reflections): a subscription of their own (generate_requests.py says why).
+        alive = await liveness(self.eventlog)
+        self.generate_requests = GenerateRequests(
+            self.eventlog.nc, alive.incarnation, self.generate, REQUEST_WORKERS
+        )
+        # Many at once: a FastStream subscriber takes one message at a time unless told.
         self.broker.subscriber(
             subjects.EXECUTOR_READ_CONTEXT,
             queue="executor",
@@ -110,6 +111,12 @@ class ExecutorService(Service):
             title="a run's first model request, built and not sent",
             max_workers=REQUEST_WORKERS,
         )(self.preview_run)
+
+    async def started(self) -> None:
+        await self.generate_requests.start()
+
+    async def stopping(self) -> None:
+        await self.generate_requests.stop()
 
     async def read_context(self, body: bytes) -> bytes:
         """Request: msgpack ReadContext; reply: msgpack ContextRead (errors included)."""

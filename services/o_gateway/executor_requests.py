@@ -14,6 +14,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from o_gateway.state import Gateway
+from o_runtime.watched_requests import request_watched
 
 
 class Request(Protocol):
@@ -23,12 +24,26 @@ class Request(Protocol):
 
 
 async def ask_executor(
-    gw: Gateway, subject: str, request: Request, *, timeout: float, doing: str, too_slow: str
+    gw: Gateway,
+    subject: str,
+    request: Request,
+    *,
+    timeout: float,
+    doing: str,
+    too_slow: str,
+    watched: bool = False,
 ) -> bytes:
     """The executor's reply to `request` on `subject`; `doing` and `too_slow` finish the 503's
-    and the 504's reasons ("no executor is running to <doing>")."""
+    and the 504's reasons ("no executor is running to <doing>"). `watched`: the executor that
+    takes it says so, and another is asked if it dies (o_runtime/watched_requests.py)."""
+    nc = gw.eventlog.nc
     try:
-        reply = await gw.eventlog.nc.request(subject, request.encode(), timeout=timeout)
+        if watched:
+            reply = await request_watched(
+                nc, subject, request.encode(), role="executor", timeout=timeout
+            )
+        else:
+            reply = await nc.request(subject, request.encode(), timeout=timeout)
     except NoRespondersError as exc:
         raise HTTPException(503, f"no executor is running to {doing}") from exc
     except NatsTimeout as exc:

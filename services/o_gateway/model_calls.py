@@ -11,12 +11,12 @@ from __future__ import annotations
 from fastapi import HTTPException
 
 from o_contracts import subjects
-from o_contracts.requests import Generate, Generated
+from o_contracts.requests import GENERATE_WITHIN, Generate, Generated
 from o_gateway.executor_requests import ask_executor
 from o_gateway.state import Gateway
 
 # The executor answers once the provider has (its own retries included).
-GENERATE_TIMEOUT = 600.0
+GENERATE_TIMEOUT = GENERATE_WITHIN
 
 
 async def generate(gw: Gateway, request: Generate) -> Generated:
@@ -28,6 +28,8 @@ async def generate(gw: Gateway, request: Generate) -> Generated:
         timeout=GENERATE_TIMEOUT,
         doing="generate",
         too_slow="the model did not answer in time",
+        # (a completion may take minutes: one lost with its executor is asked again)
+        watched=True,
     )
     answer = Generated.decode(reply)
     if not answer.ok:

@@ -22,6 +22,7 @@ from o_contracts import subjects
 from o_contracts.models import Usage
 from o_contracts.requests import Generate, Generated
 from o_memory.judgement import Answer
+from o_runtime.watched_requests import request_watched
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,15 @@ class ExecutorModel:
             return Answer(None)
         request = Generate(handle=handle, llm_config=llm_config, prompt=prompt)
         try:
-            reply = await self._nc.request(
-                subjects.EXECUTOR_GENERATE, request.encode(), timeout=self._timeout
+            # Watched: an executor that dies while it generates is noticed at once, and
+            # another asked (o_runtime/watched_requests.py), not waited out for ASK_TIMEOUT
+            # while the agent's memory command waits on the answer.
+            reply = await request_watched(
+                self._nc,
+                subjects.EXECUTOR_GENERATE,
+                request.encode(),
+                role="executor",
+                timeout=self._timeout,
             )
             answer = Generated.decode(reply.data)
         except NoRespondersError:

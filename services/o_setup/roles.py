@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from o_contracts import subjects
+from o_contracts.requests import GENERATE_WITHIN
 from o_runtime.holdings import HELD_BUCKET
 from o_runtime.nats_identity import inbox_prefix
 from o_runtime.refusals import REFUSED_BUCKET
@@ -48,14 +49,17 @@ class Grant:
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
     # May answer requests on their reply subjects, up to this many answers to a request
-    # (nats-server's allow_responses; 0: none).
+    # (nats-server's allow_responses; 0: none),
     responds: int = 0
+    # within this many seconds of the request (0: nats-server's default, two minutes).
+    responds_within: float = 0.0
 
     def __add__(self, other: Grant) -> Grant:
         return Grant(
             _union(self.publish, other.publish),
             _union(self.subscribe, other.subscribe),
             max(self.responds, other.responds),
+            max(self.responds_within, other.responds_within),
         )
 
 
@@ -180,10 +184,10 @@ def dead_letters() -> Grant:
     return Grant(publish=(subjects.ALL_DEAD_LETTERS,))
 
 
-def serves(*rpc_subjects: str, answers: int = 1) -> Grant:
+def serves(*rpc_subjects: str, answers: int = 1, within: float = 0.0) -> Grant:
     """Answer requests on these subjects (only on the requests' reply subjects, up to
-    `answers` times each)."""
-    return Grant(subscribe=rpc_subjects, responds=answers)
+    `answers` times each, for `within` seconds; 0: nats-server's two minutes)."""
+    return Grant(subscribe=rpc_subjects, responds=answers, responds_within=within)
 
 
 def asks(*rpc_subjects: str) -> Grant:
@@ -298,6 +302,8 @@ GATEWAY = Role(
             subjects.EXECUTOR_GENERATE,
             subjects.EXECUTOR_READ_CONTEXT,
             subjects.EXECUTOR_PREVIEW_RUN,
+            # (the executor that took a completion, watched: o_runtime/watched_requests.py)
+            subjects.alive_subject("executor", "*"),
             subjects.SANDBOX_CAPABILITIES,
             # stdio MCP servers run in the sandbox (o_runtime/mcp_stdio_relay.py).
             subjects.SANDBOX_MCP_STDIO,
@@ -342,6 +348,10 @@ EXECUTOR = Role(
             subjects.EXECUTOR_GENERATE,
             subjects.EXECUTOR_READ_CONTEXT,
             subjects.EXECUTOR_PREVIEW_RUN,
+            # A completion is answered twice (who took it, then the answer:
+            # o_executor/generate_requests.py), up to the longest an asker waits.
+            answers=2,
+            within=GENERATE_WITHIN + 60,
         ),
         asks(
             subjects.MEMORY_READ_CORE,
@@ -380,8 +390,9 @@ MEMORY = Role(
         serves(subjects.MEMORY_SEARCH_FILES),
         sends(subjects.MEMORY_COMMANDS),
         serves(subjects.MEMORY_READ_CORE, subjects.MEMORY_SEARCH_ARCHIVAL),
-        # Memories' importance and reflections, by the agent's model (o_memory/model_calls.py).
-        asks(subjects.EXECUTOR_GENERATE),
+        # Memories' importance and reflections, by the agent's model (o_memory/model_calls.py),
+        # watching the executor that took the question (o_runtime/watched_requests.py).
+        asks(subjects.EXECUTOR_GENERATE, subjects.alive_subject("executor", "*")),
     ),
     "sole writer of blocks and archival memory",
 )

@@ -27,7 +27,12 @@ def permissions(grant: Grant) -> str:
         return f"{{ allow: {_list(allowed)} }}" if allowed else '{ deny: [">"] }'
 
     parts = [f"publish: {rule(grant.publish)}", f"subscribe: {rule(grant.subscribe)}"]
-    if grant.responds == 1:
+    if grant.responds_within:
+        # (an answer later than nats-server's default two minutes is refused: say how long)
+        parts.append(
+            f'allow_responses: {{ max: {grant.responds}, expires: "{grant.responds_within:.0f}s" }}'
+        )
+    elif grant.responds == 1:
         parts.append("allow_responses: true")
     elif grant.responds > 1:
         parts.append(f"allow_responses: {{ max: {grant.responds} }}")

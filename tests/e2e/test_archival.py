@@ -20,6 +20,7 @@ import pytest
 
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send, until
+from tests.e2e.test_durable_runs import kill_executors
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -155,6 +156,43 @@ async def test_importance_is_rated_by_the_agents_llm(system: System, llm: FakeOp
     assert unrated["metadata"]["importance_source"] == "default"
     given = await insert(system, agent["id"], text="Sam's birthday is 3 May.", importance=8)
     assert given["metadata"]["importance_source"] == "caller"
+
+
+async def test_an_executor_killed_while_it_rates_a_memory_leaves_it_to_another(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The memory service's question goes to one executor over core NATS, which does not
+    # redeliver: it watches the one that took it (o_runtime/watched_requests.py) and asks
+    # again when it dies, rather than waiting out its timeout while the agent's memory
+    # command waits (a chaos run held a run ~90 s so).
+    agent = await new_agent(system, embedding=EMBEDDING)
+    held = threading.Event()
+    llm.push(Reply(content="9", release=held))
+    inserting = asyncio.create_task(
+        system.http.post(
+            f"/v1/agents/{agent['id']}/archival-memory",
+            json={"text": "Sam moved to Lisbon today."},
+            timeout=60,
+        )
+    )
+    try:
+        await until(llm, lambda rs: any(rates_lisbon(r) for r in rs))
+        # The executor that asked the model dies with the question in hand; the one
+        # restarted in its place is asked, and its answer is the rating.
+        llm.push(Reply(content="7"))
+        await kill_executors(system)
+        response = await asyncio.wait_for(inserting, 60)
+    finally:
+        held.set()
+    assert response.status_code == 200, response.text
+    (passage,) = response.json()
+    assert passage["metadata"]["importance"] == 7
+    assert passage["metadata"]["importance_source"] == "llm"
+    assert len([r for r in llm.requests if rates_lisbon(r)]) == 2
+
+
+def rates_lisbon(request: dict[str, Any]) -> bool:
+    return "messages" in request and "Lisbon" in json.dumps(request["messages"])
 
 
 async def test_an_anthropic_agents_memories_are_rated_by_its_model(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from o_contracts import subjects
+from o_contracts.requests import GENERATE_WITHIN
 from o_setup import roles, topology
 from o_setup.credentials import Credentials
 from o_setup.roles import ROLES, Grant
@@ -274,6 +275,23 @@ def test_whoever_runs_tools_asks_whether_the_sandbox_replica_running_them_lives(
     alive = subjects.sandbox_alive_subject("host-1-abc123")
     askers = {r.name for r in ROLES.values() if may_publish(r.grant, alive)}
     assert askers == {"executor", "gateway", "operator"}
+
+
+def test_whoever_asks_for_a_completion_asks_whether_the_executor_that_took_it_lives() -> None:
+    alive = subjects.alive_subject("executor", "host-1-abc123")
+    askers = {r.name for r in ROLES.values() if may_publish(r.grant, subjects.EXECUTOR_GENERATE)}
+    assert askers <= {r.name for r in ROLES.values() if may_publish(r.grant, alive)}
+    assert {"gateway", "memory"} <= askers
+
+
+def test_the_executor_answers_a_completion_twice_for_as_long_as_it_is_waited_for() -> None:
+    # Who took it, then the answer (o_executor/generate_requests.py); nats-server's own
+    # default would refuse an answer later than two minutes.
+    grant = roles.EXECUTOR.grant
+    assert grant.responds == 2
+    assert grant.responds_within > GENERATE_WITHIN
+    rendered = authorization_of(roles.EXECUTOR)
+    assert f'allow_responses: {{ max: 2, expires: "{grant.responds_within:.0f}s" }}' in rendered
 
 
 def test_an_outside_publisher_sends_public_commands_and_reads_its_replies_only() -> None:

@@ -1,0 +1,84 @@
+"""`o.rpc.executor.generate`: one completion outside any run, for the gateway's generate routes
+and the memory service's judgements (o_memory/model_calls.py).
+
+A completion may take minutes, and a core NATS request dies with the process that took it.
+So this process says at once that it took a request whose asker wants to know
+(`WANTS_TAKER`: o_contracts/requests.py), naming its incarnation, before the request waits
+for a worker: the asker then watches this process's liveness subject and asks another
+replica if it dies (o_runtime/watched_requests.py).
+
+A plain NATS subscription rather than a FastStream subscriber: the first answer must go out
+when the request arrives, not when a worker is free to handle it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from o_contracts import subjects
+from o_contracts.requests import TAKEN_BY, WANTS_TAKER
+from o_runtime.tracing import continued
+
+log = logging.getLogger(__name__)
+
+QUEUE = "executor"
+
+
+class GenerateRequests:
+    """Takes generate requests on `nc` for `answer`, `workers` at a time."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        incarnation: str,
+        answer: Callable[[bytes], Awaitable[bytes]],
+        workers: int,
+    ) -> None:
+        self.nc = nc
+        self.incarnation = incarnation
+        self.answer = answer
+        self.workers = asyncio.Semaphore(workers)
+        self._sub: Subscription | None = None
+        self._answering: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(
+            subjects.EXECUTOR_GENERATE, queue=QUEUE, cb=self._on_request
+        )
+
+    async def _on_request(self, msg: Msg) -> None:
+        if not msg.reply:
+            return  # no one to answer
+        if (msg.headers or {}).get(WANTS_TAKER) is not None:
+            with contextlib.suppress(Exception):
+                await self.nc.publish(msg.reply, b"", headers={TAKEN_BY: self.incarnation})
+        task = asyncio.create_task(self._answer(msg))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answer(self, msg: Msg) -> None:
+        try:
+            async with self.workers:
+                with continued("executor Generate", msg.headers):
+                    answer = await self.answer(msg.data)
+            await self.nc.publish(msg.reply, answer)
+        except Exception:
+            log.exception("a generate request failed")
+
+    async def stop(self) -> None:
+        """Takes no more; those in hand are dropped (their askers see this process go and
+        ask again)."""
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+        for task in list(self._answering):
+            task.cancel()
+        await asyncio.gather(*self._answering, return_exceptions=True)

@@ -1,0 +1,147 @@
+"""A completion asked of the executors is asked again when the one that took it dies, waited
+for while it lives, and fails at once when none runs (o_runtime/watched_requests.py,
+o_executor/generate_requests.py). Real NATS with O's identities: the memory role asks, the
+executor role answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import nats.errors
+import pytest
+from nats.aio.msg import Msg
+
+from o_contracts import subjects
+from o_executor.generate_requests import GenerateRequests
+from o_runtime.eventlog import EventLog
+from o_runtime.liveness import Liveness
+from o_runtime.nats_identity import Identity
+from o_runtime.watched_requests import request_watched
+from tests.integration.sandbox_support import sandbox_nats, seed_file  # noqa: F401
+
+DEADLINE = 20.0
+
+
+async def connect(nats_url: str, role: str, name: str) -> EventLog:
+    identity = Identity.from_file(role, seed_file(nats_url, role))
+    return await EventLog.connect(nats_url, name=name, identity=identity)
+
+
+class Replica:
+    """An executor's generate requests and liveness, on a connection of its own."""
+
+    def __init__(self, log: EventLog, answer: Callable[[bytes], Awaitable[bytes]]) -> None:
+        self.log = log
+        self.alive = Liveness(log.nc, "executor")
+        self.requests = GenerateRequests(log.nc, self.alive.incarnation, answer, workers=4)
+
+    async def start(self) -> Replica:
+        await self.alive.start()
+        await self.requests.start()
+        return self
+
+    async def die(self) -> None:
+        # (to nats-server, a closed connection is a dead process: its subscriptions go)
+        await self.log.nc.close()
+
+
+@pytest.fixture
+async def asker(sandbox_nats: str) -> AsyncIterator[EventLog]:  # noqa: F811
+    log = await connect(sandbox_nats, "memory", "test-memory")
+    yield log
+    await log.close()
+
+
+def answering(text: bytes, asked: list[bytes]) -> Callable[[bytes], Awaitable[bytes]]:
+    async def answer(body: bytes) -> bytes:
+        asked.append(body)
+        return text
+
+    return answer
+
+
+def holding(asked: list[bytes], got: asyncio.Event) -> Callable[[bytes], Awaitable[bytes]]:
+    async def answer(body: bytes) -> bytes:
+        asked.append(body)
+        got.set()
+        await asyncio.Event().wait()  # for ever: a model that never answers
+        return b""
+
+    return answer
+
+
+async def ask(asker: EventLog, timeout: float = DEADLINE) -> bytes:
+    msg = await request_watched(
+        asker.nc, subjects.EXECUTOR_GENERATE, b"question", role="executor", timeout=timeout
+    )
+    return bytes(msg.data)
+
+
+async def test_the_replica_that_took_it_dies_and_another_answers(
+    sandbox_nats: str,  # noqa: F811
+    asker: EventLog,
+) -> None:
+    held: list[bytes] = []
+    got = asyncio.Event()
+    first = await Replica(await connect(sandbox_nats, "executor", "a"), holding(held, got)).start()
+    asking = asyncio.create_task(ask(asker, timeout=60))
+    await asyncio.wait_for(got.wait(), DEADLINE)
+    answered: list[bytes] = []
+    second = await Replica(
+        await connect(sandbox_nats, "executor", "b"), answering(b"answer", answered)
+    ).start()
+    try:
+        await first.die()
+        assert await asyncio.wait_for(asking, DEADLINE) == b"answer"
+        assert (held, answered) == ([b"question"], [b"question"])
+    finally:
+        await second.requests.stop()
+        await second.log.close()
+
+
+async def test_a_replica_that_lives_is_waited_for_and_not_asked_around(
+    sandbox_nats: str,  # noqa: F811
+    asker: EventLog,
+) -> None:
+    held: list[bytes] = []
+    got = asyncio.Event()
+    first = await Replica(await connect(sandbox_nats, "executor", "a"), holding(held, got)).start()
+    asking = asyncio.create_task(ask(asker, timeout=3))
+    await asyncio.wait_for(got.wait(), DEADLINE)
+    other: list[bytes] = []
+    second = await Replica(
+        await connect(sandbox_nats, "executor", "b"), answering(b"answer", other)
+    ).start()
+    try:
+        # Slow is not dead: the request's own timeout ends it, and no one else was asked.
+        with pytest.raises(nats.errors.TimeoutError):
+            await asking
+        assert (held, other) == ([b"question"], [])
+    finally:
+        for replica in (first, second):
+            await replica.requests.stop()
+            await replica.log.close()
+
+
+async def test_an_answerer_that_does_not_say_it_took_it_is_still_heard(
+    sandbox_nats: str,  # noqa: F811
+    asker: EventLog,
+) -> None:
+    # (one from before the contract: a plain answer, once)
+    log = await connect(sandbox_nats, "executor", "plain")
+
+    async def respond(msg: Msg) -> None:
+        await msg.respond(b"plain answer")
+
+    sub = await log.nc.subscribe(subjects.EXECUTOR_GENERATE, queue="executor", cb=respond)
+    try:
+        assert await ask(asker) == b"plain answer"
+    finally:
+        await sub.unsubscribe()
+        await log.close()
+
+
+async def test_with_no_executor_running_it_fails_at_once(asker: EventLog) -> None:
+    with pytest.raises(nats.errors.NoRespondersError):
+        await ask(asker)
