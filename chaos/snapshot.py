@@ -113,7 +113,7 @@ def run_statuses(view: dict[str, Any]) -> dict[str, str]:
     return {
         str(run.get("id")): str(run.get("status"))
         for agent in (view.get("agents") or {}).values()
-        for run in (agent.get("runs") or {}).values()
+        for run in ((agent.get("runs") or {}).get("items") or {}).values()
     }
 
 

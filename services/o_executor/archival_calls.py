@@ -14,6 +14,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from o_contracts import subjects
 from o_contracts.ids import derived_id
 from o_contracts.requests import ArchivalResults, SearchArchival, first_error
+from o_runtime.watched_requests import request_watched
 
 SEARCH_TIMEOUT = 30.0
 
@@ -58,8 +59,13 @@ async def search_passages(
     except ValueError as exc:
         raise ArchivalCallError(f"invalid search: {first_error(exc)}") from exc
     try:
-        msg = await nc.request(
-            subjects.MEMORY_SEARCH_ARCHIVAL, request.encode(), timeout=SEARCH_TIMEOUT
+        # (watched: a memory replica that dies mid-search is asked around at once)
+        msg = await request_watched(
+            nc,
+            subjects.MEMORY_SEARCH_ARCHIVAL,
+            request.encode(),
+            role="memory",
+            timeout=SEARCH_TIMEOUT,
         )
     except (TimeoutError, NatsTimeout) as exc:
         raise ArchivalCallError("the memory service did not answer the search in time") from exc

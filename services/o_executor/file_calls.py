@@ -22,6 +22,7 @@ from o_contracts.requests import first_error
 from o_executor.run.deps import ToolOutcome
 from o_runtime.commands import CommandTimeout, send_and_wait
 from o_runtime.eventlog import EventLog
+from o_runtime.watched_requests import request_watched
 
 PRODUCER = "executor"
 SEARCH_TIMEOUT = 60.0
@@ -93,8 +94,13 @@ async def search_files(
 ) -> ToolOutcome:
     request = SearchFiles(agent_id=agent_id, tool=tool, arguments=args)
     try:
-        msg = await eventlog.nc.request(
-            subjects.MEMORY_SEARCH_FILES, request.encode(), timeout=SEARCH_TIMEOUT
+        # (watched: a memory replica that dies mid-search is asked around at once)
+        msg = await request_watched(
+            eventlog.nc,
+            subjects.MEMORY_SEARCH_FILES,
+            request.encode(),
+            role="memory",
+            timeout=SEARCH_TIMEOUT,
         )
     except (TimeoutError, NatsTimeout):
         return ToolOutcome(False, "the memory service did not answer the search in time")

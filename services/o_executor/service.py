@@ -25,7 +25,6 @@ from o_contracts.requests import (
 from o_contracts.subjects import Lane
 from o_executor.context_overview import context_overview
 from o_executor.generate import generate
-from o_executor.generate_requests import GenerateRequests
 from o_executor.history import HistoryCache
 from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
@@ -43,6 +42,7 @@ from o_runtime.liveness import liveness
 from o_runtime.sandbox_settings import LOCAL_ENV_SQL, LOCAL_REQUIREMENTS_SQL
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
+from o_runtime.watched_answers import WatchedAnswers
 
 # Requests (o.rpc.executor.*) one process answers at once.
 REQUEST_WORKERS = 32
@@ -58,7 +58,7 @@ class ExecutorService(Service):
     traces: TraceWriter
     history: HistoryCache
     agent_events: EventTap
-    generate_requests: GenerateRequests
+    generate_requests: WatchedAnswers
 
     def configure(self, env: Env) -> None:
         self.config = ExecutorSettings.from_env(env)
@@ -93,10 +93,15 @@ class ExecutorService(Service):
             )
         )
         # Completions outside runs (the gateway's generate routes, every memory's importance
-        # and reflections): a subscription of their own (generate_requests.py says why).
+        # and reflections), watched by their askers (o_runtime/watched_answers.py).
         alive = await liveness(self.eventlog)
-        self.generate_requests = GenerateRequests(
-            self.eventlog.nc, alive.incarnation, self.generate, REQUEST_WORKERS
+        self.generate_requests = WatchedAnswers(
+            self.eventlog.nc,
+            subjects.EXECUTOR_GENERATE,
+            "executor",
+            alive.incarnation,
+            self.generate,
+            REQUEST_WORKERS,
         )
         # Many at once: a FastStream subscriber takes one message at a time unless told.
         self.broker.subscriber(

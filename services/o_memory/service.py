@@ -52,9 +52,11 @@ from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
 from o_runtime.eventlog import AppendRejected
+from o_runtime.liveness import liveness
 from o_runtime.reactor import EventReactor
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
+from o_runtime.watched_answers import WatchedAnswers
 
 # Whether any agent or folder embeds with OpenAI (as the projections stand at start).
 # Whether an agent or a folder embeds with a provider (not the local model): any handle
@@ -66,8 +68,13 @@ PROVIDER_EMBEDDING_IN_USE = (
 )
 
 
+# Searches one process answers at once.
+SEARCH_WORKERS = 8
+
+
 class MemoryService(Service):
     name = "memory"
+    searches: list[WatchedAnswers]
 
     def configure(self, env: Env) -> None:
         self.file_settings = FileSettings.from_env(env)
@@ -163,12 +170,27 @@ class MemoryService(Service):
         self.broker.subscriber(
             subjects.MEMORY_READ_CORE, queue="memory", title="core memory of an agent"
         )(self.read_core_memory)
-        self.broker.subscriber(
-            subjects.MEMORY_SEARCH_ARCHIVAL, queue="memory", title="archival memory search"
-        )(self.search_archival)
-        self.broker.subscriber(
-            subjects.MEMORY_SEARCH_FILES, queue="memory", title="an agent's file tools' searches"
-        )(self.search_files)
+        # Searches (an agent's tools, the API's archival search) may wait on an embedding
+        # model: watched by their askers, who ask another replica if this one dies
+        # (o_runtime/watched_answers.py), and several at once.
+        alive = await liveness(self.eventlog)
+        self.searches = [
+            WatchedAnswers(
+                self.eventlog.nc, subject, "memory", alive.incarnation, answer, SEARCH_WORKERS
+            )
+            for subject, answer in (
+                (subjects.MEMORY_SEARCH_ARCHIVAL, self.search_archival),
+                (subjects.MEMORY_SEARCH_FILES, self.search_files),
+            )
+        ]
+
+    async def started(self) -> None:
+        for searches in self.searches:
+            await searches.start()
+
+    async def stopping(self) -> None:
+        for searches in self.searches:
+            await searches.stop()
 
     async def read_core_memory(self, body: bytes) -> bytes:
         """Request: msgpack {agent_id, min_seq}.

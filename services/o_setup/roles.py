@@ -302,8 +302,10 @@ GATEWAY = Role(
             subjects.EXECUTOR_GENERATE,
             subjects.EXECUTOR_READ_CONTEXT,
             subjects.EXECUTOR_PREVIEW_RUN,
-            # (the executor that took a completion, watched: o_runtime/watched_requests.py)
+            # (the executor that took a completion, the memory replica that took a search,
+            # watched: o_runtime/watched_requests.py)
             subjects.alive_subject("executor", "*"),
+            subjects.alive_subject("memory", "*"),
             subjects.SANDBOX_CAPABILITIES,
             # stdio MCP servers run in the sandbox (o_runtime/mcp_stdio_relay.py).
             subjects.SANDBOX_MCP_STDIO,
@@ -349,7 +351,7 @@ EXECUTOR = Role(
             subjects.EXECUTOR_READ_CONTEXT,
             subjects.EXECUTOR_PREVIEW_RUN,
             # A completion is answered twice (who took it, then the answer:
-            # o_executor/generate_requests.py), up to the longest an asker waits.
+            # o_runtime/watched_answers.py), up to the longest an asker waits.
             answers=2,
             within=GENERATE_WITHIN + 60,
         ),
@@ -361,6 +363,8 @@ EXECUTOR = Role(
             subjects.sandbox_alive_subject("*"),
             subjects.SANDBOX_MCP_STDIO,
             subjects.MEMORY_SEARCH_FILES,
+            # (the memory replica that took a search, watched: o_runtime/watched_requests.py)
+            subjects.alive_subject("memory", "*"),
         ),
         appends(f"{subjects.RUN_TOKENS_PREFIX}.*"),
         kv(topology.RUNS_BUCKET),
@@ -387,9 +391,11 @@ MEMORY = Role(
         handles_commands(cmd("memory-files")),
         consumes(evt("memory-file-uploads")),
         objects(subjects.FILES_BUCKET, write=True),
-        serves(subjects.MEMORY_SEARCH_FILES),
         sends(subjects.MEMORY_COMMANDS),
-        serves(subjects.MEMORY_READ_CORE, subjects.MEMORY_SEARCH_ARCHIVAL),
+        serves(subjects.MEMORY_READ_CORE),
+        # Searches are answered twice: who took one, then its results
+        # (o_runtime/watched_answers.py).
+        serves(subjects.MEMORY_SEARCH_ARCHIVAL, subjects.MEMORY_SEARCH_FILES, answers=2),
         # Memories' importance and reflections, by the agent's model (o_memory/model_calls.py),
         # watching the executor that took the question (o_runtime/watched_requests.py).
         asks(subjects.EXECUTOR_GENERATE, subjects.alive_subject("executor", "*")),

@@ -30,7 +30,7 @@ from chaos.load import (
     file_text,
 )
 from chaos.report import longest_gap
-from chaos.snapshot import Difference, diff, run_statuses
+from chaos.snapshot import Difference, _keyed, diff, run_statuses
 from o_evolution.judge import RUBRIC
 from o_evolution.judge import prompt as judge_prompt
 
@@ -411,16 +411,9 @@ def test_a_stuck_run_that_ended_before_the_rebuild_is_called_late_not_lost() -> 
     assert [f.run_id for f in verdicts.stuck] == ["run-late", "run-lost"]
     # Just before the rebuild the live projection showed the first run ended, not the second;
     # the rebuild shows both ended.
-    before = {
-        "agents": {
-            AGENT: {
-                "runs": {
-                    "run-late": {**late, "status": "completed", "steps": {}},
-                    "run-lost": {**lost, "steps": {}},
-                }
-            }
-        }
-    }
+    # (in `snapshot`'s shape: its runs keyed as it keys them)
+    runs_before = [{**late, "status": "completed"}, lost]
+    before = {"agents": {AGENT: {"runs": _keyed(runs_before, "id")}}}
     ended = [{**run, "status": "completed"} for run in (late, lost)]
     rebuilt = AgentView(AGENT, [], {"id": BLOCK, "value": "", "version": 1}, [], ended)
     after_rebuild(verdicts, {AGENT: rebuilt}, None, run_statuses(before))

@@ -21,6 +21,7 @@ import pytest
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, send, until
 from tests.e2e.test_durable_runs import kill_executors
+from tests.e2e.test_schedules import kill
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -189,6 +190,37 @@ async def test_an_executor_killed_while_it_rates_a_memory_leaves_it_to_another(
     assert passage["metadata"]["importance"] == 7
     assert passage["metadata"]["importance_source"] == "llm"
     assert len([r for r in llm.requests if rates_lisbon(r)]) == 2
+
+
+async def test_a_memory_service_killed_mid_search_leaves_it_to_another(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # A search waits on the query's embedding; the memory replica that took it dies there.
+    # The gateway watched it (o_runtime/watched_requests.py) and asks the restarted one,
+    # rather than answering 504 after its 30 s.
+    agent = await new_agent(system, embedding=EMBEDDING)
+    await insert(system, agent["id"], text="The spare key is under the blue pot.", importance=4)
+    asked = len(llm.embedding_requests)
+    llm.hold_embeddings_after(0)
+    try:
+        searching = asyncio.create_task(
+            system.http.get(
+                f"/v1/agents/{agent['id']}/archival-memory/search",
+                params={"query": "spare key"},
+                timeout=60,
+            )
+        )
+        assert await asyncio.to_thread(llm.wait_for_embedding_requests, asked + 1)
+        await kill(system, "memory")
+    finally:
+        llm.release_embeddings()
+    response = await asyncio.wait_for(searching, 60)
+    assert response.status_code == 200, response.text
+    assert [r["content"] for r in response.json()["results"]] == [
+        "The spare key is under the blue pot."
+    ]
+    # The query embedded twice: by the replica that died, then by its restart.
+    assert [r["input"] for r in llm.embedding_requests[asked:]] == [["spare key"]] * 2
 
 
 def rates_lisbon(request: dict[str, Any]) -> bool:

@@ -1,6 +1,6 @@
 """A completion asked of the executors is asked again when the one that took it dies, waited
 for while it lives, and fails at once when none runs (o_runtime/watched_requests.py,
-o_executor/generate_requests.py). Real NATS with O's identities: the memory role asks, the
+o_runtime/watched_answers.py). Real NATS with O's identities: the memory role asks, the
 executor role answers."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from nats.aio.msg import Msg
 
 from o_contracts import subjects
-from o_executor.generate_requests import GenerateRequests
 from o_runtime.eventlog import EventLog
 from o_runtime.liveness import Liveness
 from o_runtime.nats_identity import Identity
+from o_runtime.watched_answers import WatchedAnswers
 from o_runtime.watched_requests import request_watched
 from tests.integration.sandbox_support import sandbox_nats, seed_file  # noqa: F401
 
@@ -34,7 +34,9 @@ class Replica:
     def __init__(self, log: EventLog, answer: Callable[[bytes], Awaitable[bytes]]) -> None:
         self.log = log
         self.alive = Liveness(log.nc, "executor")
-        self.requests = GenerateRequests(log.nc, self.alive.incarnation, answer, workers=4)
+        self.requests = WatchedAnswers(
+            log.nc, subjects.EXECUTOR_GENERATE, "executor", self.alive.incarnation, answer, 4
+        )
 
     async def start(self) -> Replica:
         await self.alive.start()

@@ -285,7 +285,7 @@ def test_whoever_asks_for_a_completion_asks_whether_the_executor_that_took_it_li
 
 
 def test_the_executor_answers_a_completion_twice_for_as_long_as_it_is_waited_for() -> None:
-    # Who took it, then the answer (o_executor/generate_requests.py); nats-server's own
+    # Who took it, then the answer (o_runtime/watched_answers.py); nats-server's own
     # default would refuse an answer later than two minutes.
     grant = roles.EXECUTOR.grant
     assert grant.responds == 2

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
+from nats.errors import NoRespondersError
 from pydantic import Field
 
 from o_contracts import subjects
@@ -24,6 +25,7 @@ from o_gateway.passages import PASSAGE_COLUMNS, passage
 from o_gateway.routes.paths import route
 from o_gateway.schemas import Body, Tags, Text
 from o_gateway.state import GW, Gateway, checked_id
+from o_runtime.watched_requests import request_watched
 
 router = APIRouter()
 SEARCH_TIMEOUT = 30.0
@@ -144,9 +146,16 @@ async def search(
 
 async def search_archival(gw: Gateway, request: SearchArchival) -> list[dict[str, Any]]:
     try:
-        msg = await gw.eventlog.nc.request(
-            subjects.MEMORY_SEARCH_ARCHIVAL, request.encode(), timeout=SEARCH_TIMEOUT
+        # (watched: a memory replica that dies mid-search is asked around at once)
+        msg = await request_watched(
+            gw.eventlog.nc,
+            subjects.MEMORY_SEARCH_ARCHIVAL,
+            request.encode(),
+            role="memory",
+            timeout=SEARCH_TIMEOUT,
         )
+    except NoRespondersError as exc:
+        raise HTTPException(503, "no memory service is running to search") from exc
     except TimeoutError as exc:
         raise HTTPException(504, "the memory service did not answer the search in time") from exc
     answer = ArchivalResults.decode(msg.data)

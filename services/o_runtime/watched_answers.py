@@ -1,11 +1,11 @@
-"""`o.rpc.executor.generate`: one completion outside any run, for the gateway's generate routes
-and the memory service's judgements (o_memory/model_calls.py).
+"""Answering requests whose askers watch the answerer (o_runtime/watched_requests.py): a
+completion asked of the executor (`o.rpc.executor.generate`), a search asked of the memory
+service (`o.rpc.memory.search_archival`, `.search_files`).
 
-A completion may take minutes, and a core NATS request dies with the process that took it.
-So this process says at once that it took a request whose asker wants to know
-(`WANTS_TAKER`: o_contracts/requests.py), naming its incarnation, before the request waits
-for a worker: the asker then watches this process's liveness subject and asks another
-replica if it dies (o_runtime/watched_requests.py).
+A core NATS request dies with the process that took it. So this process says at once that
+it took a request whose asker wants to know (`WANTS_TAKER`: o_contracts/requests.py), naming
+its incarnation, before the request waits for a worker: the asker then watches this
+process's liveness subject and asks another replica if it dies.
 
 A plain NATS subscription rather than a FastStream subscriber: the first answer must go out
 when the request arrives, not when a worker is free to handle it.
@@ -22,26 +22,29 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from o_contracts import subjects
 from o_contracts.requests import TAKEN_BY, WANTS_TAKER
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
 
-QUEUE = "executor"
 
-
-class GenerateRequests:
-    """Takes generate requests on `nc` for `answer`, `workers` at a time."""
+class WatchedAnswers:
+    """Takes requests on `subject` (in `queue`, shared with fellow replicas) for `answer`,
+    `workers` at a time, on `nc`: the connection that answers on `incarnation`'s liveness
+    subject, so the two go together."""
 
     def __init__(
         self,
         nc: NatsClient,
+        subject: str,
+        queue: str,
         incarnation: str,
         answer: Callable[[bytes], Awaitable[bytes]],
         workers: int,
     ) -> None:
         self.nc = nc
+        self.subject = subject
+        self.queue = queue
         self.incarnation = incarnation
         self.answer = answer
         self.workers = asyncio.Semaphore(workers)
@@ -49,9 +52,7 @@ class GenerateRequests:
         self._answering: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._sub = await self.nc.subscribe(
-            subjects.EXECUTOR_GENERATE, queue=QUEUE, cb=self._on_request
-        )
+        self._sub = await self.nc.subscribe(self.subject, queue=self.queue, cb=self._on_request)
 
     async def _on_request(self, msg: Msg) -> None:
         if not msg.reply:
@@ -66,11 +67,11 @@ class GenerateRequests:
     async def _answer(self, msg: Msg) -> None:
         try:
             async with self.workers:
-                with continued("executor Generate", msg.headers):
+                with continued(f"{self.queue} {self.subject}", msg.headers):
                     answer = await self.answer(msg.data)
             await self.nc.publish(msg.reply, answer)
         except Exception:
-            log.exception("a generate request failed")
+            log.exception("a request on %s failed", self.subject)
 
     async def stop(self) -> None:
         """Takes no more; those in hand are dropped (their askers see this process go and
