@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -149,7 +151,12 @@ def reset_peak(pid: int) -> None:
 
 
 async def main(
-    cases: int, history_runs: int = 0, each: bool = False, reset: bool = False, again: bool = False
+    cases: int,
+    history_runs: int = 0,
+    each: bool = False,
+    reset: bool = False,
+    again: bool = False,
+    restart: bool = False,
 ) -> None:
     llm = FakeOpenAI()
     llm.default_reply = scripted
@@ -195,6 +202,13 @@ async def main(
                 reset_peak(pid)
             proposal, pid, calls = await evaluated(http, base, llm, cases)
             peak = sum(status_mb(p, "VmHWM") for p in evolution)
+            if restart:
+                # Its next evaluation in a new process (killed: what a crash leaves).
+                supervisor = system.supervisor
+                restarts = supervisor.restart_count("evolution")
+                for process in evolution:
+                    os.kill(process, signal.SIGKILL)
+                await supervisor.wait_for_restarts("evolution", restarts + len(evolution))
             # The same proposal again: the agent's next evaluation, of the same cases.
             second = await evaluated(http, base, llm, cases) if again else None
             history = (await http.get(f"{base}/history")).json()
@@ -233,7 +247,9 @@ async def main(
         check_calls(again_calls, cases)
         before_arms = per_case(again_calls, history, again_pid, cases)[1]
         print(
-            f"  the same proposal again (the agent's next evaluation): before the arms, first"
+            "  the same proposal again (the agent's next evaluation"
+            + (", the evolution service restarted" if restart else "")
+            + "): before the arms, first"
             f" case {before_arms[0]:.1f} ms (this one's: {parts[1][0]:.1f}), median"
             f" {statistics.median(before_arms):.1f}"
         )
@@ -261,5 +277,10 @@ if __name__ == "__main__":
         action="store_true",
         help="then the same proposal again: the agent's next evaluation, of the same cases",
     )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --again: the evolution service killed (and restarted) before the second",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.cases, args.history, args.each, args.reset, args.again))
+    asyncio.run(main(args.cases, args.history, args.each, args.reset, args.again, args.restart))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +23,7 @@ from o_contracts.evolution_commands import EvaluateProposal, StartRollout
 from o_contracts.experiments import CaseResult, GateReport, GateSettings
 from o_contracts.ids import derived_id
 from o_evolution import gate, judge
+from o_evolution.checkpoints import Checkpoints
 from o_evolution.commands import EvolutionCommands, canary_follows
 from o_evolution.feedback import rated_steps_of, run_feedback
 from o_evolution.live_first import Sampler, executor_load, wait_for_turn
@@ -36,15 +36,13 @@ from o_evolution.shadow_cases import (
 )
 from o_evolution.waiting_line import WaitingLine
 from o_executor.shadow.runner import RecordedRun, read_run
-from o_executor.shadow.snapshot import Checkpoint, Snapshot, Snapshots, take_snapshot
+from o_executor.shadow.snapshot import Snapshot, Snapshots, take_snapshot
 from o_runtime.commands import Deferred, Delivery
 from o_runtime.eventlog import AppendRejected
 
 # When the proposal's evaluation began (its experiment time limit counts from there).
 # How long an evaluation waits in the stream while the shadow's slots are taken.
 BUSY_DELAY = 2.0
-# How many agents' folds are kept between their evaluations.
-KEPT_AGENTS = 8
 
 _STARTED = (
     "SELECT created_at FROM evolution_history WHERE agent_id = $1"
@@ -76,12 +74,14 @@ class Evaluation:
     # How busy users keep the executor (live_first.py); a test may sample otherwise.
     live_load: Sampler | None = None
     # Each agent's folds as of its last evaluation's first case, for its next evaluation
-    # to read on from (the few most recently evaluated agents'; lost with the process).
-    _kept: OrderedDict[str, Checkpoint] = field(default_factory=OrderedDict)
+    # to read on from (in memory and in Postgres: checkpoints.py).
+    checkpoints: Checkpoints | None = None
 
     def __post_init__(self) -> None:
         if self.live_load is None:
             self.live_load = executor_load(self.commands.s.eventlog)
+        if self.checkpoints is None:
+            self.checkpoints = Checkpoints(self.commands.s.pool, self.commands.s.eventlog)
 
     async def evaluate(self, env: Envelope[Any], delivery: Delivery) -> Reply:
         cmd: EvaluateProposal = env.data
@@ -236,14 +236,13 @@ class Evaluation:
         """The cases' snapshots (Snapshots.many), read on from the agent's last evaluation's
         first case where none of these is before it; this one's first case's folds kept for
         the next (whose cases, the agent's latest runs then, begin here or later)."""
+        assert self.checkpoints is not None
         first = min(wanted, key=lambda w: w[0])
-        kept = self._kept.pop(agent_id, None)
+        kept = await self.checkpoints.latest(agent_id)
         start = kept if kept is not None and kept.seq <= first[0] else None
         snapshots = Snapshots(self.commands.s.eventlog, start)
         await snapshots.at(agent_id, *first)
-        self._kept[agent_id] = await snapshots.checkpoint(first[0])
-        while len(self._kept) > KEPT_AGENTS:
-            self._kept.popitem(last=False)
+        await self.checkpoints.keep(agent_id, await snapshots.checkpoint(first[0]))
         return await snapshots.many(agent_id, wanted)
 
     async def _rest(self, worked: float) -> None:

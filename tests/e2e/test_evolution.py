@@ -14,6 +14,7 @@ import signal
 import threading
 from typing import Any
 
+import asyncpg
 import pytest
 
 from o_contracts import subjects
@@ -25,6 +26,8 @@ from o_contracts.ids import derived_id, new_id
 from o_contracts.projection_names import EVOLUTION, MEMORY
 from o_evolution import proposer
 from o_evolution.judge import RUBRIC
+from o_executor.shadow import checkpoint_codec
+from o_executor.shadow.snapshot import Checkpoint
 from o_runtime.commands import send_and_wait
 from o_runtime.eventlog import EventLog
 from tests.e2e.conftest import System
@@ -473,6 +476,10 @@ async def test_an_evaluation_killed_midway_resumes_without_asking_recorded_cases
         await events.wait_for("CaseEvaluated", 3)
         await asyncio.to_thread(llm.wait_for_requests, lambda _: bool(holding), 30.0)
         asked = list(llm.requests)
+        # The agent's folds as of the first case are kept beyond the process: its restart
+        # reads the log on from there (o_evolution/checkpoints.py).
+        kept = await checkpoint_of(system, aid)
+        assert kept is not None and kept.folds
         for p in supervisor.pids("evolution"):
             os.kill(p, signal.SIGKILL)
         held.set()
@@ -494,6 +501,21 @@ async def test_an_evaluation_killed_midway_resumes_without_asking_recorded_cases
     assert asked_about(asked, "question 3") == 2
     assert asked_about(llm.requests, "question 3") == 4
     assert (await system.http.get(f"{base}/verify")).json()["ok"] is True
+
+
+async def checkpoint_of(system: System, agent_id: str) -> Checkpoint | None:
+    conn = await asyncpg.connect(system.env["DATABASE_URL"])
+    try:
+        row = await conn.fetchrow(
+            "SELECT seq, folds FROM snapshot_checkpoints WHERE agent_id = $1", agent_id
+        )
+    finally:
+        await conn.close()
+    if row is None:
+        return None
+    checkpoint = checkpoint_codec.decode(row["folds"])
+    assert checkpoint.seq == row["seq"]
+    return checkpoint
 
 
 async def test_a_proposal_retried_with_an_idempotency_key_is_one_proposal(

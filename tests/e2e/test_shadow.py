@@ -21,6 +21,7 @@ import pytest
 from o_contracts import subjects
 from o_contracts.events import LLMResponded
 from o_executor.run import Completed
+from o_executor.shadow import checkpoint_codec
 from o_executor.shadow.runner import replay
 from o_executor.shadow.snapshot import Snapshot, Snapshots, take_snapshot
 from o_runtime.eventlog import EventLog, RawEvent
@@ -340,6 +341,11 @@ async def test_snapshots_carried_forward_are_each_the_snapshot_taken_alone(
     # (And one before the checkpoint: that subject folded again from its start.)
     earlier = await Snapshots(eventlog, checkpoint).at(agent["id"], *in_order[0])
     assert shown(earlier) == alone[0]
+    # Kept beyond the process (o_evolution/checkpoints.py): as bytes and back, the same.
+    restored = checkpoint_codec.decode(checkpoint_codec.encode(checkpoint))
+    assert restored == checkpoint
+    later = await Snapshots(eventlog, restored).many(agent["id"], in_order[2:])
+    assert [shown(s) for s in later] == alone[2:]
 
     # Asked out of order (many takes them in order, answers in the order asked).
     order = (3, 0, 5, 1, 4, 2)

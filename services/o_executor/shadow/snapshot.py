@@ -329,21 +329,21 @@ class AgentNotFound(LookupError):
     pass
 
 
-class _Fold(Protocol):
+class Fold(Protocol):
     def apply(self, seq: int, event: Message) -> None: ...
 
-    def copy(self) -> _Fold: ...
+    def copy(self) -> Fold: ...
 
 
 @dataclass
-class _Folding:
+class Folding:
     """A subject's folds, with every event up to `upto` applied."""
 
-    folds: tuple[_Fold, ...]
+    folds: tuple[Fold, ...]
     upto: int = 0
 
-    def copy(self) -> _Folding:
-        return _Folding(tuple(fold.copy() for fold in self.folds), self.upto)
+    def copy(self) -> Folding:
+        return Folding(tuple(fold.copy() for fold in self.folds), self.upto)
 
 
 @dataclass(frozen=True)
@@ -353,7 +353,7 @@ class Checkpoint:
     all at `seq` or later reads each subject on from there."""
 
     seq: int
-    folds: dict[str, _Folding]
+    folds: dict[str, Folding]
 
 
 class Snapshots:
@@ -369,7 +369,7 @@ class Snapshots:
 
     def __init__(self, eventlog: EventLog, start: Checkpoint | None = None) -> None:
         self.eventlog = eventlog
-        self._folds: dict[str, _Folding] = (
+        self._folds: dict[str, Folding] = (
             {subject: f.copy() for subject, f in start.folds.items()} if start else {}
         )
         # One snapshot at a time: two reading on from the same fold would apply its new
@@ -441,7 +441,7 @@ class Snapshots:
         source (folded as of the fork, apart: an earlier position than this one's)."""
         lane = subjects.Lane(agent_id, conversation_id)
 
-        async def created(at: int, event: Message, fold: _Fold) -> None:
+        async def created(at: int, event: Message, fold: Fold) -> None:
             if isinstance(event, ConversationCreated) and isinstance(fold, ConversationFold):
                 fold.isolated_block_ids = list(event.isolated_block_ids)
                 if event.forked_from is not None:
@@ -484,15 +484,15 @@ class Snapshots:
         self,
         subject: str,
         seq: int,
-        make: Callable[[], tuple[_Fold, ...]],
-        before: Callable[[int, Message, _Fold], Awaitable[None]] | None = None,
-    ) -> tuple[_Fold, ...]:
+        make: Callable[[], tuple[Fold, ...]],
+        before: Callable[[int, Message, Fold], Awaitable[None]] | None = None,
+    ) -> tuple[Fold, ...]:
         """The subject's folds (made by `make`) with its events up to `seq` applied (each
         first given to `before`). Undecodable events are skipped, as the projections
         dead-letter and skip them."""
         folding = self._folds.get(subject)
         if folding is None or folding.upto > seq:
-            folding = self._folds[subject] = _Folding(make())
+            folding = self._folds[subject] = Folding(make())
         if folding.upto >= seq:
             return folding.folds
         # (One direct get says whether anything came since: most subjects, a block or a
