@@ -46,6 +46,7 @@ from o_evolution.canary import (
     review,
 )
 from o_evolution.canary_judge import Sampled, sampled_judgement
+from o_evolution.checkpoints import Checkpoints
 from o_evolution.commands import EvolutionCommands
 from o_evolution.feedback import negative_steps_of
 from o_evolution.patches import PatchRefused
@@ -93,6 +94,9 @@ class Rollouts:
     # Each canary's agent's snapshots, kept from one analysis to the next: a step's samples
     # are its latest runs, so each analysis reads on from where the last one left off.
     kept: KeptSnapshots = field(default_factory=KeptSnapshots)
+    # A canary's first analysis in a process starts from the agent's last evaluation's
+    # checkpoint (its samples, runs since the canary began, come after it).
+    checkpoints: Checkpoints | None = None
 
     # -- commands ---------------------------------------------------------------
 
@@ -265,7 +269,8 @@ class Rollouts:
             if r["rollout_arm"] == "candidate" and not r["failed"]
         ][-config.canary_judge_samples :]
         s = self.commands.s
-        snapshots = self.kept.of(s.eventlog, agent_id)
+        start = await self.checkpoints.latest(agent_id) if self.checkpoints else None
+        snapshots = self.kept.of(s.eventlog, agent_id, start)
         return await sampled_judgement(
             s.eventlog, self.commands.settings, agent_id, picked, stable, snapshots
         )

@@ -29,6 +29,7 @@ from o_contracts.evolution_commands import (
     StartRollout,
 )
 from o_evolution.agent_tools import AgentTools
+from o_evolution.checkpoints import Checkpoints
 from o_evolution.commands import EvolutionCommands
 from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
@@ -70,8 +71,11 @@ class EvolutionService(Service):
         self.scheduler = Scheduler(self)
         self.scheduler.setup()
         cmds = EvolutionCommands(self, self.config)
-        evaluation = Evaluation(cmds)
-        rollouts = Rollouts(cmds)
+        # Each agent's snapshot folds as of its last evaluation, for the next evaluation
+        # and canary analysis to read on from (checkpoints.py).
+        checkpoints = Checkpoints(self.pool, self.eventlog)
+        evaluation = Evaluation(cmds, checkpoints=checkpoints)
+        rollouts = Rollouts(cmds, checkpoints=checkpoints)
         agent_tools = AgentTools(cmds)
         self.consume(
             CommandConsumer(

@@ -522,8 +522,9 @@ class KeptSnapshots:
         self.size = size
         self._kept: OrderedDict[str, Snapshots] = OrderedDict()
 
-    def of(self, eventlog: EventLog, agent_id: str) -> Snapshots:
-        snapshots = self._kept.pop(agent_id, None) or Snapshots(eventlog)
+    def of(self, eventlog: EventLog, agent_id: str, start: Checkpoint | None = None) -> Snapshots:
+        """The agent's Snapshots: those kept, or new ones (from `start`, if given)."""
+        snapshots = self._kept.pop(agent_id, None) or Snapshots(eventlog, start)
         self._kept[agent_id] = snapshots
         while len(self._kept) > self.size:
             self._kept.popitem(last=False)
