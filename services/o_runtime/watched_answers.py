@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from o_contracts.requests import TAKEN_BY, WANTS_TAKER
+from o_runtime.nats_flush import FLUSH_WITHIN, flush
 from o_runtime.tracing import continued
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,11 @@ class WatchedAnswers:
 
     async def start(self) -> None:
         self._sub = await self.nc.subscribe(self.subject, queue=self.queue, cb=self._on_request)
+        # Started means heard: the subscription on the server before this returns (a request
+        # right after, on another connection, would find no responders otherwise). With NATS
+        # away, nats-py subscribes again on reconnecting.
+        with contextlib.suppress(TimeoutError):
+            await flush(self.nc, FLUSH_WITHIN)
 
     async def _on_request(self, msg: Msg) -> None:
         if not msg.reply:

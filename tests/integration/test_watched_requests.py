@@ -80,23 +80,34 @@ async def ask(asker: EventLog, timeout: float = DEADLINE) -> bytes:
     return bytes(msg.data)
 
 
+async def one_holding_then_another(
+    nats_url: str, asker: EventLog, timeout: float
+) -> tuple[Replica, Replica, asyncio.Task[bytes], list[bytes], list[bytes]]:
+    """A replica takes the question and holds it; then another replica starts, which would
+    answer at once. The two, the question being asked, and what each was asked."""
+    held: list[bytes] = []
+    got = asyncio.Event()
+    first = await Replica(await connect(nats_url, "executor", "a"), holding(held, got)).start()
+    asking = asyncio.create_task(ask(asker, timeout=timeout))
+    await asyncio.wait_for(got.wait(), DEADLINE)
+    other: list[bytes] = []
+    second = await Replica(
+        await connect(nats_url, "executor", "b"), answering(b"answer", other)
+    ).start()
+    return first, second, asking, held, other
+
+
 async def test_the_replica_that_took_it_dies_and_another_answers(
     sandbox_nats: str,  # noqa: F811
     asker: EventLog,
 ) -> None:
-    held: list[bytes] = []
-    got = asyncio.Event()
-    first = await Replica(await connect(sandbox_nats, "executor", "a"), holding(held, got)).start()
-    asking = asyncio.create_task(ask(asker, timeout=60))
-    await asyncio.wait_for(got.wait(), DEADLINE)
-    answered: list[bytes] = []
-    second = await Replica(
-        await connect(sandbox_nats, "executor", "b"), answering(b"answer", answered)
-    ).start()
+    first, second, asking, held, other = await one_holding_then_another(
+        sandbox_nats, asker, timeout=60
+    )
     try:
         await first.die()
         assert await asyncio.wait_for(asking, DEADLINE) == b"answer"
-        assert (held, answered) == ([b"question"], [b"question"])
+        assert (held, other) == ([b"question"], [b"question"])
     finally:
         await second.requests.stop()
         await second.log.close()
@@ -106,15 +117,9 @@ async def test_a_replica_that_lives_is_waited_for_and_not_asked_around(
     sandbox_nats: str,  # noqa: F811
     asker: EventLog,
 ) -> None:
-    held: list[bytes] = []
-    got = asyncio.Event()
-    first = await Replica(await connect(sandbox_nats, "executor", "a"), holding(held, got)).start()
-    asking = asyncio.create_task(ask(asker, timeout=3))
-    await asyncio.wait_for(got.wait(), DEADLINE)
-    other: list[bytes] = []
-    second = await Replica(
-        await connect(sandbox_nats, "executor", "b"), answering(b"answer", other)
-    ).start()
+    first, second, asking, held, other = await one_holding_then_another(
+        sandbox_nats, asker, timeout=3
+    )
     try:
         # Slow is not dead: the request's own timeout ends it, and no one else was asked.
         with pytest.raises(nats.errors.TimeoutError):
@@ -137,6 +142,7 @@ async def test_an_answerer_that_does_not_say_it_took_it_is_still_heard(
         await msg.respond(b"plain answer")
 
     sub = await log.nc.subscribe(subjects.EXECUTOR_GENERATE, queue="executor", cb=respond)
+    await log.nc.flush()  # (on the server before the question is asked)
     try:
         assert await ask(asker) == b"plain answer"
     finally:
