@@ -116,12 +116,12 @@ class Generate(BaseModel):
         return packed
 
 
-# A request to `o.rpc.executor.generate`, `o.rpc.memory.search_archival` or
-# `o.rpc.memory.search_files` carrying the header WANTS_TAKER (any value) is answered twice:
-# at once, an empty message whose TAKEN_BY header names the process that took it (the
-# incarnation on its liveness subject, `alive_subject(<role>, ...)`), then the answer. The
-# asker watches that process while it waits and asks again if it dies
-# (o_runtime/watched_requests.py). Without the header: one answer.
+# A request to `o.rpc.executor.generate`, `o.rpc.memory.search_archival`,
+# `o.rpc.memory.search_files` or `o.rpc.sandbox.mcp_stdio` carrying the header WANTS_TAKER
+# (any value) is answered twice: at once, an empty message whose TAKEN_BY header names the
+# process that took it (the incarnation on its liveness subject, `alive_subject(<role>,
+# ...)`), then the answer. The asker watches that process while it waits and asks again if
+# it dies (o_runtime/watched_requests.py). Without the header: one answer.
 WANTS_TAKER = "O-Wants-Taker"
 TAKEN_BY = "O-Taken-By"
 # The longest anyone waits for a Generated (the gateway's generate routes; the provider's

@@ -18,6 +18,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from o_contracts import subjects
 from o_contracts.mcp_stdio import McpStdioReply, McpStdioRequest, StdioServerSpec
 from o_runtime.mcp_client import McpUnavailable, OfferedTool, ToolOutcome
+from o_runtime.watched_requests import MAX_ASKS, AnswererLost, request_watched
 
 # The sandbox answers within the caller's timeout; this is the reply's way back.
 REPLY_MARGIN = 5.0
@@ -44,13 +45,24 @@ class NatsStdioRelay:
 
     async def _ask(self, request: McpStdioRequest) -> McpStdioReply:
         try:
-            msg = await self.nc.request(
+            # Watched (o_runtime/watched_requests.py): a sandbox replica that dies with the
+            # request is noticed at once. A listing is asked again; a call is not (it may
+            # have run in part), it fails with the reason.
+            msg = await request_watched(
+                self.nc,
                 subjects.SANDBOX_MCP_STDIO,
                 request.encode(),
+                role="tool_sandbox",
                 timeout=request.timeout + REPLY_MARGIN,
+                max_asks=1 if request.operation == "call_tool" else MAX_ASKS,
             )
         except NoRespondersError as exc:
             raise McpUnavailable("no tool sandbox is running to start stdio MCP servers") from exc
+        except AnswererLost as exc:
+            raise McpUnavailable(
+                "the tool sandbox running the server stopped during the call; it may have"
+                " run in part, so it was not made again"
+            ) from exc
         except (NatsTimeout, TimeoutError) as exc:
             raise McpUnavailable(
                 f"the tool sandbox did not answer within {request.timeout:g} s"

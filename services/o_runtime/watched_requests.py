@@ -46,6 +46,12 @@ NO_ONE_PAUSE = 0.5
 NO_RESPONDERS = "503"
 
 
+class AnswererLost(nats.errors.TimeoutError):
+    """Every process that took the request died, and it is not asked again (its asks
+    spent: one only, for a request not safe to answer twice). A TimeoutError to callers that
+    do not tell the two apart."""
+
+
 class Step(enum.Enum):
     WAIT = "wait"
     ASK = "ask"
@@ -117,14 +123,16 @@ async def request_watched(
     role: str,
     timeout: float,
     headers: Mapping[str, str] | None = None,
+    max_asks: int = MAX_ASKS,
 ) -> Msg:
-    """The answer to a request on `subject` that processes of `role` answer, asked again if
-    the one that took it dies. Raises as `nc.request` does: nats' NoRespondersError (none
-    runs), TimeoutError (no answer within `timeout`, or every ask's taker died)."""
+    """The answer to a request on `subject` that processes of `role` answer, asked again
+    (up to `max_asks` in all; 1: never) if the one that took it dies. Raises as
+    `nc.request` does: nats' NoRespondersError (none runs), TimeoutError (no answer within
+    `timeout`), or AnswererLost, a TimeoutError (every ask's taker died)."""
     loop = asyncio.get_running_loop()
     answers: asyncio.Queue[Msg] = asyncio.Queue()
     inbox = await nc.subscribe(nc.new_inbox(), cb=answers.put)
-    watch = Watch()
+    watch = Watch(max_asks=max_asks)
     sent = {**(headers or {}), WANTS_TAKER: "1"}
 
     async def ask() -> None:
@@ -159,7 +167,9 @@ async def request_watched(
                 if step is Step.ASK:
                     await ask()
                 elif step is Step.GIVE_UP:
-                    raise nats.errors.TimeoutError
+                    raise AnswererLost
+    except AnswererLost:
+        raise
     except TimeoutError as exc:
         # (asyncio's timeout and nats' own, one exception for the caller)
         raise nats.errors.TimeoutError from exc

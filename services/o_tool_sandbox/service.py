@@ -25,6 +25,7 @@ from o_runtime.env import Env
 from o_runtime.instruments import samples
 from o_runtime.service import Service
 from o_runtime.tracing import continued
+from o_runtime.watched_answers import WatchedAnswers
 from o_tool_sandbox.executions import Executions, replica_name
 from o_tool_sandbox.limits import SandboxSettings
 from o_tool_sandbox.mcp_requests import McpStdioRequests
@@ -97,12 +98,17 @@ class ToolSandboxService(Service):
         # stdio MCP servers: long-lived confined children of this replica (docs/mcp.md).
         self.mcp_servers = StdioServers(self.mcp_config, self.pool)
         self.mcp_servers.start()
-        self.broker.subscriber(
+        # Watched by their askers (o_runtime/watched_answers.py): a call to a server of a
+        # replica that dies fails at once, with the reason, not after its timeout.
+        self.mcp_requests = WatchedAnswers(
+            nc,
             subjects.SANDBOX_MCP_STDIO,
-            queue="tool_sandbox",
-            title="stdio MCP servers",
-            max_workers=MCP_STDIO_WORKERS,
-        )(McpStdioRequests(self.mcp_servers, self.replica).handle)
+            QUEUE,
+            self.replica,
+            McpStdioRequests(self.mcp_servers, self.replica).handle,
+            MCP_STDIO_WORKERS,
+        )
+        await self.mcp_requests.start()
 
     async def _take_calls(self) -> None:
         if self._taking is None:
@@ -218,6 +224,7 @@ class ToolSandboxService(Service):
                     await sub.unsubscribe()
         for task in list(self._answering):
             task.cancel()
+        await self.mcp_requests.stop()
         await self.mcp_servers.close()
         await self.pool.close()
 

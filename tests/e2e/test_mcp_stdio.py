@@ -22,10 +22,13 @@ from letta_client import Letta
 
 from o_contracts import subjects
 from o_contracts.mcp_stdio import McpStdioRequest
+from o_contracts.requests import TAKEN_BY
+from o_runtime.nats_identity import inbox_prefix
 from tests.e2e.conftest import ROOT, System
 from tests.e2e.mcp_stdio_python import server_python
 from tests.e2e.support import DEADLINE, agent_events, new_agent, send, unique
 from tests.e2e.test_durable_runs import finished, kill_executors, send_later
+from tests.e2e.test_schedules import kill
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
 
@@ -335,4 +338,40 @@ async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
     assert result["messages"][-1]["content"] == "Unknown, then."
     counts = {t: sum(e.type == t for e in recorded) for t in ("ToolCallRequested", "ToolReturned")}
     assert counts == {"ToolCallRequested": 1, "ToolReturned": 1}
+    client.mcp_servers.delete(server.id)
+
+
+async def test_a_stdio_call_whose_sandbox_dies_fails_at_once_and_is_not_made_again(
+    system: System, llm: FakeOpenAI
+) -> None:
+    # The caller watches the sandbox replica that took the call (o_runtime/watched_requests.py):
+    # its death ends the call at once with the reason. Not asked again: it may have run.
+    client = system.client()
+    server = create(client)
+    agent = await new_agent(system, tool_ids=[tool_ids(client, server.id)["hang"]])
+    llm.push(Reply(tool_calls=[("hang", {})]), Reply(content="It broke off."))
+    nc = await nats.connect(system.env["NATS_URL"], **operator())
+    try:
+        requests = await nc.subscribe(subjects.SANDBOX_MCP_STDIO)
+        # (the replica's first answer, on the executor's inbox: it took the call)
+        taken = await nc.subscribe(f"{inbox_prefix('executor')}.>")
+        task = send_later(system, agent["id"], "Hang.")
+        asked = McpStdioRequest.decode((await requests.next_msg(timeout=DEADLINE)).data)
+        assert (asked.operation, asked.tool_name) == ("call_tool", "hang")
+        while TAKEN_BY not in ((await taken.next_msg(timeout=DEADLINE)).headers or {}):
+            pass
+        await kill(system, "tool_sandbox")
+        result = await finished(task)
+        again = []
+        while True:
+            try:
+                again.append(await requests.next_msg(timeout=0.5))
+            except nats.errors.TimeoutError:
+                break
+    finally:
+        await nc.close()
+    assert again == []
+    (ret,) = tool_returns(result)
+    assert ret[0] == "error" and "stopped during the call" in ret[1], ret
+    assert result["messages"][-1]["content"] == "It broke off."
     client.mcp_servers.delete(server.id)

@@ -17,7 +17,7 @@ from o_runtime.eventlog import EventLog
 from o_runtime.liveness import Liveness
 from o_runtime.nats_identity import Identity
 from o_runtime.watched_answers import WatchedAnswers
-from o_runtime.watched_requests import request_watched
+from o_runtime.watched_requests import MAX_ASKS, AnswererLost, request_watched
 from tests.integration.sandbox_support import sandbox_nats, seed_file  # noqa: F401
 
 DEADLINE = 20.0
@@ -73,22 +73,27 @@ def holding(asked: list[bytes], got: asyncio.Event) -> Callable[[bytes], Awaitab
     return answer
 
 
-async def ask(asker: EventLog, timeout: float = DEADLINE) -> bytes:
+async def ask(asker: EventLog, timeout: float = DEADLINE, max_asks: int = MAX_ASKS) -> bytes:
     msg = await request_watched(
-        asker.nc, subjects.EXECUTOR_GENERATE, b"question", role="executor", timeout=timeout
+        asker.nc,
+        subjects.EXECUTOR_GENERATE,
+        b"question",
+        role="executor",
+        timeout=timeout,
+        max_asks=max_asks,
     )
     return bytes(msg.data)
 
 
 async def one_holding_then_another(
-    nats_url: str, asker: EventLog, timeout: float
+    nats_url: str, asker: EventLog, timeout: float, max_asks: int = MAX_ASKS
 ) -> tuple[Replica, Replica, asyncio.Task[bytes], list[bytes], list[bytes]]:
     """A replica takes the question and holds it; then another replica starts, which would
     answer at once. The two, the question being asked, and what each was asked."""
     held: list[bytes] = []
     got = asyncio.Event()
     first = await Replica(await connect(nats_url, "executor", "a"), holding(held, got)).start()
-    asking = asyncio.create_task(ask(asker, timeout=timeout))
+    asking = asyncio.create_task(ask(asker, timeout=timeout, max_asks=max_asks))
     await asyncio.wait_for(got.wait(), DEADLINE)
     other: list[bytes] = []
     second = await Replica(
@@ -108,6 +113,23 @@ async def test_the_replica_that_took_it_dies_and_another_answers(
         await first.die()
         assert await asyncio.wait_for(asking, DEADLINE) == b"answer"
         assert (held, other) == ([b"question"], [b"question"])
+    finally:
+        await second.requests.stop()
+        await second.log.close()
+
+
+async def test_a_request_asked_once_fails_when_its_replica_dies_and_is_not_asked_again(
+    sandbox_nats: str,  # noqa: F811
+    asker: EventLog,
+) -> None:
+    first, second, asking, held, other = await one_holding_then_another(
+        sandbox_nats, asker, timeout=60, max_asks=1
+    )
+    try:
+        await first.die()
+        with pytest.raises(AnswererLost):
+            await asyncio.wait_for(asking, DEADLINE)
+        assert (held, other) == ([b"question"], [])
     finally:
         await second.requests.stop()
         await second.log.close()

@@ -75,3 +75,15 @@ def test_no_responders_fails_at_first_and_is_waited_out_after_a_death() -> None:
     # A replica that takes it ends the wait for one.
     watch.took("b")
     assert watch.no_one_since is None
+
+
+def test_a_request_asked_once_only_gives_up_when_its_taker_dies() -> None:
+    watch = Watch(lost_after=5.0, max_asks=1)
+    watch.asked(0.0)
+    watch.took("a")
+    watch.died("a")
+    assert watch.next_step(0.5) is Step.GIVE_UP
+    # Never said taken: perhaps still at work; waited for until the request's timeout.
+    untaken = Watch(lost_after=5.0, max_asks=1)
+    untaken.asked(0.0)
+    assert untaken.next_step(30.0) is Step.WAIT
