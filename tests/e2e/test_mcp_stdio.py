@@ -305,13 +305,29 @@ async def test_letta_older_routes_reach_stdio_servers(system: System) -> None:
     assert (await http.delete(f"{base}/{name}")).status_code == 200
 
 
-async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
-    system: System, llm: FakeOpenAI
-) -> None:
+async def hanging(system: System, llm: FakeOpenAI, answer: str) -> tuple[Letta, Any, Any]:
+    """A stdio server, and an agent that calls its `hang` tool, then answers `answer`."""
     client = system.client()
     server = create(client)
     agent = await new_agent(system, tool_ids=[tool_ids(client, server.id)["hang"]])
-    llm.push(Reply(tool_calls=[("hang", {})]), Reply(content="Unknown, then."))
+    llm.push(Reply(tool_calls=[("hang", {})]), Reply(content=answer))
+    return client, server, agent
+
+
+async def the_rest(sub: Any) -> list[Any]:
+    """What else `sub` gets until half a second passes without a message."""
+    rest = []
+    while True:
+        try:
+            rest.append(await sub.next_msg(timeout=0.5))
+        except nats.errors.TimeoutError:
+            return rest
+
+
+async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
+    system: System, llm: FakeOpenAI
+) -> None:
+    client, server, agent = await hanging(system, llm, "Unknown, then.")
     # Every request to stdio servers, as the sandbox gets it.
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
@@ -324,12 +340,7 @@ async def test_a_stdio_call_cut_off_by_a_dying_executor_is_not_made_again(
             await kill_executors(system)
             result = await finished(task)
             recorded = await events.drain()
-        again = []
-        while True:
-            try:
-                again.append(await requests.next_msg(timeout=0.5))
-            except nats.errors.TimeoutError:
-                break
+        again = await the_rest(requests)
     finally:
         await nc.close()
     assert again == []
@@ -346,10 +357,7 @@ async def test_a_stdio_call_whose_sandbox_dies_fails_at_once_and_is_not_made_aga
 ) -> None:
     # The caller watches the sandbox replica that took the call (o_runtime/watched_requests.py):
     # its death ends the call at once with the reason. Not asked again: it may have run.
-    client = system.client()
-    server = create(client)
-    agent = await new_agent(system, tool_ids=[tool_ids(client, server.id)["hang"]])
-    llm.push(Reply(tool_calls=[("hang", {})]), Reply(content="It broke off."))
+    client, server, agent = await hanging(system, llm, "It broke off.")
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
         requests = await nc.subscribe(subjects.SANDBOX_MCP_STDIO)
@@ -362,12 +370,7 @@ async def test_a_stdio_call_whose_sandbox_dies_fails_at_once_and_is_not_made_aga
             pass
         await kill(system, "tool_sandbox")
         result = await finished(task)
-        again = []
-        while True:
-            try:
-                again.append(await requests.next_msg(timeout=0.5))
-            except nats.errors.TimeoutError:
-                break
+        again = await the_rest(requests)
     finally:
         await nc.close()
     assert again == []
