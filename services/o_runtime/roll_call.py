@@ -32,6 +32,7 @@ from o_contracts import subjects
 from o_contracts.roll_call import Present
 from o_runtime.nats_flush import flush
 from o_runtime.readiness import Readiness
+from o_runtime.watched_answers import stop_answering
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +84,8 @@ class RollCallAnswerer:
             await flush(nc, FLUSH_WITHIN)
 
     async def stop(self) -> None:
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
-        for task in list(self._answering):
-            task.cancel()
+        sub, self._sub = self._sub, None
+        await stop_answering(sub, self._answering)
 
     async def _on_call(self, msg: Msg) -> None:
         if not msg.reply:

@@ -82,10 +82,15 @@ class WatchedAnswers:
     async def stop(self) -> None:
         """Takes no more; those in hand are dropped (their askers see this process go and
         ask again)."""
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
-        for task in list(self._answering):
-            task.cancel()
-        await asyncio.gather(*self._answering, return_exceptions=True)
+        sub, self._sub = self._sub, None
+        await stop_answering(sub, self._answering)
+
+
+async def stop_answering(sub: Subscription | None, answering: set[asyncio.Task[None]]) -> None:
+    """Unsubscribe (if subscribed), and cancel the answers still being made."""
+    if sub is not None:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    for task in list(answering):
+        task.cancel()
+    await asyncio.gather(*answering, return_exceptions=True)

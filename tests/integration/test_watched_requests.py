@@ -43,6 +43,10 @@ class Replica:
         await self.requests.start()
         return self
 
+    async def stop(self) -> None:
+        await self.requests.stop()
+        await self.log.close()
+
     async def die(self) -> None:
         # (to nats-server, a closed connection is a dead process: its subscriptions go)
         await self.log.nc.close()
@@ -114,8 +118,7 @@ async def test_the_replica_that_took_it_dies_and_another_answers(
         assert await asyncio.wait_for(asking, DEADLINE) == b"answer"
         assert (held, other) == ([b"question"], [b"question"])
     finally:
-        await second.requests.stop()
-        await second.log.close()
+        await second.stop()
 
 
 async def test_a_request_asked_once_fails_when_its_replica_dies_and_is_not_asked_again(
@@ -131,8 +134,7 @@ async def test_a_request_asked_once_fails_when_its_replica_dies_and_is_not_asked
             await asyncio.wait_for(asking, DEADLINE)
         assert (held, other) == ([b"question"], [])
     finally:
-        await second.requests.stop()
-        await second.log.close()
+        await second.stop()
 
 
 async def test_a_replica_that_lives_is_waited_for_and_not_asked_around(
@@ -149,8 +151,7 @@ async def test_a_replica_that_lives_is_waited_for_and_not_asked_around(
         assert (held, other) == ([b"question"], [])
     finally:
         for replica in (first, second):
-            await replica.requests.stop()
-            await replica.log.close()
+            await replica.stop()
 
 
 async def test_an_answerer_that_does_not_say_it_took_it_is_still_heard(
