@@ -17,6 +17,7 @@ twice (redelivery, two replicas) decide once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +58,6 @@ from o_runtime.eventlog import AppendRejected, Recorded
 
 log = logging.getLogger(__name__)
 
-_RUNNING = "SELECT * FROM evolution_rollouts WHERE agent_id = ANY($1) AND status = 'running'"
 # The step's finished runs as of one run's end (the ones the log had ended by then), in
 # the order they ended; max steps counts as a failure, as a run that gave no answer.
 _STEP_RUNS = (
@@ -173,11 +173,9 @@ class Rollouts:
 
     # -- the analysis -------------------------------------------------------------
 
-    async def on_runs_completed(self, records: list[Recorded]) -> None:
-        """The ends of runs, in log order: a canary's candidate runs are reviewed."""
-        agents = list({r.envelope.data.agent_id for r in records})  # type: ignore[attr-defined]
-        s = self.commands.s
-        running = {r["agent_id"] for r in await s.pool.fetch(_RUNNING, agents)}
+    async def on_runs_completed(self, records: list[Recorded], running: AbstractSet[str]) -> None:
+        """The ends of runs, in log order: a canary's candidate runs are reviewed (`running`:
+        the agents with a canary running, run_ends.py)."""
         for rec in records:
             if rec.envelope.data.agent_id in running:  # type: ignore[attr-defined]
                 await self.on_run_completed(rec)

@@ -34,26 +34,15 @@ from o_evolution.commands import EvolutionCommands
 from o_evolution.evaluation import Evaluation
 from o_evolution.projection import evolution
 from o_evolution.rollouts import Rollouts
+from o_evolution.run_ends import RunEnds
 from o_evolution.scheduled import ScheduledProposals
 from o_evolution.settings import MAX_PENDING_COMMANDS, EvolutionSettings
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import CommandConsumer
 from o_runtime.env import Env
-from o_runtime.eventlog import Recorded
-from o_runtime.reactor import EventReactor, Reaction
+from o_runtime.reactor import EventReactor
 from o_runtime.service import Service
 from o_schedules.component import Scheduler
-
-
-def both(*reactions: Reaction) -> Reaction:
-    """One consumer of run ends for sleep-time turns and canary analysis (a consumer
-    per reaction would cost the hot path another delivery per event)."""
-
-    async def react(records: list[Recorded]) -> None:
-        for reaction in reactions:
-            await reaction(records)
-
-    return react
 
 
 class EvolutionService(Service):
@@ -108,7 +97,9 @@ class EvolutionService(Service):
                 "evolution-turns",
                 subjects.AGENT_AND_CONVERSATION_EVENTS,
                 {
-                    RunCompleted: both(turns.on_runs_completed, rollouts.on_runs_completed),
+                    # (One consumer of run ends for sleep-time turns and canaries: a
+                    # consumer per reaction would cost every run another delivery.)
+                    RunCompleted: RunEnds(self.pool, turns, rollouts).on_runs_completed,
                     SleeptimeTurnCounted: proposals.on_turns_counted,
                     **self.scheduler.agent_reactions(),
                 },

@@ -13,6 +13,7 @@ executor whatever the delay).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import asyncpg
@@ -35,13 +36,6 @@ from o_runtime.reads import ProjectionReads
 log = logging.getLogger(__name__)
 PRODUCER = "evolution"
 
-# The sleep-time groups these agents manage (one query per batch of run ends).
-_GROUPS = (
-    "SELECT DISTINCT ON (manager_agent_id) id, manager_agent_id, agent_ids,"
-    " sleeptime_agent_frequency FROM groups"
-    " WHERE manager_agent_id = ANY($1) AND manager_type = 'sleeptime'"
-    " ORDER BY manager_agent_id, created_at"
-)
 _LAST_MESSAGE = "SELECT id FROM messages WHERE run_id = $1 ORDER BY seq DESC LIMIT 1"
 _SPENT = (
     "SELECT count(*) FILTER (WHERE created_at > now() - interval '1 hour') AS runs,"
@@ -71,10 +65,11 @@ class SleeptimeTurns:
     reads: ProjectionReads
     budget: SleeptimeBudget
 
-    async def on_runs_completed(self, records: list[Recorded]) -> None:
-        """The ends of runs, in log order: those of sleep-time managers count a turn."""
-        agents = list({r.envelope.data.agent_id for r in records})  # type: ignore[attr-defined]
-        groups = {g["manager_agent_id"]: g for g in await self.pool.fetch(_GROUPS, agents)}
+    async def on_runs_completed(
+        self, records: list[Recorded], groups: Mapping[str, asyncpg.Record]
+    ) -> None:
+        """The ends of runs, in log order: those of sleep-time managers (`groups`, the
+        groups they manage: run_ends.py) count a turn."""
         for rec in records:
             group = groups.get(rec.envelope.data.agent_id)  # type: ignore[attr-defined]
             if group is not None:

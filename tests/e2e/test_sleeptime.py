@@ -18,6 +18,7 @@ from o_contracts import subjects
 from o_contracts.commands import RunMemoryTool
 from o_contracts.envelope import Envelope
 from o_contracts.ids import new_id
+from o_evolution.run_ends import concerned
 from o_evolution.settings import SleeptimeBudget
 from o_evolution.turns import SleeptimeTurns
 from o_runtime.commands import send_and_wait
@@ -202,8 +203,10 @@ async def test_a_turn_counted_again_starts_its_companion_runs_once(system: Syste
     try:
         turns = SleeptimeTurns(eventlog, pool, ProjectionReads(pool, watcher), SleeptimeBudget())
         record = Recorded(seq, subjects.agent_subject(agent.id), ended)
-        await turns.on_runs_completed([record])
-        await turns.on_runs_completed([record])
+        # (The groups as the service's reaction looks them up: o_evolution/run_ends.py.)
+        groups = (await concerned(pool, [agent.id])).groups
+        await turns.on_runs_completed([record], groups)
+        await turns.on_runs_completed([record], groups)
     finally:
         await watcher.stop()
         await pool.close()
