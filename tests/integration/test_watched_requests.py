@@ -89,6 +89,22 @@ async def ask(asker: EventLog, timeout: float = DEADLINE, max_asks: int = MAX_AS
     return bytes(msg.data)
 
 
+async def one_dies_holding(
+    nats_url: str, asker: EventLog, max_asks: int = MAX_ASKS
+) -> tuple[Replica, asyncio.Task[bytes], list[bytes], list[bytes]]:
+    """As one_holding_then_another (60 s to answer), and the replica holding the question
+    dies: the other replica, the question being asked, and what each was asked."""
+    first, second, asking, held, other = await one_holding_then_another(
+        nats_url, asker, timeout=60, max_asks=max_asks
+    )
+    try:
+        await first.die()
+    except BaseException:
+        await second.stop()
+        raise
+    return second, asking, held, other
+
+
 async def reaches_an_answerer(asker: EventLog) -> None:
     """Until a plain request of the asker's is answered. (Once, in CI, the subscription just
     flushed by the answerer's connection was not yet there for the asker's request: "no
@@ -123,11 +139,8 @@ async def test_the_replica_that_took_it_dies_and_another_answers(
     sandbox_nats: str,  # noqa: F811
     asker: EventLog,
 ) -> None:
-    first, second, asking, held, other = await one_holding_then_another(
-        sandbox_nats, asker, timeout=60
-    )
+    second, asking, held, other = await one_dies_holding(sandbox_nats, asker)
     try:
-        await first.die()
         assert await asyncio.wait_for(asking, DEADLINE) == b"answer"
         assert (held, other) == ([b"question"], [b"question"])
     finally:
@@ -138,11 +151,8 @@ async def test_a_request_asked_once_fails_when_its_replica_dies_and_is_not_asked
     sandbox_nats: str,  # noqa: F811
     asker: EventLog,
 ) -> None:
-    first, second, asking, held, other = await one_holding_then_another(
-        sandbox_nats, asker, timeout=60, max_asks=1
-    )
+    second, asking, held, other = await one_dies_holding(sandbox_nats, asker, max_asks=1)
     try:
-        await first.die()
         with pytest.raises(AnswererLost):
             await asyncio.wait_for(asking, DEADLINE)
         assert (held, other) == ([b"question"], [])

@@ -5,6 +5,14 @@ from __future__ import annotations
 from o_runtime.watched_requests import Step, Watch
 
 
+def taker_died(watch: Watch) -> Watch:
+    """`watch` asked at 0, its request taken by "a", and "a" seen dead."""
+    watch.asked(0.0)
+    watch.took("a")
+    watch.died("a")
+    return watch
+
+
 def test_a_request_taken_by_a_live_process_is_waited_for() -> None:
     watch = Watch(lost_after=5.0, max_asks=3)
     watch.asked(0.0)
@@ -15,10 +23,7 @@ def test_a_request_taken_by_a_live_process_is_waited_for() -> None:
 
 
 def test_its_takers_death_asks_again_at_once() -> None:
-    watch = Watch(lost_after=5.0, max_asks=3)
-    watch.asked(0.0)
-    watch.took("a")
-    watch.died("a")
+    watch = taker_died(Watch(lost_after=5.0, max_asks=3))
     assert watch.next_step(0.5) is Step.ASK
     watch.asked(0.5)
     # The new ask is not yet taken: waited for, not asked again at once.
@@ -60,10 +65,7 @@ def test_no_responders_fails_at_first_and_is_waited_out_after_a_death() -> None:
     first.asked(0.0)
     # No replica runs at all: the request fails at once, as a plain request does.
     assert first.no_one(0.0) is False
-    watch = Watch(no_one_for=10.0, max_asks=3)
-    watch.asked(0.0)
-    watch.took("a")
-    watch.died("a")
+    watch = taker_died(Watch(no_one_for=10.0, max_asks=3))
     watch.asked(0.1)
     # Its replica is being restarted: asked again, and these asks are not counted.
     assert watch.no_one(0.1) is True
@@ -78,10 +80,7 @@ def test_no_responders_fails_at_first_and_is_waited_out_after_a_death() -> None:
 
 
 def test_a_request_asked_once_only_gives_up_when_its_taker_dies() -> None:
-    watch = Watch(lost_after=5.0, max_asks=1)
-    watch.asked(0.0)
-    watch.took("a")
-    watch.died("a")
+    watch = taker_died(Watch(lost_after=5.0, max_asks=1))
     assert watch.next_step(0.5) is Step.GIVE_UP
     # Never said taken: perhaps still at work; waited for until the request's timeout.
     untaken = Watch(lost_after=5.0, max_asks=1)
