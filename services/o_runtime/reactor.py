@@ -11,20 +11,25 @@ bad event never stops the rest. Handlers must be idempotent: a crash between
 their effect and the ack delivers the event again.
 
 Events held by a reactor that dies come back after ACK_WAIT (5 s), to a replica or to the
-process's own restart; while a batch is being reacted to, the reactor tells the server it is
-still at work (`in_progress`) every ACK_WAIT/3, so a slow reaction is not delivered again
-under it. Reactors keep no holdings (o_runtime/holdings.py: a KV write per batch, which
-command consumers pay to be given back at once): they pull every few milliseconds on a busy
-system, beside every run, and a reaction late by a few seconds after a crash costs no one a
-wait (a sleep-time turn, an archived decision, a file's processing started).
+process's own restart; while it holds events (reacting to a batch, or delivered and waiting
+their turn) the reactor tells the server it is still at work (`in_progress`) every
+ACK_WAIT/3, so a slow reaction is not delivered again under it. Reactors keep no holdings
+(o_runtime/holdings.py: a KV write per batch, which command consumers pay to be given back
+at once): a reaction late by a few seconds after a crash costs no one a wait (a sleep-time
+turn, an archived decision, a file's processing started).
 
-Each event is acked on its own, once its reaction is done (AckPolicy.EXPLICIT).
-Cumulative acks (AckPolicy.ALL) lost events: an ack of event N also acks every
-earlier event still held by another replica, or by a process that died while
-reacting, so those were never delivered again (tests/integration/test_reactor.py).
-Per-event acks cost ~4 us of the reactor's CPU and ~2 us of nats-server's per event
-(5,000 ignored events, paired runs, 2026-11-24), beside ~37 us the reactor spends
-pulling and typing each event either way.
+Events come through one pull request kept open (o_runtime/deliveries.py): the server
+delivers each as it is appended, and the reactor reacts to what has come, in log order,
+without a pull request and its status message beside every event.
+
+Each event is acked on its own (AckPolicy.EXPLICIT). Cumulative acks (AckPolicy.ALL) lost
+events: an ack of event N also acks every earlier event still held by another replica, or by
+a process that died while reacting, so those were never delivered again
+(tests/integration/test_reactor.py). An event reacted to is acked once its reaction is done.
+An event no reaction is for (most of them: a run's events, to a reactor of run ends) is acked
+with the next ack sent, or within ACK_LATER: acks sent together go out in one write, so a
+run's three events cost the reactor one write instead of three. A process that dies before
+acking them only has them delivered again, to be ignored again.
 """
 
 from __future__ import annotations
@@ -42,8 +47,9 @@ from nats.js.errors import NotFoundError
 from o_contracts import subjects
 from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode, known_type
-from o_runtime.commands import MAX_DELIVERIES, bind_durable, pulled
+from o_runtime.commands import MAX_DELIVERIES, PULL_EXPIRES, bind_durable
 from o_runtime.dead_letters import dead_letter
+from o_runtime.deliveries import Deliveries
 from o_runtime.eventlog import EventLog, Recorded
 from o_runtime.outages import is_outage
 from o_runtime.retries import Retries
@@ -53,12 +59,13 @@ log = logging.getLogger(__name__)
 
 # A reaction gets the events of its types from one batch, in log order.
 Reaction = Callable[[list[Recorded]], Awaitable[None]]
-# Up to this many events are pulled at once (most concern no reaction).
+# One pull request asks for up to this many events (most concern no reaction), and stays
+# open for PULL_EXPIRES unless they came sooner.
 BATCH = 256
-# After a batch that was not full the reactor waits this long before pulling again, so
-# that events arriving one by one are pulled together: one pull per pause instead of per
-# event. A reaction comes at most this much later.
-GATHER = 0.01
+# An ignored event's ack waits at most this long for another ack to go with (well within
+# ACK_WAIT/3: no heartbeat is needed for it), and at most this many wait at once.
+ACK_LATER = 0.5
+ACKS_LATER = 128
 # How long the server waits for an event's ack (or a heartbeat) before delivering it again.
 # The setup role makes every reactor's consumer with it (o_setup/topology.py); a reactor
 # heartbeats at the server's own value.
@@ -146,7 +153,7 @@ class EventReactor:
     async def start(self) -> None:
         # The durable is made (and a cumulative-ack one replaced) by the setup role
         # (o_setup/topology.py); the service binds to it.
-        self._sub = await bind_durable(
+        sub = await bind_durable(
             self.eventlog,
             self.filter_subject,
             subjects.EVENTS_STREAM,
@@ -154,65 +161,87 @@ class EventReactor:
             reactor_config(self.name, self.filter_subject, self.ack_wait),
         )
         # The server's setting wins: heartbeats must come within the ack wait it applies.
-        info = await self._sub.consumer_info()
+        info = await sub.consumer_info()
         self.ack_wait = info.config.ack_wait or self.ack_wait
+        # (Its deliveries come to an inbox of Deliveries' own: the binding's is not used.)
+        await sub.unsubscribe()
+        self._deliveries = Deliveries(
+            self.eventlog, subjects.EVENTS_STREAM, self.name, BATCH, PULL_EXPIRES
+        )
+        await self._deliveries.start()
+        # Events of the batch being reacted to, not acked yet (by ack subject: a message is
+        # not hashable, and its ack subject is its own); and ignored events whose acks wait.
+        self._unacked: dict[str, Msg] = {}
+        self._later: list[Msg] = []
+        self._later_since = 0.0
         self._pulling = asyncio.create_task(self._pull(), name=f"reactor {self.name}")
+        self._heartbeat = asyncio.create_task(self._keep_alive(), name=f"heartbeat {self.name}")
 
     async def stop(self) -> None:
-        self._pulling.cancel()
-        await asyncio.gather(self._pulling, return_exceptions=True)
+        for task in (self._pulling, self._heartbeat):
+            task.cancel()
+        await asyncio.gather(self._pulling, self._heartbeat, return_exceptions=True)
+        # (Ignored events' acks are always safe to send; one not sent costs a redelivery.)
+        await self._ack_later()
         with contextlib.suppress(Exception):
-            await self._sub.unsubscribe()
+            await self._deliveries.stop()
 
     async def _pull(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            msgs = await pulled(self._sub, BATCH, self.name)
-            if not msgs:
-                continue
-            # (By ack subject: a message is not hashable, and its ack subject is its own.)
-            unacked = {msg.reply: msg for msg in msgs}
-            heartbeat = asyncio.create_task(self._keep_alive(unacked))
-            try:
-                await self._react(msgs, unacked)
-            finally:
-                heartbeat.cancel()
-                await asyncio.gather(heartbeat, return_exceptions=True)
-            if len(msgs) < BATCH:
-                await asyncio.sleep(GATHER)
+            wait = PULL_EXPIRES
+            if self._later:
+                wait = max(0.0, self._later_since + ACK_LATER - loop.time())
+            msgs = await self._deliveries.take(wait)
+            if msgs:
+                await self._react(msgs)
+            if self._later and (
+                len(self._later) >= ACKS_LATER or loop.time() >= self._later_since + ACK_LATER
+            ):
+                await self._ack_later()
 
-    async def _react(self, msgs: list[Msg], unacked: dict[str, Msg]) -> None:
-        """React to one pulled batch, acking each event once its reaction is done."""
-
-        async def ack(msg: Msg) -> None:
-            unacked.pop(msg.reply, None)
-            await _settled(msg.ack)
-
+    async def _react(self, msgs: list[Msg]) -> None:
+        """React to what came, acking each event once its reaction is done."""
         by_type: dict[str, list[tuple[Recorded, Msg]]] = {}
         for msg in msgs:
             name = known_type(msg.data)
             if name not in self.handlers:
-                await ack(msg)
+                self._ignore(msg)
                 continue
             try:
                 record = Recorded(msg.metadata.sequence.stream, msg.subject, decode(msg.data))
             except MalformedMessage:
                 # (Not an event anyone could have appended: projections refuse it too.)
-                await ack(msg)
+                self._ignore(msg)
                 continue
             by_type.setdefault(name, []).append((record, msg))
+            self._unacked[msg.reply] = msg
         for name, events in by_type.items():
             # The reaction is part of the trace of the events it reacts to.
             with reacting(f"{self.name} {name}", [msg.headers for _, msg in events]):
                 await self._handle(self.handlers[name], events)
             for _, msg in events:
-                await ack(msg)
+                self._unacked.pop(msg.reply, None)
+                await _settled(msg.ack)
+            # (Written with the acks just sent.)
+            await self._ack_later()
 
-    async def _keep_alive(self, unacked: dict[str, Msg]) -> None:
-        """Tell the server, every ack_wait/3, that the batch's events not yet acked are
-        still being reacted to (a slow reaction, retries with backoff)."""
+    def _ignore(self, msg: Msg) -> None:
+        if not self._later:
+            self._later_since = asyncio.get_running_loop().time()
+        self._later.append(msg)
+
+    async def _ack_later(self) -> None:
+        later, self._later = self._later, []
+        for msg in later:
+            await _settled(msg.ack)
+
+    async def _keep_alive(self) -> None:
+        """Tell the server, every ack_wait/3, that the events held here are still being
+        reacted to (a slow reaction, retries with backoff) or waiting their turn."""
         while True:
             await asyncio.sleep(self.ack_wait / 3)
-            for msg in list(unacked.values()):
+            for msg in [*self._unacked.values(), *self._deliveries.waiting()]:
                 await _settled(msg.in_progress)
 
     async def _handle(self, handler: Reaction, events: list[tuple[Recorded, Msg]]) -> None:

@@ -8,19 +8,26 @@ promise that the acked event's reaction happened, and only that event's.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 
 import pytest
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope
-from o_contracts.events import AgentDeleted
+from o_contracts.events import AgentCreated, AgentDeleted
+from o_devtools.embedded import EmbeddedNats
+from o_devtools.supervisor import ServerKeeper
+from o_runtime.commands import PULL_EXPIRES
 from o_runtime.env import Env
-from o_runtime.eventlog import EventLog, Recorded
+from o_runtime.eventlog import EventLog, Recorded, ensure_streams
 from o_runtime.reactor import ACK_WAIT, EventReactor, reactor_config, replace_cumulative_consumer
 from o_setup import topology
+from tests.integration.conftest import server_operator, until
 
 
 class Reactions:
@@ -212,3 +219,126 @@ async def test_the_setup_role_removes_a_durable_o_no_longer_uses(
     with pytest.raises(NotFoundError):
         await eventlog.js.consumer_info(subjects.EVENTS_STREAM, name)
     await topology.apply(eventlog.js, Env({}))  # and again: nothing to remove, no error
+
+
+async def test_events_delivered_while_a_reaction_is_slow_wait_for_it_not_for_another_replica(
+    eventlog: EventLog, tag: str
+) -> None:
+    """Events keep coming into the replica's open pull request while it reacts: it tells
+    the server it holds them too, so none goes to another replica meanwhile, and it reacts
+    to them in order once the slow reaction is done."""
+    name = f"reactor-{tag}"
+    slow = Reactions(slow=3.0)
+    other = Reactions()
+    first = replica(eventlog, name, slow, tag)
+    await first.start()
+    await append_deleted(eventlog, tag, [f"{tag}-slow"])
+    async with asyncio.timeout(10):
+        await slow.entered.wait()
+    waiting = [f"{tag}-waiting-{i}" for i in range(3)]
+    await append_deleted(eventlog, tag, waiting)
+    second = replica(eventlog, name, other, tag)
+    await second.start()
+    try:
+        await slow.until({f"{tag}-slow", *waiting}, timeout=20)
+    finally:
+        await second.stop()
+        await first.stop()
+    assert slow.seen == [f"{tag}-slow", *waiting]
+    assert other.seen == []
+
+
+async def test_one_pull_request_serves_events_that_come_one_by_one(
+    eventlog: EventLog, tag: str
+) -> None:
+    """Each event is reacted to as it comes, through the one request left open: no pull
+    request (nor status message) beside each event."""
+    name = f"reactor-{tag}"
+    requests: list[bytes] = []
+
+    async def counted(msg: Msg) -> None:
+        requests.append(msg.data)
+
+    spy = await eventlog.nc.subscribe(
+        f"$JS.API.CONSUMER.MSG.NEXT.{subjects.EVENTS_STREAM}.{name}", cb=counted
+    )
+    reactions = Reactions()
+    one = replica(eventlog, name, reactions, tag)
+    await one.start()
+    ids = [f"{tag}-{i}" for i in range(10)]
+    try:
+        for agent_id in ids:
+            await append_deleted(eventlog, tag, [agent_id])
+            await reactions.until({agent_id}, timeout=10)
+    finally:
+        await one.stop()
+        await spy.unsubscribe()
+    assert reactions.seen == ids
+    # (A second only if the test outlasted the first's expiry, PULL_EXPIRES.)
+    assert 1 <= len(requests) <= 2
+
+
+async def test_events_no_reaction_is_for_are_acked_without_one(
+    eventlog: EventLog, tag: str
+) -> None:
+    """Ignored events' acks wait for another ack to go with, but not beyond ACK_LATER:
+    with nothing to react to, the server still hears every one of them acked."""
+    name = f"reactor-{tag}"
+    ignoring = EventReactor(
+        eventlog,
+        name,
+        f"{subjects.EVENTS_PREFIX}.agent.{tag}.>",
+        {AgentCreated: Reactions().on_deleted},
+        ack_wait=30.0,
+    )
+    await ignoring.start()
+    try:
+        await append_deleted(eventlog, tag, [f"{tag}-{i}" for i in range(5)])
+
+        async def all_acked() -> bool:
+            info = await eventlog.js.consumer_info(subjects.EVENTS_STREAM, name)
+            return (
+                info.delivered.stream_seq > 0
+                and info.num_ack_pending == 0
+                and (info.ack_floor.stream_seq == info.delivered.stream_seq)
+            )
+
+        # (Redelivery after ack_wait, 30 s, cannot be what acks them within this.)
+        await until(all_acked, "every ignored event acked", within=10.0)
+        info = await eventlog.js.consumer_info(subjects.EVENTS_STREAM, name)
+    finally:
+        await ignoring.stop()
+    assert info.num_redelivered == 0
+
+
+async def test_a_reactor_goes_on_after_its_nats_server_was_killed(
+    nats_keeper: ServerKeeper, tag: str
+) -> None:
+    """A restarted server has lost the open pull request without a word: the reactor asks
+    again once reconnected, and reacts to events appended after the restart."""
+    server = nats_keeper.server
+    assert isinstance(server, EmbeddedNats)
+    eventlog = await EventLog.connect(server.url, name="test", identity=server_operator(server))
+    try:
+        await ensure_streams(eventlog.js)
+        reactions = Reactions()
+        one = replica(eventlog, f"reactor-{tag}", reactions, tag)
+        await one.start()
+        try:
+            await append_deleted(eventlog, tag, [f"{tag}-before"])
+            await reactions.until({f"{tag}-before"}, timeout=10)
+            victim = nats_keeper.pid
+            assert victim is not None
+            os.kill(victim, signal.SIGKILL)
+            await asyncio.wait_for(nats_keeper.wait_for_restarts(1), 20)
+            await until(lambda: eventlog.nc.is_connected, "reconnected", within=20.0)
+            await append_deleted(eventlog, tag, [f"{tag}-after"])
+            # (Well within the lost request's expiry: asked again at the reconnection.)
+            await reactions.until({f"{tag}-after"}, timeout=PULL_EXPIRES - 1)
+        finally:
+            await one.stop()
+        # (The first event's ack may have been lost with the server: it may come again.)
+        assert set(reactions.seen) == {f"{tag}-before", f"{tag}-after"}
+        assert reactions.seen.count(f"{tag}-after") == 1
+    finally:
+        await eventlog.close()
