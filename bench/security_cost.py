@@ -8,6 +8,7 @@ configuration).
 
     python -m bench.security_cost [--runs 400] [--warmup 40] [--postgres-bin DIR]
                                   [--on auth,nats-tls,postgres-tls] [--pause SECONDS]
+                                  [--rounds N] [--kinds 1-step,3-step]
 
 Postgres' TLS needs a Postgres built with SSL and pgvector (`--postgres-bin`, or
 O_POSTGRES_BIN_DIR; both systems then run it, on loopback ports). Without one, the "on" side
@@ -15,6 +16,11 @@ has no TLS to Postgres: the embedded Postgres wheel has no SSL, and the tests' T
 before it is a Python relay whose cost would be its own, not Postgres'. `--on` switches on
 only some of the three, to see what each costs. `--pause` leaves that long between pairs: the
 cost at a lighter load than one client back to back (bench/README.md says what it shows).
+
+The machine's state moves one round's figure by a point or two either way, so the issue's
+figure is a median over many rounds: `--rounds N` makes N rounds, each on two systems started
+afresh, and ends with each round's figures and their medians (`--kinds 1-step`: the 1-step
+runs only, which halves a round).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -30,7 +37,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.agent_loop import SERVICES, scripted  # noqa: E402
 from bench.local_system import local_system  # noqa: E402
-from bench.side_by_side import arguments, compare, make_side  # noqa: E402
+from bench.side_by_side import KINDS, Figures, arguments, compare, make_side  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_runtime.event_loop import EVENT_LOOP_ENV  # noqa: E402
 
@@ -43,36 +50,86 @@ def tls_setting(on: set[str]) -> str | None:
     return "all" if nats and postgres else "nats" if nats else "postgres" if postgres else None
 
 
-async def main(
-    runs: int, warmup: int, postgres_bin: Path | None, on_parts: set[str], pause: float = 0.0
-) -> None:
+async def one_round(
+    runs: int,
+    warmup: int,
+    postgres_bin: Path | None,
+    on_parts: set[str],
+    pause: float = 0.0,
+    kinds: tuple[str, ...] = (),
+) -> dict[str, Figures]:
     if postgres_bin is None:
         on_parts = on_parts - {"postgres-tls"}
-    async with contextlib.AsyncExitStack() as stack:
-        llm = stack.enter_context(ZeroLatencyLLM(scripted))
-        # "off" first: starting a TLS side puts its client certificates in this
-        # process' environment, which a system started afterwards would inherit.
-        off_system = await stack.enter_async_context(
-            local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
-        )
-        on_system = await stack.enter_async_context(
-            local_system(
-                llm.base_url,
-                SERVICES,
-                nats_auth="auth" in on_parts,
-                tls=tls_setting(on_parts),
-                postgres_bin=postgres_bin,
+    # (Restored after: a TLS side's client certificates go into this process' environment.)
+    environment = dict(os.environ)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            llm = stack.enter_context(ZeroLatencyLLM(scripted))
+            # "off" first: starting a TLS side puts its client certificates in this
+            # process' environment, which a system started afterwards would inherit.
+            off_system = await stack.enter_async_context(
+                local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
             )
-        )
-        off = await make_side("off", off_system)
-        on = await make_side("on", on_system)
+            on_system = await stack.enter_async_context(
+                local_system(
+                    llm.base_url,
+                    SERVICES,
+                    nats_auth="auth" in on_parts,
+                    tls=tls_setting(on_parts),
+                    postgres_bin=postgres_bin,
+                )
+            )
+            off = await make_side("off", off_system)
+            on = await make_side("on", on_system)
+            print(
+                f"off: anonymous NATS, plain TCP | on: {', '.join(sorted(on_parts))}"
+                f"{'' if postgres_bin else ' (no Postgres with SSL given: no postgres-tls)'}"
+                f" | Postgres from {off_system.servers.postgres.bin_dir}"
+                f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
+            )
+            return await compare(off, on, runs, warmup, pause, kinds)
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+async def main(
+    runs: int,
+    warmup: int,
+    postgres_bin: Path | None,
+    on_parts: set[str],
+    pause: float = 0.0,
+    rounds: int = 1,
+    kinds: tuple[str, ...] = (),
+) -> None:
+    found: list[dict[str, Figures]] = []
+    for i in range(rounds):
+        if rounds > 1:
+            print(f"== round {i + 1} of {rounds}")
+        found.append(await one_round(runs, warmup, postgres_bin, on_parts, pause, kinds))
+    if rounds > 1:
+        summary(found)
+
+
+def summary(found: list[dict[str, Figures]]) -> None:
+    """Each round's on/off figures, and their medians (the issue's figure: the 1-step
+    client's on/off medians, as a median over the rounds)."""
+    for kind in KINDS:
+        figures = [f[kind] for f in found if kind in f]
+        if not figures:
+            continue
+        print(f"{kind}, {len(figures)} rounds: on/off medians (client, gateway), paired ms")
+        for i, f in enumerate(figures, 1):
+            print(
+                f"  round {i:2d}: client {f.client.percent:+5.1f} % gateway"
+                f" {f.gateway.percent:+5.1f} % | paired {f.client.paired:5.2f} ms"
+                f" | client off median {f.client.a_median:6.2f} ms"
+            )
         print(
-            f"off: anonymous NATS, plain TCP | on: {', '.join(sorted(on_parts))}"
-            f"{'' if postgres_bin else ' (no Postgres with SSL given: no postgres-tls)'}"
-            f" | Postgres from {off_system.servers.postgres.bin_dir}"
-            f" | event loop {os.environ.get(EVENT_LOOP_ENV) or 'uvloop'}"
+            f"  median  : client {statistics.median(f.client.percent for f in figures):+5.2f} %"
+            f" gateway {statistics.median(f.gateway.percent for f in figures):+5.2f} %"
+            f" | paired {statistics.median(f.client.paired for f in figures):5.2f} ms"
         )
-        await compare(off, on, runs, warmup, pause)
 
 
 if __name__ == "__main__":
@@ -82,8 +139,21 @@ if __name__ == "__main__":
         default=",".join(PARTS),
         help=f"what the 'on' side switches on, of {', '.join(PARTS)} (default: all of them)",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds, each on two systems started afresh"
+    )
+    parser.add_argument(
+        "--kinds",
+        default="",
+        help=f"only these kinds of run, of {', '.join(KINDS)} (default: both)",
+    )
     args = parser.parse_args()
     on_parts = set(filter(None, args.on.split(",")))
     if not on_parts <= set(PARTS):
         parser.error(f"--on takes {', '.join(PARTS)}")
-    asyncio.run(main(args.runs, args.warmup, args.postgres_bin, on_parts, args.pause))
+    kinds = tuple(filter(None, args.kinds.split(",")))
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds takes {', '.join(KINDS)}")
+    asyncio.run(
+        main(args.runs, args.warmup, args.postgres_bin, on_parts, args.pause, args.rounds, kinds)
+    )

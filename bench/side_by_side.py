@@ -105,23 +105,49 @@ async def rounds(
             side.cpu_s = {n: after[n] - before[side.name][n] for n in side.parts}
 
 
-def report(label: str, a: Side, b: Side) -> None:
+@dataclass(frozen=True)
+class Versus:
+    """One kind of latency (the client's or the gateway's), b against a."""
+
+    a_median: float
+    b_median: float
+    # The median of b's time minus a's, pair by pair.
+    paired: float
+
+    @property
+    def percent(self) -> float:
+        """b's median over a's, in percent more."""
+        return 100 * (self.b_median / self.a_median - 1)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one comparison found: the client's view and the gateway's."""
+
+    client: Versus
+    gateway: Versus
+
+
+def report(label: str, a: Side, b: Side) -> Figures:
     """Medians and p99 of each side, b against a, and the CPU each side spent per run."""
     runs = len(a.gateway_ms)
     print(f"{label}, {runs} pairs, ms (gateway: its Server-Timing; client: as the client saw it)")
+    found: dict[str, Versus] = {}
     for kind in ("gateway", "client"):
         xs: list[float] = getattr(a, f"{kind}_ms")
         ys: list[float] = getattr(b, f"{kind}_ms")
         diffs = [y - x for x, y in zip(xs, ys, strict=True)]
-        med_a, med_b = statistics.median(xs), statistics.median(ys)
+        versus = Versus(statistics.median(xs), statistics.median(ys), statistics.median(diffs))
+        found[kind] = versus
         print(
-            f"  {kind:<8} {a.name} median {med_a:6.2f} p99 {percentile(xs, 0.99):6.2f}"
-            f" | {b.name} median {med_b:6.2f} p99 {percentile(ys, 0.99):6.2f}"
-            f" | {b.name}/{a.name} medians {100 * (med_b / med_a - 1):+5.1f} %"
-            f" | median paired difference {statistics.median(diffs):+5.2f} ms"
+            f"  {kind:<8} {a.name} median {versus.a_median:6.2f} p99 {percentile(xs, 0.99):6.2f}"
+            f" | {b.name} median {versus.b_median:6.2f} p99 {percentile(ys, 0.99):6.2f}"
+            f" | {b.name}/{a.name} medians {versus.percent:+5.1f} %"
+            f" | median paired difference {versus.paired:+5.2f} ms"
         )
     for side in (a, b):
         print_cpu(side, runs)
+    return Figures(client=found["client"], gateway=found["gateway"])
 
 
 def print_cpu(side: Side, runs: int) -> None:
@@ -133,13 +159,23 @@ def print_cpu(side: Side, runs: int) -> None:
     )
 
 
-async def compare(a: Side, b: Side, runs: int, warmup: int, pause: float = 0.0) -> None:
-    """1-step runs, then 3-step runs (bench.agent_loop.scripted), `warmup` pairs untimed and
-    `runs` pairs timed each, `pause` seconds between timed pairs; a report of each."""
-    for label, text in (("1-step", "hello"), ("3-step", "3 steps")):
+KINDS = {"1-step": "hello", "3-step": "3 steps"}
+
+
+async def compare(
+    a: Side, b: Side, runs: int, warmup: int, pause: float = 0.0, kinds: tuple[str, ...] = ()
+) -> dict[str, Figures]:
+    """1-step runs, then 3-step runs (bench.agent_loop.scripted; `kinds`: only those),
+    `warmup` pairs untimed and `runs` pairs timed each, `pause` seconds between timed pairs;
+    a report of each, and its figures by kind."""
+    found = {}
+    for label, text in KINDS.items():
+        if kinds and label not in kinds:
+            continue
         await interleaved(a, b, text, warmup, record=False)
         await interleaved(a, b, text, runs, record=True, pause=pause)
-        report(label, a, b)
+        found[label] = report(label, a, b)
+    return found
 
 
 def arguments(doc: str | None) -> argparse.ArgumentParser:

@@ -1,0 +1,35 @@
+"""bench/security_cost.py's summary over rounds: the issue's figure is the median of the
+rounds' 1-step on/off medians, each round's own figure beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.security_cost import summary
+from bench.side_by_side import Figures, Versus
+
+
+def figures(client_off: float, client_on: float, paired: float) -> dict[str, Figures]:
+    return {
+        "1-step": Figures(
+            client=Versus(client_off, client_on, paired),
+            gateway=Versus(client_off - 2.0, client_on - 2.0, paired),
+        )
+    }
+
+
+def test_a_comparison_says_how_much_more_b_takes() -> None:
+    assert Versus(20.0, 21.0, 0.9).percent == pytest.approx(5.0)
+    assert Versus(20.0, 19.0, -1.1).percent == pytest.approx(-5.0)
+
+
+def test_the_summary_is_the_median_of_the_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    # +4 %, +8 %, +6 %: the median round is +6 %, not the figure of the pooled runs.
+    summary([figures(25.0, 26.0, 1.0), figures(20.0, 21.6, 1.5), figures(30.0, 31.8, 1.2)])
+    out = capsys.readouterr().out
+    assert "1-step, 3 rounds" in out
+    assert "round  2: client  +8.0 %" in out
+    assert "median  : client +6.00 %" in out
+    assert "paired  1.20 ms" in out
+    # No 3-step runs were made: no 3-step lines.
+    assert "3-step" not in out
