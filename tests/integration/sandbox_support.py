@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -68,9 +68,15 @@ async def client(sandbox_nats: str) -> AsyncIterator[EventLog]:
     await log.close()
 
 
-async def start_sandbox(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> ToolSandboxService:
-    for key, value in LIMITS.items():
-        monkeypatch.setenv(key, value)
+async def start_sandbox(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch, settings: Mapping[str, str | None] = {}
+) -> ToolSandboxService:
+    """A sandbox with the tests' LIMITS, then `settings` (None: the variable unset)."""
+    for key, value in {**LIMITS, **settings}.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
     identity = Identity.from_file("tool_sandbox", seed_file(nats_url, "tool_sandbox"))
     service = ToolSandboxService(
         Settings(nats_url, "", "tool_sandbox", None, "WARNING", identity=identity)
@@ -83,13 +89,9 @@ async def start_sandbox(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> ToolS
 async def sandbox_with(
     nats_url: str, monkeypatch: pytest.MonkeyPatch, **settings: str | None
 ) -> AsyncIterator[ToolSandboxService]:
-    """A sandbox started with these settings (None: the variable unset), stopped on exit."""
-    for key, value in settings.items():
-        if value is None:
-            monkeypatch.delenv(key, raising=False)
-        else:
-            monkeypatch.setenv(key, value)
-    service = await start_sandbox(nats_url, monkeypatch)
+    """A sandbox started with these settings (None: the variable unset; they win over the
+    tests' LIMITS), stopped on exit."""
+    service = await start_sandbox(nats_url, monkeypatch, settings)
     try:
         yield service
     finally:
