@@ -17,7 +17,7 @@ import pytest
 from o_contracts import subjects
 from tests.e2e.conftest import System
 from tests.e2e.folder_support import markdown, new_folder, processed, upload
-from tests.e2e.support import event_types, send
+from tests.e2e.support import event_types, send, stored
 from tests.e2e.test_agent_files import import_file, log_end
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
@@ -66,11 +66,7 @@ async def subjects_begun_after(system: System, start: int) -> list[str]:
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     js = nc.jetstream()
     try:
-        end = int((await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq)
-        appended = {
-            str((await js.get_msg(subjects.EVENTS_STREAM, seq)).subject)
-            for seq in range(start + 1, end + 1)
-        }
+        appended = {m.subject for m in await stored(nc, subjects.EVENTS_STREAM, start + 1)}
         begun = []
         for subject in sorted(appended):
             first = await js.get_msg(subjects.EVENTS_STREAM, seq=1, subject=subject, next=True)

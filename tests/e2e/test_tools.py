@@ -14,7 +14,7 @@ from letta_client import BadRequestError, ConflictError, NotFoundError
 
 from o_contracts import subjects
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, send
+from tests.e2e.support import new_agent, send, stored
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import operator
 
@@ -215,15 +215,11 @@ async def test_agent_secrets_reach_only_its_tool_runs_and_never_the_log(
     # Nowhere in the log (events and commands) nor in any table.
     nc = await nats.connect(system.env["NATS_URL"], **operator())
     try:
-        js = nc.jetstream()
         for stream in (subjects.EVENTS_STREAM, subjects.COMMANDS_STREAM):
-            info = await js.stream_info(stream)
-            for seq in range(info.state.first_seq, info.state.last_seq + 1):
-                try:
-                    raw = await js.get_msg(stream, seq)
-                except nats.js.errors.NotFoundError:
-                    continue
-                assert secret.encode() not in (raw.data or b""), (stream, seq)
+            held = await stored(nc, stream)
+            assert held, stream
+            for raw in held:
+                assert secret.encode() not in raw.data, (stream, raw.seq)
     finally:
         await nc.close()
     conn = await asyncpg.connect(system.env["DATABASE_URL"])
