@@ -8,7 +8,7 @@ configuration).
 
     python -m bench.security_cost [--runs 400] [--warmup 40] [--postgres-bin DIR]
                                   [--on auth,nats-tls,postgres-tls] [--pause SECONDS]
-                                  [--rounds N] [--kinds 1-step,3-step]
+                                  [--rounds N] [--kinds 1-step,3-step] [--against DIR]
 
 Postgres' TLS needs a Postgres built with SSL and pgvector (`--postgres-bin`, or
 O_POSTGRES_BIN_DIR; both systems then run it, on loopback ports). Without one, the "on" side
@@ -21,6 +21,12 @@ The machine's state moves one round's figure by a point or two either way, so th
 figure is a median over many rounds: `--rounds N` makes N rounds, each on two systems started
 afresh, and ends with each round's figures and their medians (`--kinds 1-step`: the 1-step
 runs only, which halves a round).
+
+`--against DIR` compares two versions of the code by the same figure: every round is made
+twice, on this checkout's code and on DIR's (another checkout), the order of the two flipped
+every round, and each version's rounds are summed up apart. (Four systems side by side,
+bench.security_cost_ab, read the side named B up to a millisecond dearer whatever it ran:
+rounds alternated in time do not have that bias, and the machine's swings touch both alike.)
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ async def one_round(
     on_parts: set[str],
     pause: float = 0.0,
     kinds: tuple[str, ...] = (),
+    code_root: Path = ROOT,
 ) -> dict[str, Figures]:
     if postgres_bin is None:
         on_parts = on_parts - {"postgres-tls"}
@@ -68,7 +75,13 @@ async def one_round(
             # "off" first: starting a TLS side puts its client certificates in this
             # process' environment, which a system started afterwards would inherit.
             off_system = await stack.enter_async_context(
-                local_system(llm.base_url, SERVICES, nats_auth=False, postgres_bin=postgres_bin)
+                local_system(
+                    llm.base_url,
+                    SERVICES,
+                    nats_auth=False,
+                    postgres_bin=postgres_bin,
+                    code_root=code_root,
+                )
             )
             on_system = await stack.enter_async_context(
                 local_system(
@@ -77,6 +90,7 @@ async def one_round(
                     nats_auth="auth" in on_parts,
                     tls=tls_setting(on_parts),
                     postgres_bin=postgres_bin,
+                    code_root=code_root,
                 )
             )
             off = await make_side("off", off_system)
@@ -93,6 +107,12 @@ async def one_round(
         os.environ.update(environment)
 
 
+def round_order(i: int, versions: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """The versions of the code in the order round `i` (from 0) makes them: flipped every
+    round, so that neither always runs first (on a machine warmer, or busier, later)."""
+    return versions if i % 2 == 0 else versions[::-1]
+
+
 async def main(
     runs: int,
     warmup: int,
@@ -101,24 +121,34 @@ async def main(
     pause: float = 0.0,
     rounds: int = 1,
     kinds: tuple[str, ...] = (),
+    against: Path | None = None,
 ) -> None:
-    found: list[dict[str, Figures]] = []
+    versions = [("this", ROOT)] + ([("against", against)] if against is not None else [])
+    found: dict[str, list[dict[str, Figures]]] = {name: [] for name, _ in versions}
     for i in range(rounds):
-        if rounds > 1:
-            print(f"== round {i + 1} of {rounds}")
-        found.append(await one_round(runs, warmup, postgres_bin, on_parts, pause, kinds))
-    if rounds > 1:
-        summary(found)
+        for name, root in round_order(i, versions):
+            if rounds > 1 or against is not None:
+                which = f": {name} ({root})" if against is not None else ""
+                print(f"== round {i + 1} of {rounds}{which}")
+            figures = await one_round(runs, warmup, postgres_bin, on_parts, pause, kinds, root)
+            found[name].append(figures)
+    if rounds > 1 or against is not None:
+        for name, root in versions:
+            summary(found[name], f"{name} ({root})" if against is not None else "")
 
 
-def summary(found: list[dict[str, Figures]]) -> None:
+def summary(found: list[dict[str, Figures]], version: str = "") -> None:
     """Each round's on/off figures, and their medians (the issue's figure: the 1-step
-    client's on/off medians, as a median over the rounds)."""
+    client's on/off medians, as a median over the rounds); `version` names the code they
+    were made on (with --against)."""
     for kind in KINDS:
         figures = [f[kind] for f in found if kind in f]
         if not figures:
             continue
-        print(f"{kind}, {len(figures)} rounds: on/off medians (client, gateway), paired ms")
+        on_code = f", {version}" if version else ""
+        print(
+            f"{kind}, {len(figures)} rounds{on_code}: on/off medians (client, gateway), paired ms"
+        )
         for i, f in enumerate(figures, 1):
             print(
                 f"  round {i:2d}: client {f.client.percent:+5.1f} % gateway"
@@ -147,7 +177,15 @@ if __name__ == "__main__":
         default="",
         help=f"only these kinds of run, of {', '.join(KINDS)} (default: both)",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="another checkout: each round is made on its code too, alternated with this one's",
+    )
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "services").is_dir():
+        parser.error(f"--against {args.against}: not a checkout of O (no services/ in it)")
     on_parts = set(filter(None, args.on.split(",")))
     if not on_parts <= set(PARTS):
         parser.error(f"--on takes {', '.join(PARTS)}")
@@ -155,5 +193,14 @@ if __name__ == "__main__":
     if not set(kinds) <= set(KINDS):
         parser.error(f"--kinds takes {', '.join(KINDS)}")
     asyncio.run(
-        main(args.runs, args.warmup, args.postgres_bin, on_parts, args.pause, args.rounds, kinds)
+        main(
+            args.runs,
+            args.warmup,
+            args.postgres_bin,
+            on_parts,
+            args.pause,
+            args.rounds,
+            kinds,
+            args.against.resolve() if args.against is not None else None,
+        )
     )

@@ -3,9 +3,11 @@ rounds' 1-step on/off medians, each round's own figure beside it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bench.security_cost import summary
+from bench.security_cost import round_order, summary
 from bench.side_by_side import Figures, Versus
 
 
@@ -33,3 +35,20 @@ def test_the_summary_is_the_median_of_the_rounds(capsys: pytest.CaptureFixture[s
     assert "paired  1.20 ms" in out
     # No 3-step runs were made: no 3-step lines.
     assert "3-step" not in out
+
+
+def test_two_versions_take_turns_going_first() -> None:
+    versions = [("this", Path("/a")), ("against", Path("/b"))]
+    firsts = [round_order(i, versions)[0][0] for i in range(4)]
+    assert firsts == ["this", "against", "this", "against"]
+    # Every round makes both.
+    assert all({n for n, _ in round_order(i, versions)} == {"this", "against"} for i in range(4))
+    # One version alone: its rounds, in order.
+    assert round_order(1, versions[:1]) == versions[:1]
+
+
+def test_each_versions_summary_says_which_code_it_was(capsys: pytest.CaptureFixture[str]) -> None:
+    summary([figures(25.0, 26.0, 1.0)], "against (/b)")
+    out = capsys.readouterr().out
+    assert "1-step, 1 rounds, against (/b): on/off medians" in out
+    assert "median  : client +4.00 %" in out
