@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from o_contracts.base_tools import EVOLUTION_TOOLS
-from o_contracts.events import LLMResponded, ToolReturned
+from o_contracts.events import LLMResponded, ToolReturned, facts
 from o_contracts.evolution import VersionSpec
 from o_contracts.experiments import ArmResult, CaseResult
 from o_contracts.models import ChatMessage, ToolCall
@@ -179,7 +179,7 @@ async def run_arm(
     versioned = with_evolution_tools(with_version(snapshot, spec), recorded)
     result = await shadow_run(versioned, recorded.command, model, tools)
     latency = (time.perf_counter() - started) * 1000
-    events = [e.data for e in result.overlay.events]
+    events = [fact for e in result.overlay.events for fact in facts(e.data)]
     answers = [e for e in events if isinstance(e, LLMResponded)]
     returns = [e for e in events if isinstance(e, ToolReturned)]
     outcome = result.outcome

@@ -563,6 +563,10 @@ async def context_summarized(conn: asyncpg.Connection, e: ContextSummarized, rec
 
 @runs.on(RunCompleted)
 async def run_completed(conn: asyncpg.Connection, e: RunCompleted, rec: Recorded) -> None:
+    if e.answer is not None:
+        # The answer that ended the run, recorded with its end: applied as its own
+        # LLMResponded would be, just before (in the same transaction).
+        await llm_responded(conn, e.answer, rec)
     status = (
         "completed"
         if e.stop_reason in _COMPLETED

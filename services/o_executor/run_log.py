@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from o_contracts.base import Message
 from o_contracts.envelope import MalformedMessage, decode
 from o_contracts.events import (
     ContextSummarized,
@@ -21,6 +22,7 @@ from o_contracts.events import (
     RunSteerRequested,
     ToolCallRequested,
     ToolReturned,
+    facts,
 )
 from o_runtime.eventlog import EventLog
 
@@ -55,21 +57,26 @@ class RunLog:
                 continue
             if getattr(event, "run_id", None) != run_id:
                 continue
-            if isinstance(event, RunStarted):
-                found.started, found.started_seq = event, raw.seq
-            elif isinstance(event, LLMResponded):
-                found.steps[event.step_number] = event
-            elif isinstance(event, ToolCallRequested):
-                found.requested[event.tool_call_id] = (event, raw.seq)
-            elif isinstance(event, ToolReturned):
-                if event.message.tool_call_id:
-                    found.returned[event.message.tool_call_id] = event
-            elif isinstance(event, ContextSummarized):
-                found.summaries[event.step_number] = event
-            elif isinstance(event, RunCompleted):
-                found.completed, found.completed_seq = event, raw.seq
-            elif isinstance(event, RunSteerRequested):
-                found.steer_requests.setdefault(event.steer_run_id, event)
-            elif isinstance(event, RunSteered):
-                found.steered[event.step_number] = event
+            for fact in facts(event):
+                found.add(fact, raw.seq)
         return found
+
+    def add(self, fact: Message, seq: int) -> None:
+        """Take one fact of the run (read through `facts`) at its position in the log."""
+        if isinstance(fact, RunStarted):
+            self.started, self.started_seq = fact, seq
+        elif isinstance(fact, LLMResponded):
+            self.steps[fact.step_number] = fact
+        elif isinstance(fact, ToolCallRequested):
+            self.requested[fact.tool_call_id] = (fact, seq)
+        elif isinstance(fact, ToolReturned):
+            if fact.message.tool_call_id:
+                self.returned[fact.message.tool_call_id] = fact
+        elif isinstance(fact, ContextSummarized):
+            self.summaries[fact.step_number] = fact
+        elif isinstance(fact, RunCompleted):
+            self.completed, self.completed_seq = fact, seq
+        elif isinstance(fact, RunSteerRequested):
+            self.steer_requests.setdefault(fact.steer_run_id, fact)
+        elif isinstance(fact, RunSteered):
+            self.steered[fact.step_number] = fact

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import msgpack
@@ -208,6 +209,24 @@ async def stream_run(
                 chunk = sent[0] if sent else deltas.nothing_new(chunk)
             yield chunk | {"seq_id": seq_id}
 
+    def answered(event: LLMResponded, at: datetime) -> Iterator[bytes]:
+        """A step's answer as recorded (less what its deltas sent); its tool calls'
+        results are then awaited."""
+        message = event.message
+        chunks = render.letta_messages(
+            message,
+            at,
+            following,
+            event.step_id,
+            agent_type,
+            hidden,
+            view,
+            conversation_id=lane.conversation_id,
+        )
+        for chunk in recorded(chunks, message):
+            yield sse(chunk)
+        results.expect(message, event.step_id)
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
     try:
@@ -299,21 +318,16 @@ async def stream_run(
                 for chunk in recorded(chunks):
                     yield sse(chunk)
             elif isinstance(event, LLMResponded):
-                message = event.message
-                chunks = render.letta_messages(
-                    message,
-                    env.time,
-                    following,
-                    event.step_id,
-                    agent_type,
-                    hidden,
-                    view,
-                    conversation_id=lane.conversation_id,
-                )
-                for chunk in recorded(chunks, message):
-                    yield sse(chunk)
-                results.expect(message, event.step_id)
+                for piece in answered(event, env.time):
+                    yield piece
             elif isinstance(event, RunCompleted):
+                if event.answer is not None:
+                    # The answer that ended the run, recorded with its end: shown as its
+                    # own LLMResponded would have been, just before the end.
+                    for piece in answered(event.answer, env.time):
+                        yield piece
+                    for piece in release(results.flush()):
+                        yield piece
                 # Read your writes, as for a plain POST: once the stream ends, the
                 # run's messages and the agent's state are there to read.
                 try:

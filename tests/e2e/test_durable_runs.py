@@ -19,6 +19,7 @@ import pytest
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
+from o_contracts.events import facts
 from tests.e2e.conftest import System
 from tests.e2e.support import agent_events, new_agent, on_subject, until
 from tests.fakes.openai_server import FakeOpenAI, Reply, echo_reply
@@ -75,9 +76,12 @@ async def human_block(system: System, agent_id: str) -> str:
 
 
 def step_counts(events: list[Envelope[Any]]) -> dict[str, int]:
+    """How many of each fact the events record (a run's end may carry its last answer)."""
     counts: dict[str, int] = {}
     for e in events:
-        counts[e.type] = counts.get(e.type, 0) + 1
+        for fact in facts(e.data):
+            name = type(fact).__name__
+            counts[name] = counts.get(name, 0) + 1
     return counts
 
 

@@ -23,6 +23,7 @@ from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.envelope import Envelope, decode
+from o_contracts.events import facts
 from o_contracts.ids import derived_id
 from tests.e2e.conftest import System
 from tests.e2e.support import DEADLINE, agent_events, projected, until
@@ -141,9 +142,12 @@ async def logged(system: System, agent_id: str) -> list[tuple[int, Envelope[Any]
 
 
 def counts(events: list[tuple[int, Envelope[Any]]]) -> dict[str, int]:
+    """How many of each fact the events record (a run's end may carry its last answer)."""
     out: dict[str, int] = {}
     for _, e in events:
-        out[e.type] = out.get(e.type, 0) + 1
+        for fact in facts(e.data):
+            name = type(fact).__name__
+            out[name] = out.get(name, 0) + 1
     return out
 
 

@@ -78,17 +78,19 @@ async def test_feedback_is_recorded_shown_and_filtered(system: System, llm: Fake
     by_run = (await system.http.get(f"/v1/runs/{rated_run}/steps")).json()
     assert [(s["feedback"], s["tags"]) for s in by_run] == [(None, ["kind", "fast"])]
 
-    # Each request is one event on the run's subject, after the step's LLMResponded.
+    # Each request is one event on the run's subject, after the step's answer (here in
+    # the run's RunCompleted: the answer that ended it).
     async with agent_events(system, aid) as events:
         await events.wait_for("StepFeedbackGiven", 3)
-        seen = [e for e in events.seen if e.type in ("LLMResponded", "StepFeedbackGiven")]
+        seen = [e for e in events.seen if e.type in ("RunCompleted", "StepFeedbackGiven")]
     assert [(e.type, e.data.run_id) for e in seen] == [
-        ("LLMResponded", rated_run),
-        ("LLMResponded", other_run),
+        ("RunCompleted", rated_run),
+        ("RunCompleted", other_run),
         ("StepFeedbackGiven", rated_run),
         ("StepFeedbackGiven", rated_run),
         ("StepFeedbackGiven", rated_run),
     ]
+    assert seen[0].data.answer is not None and seen[0].data.answer.step_id == step["id"]
     assert [(e.data.feedback, e.data.tags) for e in seen[2:]] == [
         ("positive", ["kind", "fast"]),
         ("negative", None),

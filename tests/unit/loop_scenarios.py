@@ -13,11 +13,8 @@ from o_contracts.base import Event
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
-    ContextSummarized,
-    LLMResponded,
-    RunStarted,
-    ToolCallRequested,
     ToolReturned,
+    facts,
 )
 from o_contracts.models import ApprovalDecision, ChatMessage, ToolCall, Usage
 from o_executor.llm import LLMResult
@@ -104,9 +101,12 @@ class ScriptedModel:
 @dataclass
 class Then:
     outcome: Completed | Refused
+    # The facts the run recorded, one by one (o_contracts.events.facts)...
     events: list[Event]
     model: ScriptedModel
     deps: ShadowDeps
+    # ...and the events it appended for them (a run's end may carry its last answer).
+    appended: list[Event]
 
     @property
     def types(self) -> list[str]:
@@ -181,23 +181,16 @@ async def when(
     log = run_log(recorded)
     inputs = RunInputs(command, given, list(history), log, known=bool(recorded))
     outcome = await run_agent(inputs, deps)
-    return Then(outcome, [e.data for e in deps.overlay.events], model, deps)
+    appended = [e.data for e in deps.overlay.events]
+    return Then(outcome, [f for e in appended for f in facts(e)], model, deps, appended)
 
 
 def run_log(events: Sequence[Event]) -> RunLog:
     """What RunLog.read would collect from these events of the run."""
     log = RunLog()
     for seq, event in enumerate(events, start=1):
-        if isinstance(event, RunStarted):
-            log.started, log.started_seq = event, seq
-        elif isinstance(event, LLMResponded):
-            log.steps[event.step_number] = event
-        elif isinstance(event, ToolCallRequested):
-            log.requested[event.tool_call_id] = (event, seq)
-        elif isinstance(event, ToolReturned) and event.message.tool_call_id:
-            log.returned[event.message.tool_call_id] = event
-        elif isinstance(event, ContextSummarized):
-            log.summaries[event.step_number] = event
+        for fact in facts(event):
+            log.add(fact, seq)
     return log
 
 

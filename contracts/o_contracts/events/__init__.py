@@ -113,6 +113,7 @@ from o_contracts.events.runs import (
     StepFeedbackGiven,
     ToolCallRequested,
     ToolReturned,
+    facts,
 )
 from o_contracts.events.sandbox import ToolExecuted, ToolExecutionFailed, ToolExecutionStarted
 from o_contracts.events.sandbox_configs import (
@@ -242,4 +243,5 @@ __all__ = [
     "ToolUpdated",
     "VersionPromoted",
     "VersionRolledBack",
+    "facts",
 ]

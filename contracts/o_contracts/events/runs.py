@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from o_contracts.base import Event
+from o_contracts.base import Event, Message
 from o_contracts.callback_urls import CallbackUrl
 from o_contracts.evolution import ServedVersion
 from o_contracts.models import ApprovalDecision, ChatMessage, Usage
@@ -158,3 +158,21 @@ class RunCompleted(Event):
     usage: Usage = Field(default_factory=Usage)
     step_count: int = 0
     error: str | None = None
+    # The model's answer that ended the run, recorded here instead of as an LLMResponded
+    # of its own just before: one append, one delivery to every follower of the subject
+    # and one projection commit fewer a run (bench/README.md, "One event for a final
+    # answer and the run's end"). None: the run's last answer, if any, is an LLMResponded
+    # of its own (a run that ended after tools ran, an error, a cancellation; every run
+    # recorded before answers rode here). Read the two as one fact after the other:
+    # `facts` below.
+    answer: LLMResponded | None = None
+
+
+def facts(event: Message) -> tuple[Message, ...]:
+    """What `event` records, one fact at a time, in the order they happened: a
+    RunCompleted that carries its run's last answer is that LLMResponded, then the run's
+    end (without it); any other event is itself. Readers that act on LLMResponded read
+    the log through this, so the final answer's two forms read alike."""
+    if isinstance(event, RunCompleted) and event.answer is not None:
+        return (event.answer, event.model_copy(update={"answer": None}))
+    return (event,)

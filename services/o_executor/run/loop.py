@@ -78,21 +78,43 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
             if not (inputs.known or inputs.recorded.started or await _start_recorded(deps)):
                 return Refused(exc.status, exc.reason)
             stopped = Stopped(StopReason.ERROR, exc.reason)
-        seq = await deps.record(
-            RunCompleted(
-                run_id=cmd.run_id,
-                agent_id=cmd.agent_id,
-                stop_reason=stopped.reason.value,
-                usage=run.state.usage,
-                step_count=run.state.steps,
-                error=stopped.error,
-            ),
-            "completed",
-        )
+        seq, stopped = await _record_end(run, stopped)
     except AgentGone:
         known = inputs.known or inputs.recorded.started is not None
         return await agent_gone(run, known or await _start_recorded(deps))
     return Completed(stopped.reason, seq, run.state.summary)
+
+
+async def _record_end(run: Run, stopped: Stopped) -> tuple[int, Stopped]:
+    """The run's RunCompleted, with the answer that ended it when there is one; where it
+    is, and why the run ended as recorded."""
+    state, cmd = run.state, run.cmd
+    answer, state.final_answer = state.final_answer, None
+    ended = RunCompleted(
+        run_id=cmd.run_id,
+        agent_id=cmd.agent_id,
+        stop_reason=stopped.reason.value,
+        usage=state.usage,
+        step_count=state.steps,
+        error=stopped.error,
+        answer=answer,
+    )
+    if answer is not None:
+        try:
+            return await run.deps.record(ended, "completed"), stopped
+        except EventTooLarge:
+            pass
+        # Together too large for one message: the answer alone first, as a step's answer
+        # was always recorded (too large on its own: the run ends in error without it).
+        ended = ended.model_copy(update={"answer": None})
+        try:
+            await run.deps.record(answer, f"llm-{answer.step_number}")
+        except EventTooLarge as exc:
+            stopped = Stopped(StopReason.ERROR, exc.reason)
+            ended = ended.model_copy(
+                update={"stop_reason": stopped.reason.value, "error": stopped.error}
+            )
+    return await run.deps.record(ended, "completed"), stopped
 
 
 async def _start_recorded(deps: RunDeps) -> bool:

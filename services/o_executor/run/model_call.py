@@ -1,5 +1,6 @@
 """One step's question to the model: the prompt compiled, the context kept within the
-window, the answer recorded (LLMResponded) before any of its tool calls runs."""
+window, the answer made into its LLMResponded (which the caller records before any of
+its tool calls runs, or hands to the run's end: run/steps.py)."""
 
 from __future__ import annotations
 
@@ -103,9 +104,9 @@ async def ask_model(
     step: int,
     step_id: str,
     force_tool: bool,
-) -> ChatMessage:
-    """The model's answer for this step, recorded. Raises ContextOverflow, RunCancelled,
-    llm.LLMError."""
+) -> LLMResponded:
+    """The model's answer for this step, not yet recorded. Raises ContextOverflow,
+    RunCancelled, llm.LLMError."""
     state = run.state
     step_start_ns = time.time_ns()
     system = await system_prompt(run, len(messages))
@@ -159,20 +160,16 @@ async def ask_model(
         approval_tool_call_ids=waiting or None,
     )
     state.usage = state.usage + result.usage
-    await run.record(
-        LLMResponded(
-            run_id=run.run_id,
-            agent_id=run.agent_id,
-            step_id=step_id,
-            step_number=step,
-            message=reply,
-            usage=result.usage,
-            model=str(handle),
-            finish_reason=result.finish_reason,
-            step_start_ns=step_start_ns,
-            llm_request_start_ns=llm_request_start_ns,
-            llm_request_ns=llm_request_ns,
-        ),
-        f"llm-{step}",
+    return LLMResponded(
+        run_id=run.run_id,
+        agent_id=run.agent_id,
+        step_id=step_id,
+        step_number=step,
+        message=reply,
+        usage=result.usage,
+        model=str(handle),
+        finish_reason=result.finish_reason,
+        step_start_ns=step_start_ns,
+        llm_request_start_ns=llm_request_start_ns,
+        llm_request_ns=llm_request_ns,
     )
-    return reply

@@ -8,7 +8,7 @@ from typing import Any
 
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
-from o_contracts.events import ContextSummarized
+from o_contracts.events import ContextSummarized, LLMResponded
 from o_contracts.models import ChatMessage, Usage
 from o_contracts.tool_rules import ToolRuleSolver
 from o_executor.run.agent import AgentConfig
@@ -51,3 +51,6 @@ class RunState:
     run_start: int = 0
     # The steering requests (their runs' ids) this run has taken (steering.py).
     steered: set[str] = field(default_factory=set)
+    # The answer that ended the run, asked in this delivery and not yet recorded: it
+    # rides in the run's RunCompleted (run/loop.py).
+    final_answer: LLMResponded | None = None

@@ -1,14 +1,16 @@
 """The steps of a run: ask the model, run its tool calls, and go on while the rules say so.
 
 A step the log already holds (answered before a crash) is not asked again;
-its recorded answer is used. Cancellation is honoured between steps, so every
-tool call in the history has its result.
+its recorded answer is used. An answer that ends the run is recorded with the run's
+end (RunCompleted.answer), any other before its tool calls run. Cancellation is
+honoured between steps, so every tool call in the history has its result.
 """
 
 from __future__ import annotations
 
 import logging
 
+from o_contracts.events import LLMResponded
 from o_contracts.models import ChatMessage
 from o_contracts.tool_rules import ToolRuleSolver
 from o_executor import llm
@@ -64,6 +66,7 @@ async def _take_steps(run: Run, messages: list[ChatMessage], clock: StepClock) -
             return Stopped(StopReason.CANCELLED)
         # Messages sent to steer the run join it here, before the model is asked.
         await steering.before_model_call(run, step, messages, asking=done is None)
+        answered: LLMResponded | None = None
         if done is not None:
             # Answered before a crash: never ask the LLM again.
             reply = done.message
@@ -72,7 +75,7 @@ async def _take_steps(run: Run, messages: list[ChatMessage], clock: StepClock) -
             tools = policy.tool_schemas(agent, allowed, state.client_tools)
             clock.asked(handle)
             try:
-                reply = await ask_model(
+                answered = await ask_model(
                     run, handle, tools, messages, step, step_id, state.rules.forces_tool_call()
                 )
             except RunCancelled:
@@ -83,8 +86,18 @@ async def _take_steps(run: Run, messages: list[ChatMessage], clock: StepClock) -
                 return Stopped(StopReason.LLM_API_ERROR, str(exc))
             except ContextOverflow as exc:
                 return Stopped(StopReason.CONTEXT_OVERFLOW, str(exc))
+            reply = answered.message
         messages.append(reply)
         after_answer = policy.after_answer(reply, state.rules, available, final)
+        if answered is not None:
+            if isinstance(after_answer, policy.AwaitApproval | policy.Stop):
+                # The answer ends the run: it is recorded with the run's end, in its
+                # RunCompleted (one append fewer; o_contracts/events/runs.py).
+                state.final_answer = answered
+            else:
+                # Recorded before any of its tool calls runs: a resumed run never asks
+                # the model again for what it acted on.
+                await run.record(answered, f"llm-{step}")
         if isinstance(after_answer, policy.AwaitApproval):
             return Stopped(StopReason.REQUIRES_APPROVAL)
         if isinstance(after_answer, policy.Stop):

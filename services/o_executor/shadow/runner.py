@@ -18,6 +18,7 @@ from o_contracts.events import (
     RunStarted,
     RunSteered,
     ToolReturned,
+    facts,
 )
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor.llm import LLMResult
@@ -45,7 +46,7 @@ class ShadowResult:
 
 def run_messages(events: list[Any]) -> list[ChatMessage]:
     out: list[ChatMessage] = []
-    for event in events:
+    for event in (fact for e in events for fact in facts(e)):
         if isinstance(event, RunStarted):
             out += event.messages
         elif isinstance(event, LLMResponded | ToolReturned):
@@ -141,7 +142,8 @@ async def read_run(
         if isinstance(envelope.data, RunStarted):
             started = (raw.seq, envelope)
         if started is not None:
-            events.append(envelope.data)
+            # (A run's end with its last answer is read as the two facts it records.)
+            events += facts(envelope.data)
     if started is None:
         raise LookupError(f"run {run_id} has no RunStarted in the log")
     seq, envelope = started

@@ -50,6 +50,7 @@ from o_contracts.events import (
     ToolDetached,
     ToolReturned,
     ToolUpdated,
+    facts,
 )
 from o_contracts.models import ChatMessage
 from o_contracts.ordering import before, imported_offset, position
@@ -509,7 +510,8 @@ class Snapshots:
                     for fold in folding.folds:
                         if before is not None:
                             await before(raw.seq, event, fold)
-                        fold.apply(raw.seq, event)
+                        for fact in facts(event):  # (a run's end with its last answer)
+                            fold.apply(raw.seq, fact)
         folding.upto = seq
         return folding.folds
 

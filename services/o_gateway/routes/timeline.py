@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from o_contracts.envelope import MalformedMessage, decode
-from o_contracts.events.runs import RunCompleted
+from o_contracts.events.runs import RunCompleted, facts
 from o_contracts.subjects import Lane
 from o_gateway.routes.paths import route
 from o_gateway.routes.runs import run_json, run_row
@@ -30,7 +30,7 @@ async def run_timeline(run_id: str, gw: GW) -> dict[str, Any]:
     lane = Lane(run["agent_id"], run["conversation_id"])
     # Its RunStarted, or (queued, not started yet) its RunQueued.
     start = run["started_seq"] or run["last_seq"]
-    facts: list[Fact] = []
+    read: list[Fact] = []
     # (replay is an async generator: closed at once when the run's end is found, so its
     # consumer goes then instead of after reading the conversation's later runs.)
     async with aclosing(gw.eventlog.replay(lane.events, start)) as events:
@@ -39,9 +39,10 @@ async def run_timeline(run_id: str, gw: GW) -> dict[str, Any]:
                 envelope = decode(raw.data)
             except MalformedMessage:
                 continue  # (not the run's: the run's own events were decoded when recorded)
-            facts.append(Fact(raw.seq, envelope.time, envelope.data))
+            # (A run's end with its last answer: the answer, then the end.)
+            read += [Fact(raw.seq, envelope.time, fact) for fact in facts(envelope.data)]
             event = envelope.data
             if isinstance(event, RunCompleted) and event.run_id == run["id"]:
                 break
     # Read again: the run as it stands now is at least as far along as its events read.
-    return {"run": run_json(await run_row(gw, run_id))} | timeline(run["id"], facts)
+    return {"run": run_json(await run_row(gw, run_id))} | timeline(run["id"], read)
