@@ -209,23 +209,25 @@ async def stream_run(
                 chunk = sent[0] if sent else deltas.nothing_new(chunk)
             yield chunk | {"seq_id": seq_id}
 
-    def answered(event: LLMResponded, at: datetime) -> Iterator[bytes]:
-        """A step's answer as recorded (less what its deltas sent); its tool calls'
-        results are then awaited."""
-        message = event.message
-        chunks = render.letta_messages(
+    def shown(message: ChatMessage, at: datetime, step_id: str | None) -> list[dict[str, Any]]:
+        """A recorded message of the run followed, as the client sees it."""
+        return render.letta_messages(
             message,
             at,
             following,
-            event.step_id,
+            step_id,
             agent_type,
             hidden,
             view,
             conversation_id=lane.conversation_id,
         )
-        for chunk in recorded(chunks, message):
+
+    def answered(event: LLMResponded, at: datetime) -> Iterator[bytes]:
+        """A step's answer as recorded (less what its deltas sent); its tool calls'
+        results are then awaited."""
+        for chunk in recorded(shown(event.message, at, event.step_id), event.message):
             yield sse(chunk)
-        results.expect(message, event.step_id)
+        results.expect(event.message, event.step_id)
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
@@ -276,16 +278,7 @@ async def stream_run(
                 continue
             if isinstance(event, ToolReturned):
                 message = event.message
-                chunks = render.letta_messages(
-                    message,
-                    env.time,
-                    following,
-                    event.step_id,
-                    agent_type,
-                    hidden,
-                    view,
-                    conversation_id=lane.conversation_id,
-                )
+                chunks = shown(message, env.time, event.step_id)
                 now = results.add(event.step_id, message.tool_call_id or message.id, chunks)
                 for piece in release(now):
                     yield piece
@@ -305,17 +298,7 @@ async def stream_run(
                 # The answers the run opened with, first, as Letta's step stream has them
                 # (its token stream leaves them out).
                 answers = answers_message(following, event.approvals)
-                chunks = render.letta_messages(
-                    answers,
-                    env.time,
-                    following,
-                    None,
-                    agent_type,
-                    hidden,
-                    view,
-                    conversation_id=lane.conversation_id,
-                )
-                for chunk in recorded(chunks):
+                for chunk in recorded(shown(answers, env.time, None)):
                     yield sse(chunk)
             elif isinstance(event, LLMResponded):
                 for piece in answered(event, env.time):

@@ -13,6 +13,7 @@ from o_contracts.base import Event
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope
 from o_contracts.events import (
+    RunStarted,
     ToolReturned,
     facts,
 )
@@ -192,6 +193,16 @@ def run_log(events: Sequence[Event]) -> RunLog:
         for fact in facts(event):
             log.add(fact, seq)
     return log
+
+
+def started() -> RunStarted:
+    """The run's RunStarted, as the log holds it for a resumed run."""
+    return RunStarted(
+        run_id=RUN_ID,
+        agent_id=AGENT_ID,
+        messages=[ChatMessage(id=f"message-in-{RUN_ID}", role="user", content="hi")],
+        max_steps=10,
+    )
 
 
 def cancelled_mid_call() -> Answer:

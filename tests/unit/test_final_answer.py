@@ -4,13 +4,13 @@ log, the projection and the streams reading it: tests/e2e/test_final_answer.py).
 
 from __future__ import annotations
 
-from o_contracts.events import LLMResponded, RunCompleted, RunStarted, facts
+from o_contracts.events import LLMResponded, RunCompleted, facts
 from o_contracts.ids import derived_id
 from o_contracts.limits import NATS_MAX_PAYLOAD
 from o_contracts.models import ChatMessage, Usage
 from o_executor.live.tools import PRODUCER
 from o_runtime.eventlog import HEADERS_ROOM
-from tests.unit.loop_scenarios import AGENT_ID, RUN_ID, Then, agent, call, say, when
+from tests.unit.loop_scenarios import AGENT_ID, RUN_ID, Then, agent, call, say, started, when
 
 LIMIT = NATS_MAX_PAYLOAD - HEADERS_ROOM
 
@@ -106,15 +106,6 @@ def sizes(then: Then) -> tuple[int, int]:
         return len(wrapped.encode())
 
     return size(ended, "completed"), size(ended.answer, "llm-0")
-
-
-def started() -> RunStarted:
-    return RunStarted(
-        run_id=RUN_ID,
-        agent_id=AGENT_ID,
-        messages=[ChatMessage(id=f"message-in-{RUN_ID}", role="user", content="hi")],
-        max_steps=10,
-    )
 
 
 def answered(step: int, text: str) -> LLMResponded:

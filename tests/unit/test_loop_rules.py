@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from o_contracts.events import LLMResponded, RunStarted, ToolCallRequested
+from o_contracts.events import LLMResponded, ToolCallRequested
 from o_contracts.models import ApprovalDecision, ChatMessage, ToolCall, Usage
 from o_executor.run.deps import ToolOutcome
 from o_executor.run.policy import NON_USER_PREFIX
@@ -22,6 +22,7 @@ from tests.unit.loop_scenarios import (
     call,
     cancelled_mid_call,
     say,
+    started,
     when,
 )
 
@@ -308,15 +309,6 @@ async def test_a_client_tool_result_is_recorded_as_the_tool_return() -> None:
 
 
 # -- resuming and cancelling --------------------------------------------------------------
-
-
-def started() -> RunStarted:
-    return RunStarted(
-        run_id=RUN_ID,
-        agent_id=AGENT_ID,
-        messages=[ChatMessage(id=f"message-in-{RUN_ID}", role="user", content="hi")],
-        max_steps=10,
-    )
 
 
 def answered(step: int, *calls: tuple[str, str, dict[str, object]]) -> LLMResponded:
