@@ -23,10 +23,10 @@ from o_contracts.requests import (
     first_error,
 )
 from o_contracts.subjects import Lane
+from o_executor import agent_reads
 from o_executor.context_overview import context_overview
 from o_executor.generate import generate
 from o_executor.history import HistoryCache
-from o_executor.live.deps import read_core
 from o_executor.live.execution import LiveRun
 from o_executor.preview import preview_run
 from o_executor.projections import runs
@@ -34,12 +34,12 @@ from o_executor.provider_traces import TraceWriter
 from o_executor.run.agent import AgentConfig
 from o_executor.run_queue import MAX_PENDING_RUNS, RunQueue
 from o_executor.settings import ExecutorSettings
+from o_memory.core_memory import CoreMemory
 from o_runtime import llm_providers, provider_registry
 from o_runtime.commands import CommandConsumer, Delivery
 from o_runtime.env import Env
 from o_runtime.event_tap import EventTap
 from o_runtime.liveness import liveness
-from o_runtime.sandbox_settings import LOCAL_ENV_SQL, LOCAL_REQUIREMENTS_SQL
 from o_runtime.sdk_imports import import_sdks
 from o_runtime.service import Service
 from o_runtime.watched_answers import WatchedAnswers
@@ -131,13 +131,12 @@ class ExecutorService(Service):
             return ContextRead(ok=False, status=422, error=first_error(exc)).encode()
         if request.min_seq:
             await self.watcher.wait(request.min_seq, RUNS)
-        agent = await self.load_agent(request.agent_id)
-        if agent is None:
+        agent, core = await self.load_agent_and_core(request.agent_id)
+        if agent is None or core is None:
             return ContextRead(
                 ok=False, status=404, error=f"Agent {request.agent_id} not found"
             ).encode()
         history = await self.load_history(Lane(agent.id), exclude_run="")
-        core = await read_core(self, agent.id, 0)
         recall = await self.pool.fetchval(
             "SELECT count(*) FROM messages WHERE agent_id = $1", agent.id
         )
@@ -170,47 +169,12 @@ class ExecutorService(Service):
         return await LiveRun(self, envelope, delivery).execute()
 
     async def load_agent(self, agent_id: str) -> AgentConfig | None:
-        # The agent registry and the tools are the gateway's projections; the
-        # executor only reads them. Users' tools come by name, with their
-        # source: it travels to the sandbox in each RunTool command.
-        row = await self.pool.fetchrow(
-            "SELECT a.id, a.name, a.system, a.agent_type, a.llm_config, a.tools, a.tool_rules,"
-            " a.tool_ids, a.encrypted_secrets, coalesce((SELECT jsonb_agg(jsonb_build_object("
-            "'id', t.id, 'name', t.name, 'source_code', t.source_code,"
-            " 'json_schema', t.json_schema, 'return_char_limit', t.return_char_limit,"
-            " 'idempotent', t.idempotent, 'pip_requirements', t.pip_requirements))"
-            " FROM tools t WHERE t.id = ANY(a.tool_ids)), '[]')"
-            # MCP servers' tools, with where to call them (secrets as ciphertext).
-            " || coalesce((SELECT jsonb_agg(jsonb_build_object('id', m.id, 'name', m.name,"
-            " 'source_code', '', 'json_schema', m.json_schema, 'return_char_limit', 50000,"
-            " 'idempotent', false, 'mcp', jsonb_build_object('server_type', s.server_type,"
-            " 'url', s.server_url, 'auth_header', s.auth_header,"
-            " 'encrypted_auth_token', s.encrypted_auth_token,"
-            " 'encrypted_custom_headers', s.encrypted_custom_headers, 'server_id', s.id,"
-            " 'command', s.command, 'args', s.args, 'encrypted_env', s.encrypted_env)))"
-            " FROM mcp_tools m JOIN mcp_servers s ON s.id = m.mcp_server_id"
-            " WHERE m.id = ANY(a.tool_ids)), '[]')"
-            " AS user_tools,"
-            # The running canary (o_evolution's projection), whose arm a run takes.
-            " (SELECT jsonb_build_object('rollout_id', r.rollout_id, 'weight', r.weight,"
-            " 'version_id', r.version_id, 'stable_version', r.stable_version, 'spec', r.spec,"
-            " 'patch', (SELECT p.patch FROM evolution_proposals p WHERE p.id = r.proposal_id))"
-            # (Also once it passed at full traffic, until its promotion is served.)
-            " FROM evolution_rollouts r WHERE r.agent_id = a.id"
-            " AND r.status IN ('running', 'completed'))"
-            " AS rollout,"
-            # Whose evolution its evolution tools act on (o_executor/run/evolution_tools.py).
-            " (SELECT config FROM evolution_config WHERE agent_id = a.id) AS own_evolution,"
-            " (SELECT jsonb_build_object('agent_id', g.manager_agent_id, 'config', c.config)"
-            " FROM groups g JOIN evolution_config c ON c.agent_id = g.manager_agent_id"
-            " WHERE g.manager_type = 'sleeptime' AND a.id = ANY(g.agent_ids) LIMIT 1)"
-            " AS primary_evolution,"
-            # The local sandbox configuration's variables and packages (every tool's).
-            f" {LOCAL_ENV_SQL} AS sandbox_env, {LOCAL_REQUIREMENTS_SQL} AS sandbox_requirements"
-            " FROM agents a WHERE a.id = $1",
-            agent_id,
-        )
-        return AgentConfig.from_row(row) if row is not None else None
+        return await agent_reads.read_agent(self.pool, agent_id)
+
+    async def load_agent_and_core(
+        self, agent_id: str
+    ) -> tuple[AgentConfig | None, CoreMemory | None]:
+        return await agent_reads.read_agent_and_core(self.pool, agent_id)
 
     async def load_history(
         self, lane: Lane, exclude_run: str, conn: asyncpg.Connection | None = None

@@ -51,21 +51,22 @@ _OWNERS = (
     " ARRAY(SELECT archive_id FROM archive_agents WHERE agent_id = $1)))"
 )
 
-# One round trip: the archive's size and tags as a one-row table, joined to the
-# agent's blocks in order (no blocks: one row of NULL block columns). The
-# archival projection keeps the size and tags: counting passages here grew
-# with the archive, on every run.
-_CORE_MEMORY = (
-    "SELECT "
-    + ", ".join(f'b."{f}"' for f in BLOCK_FIELDS)
-    + ", a.archival_count, a.archival_tags, a.directories FROM (SELECT"
-    f" coalesce((SELECT sum(passages) FROM archival_counts WHERE {_OWNERS}), 0)"
-    " AS archival_count, coalesce((SELECT array_agg(DISTINCT tag ORDER BY tag)"
-    f" FROM archival_tag_counts WHERE {_OWNERS}), '{{}}') AS archival_tags,"
-    f" {_DIRECTORIES} AS directories) a"
-    " LEFT JOIN (agent_blocks ab JOIN blocks b ON b.id = ab.block_id) ON ab.agent_id = $1"
-    " ORDER BY ab.position, b.id"
+# The agent's core memory as one jsonb value ($1: the agent's id): its blocks in order, the
+# archive's size and tags, its folders. The archival projection keeps the size and tags
+# (counting passages here grew with the archive, on every run). One value rather than a
+# row per block, so that a larger read can carry it as a column: the executor reads an
+# agent and its core memory in one round trip (ExecutorService.load_agent_and_core).
+CORE_MEMORY_JSON = (
+    "jsonb_build_object('blocks', coalesce((SELECT jsonb_agg(jsonb_build_object("
+    + ", ".join(f"'{f}', b.\"{f}\"" for f in BLOCK_FIELDS)
+    + ") ORDER BY ab.position, b.id) FROM agent_blocks ab JOIN blocks b ON b.id = ab.block_id"
+    " WHERE ab.agent_id = $1), '[]'::jsonb),"
+    f" 'archival_count', coalesce((SELECT sum(passages) FROM archival_counts WHERE {_OWNERS}), 0),"
+    " 'archival_tags', coalesce((SELECT to_jsonb(array_agg(DISTINCT tag ORDER BY tag))"
+    f" FROM archival_tag_counts WHERE {_OWNERS}), '[]'::jsonb),"
+    f" 'directories', {_DIRECTORIES})"
 )
+_CORE_MEMORY = f"SELECT {CORE_MEMORY_JSON}"
 
 
 class CoreMemory(TypedDict):
@@ -86,17 +87,32 @@ async def read_core_memory(
 ) -> CoreMemory:
     """The agent's core memory; with `isolated` (a conversation's own blocks), those take
     the place of the agent's blocks with the same labels."""
-    rows = await pool.fetch(_CORE_MEMORY, agent_id)
-    blocks = [{f: r[f] for f in BLOCK_FIELDS} for r in rows if r["id"] is not None]
-    if isolated:
-        own = {
-            r["label"]: {f: r[f] for f in BLOCK_FIELDS}
-            for r in await pool.fetch(_ISOLATED, list(isolated))
-        }
-        blocks = [own.get(b["label"], b) for b in blocks]
+    return await with_isolated(
+        pool, core_memory(await pool.fetchval(_CORE_MEMORY, agent_id)), isolated
+    )
+
+
+def core_memory(value: dict[str, Any]) -> CoreMemory:
+    """Core memory from CORE_MEMORY_JSON's value (each block's fields in BLOCK_FIELDS'
+    order, as the prompt and the core-memory RPC have always had them: jsonb keeps its
+    own)."""
     return {
-        "blocks": blocks,
-        "archival_count": int(rows[0]["archival_count"]),
-        "archival_tags": list(rows[0]["archival_tags"]),
-        "directories": list(rows[0]["directories"] or []),
+        "blocks": [{f: b[f] for f in BLOCK_FIELDS} for b in value["blocks"]],
+        "archival_count": int(value["archival_count"]),
+        "archival_tags": list(value["archival_tags"]),
+        "directories": list(value["directories"]),
     }
+
+
+async def with_isolated(
+    pool: asyncpg.Pool | asyncpg.Connection, core: CoreMemory, isolated: Sequence[str]
+) -> CoreMemory:
+    """`core` with a conversation's own blocks (`isolated`) in the place of the agent's
+    blocks with the same labels."""
+    if not isolated:
+        return core
+    own = {
+        r["label"]: {f: r[f] for f in BLOCK_FIELDS}
+        for r in await pool.fetch(_ISOLATED, list(isolated))
+    }
+    return {**core, "blocks": [own.get(b["label"], b) for b in core["blocks"]]}
