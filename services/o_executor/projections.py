@@ -38,6 +38,7 @@ from o_contracts.events import (
 from o_contracts.models import ChatMessage, answers_message
 from o_contracts.ordering import before, imported_offset, position
 from o_contracts.projection_names import RUNS
+from o_executor import run_answers
 from o_runtime.eventlog import Recorded
 from o_runtime.projector import Projection
 
@@ -73,6 +74,10 @@ async def _insert_message(
     created_at: datetime | None = None,
     in_context: bool = True,
 ) -> None:
+    body = message.model_dump(mode="json", exclude_none=True)
+    # Several messages from one event keep their order within the event.
+    at = position(rec.seq, offset) if seq is None else seq
+    time = created_at or rec.envelope.time
     await conn.execute(
         "INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
         " conversation_id, compiled_system, in_context)"
@@ -82,14 +87,14 @@ async def _insert_message(
         run_id,
         step_id,
         message.role,
-        message.model_dump(mode="json", exclude_none=True),
-        # Several messages from one event keep their order within the event.
-        position(rec.seq, offset) if seq is None else seq,
-        created_at or rec.envelope.time,
+        body,
+        at,
+        time,
         subjects.conversation_of(rec.subject),
         compiled_system,
         in_context,
     )
+    run_answers.awaited.said(run_id, message, body, at, time, step_id)
 
 
 @runs.on(AgentCreated)
@@ -373,6 +378,7 @@ async def _run_version(conn: asyncpg.Connection, e: RunStarted) -> None:
 
 @runs.on(RunStarted)
 async def run_started(conn: asyncpg.Connection, e: RunStarted, rec: Recorded) -> None:
+    run_answers.awaited.began(e.run_id)
     conversation_id = subjects.conversation_of(rec.subject)
     args = (
         e.run_id,
@@ -419,6 +425,7 @@ async def _run_rows(
             await _insert_message(conn, rec, e.agent_id, e.run_id, None, answers, len(e.messages))
         return
     # The usual run: one input message, with the run in one statement (one round trip).
+    # (The user's own: not in the run's answer, run_answers.py.)
     message = e.messages[0]
     await conn.execute(
         f"WITH run AS ({_RUN_STARTED})"
@@ -437,6 +444,10 @@ async def _run_rows(
 async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded) -> None:
     # Every step has one: the message, the run's step count and the step row
     # in one statement (one round trip; the run's reply waits for this projection).
+    body = e.message.model_dump(mode="json", exclude_none=True)
+    run_answers.awaited.said(
+        e.run_id, e.message, body, position(rec.seq), rec.envelope.time, e.step_id
+    )
     await conn.execute(
         "WITH message AS ("
         " INSERT INTO messages (id, agent_id, run_id, step_id, role, body, seq, created_at,"
@@ -451,7 +462,7 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.run_id,
         e.step_id,
         e.message.role,
-        e.message.model_dump(mode="json", exclude_none=True),
+        body,
         position(rec.seq),
         rec.envelope.time,
         rec.seq,
@@ -572,15 +583,20 @@ async def run_completed(conn: asyncpg.Connection, e: RunCompleted, rec: Recorded
         if e.stop_reason in _COMPLETED
         else ("cancelled" if e.stop_reason == "cancelled" else "failed")
     )
+    usage = e.usage.model_dump()
     await conn.execute(
         "UPDATE runs SET status = $2, stop_reason = $3, usage = $4, step_count = $5, error = $6,"
         " completed_at = $7, last_seq = $8 WHERE id = $1",
         e.run_id,
         status,
         e.stop_reason,
-        e.usage.model_dump(),
+        usage,
         e.step_count,
         e.error,
         rec.envelope.time,
         rec.seq,
+    )
+    # (A reply in this process waiting for the run carries its answer: run_answers.py.)
+    run_answers.awaited.ended(
+        e.run_id, e.stop_reason, usage, e.step_count, subjects.conversation_of(rec.subject)
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import msgpack
 import nats
 import pytest
@@ -13,7 +16,9 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import RunCompleted
 from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
+from o_executor.run_answers import RUN_AND_MESSAGES, rows_of, unpacked
 from o_runtime.commands import decode_reply
+from o_runtime.db import connect_pool
 from o_runtime.waiting import ProjectionWatcher
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent
@@ -61,7 +66,8 @@ async def test_an_external_publisher_runs_an_agent_over_nats(
             headers={"Nats-Msg-Id": command.id, "O-Reply-To": inbox},
         )
         reply = decode_reply((await replies.next_msg(timeout=30)).data)
-        assert reply.ok and reply.result == {"stop_reason": "end_turn"}
+        assert reply.ok and reply.result is not None
+        assert reply.result["stop_reason"] == "end_turn"
         seen = []
         while True:
             env = decode((await events.next_msg(timeout=10)).data)
@@ -85,6 +91,21 @@ async def test_an_external_publisher_runs_an_agent_over_nats(
         await watcher.stop()
     history = (await system.http.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert [m.get("content") for m in history[1:]] == ["from NATS", "hello NATS"]
+    # Run by the replica that follows the runs projection, the reply carries the run's
+    # answer as the projection committed it (o_executor/run_answers.py); by the other,
+    # none (the gateway reads it back).
+    carried = unpacked(reply.result.get("response"))
+    if carried is not None:
+        pool = await connect_pool(system.env["DATABASE_URL"], max_size=1)
+        try:
+            read_back = rows_of(await pool.fetch(RUN_AND_MESSAGES, run_id, None))
+        finally:
+            await pool.close()
+        # (Each body as the JSON it is: Postgres renders jsonb's text its own way.)
+        assert [replace(r, body=json.loads(r.body or "null")) for r in carried] == [
+            replace(r, body=json.loads(r.body or "null")) for r in read_back
+        ]
+        assert [json.loads(r.body or "")["content"] for r in carried] == ["hello NATS"]
 
 
 async def test_a_malformed_command_is_dead_lettered_and_the_consumer_goes_on(

@@ -29,6 +29,7 @@ from o_contracts.events import (
 from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_contracts.projection_names import RUNS
+from o_executor import run_answers
 from o_executor.live.deps import LiveDeps, read_core
 from o_executor.live.recorder import PROJECTION_TIMEOUT, Recorder, RunTakenOver
 from o_executor.live.tools import PRODUCER, LiveTools
@@ -38,7 +39,7 @@ from o_executor.run.context import Run
 from o_executor.run.loop import agent_gone
 from o_executor.run_log import RunLog
 from o_executor.run_queue import Cursor
-from o_memory.core_memory import CoreMemory
+from o_memory.core_memory import CoreMemory, with_isolated
 from o_runtime.commands import Delivery, HandedOver
 from o_runtime.instruments import measured
 from o_runtime.outages import is_outage
@@ -112,10 +113,11 @@ class LiveRun:
         # The subject's last sequence as this run knows it (the recorder's, once it runs).
         self.last = 0
         self.recorder: Recorder | None = None
-        # Reads ahead: the agent's row, read while the run waited for its turn;
-        # the agent's state as of where this process saw its previous run end
-        # (that position, the task); core memory for the first prompt.
-        self._agent: asyncio.Task[AgentConfig | None] | None = None
+        # Reads ahead: the agent's row and core memory (for the first prompt), read while
+        # the run waited for its turn; the agent's state as of where this process saw its
+        # previous run end (that position, the task); the first prompt's core memory, the
+        # conversation's own blocks in it.
+        self._agent: asyncio.Task[tuple[AgentConfig | None, CoreMemory | None]] | None = None
         self._ahead: tuple[int, asyncio.Task[tuple[int, LogState]]] | None = None
         self._core: tuple[int, asyncio.Task[CoreMemory]] | None = None
         # Set when a RunCancellationRequested for this run (or a RunQueued interrupting
@@ -127,11 +129,16 @@ class LiveRun:
         self._delivered = time.perf_counter()
 
     async def execute(self) -> Reply:
+        # The runs projection's commit of the run's end hands its answer to the reply.
+        with run_answers.awaited.awaiting(self.cmd.run_id):
+            return await self._execute_in_turn()
+
+    async def _execute_in_turn(self) -> Reply:
         delivery = self.delivery
         queue = self.s.run_queue
         # Read the agent while we wait for our turn; if we had to wait (an
         # earlier run was going), it is read again once our turn comes.
-        self._agent = asyncio.create_task(self.s.load_agent(self.cmd.agent_id))
+        self._agent = asyncio.create_task(self.s.load_agent_and_core(self.cmd.agent_id))
         # Likewise the history, if this process finished the agent's previous
         # run: usually the cursor still says so once the turn is checked (and
         # _run uses this only if it does).
@@ -166,7 +173,18 @@ class LiveRun:
             self._projected(reply),
         )
         await self._ask_for_callback(reply)
-        return reply
+        return self._with_answer(reply)
+
+    def _with_answer(self, reply: Reply) -> Reply:
+        """The reply with the run's answer, as the runs projection's commit of its end
+        returned it in this process (run_answers.py); as it is otherwise."""
+        rows = run_answers.awaited.take(self.cmd.run_id)
+        if rows is None or not reply.ok or reply.result is None or "steered_into" in reply.result:
+            return reply
+        response = run_answers.packed(rows)
+        if response is None or response["stop_reason"] is None:
+            return reply
+        return reply.model_copy(update={"result": {**reply.result, "response": response}})
 
     async def _ask_for_callback(self, reply: Reply) -> None:
         """A run asked for a completion callback and ended: the gateway is asked to deliver
@@ -245,14 +263,11 @@ class LiveRun:
             self._cancel_requested.set()
 
     async def _run(self, cursor: Cursor) -> Reply:
-        # The first prompt's core memory, read while the run gets ready.
-        self._core = (
-            0,
-            asyncio.create_task(
-                read_core(self.s, self.cmd.agent_id, 0, self.cmd.isolated_block_ids)
-            ),
-        )
         loading, self._agent = self._agent, None
+        if loading is None:
+            loading = asyncio.create_task(self.s.load_agent_and_core(self.cmd.agent_id))
+        # The first prompt's core memory: read with the agent.
+        self._core = (0, asyncio.create_task(self._first_core(loading)))
         # The history is what the log held before this run began. Usually the
         # agent's subject is where its previous run left it (the run queue's
         # cursor says where): read the history as of there while checking.
@@ -260,17 +275,12 @@ class LiveRun:
         ahead, self._ahead = self._ahead, None
         state: LogState | None
         if ahead is not None and ahead[0] == guess:
-            agent, (self.last, state) = await asyncio.gather(
-                loading or self.s.load_agent(self.cmd.agent_id), ahead[1]
-            )
+            (agent, _), (self.last, state) = await asyncio.gather(loading, ahead[1])
         else:
             if ahead is not None:
                 ahead[1].cancel()
-            (agent, self.last), state = await asyncio.gather(
-                asyncio.gather(
-                    loading or self.s.load_agent(self.cmd.agent_id),
-                    self.s.eventlog.last_seq(self.subject),
-                ),
+            ((agent, _), self.last), state = await asyncio.gather(
+                asyncio.gather(loading, self.s.eventlog.last_seq(self.subject)),
                 self._state_at(guess) if guess else asyncio.sleep(0, None),
             )
         if state is None or self.last != guess:
@@ -368,6 +378,15 @@ class LiveRun:
                 "num_messages_after": outcome.summary.messages_after,
             }
         return Reply(ok=True, seq=outcome.seq, result=result)
+
+    async def _first_core(
+        self, loading: asyncio.Task[tuple[AgentConfig | None, CoreMemory | None]]
+    ) -> CoreMemory:
+        # (Shielded: dropping the core memory read ahead leaves the agent's read to _run.)
+        _, core = await asyncio.shield(loading)
+        if core is None:  # no agent as read ahead (its projection may have been behind)
+            return await read_core(self.s, self.cmd.agent_id, 0, self.cmd.isolated_block_ids)
+        return await with_isolated(self.s.pool, core, self.cmd.isolated_block_ids)
 
     async def _state_at(self, seq: int) -> LogState:
         """The run's record and the agent's history, as of log position `seq` or later."""

@@ -17,6 +17,7 @@ from o_contracts.limits import MAX_NAME_CHARS
 from o_contracts.models import ApprovalDecision, ChatMessage, ClientSkill
 from o_contracts.projection_names import RUNS
 from o_contracts.subjects import Lane
+from o_executor import run_answers
 from o_gateway import concurrency, render, sleeptime
 from o_gateway.callbacks.accept import accepted_callback_url
 from o_gateway.commands import PRODUCER, answered
@@ -333,14 +334,6 @@ def start_run(
     )
 
 
-_RUN_AND_MESSAGES = (
-    "SELECT r.stop_reason, r.usage, r.step_count, r.conversation_id, m.body::text AS body,"
-    " m.created_at, m.step_id"
-    " FROM runs r LEFT JOIN messages m ON m.run_id = r.id AND m.role <> 'user'"
-    " AND ($2::bigint IS NULL OR m.seq > $2) WHERE r.id = $1 ORDER BY m.seq"
-)
-
-
 async def run_response(
     gw: Gateway,
     agent_type: str,
@@ -348,14 +341,18 @@ async def run_response(
     seq: int | None,
     view: render.AssistantView = render.DEFAULT_VIEW,
     after: int | None = None,
+    carried: list[run_answers.AnswerRow] | None = None,
 ) -> dict[str, Any]:
     """The run's reply; with `after`, only its messages past that position (what a run
-    did after it took a steering message)."""
-    # (`seq` is the run's end, or its last event so far: the runs projection applies both)
-    await gw.visible(seq, RUNS, applies=True)
-    # The run and its messages in one round trip: a row per message (one with
-    # no message if it has none), the run's columns on each.
-    rows = await gw.pool.fetch(_RUN_AND_MESSAGES, run_id, after)
+    did after it took a steering message). `carried`: the run's rows as the executor's
+    reply carried them (o_executor/run_answers.py), read here otherwise."""
+    rows = carried
+    if rows is None:
+        # (`seq` is the run's end, or its last event so far: the runs projection applies both)
+        await gw.visible(seq, RUNS, applies=True)
+        # The run and its messages in one round trip: a row per message (one with
+        # no message if it has none), the run's columns on each.
+        rows = run_answers.rows_of(await gw.pool.fetch(run_answers.RUN_AND_MESSAGES, run_id, after))
     if not rows:
         raise HTTPException(500, f"run {run_id} finished but is not recorded")
     run = rows[0]
@@ -504,7 +501,10 @@ async def send_in(
         RUN_REPLY_TIMEOUT,
         f"run {command.data.run_id} is still going",
     )
-    response = await run_response(gw, agent["agent_type"], command.data.run_id, reply.seq, view)
+    carried = run_answers.unpacked((reply.result or {}).get("response"))
+    response = await run_response(
+        gw, agent["agent_type"], command.data.run_id, reply.seq, view, carried=carried
+    )
     if agent.get("enable_sleeptime"):
         # Letta's usage.run_ids of a sleep-time primary: the companion runs this turn started.
         response["usage"]["run_ids"] = await sleeptime.companion_runs(
