@@ -11,7 +11,7 @@ import asyncpg
 
 from o_contracts.ids import new_id
 from o_executor.agent_reads import read_agent, read_agent_and_core
-from o_memory.core_memory import read_core_memory
+from o_memory.core_memory import BLOCK_FIELDS, read_core_memory
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -55,6 +55,14 @@ async def a_block(
     return block_id
 
 
+async def an_agent_with_two_blocks(pool: asyncpg.Pool) -> str:
+    """An agent with a persona, then a human block: its id."""
+    agent_id = await an_agent(pool)
+    await a_block(pool, "persona", "I help.", agent_id=agent_id, position=1)
+    await a_block(pool, "human", "Name: Ada", agent_id=agent_id, position=2)
+    return agent_id
+
+
 async def test_core_memory_reads_blocks_in_order_with_their_fields_and_the_archives_summary(
     pool: asyncpg.Pool,
 ) -> None:
@@ -93,18 +101,7 @@ async def test_core_memory_reads_blocks_in_order_with_their_fields_and_the_archi
     }
     assert core["blocks"][0]["read_only"] is True
     # (The fields in the order prompts and the core-memory RPC have always had them.)
-    assert list(core["blocks"][0]) == [
-        "id",
-        "label",
-        "value",
-        "limit",
-        "description",
-        "read_only",
-        "metadata",
-        "tags",
-        "version",
-        "last_seq",
-    ]
+    assert tuple(core["blocks"][0]) == BLOCK_FIELDS
     assert core["archival_count"] == 7
     assert core["archival_tags"] == ["home", "work"]
     assert core["directories"] == []
@@ -113,9 +110,7 @@ async def test_core_memory_reads_blocks_in_order_with_their_fields_and_the_archi
 async def test_an_agent_read_with_its_core_memory_has_what_each_read_alone_has(
     pool: asyncpg.Pool,
 ) -> None:
-    agent_id = await an_agent(pool)
-    await a_block(pool, "persona", "I help.", agent_id=agent_id, position=1)
-    await a_block(pool, "human", "Name: Ada", agent_id=agent_id, position=2)
+    agent_id = await an_agent_with_two_blocks(pool)
     await pool.execute("INSERT INTO archival_counts (agent_id, passages) VALUES ($1, 2)", agent_id)
     folder_id = new_id("source")
     await pool.execute(
@@ -161,9 +156,7 @@ async def test_an_agent_read_with_its_core_memory_has_what_each_read_alone_has(
 async def test_a_conversations_own_blocks_take_the_place_of_the_agents_with_their_labels(
     pool: asyncpg.Pool,
 ) -> None:
-    agent_id = await an_agent(pool)
-    await a_block(pool, "persona", "I help.", agent_id=agent_id, position=1)
-    await a_block(pool, "human", "Name: Ada", agent_id=agent_id, position=2)
+    agent_id = await an_agent_with_two_blocks(pool)
     own_human = await a_block(pool, "human", "Name: Grace", agent_id=None)
 
     core = await read_core_memory(pool, agent_id, [own_human])

@@ -101,14 +101,19 @@ def meaning(rows: list[AnswerRow] | None) -> list[tuple[Any, ...]]:
     ]
 
 
+async def awaited_run(log: EventLog, pool: asyncpg.Pool) -> tuple[str, list[AnswerRow] | None]:
+    """A new run projected while a reply in this process awaits it: its id, what it handed."""
+    projector = Projector(renamed(runs), pool, log)
+    agent_id, run_id = new_id("agent"), new_id("run")
+    with run_answers.awaited.awaiting(run_id):
+        await project(log, projector, agent_id, run_id)
+        return run_id, run_answers.awaited.take(run_id)
+
+
 async def test_the_end_of_an_awaited_run_returns_what_reading_it_back_returns(
     eventlog: EventLog, pool: asyncpg.Pool
 ) -> None:
-    projector = Projector(renamed(runs), pool, eventlog)
-    agent_id, run_id = new_id("agent"), new_id("run")
-    with run_answers.awaited.awaiting(run_id):
-        await project(eventlog, projector, agent_id, run_id)
-        handed = run_answers.awaited.take(run_id)
+    run_id, handed = await awaited_run(eventlog, pool)
 
     assert handed is not None
     assert meaning(handed) == meaning(await read_back(pool, run_id))
@@ -125,11 +130,7 @@ async def test_the_end_of_an_awaited_run_returns_what_reading_it_back_returns(
 async def test_the_answer_a_reply_carries_is_the_rows_read_back(
     eventlog: EventLog, pool: asyncpg.Pool
 ) -> None:
-    projector = Projector(renamed(runs), pool, eventlog)
-    agent_id, run_id = new_id("agent"), new_id("run")
-    with run_answers.awaited.awaiting(run_id):
-        await project(eventlog, projector, agent_id, run_id)
-        handed = run_answers.awaited.take(run_id)
+    run_id, handed = await awaited_run(eventlog, pool)
     assert handed is not None
 
     over_the_wire = msgpack.unpackb(msgpack.packb(packed(handed)), raw=False)
