@@ -129,7 +129,7 @@ class LiveRun:
         self._delivered = time.perf_counter()
 
     async def execute(self) -> Reply:
-        # The runs projection's commit of the run's end hands its answer to the reply.
+        # The runs projection notes the run's answer as it applies it, for the reply.
         with run_answers.awaited.awaiting(self.cmd.run_id):
             return await self._execute_in_turn()
 
@@ -176,8 +176,8 @@ class LiveRun:
         return self._with_answer(reply)
 
     def _with_answer(self, reply: Reply) -> Reply:
-        """The reply with the run's answer, as the runs projection's commit of its end
-        returned it in this process (run_answers.py); as it is otherwise."""
+        """The reply with the run's answer, as the runs projection of this process noted it
+        (run_answers.py; its commit known by now: _projected); as it is otherwise."""
         rows = run_answers.awaited.take(self.cmd.run_id)
         if rows is None or not reply.ok or reply.result is None or "steered_into" in reply.result:
             return reply
