@@ -475,7 +475,12 @@ async def short_dedup_window(system: System, seconds: float = 0.5) -> AsyncItera
         js = nc.jetstream()
         config = (await js.stream_info(subjects.EVENTS_STREAM)).config
         window = config.duplicate_window
-        await js.update_stream(dataclasses.replace(config, duplicate_window=seconds))
+        # Twice: nats-server (2.15) wakes its duplicate sweep as an update begins but installs
+        # the new window only as it ends, so the first sweep may read the old window and sleep
+        # out the whole of it (two minutes). The second update's sweep reads a short window
+        # either way: the first's is installed before the second is taken.
+        for shortened in (seconds * 2, seconds):
+            await js.update_stream(dataclasses.replace(config, duplicate_window=shortened))
         try:
             yield
         finally:

@@ -51,22 +51,52 @@ def nap(seconds: float) -> str:
 '''
 
 
-async def test_replicas_share_the_work(
+async def test_a_full_replica_leaves_the_next_call_to_another(
     client: EventLog,  # noqa: F811
     sandbox_nats: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Two calls at a time per replica: eight calls cannot all wait for one of them.
-    monkeypatch.setenv("O_SANDBOX_CONCURRENCY", "2")
-    replicas = [await start_sandbox(sandbox_nats, monkeypatch) for _ in range(2)]
+    # One call at a time per replica: the replica running the first call has left the queue
+    # group, so the second goes to the other. (Sent one after the other, not as a burst: NATS
+    # routes a burst at random, and all of it reaches one replica, which then runs it all as
+    # designed, once in 2^(n-1) bursts: this test used to fail that way.)
+    monkeypatch.setenv("O_SANDBOX_CONCURRENCY", "1")
+    replicas = {
+        s.replica: s for s in [await start_sandbox(sandbox_nats, monkeypatch) for _ in "ab"]
+    }
+    inbox = client.nc.new_inbox()
+    answers = await client.nc.subscribe(f"{inbox}.*")
+    said: dict[str, list[ExecutionState]] = {}
+
+    async def answer(call: str, state: str) -> ExecutionState:
+        async with asyncio.timeout(LOST_AFTER):
+            while not any(s.state == state for s in said.get(call, [])):
+                msg = await answers.next_msg(timeout=LOST_AFTER)
+                said.setdefault(msg.subject, []).append(ExecutionState.decode(msg.data))
+        return next(s for s in said[call] if s.state == state)
+
+    async def send(call: int, seconds: float) -> str:
+        command = tool_command(NAP, "nap", {"seconds": seconds})
+        await client.nc.publish(subjects.SANDBOX_RUN, command.encode(), reply=f"{inbox}.{call}")
+        taker = (await answer(f"{inbox}.{call}", "running")).replica
+        assert taker in replicas, taker
+        return taker
+
     try:
-        results = await asyncio.gather(
-            *(run_tool(client, tool_command(NAP, "nap", {"seconds": 0.3})) for _ in range(8))
-        )
-        assert {r["status"] for r in results} == {"success"}
-        assert {r["sandbox"] for r in results} == {s.replica for s in replicas}
+        first = await send(0, 1.0)
+        # The full replica queued its leaving (an UNSUB, o_tool_sandbox/service.py) as it said
+        # "running": once its connection's PONG is back, NATS has taken that replica out.
+        await replicas[first].eventlog.nc.flush()
+        second = await send(1, 0.1)
+        assert {first, second} == set(replicas)
+        for call in (0, 1):
+            outcome = (await answer(f"{inbox}.{call}", "done")).outcome
+            assert outcome is not None
+            event = decode(outcome).data
+            assert isinstance(event, ToolExecuted) and event.tool_return == "rested"
     finally:
-        for s in replicas:
+        await answers.unsubscribe()
+        for s in replicas.values():
             await s.stop()
 
 
