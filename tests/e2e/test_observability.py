@@ -418,8 +418,17 @@ async def test_metrics_count_what_was_done(observed: Observed) -> None:
         )
         == 1
     )
-    assert value(after["executor"], "o_queue_pending", consumer="executor") == 0
-    assert value(after["executor"], "o_queue_ack_pending", consumer="executor") == 0
+    # The queue's gauges are samples (every 10 s, reused for 1 s): one taken while the run's
+    # command was held reads it pending a while after the run.
+    await eventually(
+        observed,
+        "executor",
+        "metrics",
+        lambda r: all(
+            value(parsed(r.text), gauge, consumer="executor") == 0
+            for gauge in ("o_queue_pending", "o_queue_ack_pending")
+        ),
+    )
     assert grew("executor", "o_projection_events_total", projection="runs") > 0
     lags = [v for (n, ls), v in after["executor"].items() if n == "o_projection_lag_seconds"]
     assert len(lags) == 1 and 0 <= lags[0] <= READY_LAG
