@@ -7,9 +7,10 @@ its own address, and replicas come and go; every process is on NATS, so one requ
 reaches them all (a plain subscription, no queue group: each replica answers).
 
 There is no way to know how many answers will come, so the asker waits until every
-service it expects has answered and no other answer came for a short while (`SETTLE`), or
-until the deadline: a process whose readiness checks hang on an unreachable Postgres
-(2 s at most: readiness.py) still answers within it.
+service it expects has answered and no other answer came for a short while (`SETTLE`, or
+as long as the answers took to come if longer: `quiet_enough`), or until the deadline: a
+process whose readiness checks hang on an unreachable Postgres (2 s at most: readiness.py)
+still answers within it.
 """
 
 from __future__ import annotations
@@ -122,6 +123,14 @@ def settled(expected: Collection[str], answered: Collection[str]) -> bool:
     return set(expected) <= set(answered)
 
 
+def quiet_enough(settle: float, last_answer_after: float) -> float:
+    """How long without a new answer ends the wait once every expected service answered:
+    `settle`, or as long as the last answer took to come if that was longer. A loaded
+    machine answers slowly (each process runs its readiness checks first), and a service's
+    other replicas come later still: a fixed quiet would leave them out of the count."""
+    return max(settle, last_answer_after)
+
+
 async def roll_call(
     nc: NATS,
     expected: Collection[str],
@@ -141,9 +150,12 @@ async def roll_call(
     try:
         await nc.publish(subjects.ROLL_CALL, b"", reply=inbox)
         loop = asyncio.get_running_loop()
-        end = loop.time() + deadline
+        asked_at = loop.time()
+        end = asked_at + deadline
+        last_answer_after = 0.0
         while (left := end - loop.time()) > 0:
-            wait = min(left, settle) if settled(expected, {s for s, _ in present}) else left
+            quiet = quiet_enough(settle, last_answer_after)
+            wait = min(left, quiet) if settled(expected, {s for s, _ in present}) else left
             try:
                 msg = await asyncio.wait_for(answers.get(), wait)
             except TimeoutError:
@@ -158,6 +170,7 @@ async def roll_call(
                 log.warning("an unreadable roll-call answer: %r", exc)
                 continue
             present[(answer.service, answer.instance)] = answer
+            last_answer_after = loop.time() - asked_at
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()

@@ -8,7 +8,7 @@ import msgpack
 
 from o_contracts import subjects
 from o_contracts.roll_call import Present
-from o_runtime.roll_call import settled
+from o_runtime.roll_call import quiet_enough, settled
 from o_setup import roles
 
 
@@ -30,6 +30,13 @@ def test_the_asker_settles_once_every_expected_service_has_answered() -> None:
     assert not settled(["gateway", "executor"], ["gateway"])
     assert settled(["gateway", "executor"], ["executor", "gateway", "memory"])
     assert settled([], [])
+
+
+def test_the_quiet_that_ends_the_wait_is_as_long_as_the_answers_took() -> None:
+    # Answers in a few milliseconds: the settle. Answers a loaded machine took 0.6 s to give:
+    # another replica may come as late again.
+    assert quiet_enough(0.25, 0.004) == 0.25
+    assert quiet_enough(0.25, 0.6) == 0.6
 
 
 def test_every_service_answers_the_roll_call_and_only_the_gateway_asks_it() -> None:
