@@ -19,8 +19,9 @@ cost at a lighter load than one client back to back (bench/README.md says what i
 
 The machine's state moves one round's figure by a point or two either way, so the issue's
 figure is a median over many rounds: `--rounds N` makes N rounds, each on two systems started
-afresh, and ends with each round's figures and their medians (`--kinds 1-step`: the 1-step
-runs only, which halves a round).
+afresh, and ends with each round's figures, their medians and, from five rounds on, the
+interval the median lies in with at least 90 % confidence (bench/median_interval.py)
+(`--kinds 1-step`: the 1-step runs only, which halves a round).
 
 `--against DIR` compares two versions of the code by the same figure: every round is made
 twice, on this checkout's code and on DIR's (another checkout), the order of the two flipped
@@ -43,6 +44,7 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 from bench.agent_loop import SERVICES, scripted  # noqa: E402
 from bench.local_system import local_system  # noqa: E402
+from bench.median_interval import median_interval  # noqa: E402
 from bench.side_by_side import KINDS, Figures, arguments, compare, make_side  # noqa: E402
 from bench.zero_latency_llm import ZeroLatencyLLM  # noqa: E402
 from o_runtime.event_loop import EVENT_LOOP_ENV  # noqa: E402
@@ -160,6 +162,16 @@ def summary(found: list[dict[str, Figures]], version: str = "") -> None:
             f" gateway {statistics.median(f.gateway.percent for f in figures):+5.2f} %"
             f" | paired {statistics.median(f.client.paired for f in figures):5.2f} ms"
         )
+        # Where the median itself may lie (bench/median_interval.py): "within 5 %" is
+        # shown when the whole interval is.
+        client = median_interval([f.client.percent for f in figures])
+        gateway = median_interval([f.gateway.percent for f in figures])
+        if client is not None and gateway is not None:
+            print(
+                f"  median's {client.coverage:.0%} interval: client {client.low:+.1f} to"
+                f" {client.high:+.1f} %, gateway {gateway.low:+.1f} to {gateway.high:+.1f} %"
+                f" ({gateway.coverage:.0%})"
+            )
 
 
 if __name__ == "__main__":

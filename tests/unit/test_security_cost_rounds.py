@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.median_interval import median_interval
 from bench.security_cost import round_order, summary
 from bench.side_by_side import Figures, Versus
 
@@ -52,3 +53,28 @@ def test_each_versions_summary_says_which_code_it_was(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert "1-step, 1 rounds, against (/b): on/off medians" in out
     assert "median  : client +4.00 %" in out
+
+
+def test_the_medians_interval_is_read_from_the_rounds_in_order() -> None:
+    # Eight rounds: the 2nd smallest and 2nd largest bound the median with 1 - 2 * 9/256.
+    rounds = [6.8, 4.3, 5.8, 8.0, 6.7, 7.0, 5.1, 4.4]
+    interval = median_interval(rounds)
+    assert interval is not None
+    assert (interval.low, interval.high) == (4.4, 7.0)
+    assert interval.coverage == pytest.approx(1 - 2 * 9 / 256)
+    # Asking more confidence widens it to the extremes (1 - 2/256).
+    wider = median_interval(rounds, level=0.95)
+    assert wider is not None and (wider.low, wider.high) == (4.3, 8.0)
+    # Four rounds can never bound the median with 90 %: no interval, rather than a false one.
+    assert median_interval([1.0, 2.0, 3.0, 4.0]) is None
+
+
+def test_the_summary_says_where_the_median_lies(capsys: pytest.CaptureFixture[str]) -> None:
+    # Eight rounds of +2 % to +9 % at the client (the gateway's a little more: 2 ms less off).
+    rounds = [figures(50.0, 50.0 + p / 2, 1.0) for p in (2, 3, 4, 5, 6, 7, 8, 9)]
+    summary(rounds)
+    out = capsys.readouterr().out
+    assert "median's 93% interval: client +3.0 to +8.0 %" in out
+    # Too few rounds: no interval line.
+    summary(rounds[:3])
+    assert "interval" not in capsys.readouterr().out
