@@ -16,11 +16,10 @@ each end is seen apart.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +27,8 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 
 import asyncpg  # noqa: E402
 
-from bench.agent_loop import cpu_seconds, percentile  # noqa: E402
+from bench.agent_loop import cpu_seconds  # noqa: E402
+from bench.hop_rounds import HopSide, alternated, print_comparison  # noqa: E402
 from bench.local_system import postgres_bin_argument  # noqa: E402
 from o_devtools.certs import make_certificates  # noqa: E402
 from o_devtools.native_postgres import NativePostgres  # noqa: E402
@@ -41,13 +41,8 @@ QUERY = "SELECT $1::text || repeat('x', $2::int) AS v"
 
 
 @dataclass
-class Side:
-    name: str
-    url: str
-    medians: list[float] = field(default_factory=list)
-    all_us: list[float] = field(default_factory=list)
-    client_us: list[float] = field(default_factory=list)
-    backend_us: list[float] = field(default_factory=list)
+class Side(HopSide):
+    url: str = ""
 
 
 async def one_round(side: Side, queries: int, row_bytes: int) -> None:
@@ -62,41 +57,22 @@ async def one_round(side: Side, queries: int, row_bytes: int) -> None:
             start = time.perf_counter()
             await conn.fetchval(QUERY, "a", row_bytes)
             took.append((time.perf_counter() - start) * 1e6)
-        side.client_us.append((time.process_time() - mine) / queries * 1e6)
-        side.backend_us.append((cpu_seconds(backend) - backend_before) / queries * 1e6)
+        cpu = {
+            "client": time.process_time() - mine,
+            "backend": cpu_seconds(backend) - backend_before,
+        }
     finally:
         await conn.close()
-    side.medians.append(statistics.median(took))
-    side.all_us.extend(took)
-
-
-def report(side: Side) -> str:
-    return (
-        f"  {side.name:5}  round trip median {statistics.median(side.medians):5.0f} us"
-        f" (rounds {', '.join(f'{m:.0f}' for m in side.medians)}), p99"
-        f" {percentile(side.all_us, 0.99):5.0f} | CPU us per query: client"
-        f" {statistics.median(side.client_us):.1f},"
-        f" backend {statistics.median(side.backend_us):.1f}"
-    )
+    side.record(took, cpu, queries)
 
 
 async def compare(sides: list[Side], queries: int, rounds: int, row_bytes: int) -> None:
-    for i in range(rounds):
-        for side in sides if i % 2 == 0 else sides[::-1]:
-            await one_round(side, queries, row_bytes)
-    print(
+    await alternated(sides, rounds, lambda side: one_round(side, queries, row_bytes))
+    print_comparison(
+        sides,
         f"{queries} queries a round (a {row_bytes}-byte row each), {rounds} rounds, alternated"
-        " (medians of the rounds)"
-    )
-    for side in sides:
-        print(report(side))
-    plain, tls = sides
-    print(
-        "  TLS - plain:"
-        f" {statistics.median(tls.medians) - statistics.median(plain.medians):+.0f} us a round"
-        f" trip; CPU client"
-        f" {statistics.median(tls.client_us) - statistics.median(plain.client_us):+.1f},"
-        f" backend {statistics.median(tls.backend_us) - statistics.median(plain.backend_us):+.1f}"
+        " (medians of the rounds)",
+        "query",
     )
 
 
@@ -111,7 +87,7 @@ def main(postgres_bin: Path, queries: int, rounds: int, row_bytes: int) -> None:
         try:
             for server in servers:
                 server.start()
-            sides = [Side("plain", servers[0].url), Side("TLS", servers[1].url)]
+            sides = [Side("plain", url=servers[0].url), Side("TLS", url=servers[1].url)]
             run(compare(sides, queries, rounds, row_bytes), loop_factory(Env({})))
         finally:
             for server in servers:

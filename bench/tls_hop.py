@@ -19,11 +19,10 @@ import argparse
 import asyncio
 import multiprocessing
 import multiprocessing.synchronize
-import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,8 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 import nats  # noqa: E402
 from nats.aio.msg import Msg  # noqa: E402
 
-from bench.agent_loop import cpu_seconds, percentile  # noqa: E402
+from bench.agent_loop import cpu_seconds  # noqa: E402
+from bench.hop_rounds import HopSide, alternated, print_comparison  # noqa: E402
 from o_devtools.certs import make_certificates  # noqa: E402
 from o_devtools.embedded import EmbeddedNats  # noqa: E402
 from o_devtools.embedded_tls import TlsNats, client_tls  # noqa: E402
@@ -95,15 +95,11 @@ def respond(
 
 
 @dataclass
-class Side:
-    name: str
-    url: str
-    server_pid: int
-    certs_folder: str | None
+class Side(HopSide):
+    url: str = ""
+    server_pid: int = 0
+    certs_folder: str | None = None
     responder: multiprocessing.process.BaseProcess | None = None
-    medians: list[float] = field(default_factory=list)
-    all_us: list[float] = field(default_factory=list)
-    cpu_us: dict[str, list[float]] = field(default_factory=dict)
 
 
 async def one_round(side: Side, requests: int, request: bytes) -> None:
@@ -125,39 +121,16 @@ async def one_round(side: Side, requests: int, request: bytes) -> None:
         }
     finally:
         await nc.close()
-    side.medians.append(statistics.median(took))
-    side.all_us.extend(took)
-    for name, seconds in cpu.items():
-        side.cpu_us.setdefault(name, []).append(seconds / requests * 1e6)
-
-
-def report(side: Side) -> str:
-    cpu = ", ".join(f"{name} {statistics.median(v):.0f}" for name, v in side.cpu_us.items())
-    return (
-        f"  {side.name:5}  round trip median {statistics.median(side.medians):6.0f} us"
-        f" (rounds {', '.join(f'{m:.0f}' for m in side.medians)}), p99 "
-        f"{percentile(side.all_us, 0.99):6.0f} | CPU us per request: {cpu}"
-    )
+    side.record(took, cpu, requests)
 
 
 async def compare(sides: list[Side], requests: int, rounds: int, request: bytes) -> None:
-    for i in range(rounds):
-        for side in sides if i % 2 == 0 else sides[::-1]:
-            await one_round(side, requests, request)
-    print(
+    await alternated(sides, rounds, lambda side: one_round(side, requests, request))
+    print_comparison(
+        sides,
         f"{requests} requests of {len(request)} bytes a round, {rounds} rounds, alternated"
-        " (medians of the rounds)"
-    )
-    for side in sides:
-        print(report(side))
-    plain, tls = sides
-    print(
-        f"  TLS - plain: {statistics.median(tls.medians) - statistics.median(plain.medians):+.0f}"
-        " us a round trip; CPU "
-        + ", ".join(
-            f"{name} {statistics.median(tls.cpu_us[name]) - statistics.median(v):+.0f}"
-            for name, v in plain.cpu_us.items()
-        )
+        " (medians of the rounds)",
+        "request",
     )
 
 
@@ -176,7 +149,14 @@ def main(requests: int, rounds: int, request_bytes: int, reply_bytes: int) -> No
             for server, folder in zip(servers, (None, str(certs.folder)), strict=True):
                 server.start()
                 assert server.pid is not None
-                sides.append(Side(server.__class__.__name__, server.url, server.pid, folder))
+                sides.append(
+                    Side(
+                        server.__class__.__name__,
+                        url=server.url,
+                        server_pid=server.pid,
+                        certs_folder=folder,
+                    )
+                )
             sides[0].name, sides[1].name = "plain", "TLS"
             for side in sides:
                 ready = context.Event()
