@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from bench.agent_loop import percentile
+from o_runtime.env import Env
+from o_runtime.event_loop import loop_factory, run
 
 
 @dataclass
@@ -41,12 +43,25 @@ def report(side: HopSide, per: str) -> str:
 S = TypeVar("S", bound=HopSide)
 
 
-async def alternated(
-    sides: Sequence[S], rounds: int, one_round: Callable[[S], Awaitable[None]]
+def compare(
+    sides: Sequence[S],
+    rounds: int,
+    one_round: Callable[[S], Awaitable[None]],
+    a_round: str,
+    per: str,
 ) -> None:
-    for i in range(rounds):
-        for side in sides if i % 2 == 0 else sides[::-1]:
-            await one_round(side)
+    """`rounds` rounds of `one_round` on each side (on uvloop, as the services run), the side
+    going first flipped every round, then the comparison; `a_round` says what one round does
+    ("3000 requests of 600 bytes"), `per` what one round trip is ("request")."""
+
+    async def rounds_made() -> None:
+        for i in range(rounds):
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                await one_round(side)
+
+    run(rounds_made(), loop_factory(Env({})))
+    heading = f"{a_round} a round, {rounds} rounds, alternated (medians of the rounds)"
+    print_comparison(sides, heading, per)
 
 
 def print_comparison(sides: Sequence[HopSide], heading: str, per: str) -> None:

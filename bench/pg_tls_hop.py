@@ -28,12 +28,10 @@ sys.path[:0] = [str(ROOT / "contracts"), str(ROOT / "services"), str(ROOT)]
 import asyncpg  # noqa: E402
 
 from bench.agent_loop import cpu_seconds  # noqa: E402
-from bench.hop_rounds import HopSide, alternated, print_comparison  # noqa: E402
+from bench.hop_rounds import HopSide, compare  # noqa: E402
 from bench.local_system import postgres_bin_argument  # noqa: E402
 from o_devtools.certs import make_certificates  # noqa: E402
 from o_devtools.native_postgres import NativePostgres  # noqa: E402
-from o_runtime.env import Env  # noqa: E402
-from o_runtime.event_loop import loop_factory, run  # noqa: E402
 
 WARMUP = 300
 # A row about the size of an agent's (the gateway's read before it sends a run's command).
@@ -66,16 +64,6 @@ async def one_round(side: Side, queries: int, row_bytes: int) -> None:
     side.record(took, cpu, queries)
 
 
-async def compare(sides: list[Side], queries: int, rounds: int, row_bytes: int) -> None:
-    await alternated(sides, rounds, lambda side: one_round(side, queries, row_bytes))
-    print_comparison(
-        sides,
-        f"{queries} queries a round (a {row_bytes}-byte row each), {rounds} rounds, alternated"
-        " (medians of the rounds)",
-        "query",
-    )
-
-
 def main(postgres_bin: Path, queries: int, rounds: int, row_bytes: int) -> None:
     with tempfile.TemporaryDirectory(prefix="o-pg-tls-hop-") as tmp:
         base = Path(tmp)
@@ -88,7 +76,13 @@ def main(postgres_bin: Path, queries: int, rounds: int, row_bytes: int) -> None:
             for server in servers:
                 server.start()
             sides = [Side("plain", url=servers[0].url), Side("TLS", url=servers[1].url)]
-            run(compare(sides, queries, rounds, row_bytes), loop_factory(Env({})))
+            compare(
+                sides,
+                rounds,
+                lambda side: one_round(side, queries, row_bytes),
+                f"{queries} queries of a {row_bytes}-byte row",
+                "query",
+            )
         finally:
             for server in servers:
                 server.stop()

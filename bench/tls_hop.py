@@ -33,7 +33,7 @@ import nats  # noqa: E402
 from nats.aio.msg import Msg  # noqa: E402
 
 from bench.agent_loop import cpu_seconds  # noqa: E402
-from bench.hop_rounds import HopSide, alternated, print_comparison  # noqa: E402
+from bench.hop_rounds import HopSide, compare  # noqa: E402
 from o_devtools.certs import make_certificates  # noqa: E402
 from o_devtools.embedded import EmbeddedNats  # noqa: E402
 from o_devtools.embedded_tls import TlsNats, client_tls  # noqa: E402
@@ -124,16 +124,6 @@ async def one_round(side: Side, requests: int, request: bytes) -> None:
     side.record(took, cpu, requests)
 
 
-async def compare(sides: list[Side], requests: int, rounds: int, request: bytes) -> None:
-    await alternated(sides, rounds, lambda side: one_round(side, requests, request))
-    print_comparison(
-        sides,
-        f"{requests} requests of {len(request)} bytes a round, {rounds} rounds, alternated"
-        " (medians of the rounds)",
-        "request",
-    )
-
-
 def main(requests: int, rounds: int, request_bytes: int, reply_bytes: int) -> None:
     _heap_as_in_a_service()
     context = multiprocessing.get_context("spawn")
@@ -169,7 +159,13 @@ def main(requests: int, rounds: int, request_bytes: int, reply_bytes: int) -> No
                 if not ready.wait(30):
                     raise RuntimeError(f"the {side.name} responder did not start")
             request = b"q" * request_bytes
-            run(compare(sides, requests, rounds, request), loop_factory(Env({})))
+            compare(
+                sides,
+                rounds,
+                lambda side: one_round(side, requests, request),
+                f"{requests} requests of {len(request)} bytes",
+                "request",
+            )
         finally:
             for side in sides:
                 if side.responder is not None:
