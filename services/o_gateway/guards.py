@@ -356,20 +356,12 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def allowed_methods(routes: list[Any], path: str) -> set[str]:
-    """The methods of every route whose path matches (routers included, prefixes and all)."""
+    """The methods of every route whose path matches (the app's routes are its own:
+    app.add_routes)."""
     methods: set[str] = set()
     for route in routes:
-        if isinstance(route, Route):
-            if route.methods and route.path_regex.match(path):
-                methods |= route.methods
-            continue
-        # A router included into the app (FastAPI keeps it whole, with its prefix).
-        inner = getattr(route, "original_router", None)
-        context = getattr(route, "include_context", None)
-        if inner is not None:
-            prefix = getattr(context, "prefix", "")
-            if path.startswith(prefix):
-                methods |= allowed_methods(inner.routes, path[len(prefix) :])
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods |= route.methods
     return methods
 
 
