@@ -565,8 +565,10 @@ def _describe(code: int) -> str:
 
 
 # The services kept with a spare process by default (O_SPARES): the executor, whose
-# in-flight runs users wait on while a replacement starts (o_runtime/standby.py).
-DEFAULT_SPARES = ("executor",)
+# in-flight runs users wait on while a replacement starts, and the gateway, without which
+# (one replica) no client is answered at all: a cold start is ~3 s of imports, a spare's
+# takeover a few tenths (o_runtime/standby.py; bench/README.md "Supervision outage").
+DEFAULT_SPARES = ("executor", "gateway")
 
 
 def services_from_env(env: Mapping[str, str]) -> list[ServiceSpec]:

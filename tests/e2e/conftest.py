@@ -197,8 +197,9 @@ async def system(
                     s,
                     f"o_{s}",
                     replicas=EXECUTOR_REPLICAS if s == "executor" else 1,
-                    # As `make run` keeps one (O_SPARES): test_fast_takeover.py promotes it.
-                    spare=s == "executor",
+                    # As `make run` keeps them (O_SPARES): test_fast_takeover.py promotes
+                    # each.
+                    spare=s in ("executor", "gateway"),
                 )
                 for s in SERVICES
             ],

@@ -22,6 +22,7 @@ from nats.js.errors import KeyNotFoundError
 from o_contracts import subjects
 from o_contracts.envelope import decode
 from o_contracts.requests import ExecutionState, ExecutionStatus
+from o_devtools.health import wait_healthy
 from o_runtime.holdings import HELD_BUCKET, Held, ack_position
 from o_runtime.roll_call import roll_call
 from tests.e2e.conftest import System
@@ -221,3 +222,31 @@ async def execution_events(nc: Any, execution_id: str) -> list[Any]:
         decode(raw)
         for _, raw in await on_subject(nc, subjects.tool_execution_subject(execution_id))
     ]
+
+
+async def test_a_killed_gateway_is_replaced_by_its_loaded_spare_and_loses_nothing(
+    system: System,
+) -> None:
+    """The gateway has a spare too (O_SPARES): with one replica, every client waits while a
+    gateway starts, and a spare has done the slow part (bench/README.md, "Supervision
+    outage": ~4 s cold, a few tenths with the spare)."""
+    supervisor = system.supervisor
+    await asyncio.wait_for(supervisor.wait_spare_loaded("gateway"), DEADLINE)
+    spare = supervisor.spare_pid("gateway")
+    written = await system.http.post("/v1/blocks/", json={"label": "before", "value": "kept"})
+    assert written.status_code == 200, written.text
+    restarts = supervisor.restart_count("gateway")
+    (victim,) = supervisor.pids("gateway")
+    os.kill(victim, signal.SIGKILL)
+    await asyncio.wait_for(supervisor.wait_for_restarts("gateway", restarts + 1), DEADLINE)
+    # The spare took the dead gateway's place (no new process was started for it) ...
+    assert supervisor.pids("gateway") == [spare]
+    await wait_healthy(system.http)
+    # ... and answers: what was acknowledged before the kill, and a new write.
+    block = await system.http.get(f"/v1/blocks/{written.json()['id']}")
+    assert block.status_code == 200 and block.json()["value"] == "kept"
+    after = await system.http.post("/v1/blocks/", json={"label": "after", "value": "new"})
+    assert after.status_code == 200, after.text
+    # A new spare follows, for the next death.
+    await asyncio.wait_for(supervisor.wait_spare_loaded("gateway"), DEADLINE)
+    assert supervisor.spare_pid("gateway") not in (None, spare, victim)

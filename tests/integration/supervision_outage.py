@@ -1,5 +1,7 @@
-"""How long `make run` is unavailable after a kill -9 of nats-server, the postmaster or one
-Postgres backend: `.venv/bin/python -m tests.integration.supervision_outage [--rounds N]`.
+"""How long `make run` is unavailable after a kill -9 of nats-server, the postmaster, one
+Postgres backend or the gateway: `.venv/bin/python -m tests.integration.supervision_outage
+[--rounds N] [--kinds nats,postmaster,backend,gateway]` (`O_SPARES=executor` in the
+environment: the gateway without its spare).
 
 Runs the real supervisor (`python -m o_devtools.supervisor`: embedded NATS and Postgres, the
 five services) against the local fake OpenAI server, keeps `--clients` clients sending agent
@@ -10,7 +12,8 @@ kills, and reports per kill:
 - longest wait: the slowest successful answer among messages in flight at the kill or sent
   after it until recovery;
 - failed: answers other than 200 (or no answer within --timeout) meanwhile;
-- server back: the supervisor's own "is back" time (kill to a ready server).
+- server back: the supervisor's own "is back" time (kill to a ready server; NATS and
+  Postgres only).
 
 Not a test (timings, not assertions); the tests of the same behaviour are in
 test_supervised_servers.py.
@@ -121,7 +124,14 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="kills of each kind")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=60.0, help="per request")
-    parser.add_argument("--kinds", default="nats,postmaster,backend")
+    parser.add_argument("--kinds", default="nats,postmaster,backend,gateway")
+    parser.add_argument(
+        "--between",
+        type=float,
+        default=3.0,
+        help="seconds of steady load before each kill (a service that lived 30 s is restarted"
+        " at once; one killed sooner after its start waits out the supervisor's backoff)",
+    )
     args = parser.parse_args()
 
     fake = FakeOpenAI()
@@ -170,11 +180,12 @@ async def main() -> int:
             "nats": lambda: _pid_file(data / "nats" / "nats-server.pid"),
             "postmaster": lambda: _pid_file(data / "postgres" / "postmaster.pid"),
             "backend": lambda: _client_backend(_pid_file(data / "postgres" / "postmaster.pid")),
+            "gateway": lambda: _listening(port),
         }
         results: dict[str, list[tuple[float, float, int, float | None]]] = {}
         for kind in args.kinds.split(","):
             for _ in range(args.rounds):
-                await probe.steady(3.0)
+                await probe.steady(args.between)
                 victim = kills[kind]()
                 if victim is None:
                     print(f"{kind}: nothing to kill", flush=True)
@@ -220,6 +231,23 @@ def _server_back(log_path: Path, since: int) -> float | None:
         text = f.read().decode(errors="replace")
     found = re.search(r"is back \(pid \d+\), ([\d.]+)s after it died", text)
     return float(found.group(1)) if found else None
+
+
+def _listening(port: int) -> int | None:
+    """The process serving HTTP on `port` (the gateway replica, not its waiting spare): the
+    listening socket's inode in /proc/net/tcp, then the process holding it."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            inodes.add(f"socket:[{inode}]")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                    return int(entry.name)
+    return None
 
 
 def _started_pids(data: Path) -> list[int]:
