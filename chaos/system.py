@@ -259,10 +259,13 @@ class System:
     # -- processes ---------------------------------------------------------------------------
 
     def service_pids(self) -> dict[str, list[int]]:
-        """Live children of the supervisor, by service (replicas in the order listed)."""
+        """Live children of the supervisor serving as replicas, by service, in the order
+        listed (not the spares waiting to replace one: killing those costs nobody anything)."""
         out: dict[str, list[int]] = {name: [] for name in SERVICES}
-        for pid, _start in _read_json(self.base / "supervisor.json").get("children", []):
-            name = _service_of(pid) if alive(pid) else None
+        state = _read_json(self.base / "supervisor.json")
+        spares = set(state.get("spares", []))
+        for pid, _start in state.get("children", []):
+            name = _service_of(pid) if alive(pid) and pid not in spares else None
             if name is not None:
                 out.setdefault(name, []).append(pid)
         return out

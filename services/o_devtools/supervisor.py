@@ -362,11 +362,17 @@ class Supervisor:
         """Record our pid and the children's, for `claim_state_file` after a kill -9 of us."""
         if self._state_file is None:
             return
-        procs = [r.proc for r in self._replicas] + [s.proc for s in self._spares.values()]
+        spares = [s.proc for s in self._spares.values()]
+        procs = [r.proc for r in self._replicas] + spares
         children = [
             [p.pid, _start_time(p.pid)] for p in procs if p is not None and p.returncode is None
         ]
-        state = {"supervisor": [os.getpid(), _start_time(os.getpid())], "children": children}
+        state = {
+            "supervisor": [os.getpid(), _start_time(os.getpid())],
+            "children": children,
+            # (which children are waiting spares: the chaos suite kills the serving ones)
+            "spares": [p.pid for p in spares if p is not None and p.returncode is None],
+        }
         _write_json(self._state_file, state)
 
 

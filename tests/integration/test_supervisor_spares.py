@@ -5,6 +5,7 @@ promoted, and nothing is left running after a stop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -56,11 +57,13 @@ async def gone(pid: int) -> None:
 async def test_a_killed_replica_is_replaced_by_its_loaded_spare_and_a_new_spare_follows(
     tmp_path: Path,
 ) -> None:
+    state_file = tmp_path.parent / f"{tmp_path.name}-supervisor.json"
     sup = Supervisor(
         [ServiceSpec("svc", (*SERVICE, str(tmp_path)), spare=True)],
         dict(os.environ),
         stable_after=0.0,  # every exit is an isolated crash: restarted at once
         spare_after=0.0,
+        state_file=state_file,
     )
     await sup.start()
     try:
@@ -69,6 +72,10 @@ async def test_a_killed_replica_is_replaced_by_its_loaded_spare_and_a_new_spare_
         [first] = sup.pids("svc")
         assert spare is not None and spare != first
         assert os.listdir(tmp_path) == []  # loaded, not started
+        # The state file tells the spare from the replica (the chaos suite kills replicas).
+        state = json.loads(state_file.read_text())
+        assert {pid for pid, _ in state["children"]} == {first, spare}
+        assert state["spares"] == [spare]
 
         os.kill(first, signal.SIGKILL)
         await asyncio.wait_for(sup.wait_for_restarts("svc", 1), DEADLINE)
@@ -77,6 +84,8 @@ async def test_a_killed_replica_is_replaced_by_its_loaded_spare_and_a_new_spare_
         await asyncio.wait_for(sup.wait_spare_loaded("svc"), DEADLINE)
         second_spare = sup.spare_pid("svc")
         assert second_spare is not None and second_spare not in (first, spare)
+        # The promoted spare is a replica now.
+        assert json.loads(state_file.read_text())["spares"] == [second_spare]
         # The promoted one ran on past its word (it recorded it); the new spare waits.
         assert os.listdir(tmp_path) == [str(spare)]
     finally:
