@@ -207,6 +207,11 @@ async def system(
         ),
         env,
         backoff_initial=0.2,
+        # The suite kills executors many times a minute on purpose (test_durable_runs.py and
+        # others); with the default (a replica stable only after 30 s, waits doubling to 30 s)
+        # the ninth kill in a row waited out a test's whole deadline. The backoff itself is
+        # tested in tests/integration/test_embedded_and_supervisor.py.
+        backoff_max=1.0,
     )
     await supervisor.start()
     base_url = f"http://127.0.0.1:{port}"
