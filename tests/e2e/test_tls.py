@@ -11,12 +11,18 @@ them: `O_NATS_TLS_CA`/`_CERT`/`_KEY` and a DATABASE_URL with `sslmode=verify-ful
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import ssl
+import subprocess
 import tempfile
+import threading
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -31,6 +37,7 @@ from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor, wit
 from o_runtime.nats_identity import NKEY_ENV, Identity
 from o_runtime.nats_tls import NatsTls
 from tests.e2e.conftest import SECRETS_KEY, free_port
+from tests.e2e.support import until
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -248,3 +255,91 @@ async def test_postgres_refuses_a_plaintext_client(tls_system: TlsSystem) -> Non
     dsn = tls_system.postgres.tls_url("o").split("?", 1)[0] + "?sslmode=disable"
     with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError, match="over TLS only"):
         await asyncpg.connect(dsn, timeout=10)
+
+
+async def answered_in_time(
+    http: httpx.AsyncClient, agent_id: str, text: str, deadline: float = 60.0
+) -> dict[str, Any]:
+    """The message sent until it is answered, as a client does while O reconnects (5xx,
+    connection refused): under one Idempotency-Key, so a try that got through runs once."""
+    key = {"Idempotency-Key": f"tls-{uuid.uuid4().hex}"}
+    body = {"messages": [{"role": "user", "content": text}]}
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while True:
+        try:
+            sent = await http.post(
+                f"/v1/agents/{agent_id}/messages", json=body, headers=key, timeout=20
+            )
+            if sent.status_code == 200:
+                result: dict[str, Any] = sent.json()
+                return result
+            assert sent.status_code >= 500, sent.text
+            failure = f"{sent.status_code} {sent.text}"
+        except httpx.TransportError as exc:
+            failure = repr(exc)
+        assert loop.time() < end, f"not answered in {deadline}s: {failure}"
+        await asyncio.sleep(0.2)  # (a client's pause between tries)
+
+
+async def killed(proc: subprocess.Popen[bytes] | None) -> None:
+    assert proc is not None and proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(proc.wait)
+
+
+async def test_nats_and_postgres_killed_come_back_and_nothing_acknowledged_is_lost(
+    tls_system: TlsSystem,
+) -> None:
+    """The deployment's configuration under a crash: nats-server and then Postgres die
+    (SIGKILL) and start again; every service reconnects over TLS (the handshake first, the
+    client certificate, verify-full), and what was acknowledged before each death is there
+    once."""
+    http, llm = tls_system.http, tls_system.llm
+    llm.reset()
+    created = await http.post(
+        "/v1/agents/",
+        json={"model": "openai/gpt-4o-mini", "memory_blocks": [{"label": "human", "value": ""}]},
+    )
+    assert created.status_code == 200, created.text
+    agent_id = created.json()["id"]
+    llm.push(
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})]),
+        Reply(content="Noted."),
+    )
+    first = await answered_in_time(http, agent_id, "I like tea")
+    assert first["messages"][-1]["content"] == "Noted."
+
+    await killed(tls_system.nats.proc)
+    await asyncio.to_thread(tls_system.nats.start)
+    after_nats = await answered_in_time(http, agent_id, "after nats")
+    assert after_nats["messages"][-1]["content"] == "echo: after nats"
+
+    await killed(tls_system.postgres.proc)
+    await asyncio.to_thread(tls_system.postgres.start)
+    after_postgres = await answered_in_time(http, agent_id, "after postgres")
+    assert after_postgres["messages"][-1]["content"] == "echo: after postgres"
+
+    # NATS dies while a run waits for its model: the run finishes once all the same.
+    answering = threading.Event()
+    llm.push(Reply(content="Held.", release=answering))
+    asked = len(llm.requests)
+    during = asyncio.create_task(answered_in_time(http, agent_id, "during"))
+    try:
+        await until(llm, lambda requests: len(requests) > asked)
+        await killed(tls_system.nats.proc)
+        await asyncio.to_thread(tls_system.nats.start)
+    finally:
+        answering.set()
+    assert (await during)["messages"][-1]["content"] == "Held."
+
+    history = (await http.get(f"/v1/agents/{agent_id}/messages", params={"limit": 100})).json()
+    said = [m["content"] for m in history if m["message_type"] == "user_message"]
+    assert said == ["I like tea", "after nats", "after postgres", "during"]
+    answers = [m["content"] for m in history if m["message_type"] == "assistant_message"]
+    assert answers == ["Noted.", "echo: after nats", "echo: after postgres", "Held."]
+    block = (await http.get(f"/v1/agents/{agent_id}/core-memory/blocks/human")).json()
+    assert block["value"].count("Likes: tea") == 1
+    # Reconnected, not restarted.
+    for name in DEFAULT_SERVICES:
+        assert tls_system.supervisor.restart_count(name) == 0, name
