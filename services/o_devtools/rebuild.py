@@ -15,10 +15,11 @@ import sys
 
 from o_contracts import projection_names as names
 from o_devtools.embedded import data_dir
-from o_devtools.supervisor import read_endpoints
+from o_devtools.endpoints import tool_endpoints
 from o_runtime.db import connect_pool
 from o_runtime.eventlog import EventLog
-from o_runtime.nats_identity import NKEY_ENV, Identity
+from o_runtime.nats_identity import Identity
+from o_runtime.nats_tls import TlsMisconfigured
 from o_runtime.projector import Projection, Projector, Rebuilt
 
 # Every projection, by the service that owns it ("module:attribute").
@@ -69,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown projection(s): {', '.join(unknown)}")
     # Explicit settings win; otherwise the system `make run` started in the data folder.
-    endpoints = read_endpoints(data_dir()) | {
-        k: v for k in ("NATS_URL", "DATABASE_URL", NKEY_ENV) if (v := os.environ.get(k))
-    }
+    endpoints = tool_endpoints(data_dir(), os.environ)
     nats_url, database_url = endpoints.get("NATS_URL"), endpoints.get("DATABASE_URL")
     if not nats_url or not database_url:
         print(
@@ -80,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    # An operator's identity: O_NATS_NKEY, or the one `make run` keeps in the data folder.
-    identity = Identity.of("operator", {NKEY_ENV: endpoints.get(NKEY_ENV, "")})
+    # An operator's identity: O_NATS_NKEY, or the one `make run` keeps in the data folder
+    # (and NATS' TLS the same way).
+    try:
+        identity = Identity.of("operator", endpoints)
+    except TlsMisconfigured as exc:
+        print(exc, file=sys.stderr)
+        return 2
     for name, done in asyncio.run(rebuild(names, nats_url, database_url, identity)).items():
         line = f"{name}: replayed {done.replayed} events"
         if done.skipped:

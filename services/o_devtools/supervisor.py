@@ -35,6 +35,7 @@ from o_devtools.embedded import (
     die_with_parent,
     pid_alive,
 )
+from o_devtools.endpoints import write_endpoints
 from o_runtime.nats_identity import NKEY_ENV
 from o_runtime.standby import PROMOTE, READY_FD_ENV, STANDBY_ENV
 
@@ -668,22 +669,6 @@ async def _supervise_until(
         log.info("services stopped")
 
 
-ENDPOINTS_FILE = "endpoints.json"
-
-
-def write_endpoints(base: Path, env: Mapping[str, str], operator: Path | None = None) -> None:
-    """Where the running system is; with `operator`, the seed file tools connect with."""
-    endpoints = {"NATS_URL": env["NATS_URL"], "DATABASE_URL": env["DATABASE_URL"]}
-    if operator is not None:
-        endpoints[NKEY_ENV] = str(operator)
-    _write_json(base / ENDPOINTS_FILE, endpoints)
-
-
-def read_endpoints(base: Path) -> dict[str, str]:
-    data = _read_json(base / ENDPOINTS_FILE)
-    return {k: str(v) for k, v in data.items()}
-
-
 async def _unless_stopped(stop: asyncio.Event, work: asyncio.Future[Any]) -> bool:
     """Await `work` unless `stop` is set first (then cancel it). True if it completed."""
     stopped = asyncio.ensure_future(stop.wait())
@@ -697,6 +682,36 @@ async def _unless_stopped(stop: asyncio.Event, work: asyncio.Future[Any]) -> boo
         return False
     work.result()  # raises what it raised
     return True
+
+
+# O_EMBEDDED_TLS=1: the embedded servers speak TLS only, as a deployment's do (certificates
+# made at each start in <data>/certs; o_devtools/embedded_tls.py). For trying the TLS code
+# paths under `make run` or the chaos suite; off by default (loopback needs none).
+EMBEDDED_TLS_ENV = "O_EMBEDDED_TLS"
+
+
+def embedded_servers(
+    env: Mapping[str, str], base: Path
+) -> tuple[EmbeddedNats | None, EmbeddedPostgres | None, dict[str, str]]:
+    """The servers to start here (those the environment does not point elsewhere), and what
+    the services need in their environment to reach them (NATS' TLS)."""
+    want_nats, want_postgres = not env.get("NATS_URL"), not env.get("DATABASE_URL")
+    if env.get(EMBEDDED_TLS_ENV, "0").strip().lower() in ("", "0", "false", "no"):
+        return (
+            EmbeddedNats(base) if want_nats else None,
+            EmbeddedPostgres(base) if want_postgres else None,
+            {},
+        )
+    # (Imported only here: `cryptography` is no part of a plain start.)
+    from o_devtools.certs import make_certificates
+    from o_devtools.embedded_tls import TlsNats, TlsPostgres, client_env
+
+    certs = make_certificates(base / "certs")
+    return (
+        TlsNats(base, certs) if want_nats else None,
+        TlsPostgres(base, certs) if want_postgres else None,
+        client_env(certs) if want_nats else {},
+    )
 
 
 async def run(env: Mapping[str, str]) -> int:
@@ -720,13 +735,14 @@ async def run(env: Mapping[str, str]) -> int:
     keepers: list[ServerKeeper] = []
     seed_file = identities_in(env)
     operator: Path | None = None
-    if not env.get("NATS_URL"):
-        nats = EmbeddedNats(base)
+    nats, postgres, tls_env = embedded_servers(env, base)
+    child_env |= tls_env
+    if nats is not None:
         keepers.append(ServerKeeper(nats))
         seed_file = nats.seed_file
         operator = nats.seed_file("operator")
-    if not env.get("DATABASE_URL"):
-        keepers.append(ServerKeeper(EmbeddedPostgres(base)))
+    if postgres is not None:
+        keepers.append(ServerKeeper(postgres))
     try:
         if keepers:
             log.info("starting embedded servers in %s", base)

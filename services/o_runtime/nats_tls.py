@@ -21,6 +21,7 @@ the variable's name; reconnections reuse it.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 from collections.abc import Mapping
@@ -80,12 +81,14 @@ class NatsTls:
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for `nats.connect`."""
+        _quiet_eof_warning()
         return {"tls": self.context, "tls_handshake_first": self.handshake_first}
 
     def security(self) -> Any:
         """The same for FastStream's `NatsBroker` (its `security=`)."""
         from faststream.nats.security import NatsSecurity
 
+        _quiet_eof_warning()
         return NatsSecurity(ssl_context=self.context, tls_handshake_first=self.handshake_first)
 
     @classmethod
@@ -105,3 +108,22 @@ class NatsTls:
             key_file=Path(key) if key else None,
             handshake_first=first in _TRUE,
         )
+
+
+# asyncio's own TLS transport (the tools' event loop; the services run uvloop's) logs this at
+# every close of a nats-py connection over TLS: nats-py's stream protocol asks to keep the
+# socket half open, which TLS cannot. The connection is ending either way; the line would only
+# end up in the output of `python -m o_ops` and the supervisor's log.
+_EOF_WARNING = "returning true from eof_received() has no effect when using ssl"
+
+
+class _QuietEofWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _EOF_WARNING
+
+
+_QUIET = _QuietEofWarning()
+
+
+def _quiet_eof_warning() -> None:
+    logging.getLogger("asyncio").addFilter(_QUIET)  # (once: a filter is added only once)

@@ -12,6 +12,7 @@ them: `O_NATS_TLS_CA`/`_CERT`/`_KEY` and a DATABASE_URL with `sslmode=verify-ful
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import ssl
@@ -37,6 +38,7 @@ from o_devtools.supervisor import DEFAULT_SERVICES, ServiceSpec, Supervisor, wit
 from o_runtime.nats_identity import NKEY_ENV, Identity
 from o_runtime.nats_tls import NatsTls
 from tests.e2e.conftest import SECRETS_KEY, free_port
+from tests.e2e.ops_support import o_ops
 from tests.e2e.support import until
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -57,6 +59,8 @@ class TlsSystem:
     health: dict[str, str]
     # Another CA, which signed nothing these servers hold.
     stranger: Certificates
+    # What the services were started with.
+    env: dict[str, str]
 
     @property
     def nats(self) -> TlsNats:
@@ -124,7 +128,7 @@ async def tls_system() -> AsyncIterator[TlsSystem]:
         try:
             await wait_healthy(http)
             health = {name: f"http://127.0.0.1:{p}" for name, p in ports.items()}
-            yield TlsSystem(http, llm, servers, certs, supervisor, health, stranger)
+            yield TlsSystem(http, llm, servers, certs, supervisor, health, stranger, env)
         finally:
             await http.aclose()
             await supervisor.stop()
@@ -241,6 +245,22 @@ async def test_the_tls_clients_reach_nats_and_postgres(tls_system: TlsSystem) ->
         )
     finally:
         await conn.close()
+
+
+async def test_the_operators_cli_connects_over_tls(tls_system: TlsSystem) -> None:
+    """`python -m o_ops` as an operator runs it beside a TLS deployment: the operator's seed,
+    the client certificate (`O_NATS_TLS_*`) and a verify-full DATABASE_URL."""
+    env = {
+        **tls_system.env,
+        NKEY_ENV: str(tls_system.nats.seed_file("operator")),
+        "O_URL": str(tls_system.http.base_url),
+    }
+    ran = await o_ops(env, "status", "--json")
+    assert ran.code == 0, ran.err
+    status = json.loads(ran.out)
+    assert {p["service"] for p in status["services"]} >= set(DEFAULT_SERVICES)
+    verified = await o_ops(env, "projections", "verify")
+    assert verified.code == 0, verified.err + verified.out
 
 
 async def test_postgres_refuses_a_client_that_does_not_trust_its_ca(

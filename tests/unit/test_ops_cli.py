@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from o_devtools.certs import make_certificates
 from o_ops.__main__ import main, parser
 from o_ops.agent_files import import_form
 from o_ops.settings import NotConfigured, OpsSettings
@@ -44,6 +45,39 @@ def test_settings_come_from_make_runs_data_folder_unless_the_environment_names_t
         "https://o.example",
         "k",
     )
+
+
+def test_nats_tls_comes_from_the_environment_or_the_data_folder_never_half_of_each(
+    tmp_path: Path,
+) -> None:
+    certs = make_certificates(tmp_path / "certs")
+    other = make_certificates(tmp_path / "other", ca_name="Another CA")
+    (tmp_path / "endpoints.json").write_text(
+        json.dumps(
+            {
+                "NATS_URL": "tls://127.0.0.1:4333",
+                "O_NATS_TLS_CA": str(certs.ca),
+                "O_NATS_TLS_CERT": str(certs.client.cert),
+                "O_NATS_TLS_KEY": str(certs.client.key),
+            }
+        )
+    )
+    base = {"O_DATA_DIR": str(tmp_path)}
+    _, from_file = OpsSettings.from_env(base).nats()
+    assert from_file.tls is not None
+    assert (from_file.tls.ca_file, from_file.tls.cert_file) == (certs.ca, certs.client.cert)
+    # The environment's CA alone (a server-only TLS): not the file's client certificate.
+    _, own = OpsSettings.from_env(base | {"O_NATS_TLS_CA": str(other.ca)}).nats()
+    assert own.tls is not None
+    assert (own.tls.ca_file, own.tls.cert_file) == (other.ca, None)
+    # An unusable file is a setting's error (exit 2), named.
+    broken = OpsSettings.from_env(base | {"O_NATS_TLS_CA": str(tmp_path / "missing.pem")})
+    with pytest.raises(NotConfigured, match="O_NATS_TLS_CA"):
+        broken.nats()
+    # Plain TCP when neither says TLS.
+    (tmp_path / "endpoints.json").write_text(json.dumps({"NATS_URL": "nats://127.0.0.1:4333"}))
+    _, plain = OpsSettings.from_env(base).nats()
+    assert plain.tls is None
 
 
 def test_a_missing_server_is_said_before_anything_is_tried(tmp_path: Path) -> None:
