@@ -89,14 +89,17 @@ def volumes(tmp_path: Path) -> Path:
 
 
 def run_nats_keys(volumes: Path) -> None:
-    """The `nats-keys` service's command: its script, `python` this interpreter, `chown`
-    a no-op unless we are root (the containers' owner ids mean nothing here otherwise)."""
+    """The `nats-keys` service's command (run as root there): its script, `python` this
+    interpreter; unless we are root, `chown` a no-op (the containers' owner ids mean nothing
+    here) and `cp` forced."""
     shell, flags, script = SERVICES["nats-keys"]["command"]
     assert (shell, flags) == ("sh", "-ec")
     box = Container("nats-keys", volumes)
     prelude = f'python() {{ {shlex.quote(sys.executable)} "$@"; }}\n'
     if os.geteuid() != 0:
-        prelude += "chown() { :; }\n"
+        # (and a copy over a 0400 file, which root may overwrite, replaces it instead)
+        prelude += 'chown() { :; }\ncp() { command cp -f "$@"; }\n'
+
     body = box.paths(script.replace("$$", "$"))
     subprocess.run(
         [shell, flags, prelude + body], env=box.env("nats://unused:4222"), check=True, timeout=120
