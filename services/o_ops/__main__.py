@@ -26,6 +26,7 @@ from o_ops import agent_files, backup, dead_letters, projections, status
 from o_ops.projections import UnknownProjection
 from o_ops.settings import NotConfigured, OpsSettings
 from o_runtime.nats_identity import IdentityMissing
+from o_runtime.one_shot_nats import NatsUnreachable
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def unreachable(settings: OpsSettings, exc: BaseException) -> str:
+    if isinstance(exc, NatsUnreachable):
+        return f"NATS at {exc}"
     if isinstance(exc, nats.errors.Error):
         return f"NATS at {settings.nats_url}: {exc!r}"
     return f"{exc!r} (NATS {settings.nats_url}, Postgres {settings.database_url})"

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from o_runtime import nats_py_fixes
+
 CA_ENV = "O_NATS_TLS_CA"
 CERT_ENV = "O_NATS_TLS_CERT"
 KEY_ENV = "O_NATS_TLS_KEY"
@@ -82,6 +84,7 @@ class NatsTls:
     def options(self) -> dict[str, Any]:
         """Keyword arguments for `nats.connect`."""
         _quiet_eof_warning()
+        nats_py_fixes.install()
         return {"tls": self.context, "tls_handshake_first": self.handshake_first}
 
     def security(self) -> Any:
@@ -89,6 +92,7 @@ class NatsTls:
         from faststream.nats.security import NatsSecurity
 
         _quiet_eof_warning()
+        nats_py_fixes.install()
         return NatsSecurity(ssl_context=self.context, tls_handshake_first=self.handshake_first)
 
     @classmethod

@@ -261,6 +261,16 @@ async def test_the_operators_cli_connects_over_tls(tls_system: TlsSystem) -> Non
     assert {p["service"] for p in status["services"]} >= set(DEFAULT_SERVICES)
     verified = await o_ops(env, "projections", "verify")
     assert verified.code == 0, verified.err + verified.out
+    # Without the client certificate, or trusting another CA: refused, and it says why
+    # (nats-py alone says only "no servers available").
+    no_cert = {k: v for k, v in env.items() if k not in ("O_NATS_TLS_CERT", "O_NATS_TLS_KEY")}
+    refused = await o_ops(no_cert, "status")
+    assert refused.code == 1
+    assert "certificate" in refused.err.lower(), refused.err
+    stranger = {**env, "O_NATS_TLS_CA": str(tls_system.stranger.ca)}
+    refused = await o_ops(stranger, "status")
+    assert refused.code == 1
+    assert "certificate verify failed" in refused.err.lower(), refused.err
 
 
 async def test_postgres_refuses_a_client_that_does_not_trust_its_ca(
