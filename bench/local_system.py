@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -32,6 +31,7 @@ from o_devtools.embedded import (  # noqa: E402
     start_servers,
 )
 from o_devtools.health import wait_healthy  # noqa: E402
+from o_devtools.ports import free_port  # noqa: E402
 from o_devtools.supervisor import (  # noqa: E402
     DEFAULT_SERVICES,
     ServiceSpec,
@@ -62,13 +62,6 @@ def postgres_bin_argument(parser: argparse.ArgumentParser) -> None:
         help="a Postgres built with SSL and pgvector to run on a loopback port instead of the"
         " embedded one (default: O_POSTGRES_BIN_DIR)",
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _servers(

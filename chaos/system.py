@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -24,18 +23,13 @@ from typing import IO, Any
 
 import httpx
 
+from o_devtools.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("gateway", "executor", "memory", "tool_sandbox", "evolution")
 API_KEY = "chaos-key"
 # Settings a developer's shell may carry that would point the system elsewhere.
 _SCRUBBED = ("NATS_URL", "DATABASE_URL", "O_SERVICES", "O_API_KEY", "NOTIFY_SOCKET")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def python_path(code: Path = ROOT) -> str:

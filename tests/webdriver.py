@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from o_devtools.ports import free_port
+
 T = TypeVar("T")
 # The W3C key for a web element's reference in JSON.
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
@@ -31,13 +32,6 @@ CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 
 class WebDriverError(RuntimeError):
     pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Element:
@@ -166,7 +160,7 @@ def browser_or_skip() -> tuple[str, str]:
 def chromium(implicit_wait: float = 10.0) -> Iterator[Browser]:
     """A headless Chromium session; its driver process is stopped (by its pid) after."""
     driver, _ = browser_or_skip()
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [driver, f"--port={port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

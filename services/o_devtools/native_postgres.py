@@ -21,23 +21,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from pathlib import Path
 
 from o_devtools.certs import Certificates
 from o_devtools.embedded import EmbeddedPostgres
+from o_devtools.ports import free_port
 
 # Loopback only, no password: trust, as the embedded server's socket has it.
 _HBA_PLAIN = "local all all trust\nhost all all 127.0.0.1/32 trust\n"
 _HBA_TLS = "local all all trust\nhostssl all all 127.0.0.1/32 trust\n"
-
-
-def _free_port() -> int:
-    # Postgres cannot pick a port itself; the window until it binds is a benchmark's risk.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class NativePostgres(EmbeddedPostgres):
@@ -54,8 +46,9 @@ class NativePostgres(EmbeddedPostgres):
         if not (self._bin_dir / "postgres").is_file():
             raise FileNotFoundError(f"no postgres in {self._bin_dir}")
         self.certs = certs
-        # Kept across restarts, as the socket is: clients already hold the address.
-        self.port = _free_port()
+        # Kept across restarts, as the socket is: clients already hold the address. (Postgres
+        # cannot pick a port itself; the window until it binds is a benchmark's risk.)
+        self.port = free_port()
 
     @property
     def bin_dir(self) -> Path:

@@ -17,7 +17,6 @@ import importlib
 import os
 import pkgutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from o_devtools.health import wait_healthy
+from o_devtools.ports import free_port
 
 PACKAGES = (
     "o_contracts",
@@ -66,13 +66,6 @@ def import_everything() -> int:
     return count
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def _requests(http: httpx.AsyncClient) -> None:
     """A block written through the log and read from its projection; a tool run in the sandbox."""
     made = await http.post("/v1/blocks/", json={"label": "smoke", "value": "it works"})
@@ -91,7 +84,7 @@ async def _requests(http: httpx.AsyncClient) -> None:
 
 async def run_system(base: Path, timeout: float) -> None:
     """`make run`'s system in `base`: started, asked, stopped (SIGTERM, exit code 0)."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED} | {
         "O_DATA_DIR": str(base),
         "O_HTTP_HOST": "127.0.0.1",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import pytest
 from letta_client import Letta
 
 from o_devtools.health import wait_healthy
+from o_devtools.ports import free_port
 from o_devtools.supervisor import ServiceSpec, Supervisor, with_identities
 from o_setup import apply_topology
 from tests.e2e.callback_receiver import CALLBACK_SECRET
@@ -35,13 +35,6 @@ SECRETS_KEY = "ZmDfcTF7_60GrrY167zsiPd67pEvs0aGOv2oasOM1Pg="
 EXECUTOR_REPLICAS = 2
 # The tests' own package, installable by tools that name it in pip_requirements.
 GREETING_MODULE = "def greeting(name):\n    return f'hello, {name}'\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # A page on another origin calls the API from a real browser (test_console_browser.py):

@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx
 
 from o_devtools.embedded import pid_alive
+from o_devtools.ports import free_port
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +138,7 @@ async def main() -> int:
     fake = FakeOpenAI()
     fake.start()
     data = Path(tempfile.mkdtemp(prefix="o-outage-"))
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("contracts", "services", ".")),
@@ -273,15 +274,6 @@ def _pids_under(data: Path) -> list[int]:
                 if str(data) in cmd or cwd.startswith(str(data)):
                     found.append(int(entry.name))
     return found
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def _until_healthy(http: httpx.AsyncClient) -> None:

@@ -31,6 +31,7 @@ import yaml
 
 from o_contracts import subjects
 from o_devtools.embedded import _nats_server_executable
+from o_devtools.ports import free_port
 from o_runtime.nats_identity import Identity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +39,6 @@ COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 # The services that run O's code with a key of their own (o_setup/roles.py).
 ROLES = ("gateway", "executor", "memory", "evolution", "tool_sandbox")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Container:
@@ -112,10 +106,10 @@ def nats_server(volumes: Path, tmp_path: Path) -> Iterator[str]:
     """The `nats` service's server, on the configuration `nats-keys` wrote."""
     run_nats_keys(volumes)
     box = Container("nats", volumes)
-    port = _free_port()
+    port = free_port()
     # Here on loopback and free ports (the container's monitoring port is its healthcheck's).
     args = [box.paths(a) for a in SERVICES["nats"]["command"] if not a.startswith("--http_port")]
-    args += ["--addr", "127.0.0.1", "--port", str(port), "--http_port", str(_free_port())]
+    args += ["--addr", "127.0.0.1", "--port", str(port), "--http_port", str(free_port())]
     log = (tmp_path / "nats.log").open("wb")
     proc = subprocess.Popen(
         [_nats_server_executable(), *args], stdout=log, stderr=subprocess.STDOUT
