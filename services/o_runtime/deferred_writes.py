@@ -55,12 +55,13 @@ class DeferredWrites:
     kept until a read needs them sent, or the transaction ends.
 
     `opening` is what begins the transaction (BEGIN, its settings and the claim): it goes
-    with the first message.
+    with the first message. None: the transaction is already open (a rebuild's batch,
+    o_runtime/projector.py).
     """
 
-    def __init__(self, conn: asyncpg.Connection, opening: str) -> None:
+    def __init__(self, conn: asyncpg.Connection, opening: str | None = None) -> None:
         self.conn = conn
-        self._kept: list[str] = [opening]
+        self._kept: list[str] = [opening] if opening is not None else []
         # Messages sent so far (one when the whole transaction went as one).
         self.messages = 0
         # Literals are written for standard_conforming_strings (Postgres' default since 9.1,

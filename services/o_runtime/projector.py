@@ -755,10 +755,21 @@ class Projector:
         return Rebuilt(count, skipped)
 
     async def _replay_batch(self, conn: asyncpg.Connection, batch: list[RawEvent]) -> list[int]:
-        """Apply a rebuild's batch (a savepoint each); the sequences of events skipped."""
+        """Apply a rebuild's batch (a savepoint each); the sequences of events skipped.
+
+        The handlers' writes go as few messages as their reads allow (deferred_writes.py:
+        usually one for the whole batch), not a round trip each: a rebuild is a long
+        sequence of them. Should the batch fail, its events are applied one by one the
+        ordinary way, which finds the one to skip.
+        """
         try:
             async with conn.transaction():
-                await self._apply_in(conn, batch, live=False)
+                at = await conn.fetchval(
+                    _CLAIM, self.name, batch[-1].seq, notify_channel(self.name)
+                )
+                writes = DeferredWrites(conn)
+                await self._apply_after(cast(asyncpg.Connection, writes), batch, at, live=False)
+                await writes.flush()
             return []
         except Exception:
             pass
