@@ -92,5 +92,7 @@ async def answered(
     except CommandTimeout as exc:
         raise HTTPException(504, f"{unanswered} ({exc})") from exc
     if not reply.ok:
-        raise HTTPException(reply.status if reply.status >= 400 else 400, reply.error or "rejected")
+        # (A refusal whose HTTP detail is an object carries it in `result`: approval_rules.py.)
+        detail = (reply.result or {}).get("detail") or reply.error or "rejected"
+        raise HTTPException(reply.status if reply.status >= 400 else 400, detail)
     return reply

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from letta_client import BadRequestError
 
+from o_contracts.approval_rules import WAITING_FOR_APPROVAL
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, parse_sse, send
+from tests.e2e.test_schedules import DEADLINE, create, runs_finished, schedule_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -299,3 +302,31 @@ async def test_a_token_streamed_answer_is_not_echoed(system: System, llm: FakeOp
     )
     chunks = [data for _, data in parse_sse(streamed.text) if isinstance(data, dict)]
     assert chunks[0]["message_type"] == "tool_return_message"
+
+
+async def test_a_scheduled_message_to_an_agent_waiting_for_approval_fails_in_lettas_words(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """Every run's input meets the agent's pending calls in the executor (Letta checks it in
+    its loop), not only a request's in the gateway: a schedule's run, queued when it fired,
+    ends failed without asking the model, and the call still waits."""
+    agent, call_id = await waiting_to_insert(system, llm, Reply(content="Saved."))
+    asked = len(llm.requests)
+    at = datetime.now(UTC) + timedelta(seconds=1.5)
+    schedule = await create(system, agent["id"], at=at.isoformat())
+    async with schedule_events(system, schedule["id"]) as events:
+        fire = await events.wait_until(lambda e: e.type == "ScheduleFired", DEADLINE)
+    run_id = fire.data.run_id
+    agent_events = await runs_finished(system, agent["id"], {run_id})
+    ran = [e for e in agent_events if getattr(e.data, "run_id", None) == run_id]
+    assert [e.type for e in ran] == ["RunQueued", "RunCompleted"]
+    assert ran[1].data.stop_reason == "error" and ran[1].data.error == WAITING_FOR_APPROVAL
+    assert len(llm.requests) == asked
+    run = (await system.http.get(f"/v1/runs/{run_id}")).json()
+    assert (run["status"], run["stop_reason"]) == ("failed", "error")
+    pending = (await system.http.get(f"/v1/agents/{agent['id']}")).json()["pending_approval"]
+    assert pending["tool_call"]["tool_call_id"] == call_id
+
+    done = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
+    assert done.status_code == 200, done.text
+    assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"

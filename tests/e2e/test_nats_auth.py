@@ -26,11 +26,12 @@ from o_contracts.envelope import Envelope, decode
 from o_contracts.events import BlockUpdated, PassageDeleted, RunStarted
 from o_contracts.ids import new_id
 from o_contracts.limits import MAX_INPUT_TEXT_BYTES, input_over_limit
-from o_contracts.models import ChatMessage
+from o_contracts.models import ApprovalDecision, ChatMessage
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from o_runtime.nats_identity import Identity
 from tests.e2e.conftest import System
 from tests.e2e.support import new_agent, plaintext_found, send
+from tests.e2e.test_approvals import INSERT
 from tests.e2e.test_tools import TOKEN_CHECK, create_tool
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.servers import Servers, operator
@@ -330,6 +331,84 @@ async def test_an_outside_publishers_oversized_command_is_refused_as_the_api_ref
     reply = await publish_command(conn, subjects.executor_command_subject(mine), envelope.encode())
     assert not reply.ok and reply.status == 400 and reason in (reply.error or "")
     assert await last_seq(subjects.agent_subject(mine)) == before
+
+
+def answers(agent_id: str, *call_ids: str, text: str | None = None) -> Envelope[Any]:
+    """A StartRun approving `call_ids` (with a message, if `text`), as a publisher sends it."""
+    messages = [ChatMessage(id=new_id("message"), role="user", content=text)] if text else []
+    command = StartRun(
+        run_id=new_id("run"),
+        agent_id=agent_id,
+        messages=messages,
+        approvals=[ApprovalDecision(tool_call_id=c) for c in call_ids],
+    )
+    return Envelope.wrap(command, aggregate_id=agent_id, producer="partner")
+
+
+async def test_an_outside_publishers_input_meets_pending_approvals_as_the_apis_does(
+    partner: tuple[Connection, str, str], system: System, llm: FakeOpenAI
+) -> None:
+    conn, mine, _ = partner
+    rules = [{"type": "requires_approval", "tool_name": INSERT[0]}]
+    patched = await system.http.patch(f"/v1/agents/{mine}", json={"tool_rules": rules})
+    assert patched.status_code == 200, patched.text
+    llm.push(Reply(tool_calls=[INSERT]))
+    asked = await send(system, mine, "I like chess")
+    assert asked["stop_reason"]["stop_reason"] == "requires_approval"
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    subject, commands = subjects.agent_subject(mine), subjects.executor_command_subject(mine)
+    before = await last_seq(subject)
+
+    # A plain message while the call waits: the API's 409, its detail whole.
+    busy = await system.http.post(f"/v1/agents/{mine}/messages", json={"input": "hello?"})
+    assert busy.status_code == 409
+    reply = await publish_command(conn, commands, start_run(mine, "hello?").encode())
+    assert (reply.ok, reply.status) == (False, 409)
+    assert reply.result == {"detail": busy.json()["detail"]}
+    assert reply.error == busy.json()["detail"]["message"]
+    # Answers to a call that does not wait: the API's 400, in its words.
+    wrong = await system.http.post(
+        f"/v1/agents/{mine}/messages",
+        json={"messages": [{"type": "approval", "approvals": [{"tool_call_id": "call_nope"}]}]},
+    )
+    assert wrong.status_code == 400
+    reply = await publish_command(conn, commands, answers(mine, "call_nope").encode())
+    assert (reply.ok, reply.status, reply.error) == (False, 400, wrong.json()["detail"])
+    # Nothing of either reached the log.
+    assert await last_seq(subject) == before
+
+    # The right answer is taken: the tool runs and the turn goes on.
+    llm.push(Reply(content="Saved."))
+    reply = await publish_command(conn, commands, answers(mine, call_id).encode())
+    assert reply.ok and reply.result is not None and reply.result["stop_reason"] == "end_turn"
+    block = await system.http.get(f"/v1/agents/{mine}/core-memory/blocks/human")
+    assert block.json()["value"] == "Name: Sam\nLikes: chess"
+    # The same answers again (a publisher retrying after the window that drops repeats):
+    # as over HTTP, and in Letta, not refused; the tool does not run again, and the turn
+    # goes on with the message sent with them, or a keep-alive message.
+    llm.push(Reply(content="Still here."), Reply(content="Yes?"))
+    reply = await publish_command(conn, commands, answers(mine, call_id).encode())
+    assert reply.ok and reply.result is not None and reply.result["stop_reason"] == "end_turn"
+    sent = llm.requests[-1]["messages"]
+    assert sent[-1]["role"] == "user" and "keep-alive" in sent[-1]["content"]
+    reply = await publish_command(conn, commands, answers(mine, call_id, text="and?").encode())
+    assert reply.ok and reply.result is not None and reply.result["stop_reason"] == "end_turn"
+    sent = llm.requests[-1]["messages"]
+    assert sent[-1]["role"] == "user" and "and?" in sent[-1]["content"]
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == [call_id]
+    assert (await system.http.get(f"/v1/agents/{mine}/core-memory/blocks/human")).json()[
+        "value"
+    ] == "Name: Sam\nLikes: chess"
+    # Nothing waits now: answers to another call are refused as the API refuses them.
+    nothing = await system.http.post(
+        f"/v1/agents/{mine}/messages",
+        json={"messages": [{"type": "approval", "approvals": [{"tool_call_id": "call_nope"}]}]},
+    )
+    assert nothing.status_code == 400
+    seq = await last_seq(subject)
+    reply = await publish_command(conn, commands, answers(mine, "call_nope").encode())
+    assert (reply.ok, reply.status, reply.error) == (False, 400, nothing.json()["detail"])
+    assert await last_seq(subject) == seq
 
 
 async def test_an_outside_publishers_malformed_command_is_refused_with_a_reason(

@@ -369,7 +369,10 @@ class LiveRun:
             measured.runs_completed.add(1, ended)
             measured.run_duration.record(time.perf_counter() - self._delivered, ended)
         if not isinstance(outcome, Completed):
-            return Reply(ok=False, status=outcome.status, error=outcome.error)
+            detail = {"detail": outcome.detail} if outcome.detail is not None else None
+            return Reply(
+                ok=False, status=outcome.status, error=outcome.error, seq=outcome.seq, result=detail
+            )
         result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}
         if outcome.summary is not None:
             result |= {

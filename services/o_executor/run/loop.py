@@ -4,9 +4,13 @@ o_executor/live/execution.py; shadow: o_executor/shadow/runner.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from o_contracts import approval_rules
+from o_contracts.approval_rules import ApprovalRefusal
 from o_contracts.events import ContextSummarized, RunCompleted, RunStarted
+from o_contracts.ids import derived_id
 from o_contracts.models import ChatMessage
 from o_executor import llm
 from o_executor.providers import Handle, UnknownProvider
@@ -32,17 +36,27 @@ class Completed:
 
 @dataclass(frozen=True)
 class Refused:
-    """Nothing of the run could be recorded (or the agent never existed): the caller is told."""
+    """Nothing of the run could be recorded, the agent never existed, or its input was
+    refused: the caller is told."""
 
     status: int
     error: str
+    # The HTTP API's `detail` where it is more than `error` (an object).
+    detail: dict[str, Any] | None = None
+    # Where the end of a run the log knew is recorded (its refusal ended it).
+    seq: int | None = None
 
 
 async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
+    if inputs.recorded.started is None:
+        inputs = _answers_repeated(inputs)
     run = Run(inputs, deps)
     cmd = run.cmd
     try:
         if inputs.recorded.started is None:
+            refused = _refused_input(inputs)
+            if refused is not None:
+                return await _refuse(run, refused, inputs.known)
             # Recorded while the first LLM call runs (every later record waits for
             # it): a crash before it lands leaves nothing, so the run starts afresh.
             deps.start(
@@ -83,6 +97,60 @@ async def run_agent(inputs: RunInputs, deps: RunDeps) -> Completed | Refused:
         known = inputs.known or inputs.recorded.started is not None
         return await agent_gone(run, known or await _start_recorded(deps))
     return Completed(stopped.reason, seq, run.state.summary)
+
+
+def _answers_repeated(inputs: RunInputs) -> RunInputs:
+    """A run whose answers the conversation already has (a sender retrying after a lost
+    turn) goes on with its messages alone, or a keep-alive message, as Letta's loop does
+    (the gateway does the same to a request before it sends it)."""
+    cmd = inputs.cmd
+    answered = [a.tool_call_id for a in cmd.approvals]
+    recent = (m.tool_call_id for m in inputs.history[-approval_rules.RECENT_MESSAGES :])
+    if not approval_rules.answered_already(
+        answered, approval_rules.pending_in(inputs.history), recent
+    ):
+        return inputs
+    keep_alive = ChatMessage(
+        id=derived_id("message", cmd.run_id, "keep-alive"),
+        role="user",
+        content=approval_rules.KEEP_ALIVE,
+    )
+    taken = cmd.model_copy(update={"approvals": [], "messages": cmd.messages or [keep_alive]})
+    return replace(inputs, command=inputs.command.model_copy(update={"data": taken}))
+
+
+def _refused_input(inputs: RunInputs) -> ApprovalRefusal | None:
+    """Why the run's input may not go to the agent as its conversation stands (Letta's
+    approval rules, whoever sent the command); None: it may. A forced summary or a
+    reflection sends no input."""
+    cmd = inputs.cmd
+    if cmd.summarize or cmd.reflect_on is not None:
+        return None
+    return approval_rules.refusal(
+        [a.tool_call_id for a in cmd.approvals],
+        approval_rules.pending_in(inputs.history),
+        sends_messages=bool(cmd.messages),
+    )
+
+
+async def _refuse(run: Run, refused: ApprovalRefusal, known: bool) -> Refused:
+    """Nothing of a refused run is recorded; but a run the log knew (queued by a decision
+    on its conversation) is ended, so that it never stays created."""
+    detail = refused.detail if isinstance(refused.detail, dict) else None
+    seq = None
+    if known:
+        seq = await run.deps.record(
+            RunCompleted(
+                run_id=run.run_id,
+                agent_id=run.agent_id,
+                stop_reason=StopReason.ERROR.value,
+                usage=run.state.usage,
+                step_count=0,
+                error=refused.message,
+            ),
+            "completed",
+        )
+    return Refused(refused.status, refused.message, detail, seq)
 
 
 async def _record_end(run: Run, stopped: Stopped) -> tuple[int, Stopped]:

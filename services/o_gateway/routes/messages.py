@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query
 from nats.aio.msg import Msg
 
+from o_contracts import approval_rules
 from o_contracts.commands import StartRun
 from o_contracts.concurrency import AGENT_ROUTES, Concurrency, policy_for
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
@@ -210,44 +211,16 @@ async def agent_and_pending(
 
 
 def checked_answers(body: SendMessageBody, pending: list[dict[str, Any]]) -> list[ApprovalDecision]:
-    """Answers must match pending tool calls; a plain message may not skip a pending one."""
+    """Answers must match pending tool calls; a plain message may not skip a pending one
+    (o_contracts/approval_rules.py; the executor checks every run's input again)."""
     answers = approval_answers(body, pending)
-    if not answers:
-        if pending:
-            raise HTTPException(
-                409,
-                {
-                    "code": "PENDING_APPROVAL",
-                    "message": "Cannot send a new message: The agent is waiting for approval"
-                    " on a tool call. Please approve or deny the pending request before"
-                    " continuing.",
-                    "pending_request_id": pending[0]["message_id"],
-                    "pending_tool_call_ids": [p["tool_call_id"] for p in pending],
-                },
-            )
-        return []
-    # Letta's words for these refusals: clients match on them.
-    if not pending:
-        raise HTTPException(
-            400,
-            "Cannot process approval response: No tool call is currently awaiting approval."
-            " Please send a regular message to interact with the agent.",
-        )
-    # As in Letta: one answer for every waiting call, no more (the calls held with
-    # them run once all are answered).
-    expected = [p["tool_call_id"] for p in pending]
-    received = [a.tool_call_id for a in answers]
-    if set(expected) != set(received):
-        raise HTTPException(
-            400, f"Invalid tool call IDs. Expected '{expected}', but received '{received}'."
-        )
+    waiting = [approval_rules.PendingCall(p["tool_call_id"], p["message_id"]) for p in pending]
+    refused = approval_rules.refusal(
+        [a.tool_call_id for a in answers], waiting, sends_messages=True
+    )
+    if refused is not None:
+        raise HTTPException(refused.status, refused.detail)
     return answers
-
-
-KEEP_ALIVE = (
-    "<system-alert>Automated keep-alive ping. Ignore this message and continue from where"
-    " you stopped.</system-alert>"
-)
 
 
 async def answered_before(
@@ -255,26 +228,23 @@ async def answered_before(
 ) -> SendMessageBody:
     """A repeat of answers the agent already has (a client retrying after a cancelled or
     lost turn) goes on as Letta does: with the request's other messages, or with a
-    keep-alive message, instead of being refused. Anything else is left as it came.
-
-    "Already has": every answered call's result is among the conversation's last ten
-    messages (in context or, after a compaction, just summarized away).
-    """
+    keep-alive message, instead of being refused (approval_rules.answered_already).
+    Anything else is left as it came."""
     answered = [a.tool_call_id for a in approval_answers(body, pending)] if not pending else []
     if not answered:
         return body
     rows = await gw.pool.fetch(
         "SELECT body->>'tool_call_id' AS call FROM messages WHERE agent_id = $1"
-        " AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq DESC LIMIT 10",
+        " AND conversation_id IS NOT DISTINCT FROM $2 ORDER BY seq DESC LIMIT $3",
         lane.agent_id,
         lane.conversation_id,
+        approval_rules.RECENT_MESSAGES,
     )
-    if not set(answered) <= {r["call"] for r in rows}:
+    if not approval_rules.answered_already(answered, [], (r["call"] for r in rows)):
         return body
     follow_up = [m for m in body.messages or [] if isinstance(m, MessageCreateBody)]
-    return body.model_copy(
-        update={"messages": follow_up or [MessageCreateBody(role="user", content=KEEP_ALIVE)]}
-    )
+    keep_alive = MessageCreateBody(role="user", content=approval_rules.KEEP_ALIVE)
+    return body.model_copy(update={"messages": follow_up or [keep_alive]})
 
 
 def request_config(body: SendMessageBody) -> dict[str, Any]:
