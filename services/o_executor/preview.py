@@ -26,6 +26,7 @@ from o_executor.live.deps import read_core
 from o_executor.providers import UnknownProvider
 from o_executor.run import RunInputs, evolution_tools, run_agent, versions
 from o_executor.run.deps import ModelRequest, Reflection, ToolOutcome
+from o_executor.run.system_prompts import SystemPrompts
 from o_memory.core_memory import CoreMemory
 
 if TYPE_CHECKING:
@@ -50,8 +51,12 @@ class NotPreviewable(Exception):
 class PreviewDeps:
     """RunDeps that read the agent's blocks and record, publish and run nothing."""
 
-    def __init__(self, core: Callable[[], Awaitable[CoreMemory]]) -> None:
+    def __init__(
+        self, core: Callable[[], Awaitable[CoreMemory]], prompts: SystemPrompts | None = None
+    ) -> None:
         self._core = core
+        # The executor's: a preview shows the prompt the conversation's next step sends.
+        self.prompts = prompts if prompts is not None else SystemPrompts()
         self._seq = 0
         self.completed: RunCompleted | None = None
 
@@ -117,7 +122,9 @@ async def preview_run(service: ExecutorService, cmd: StartRun) -> RunPreviewed:
     agent = versions.served(agent, cmd.run_id, cmd.conversation_id, None)
     agent = evolution_tools.granted(agent, service.config.evolution_enabled)
     history = await service.load_history(cmd.lane, exclude_run=cmd.run_id)
-    deps = PreviewDeps(lambda: read_core(service, cmd.agent_id, 0, cmd.isolated_block_ids))
+    deps = PreviewDeps(
+        lambda: read_core(service, cmd.agent_id, 0, cmd.isolated_block_ids), service.prompts
+    )
     command = Envelope.wrap(cmd, aggregate_id=cmd.agent_id, producer=PRODUCER)
     try:
         asked = await first_request(RunInputs(command, agent, history), deps)

@@ -32,6 +32,7 @@ from o_executor.preview import preview_run
 from o_executor.projections import runs
 from o_executor.provider_traces import TraceWriter
 from o_executor.run.agent import AgentConfig
+from o_executor.run.system_prompts import SystemPrompts
 from o_executor.run_queue import MAX_PENDING_RUNS, RunQueue
 from o_executor.settings import ExecutorSettings
 from o_memory.core_memory import CoreMemory
@@ -57,6 +58,7 @@ class ExecutorService(Service):
     run_queue: RunQueue
     traces: TraceWriter
     history: HistoryCache
+    prompts: SystemPrompts
     agent_events: EventTap
     generate_requests: WatchedAnswers
 
@@ -74,6 +76,7 @@ class ExecutorService(Service):
         self.run_queue = await RunQueue.open(self.eventlog, max_waiting=RUN_HANDLERS // 2)
         self.traces = await TraceWriter.open(self.eventlog.nc, self.config.provider_traces)
         self.history = HistoryCache(self.pool)
+        self.prompts = SystemPrompts()
         # A run hears its conversation's events from the runs projection's consumer while
         # this process follows it (event_tap.py: no subscription of its own).
         self.agent_events = EventTap(self.eventlog.nc)

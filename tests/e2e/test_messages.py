@@ -87,6 +87,33 @@ async def test_memory_tools_change_blocks_and_the_next_context(
     assert "Remembers tea." in prompts[3]
 
 
+async def test_the_system_prompt_stays_the_same_until_memory_changes(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """As in Letta: the prompt (its metadata's time and counts included) is compiled again
+    only when memory changes, so a provider's prompt cache serves it step after step."""
+    agent = await new_agent(system)
+    llm.push(
+        Reply(tool_calls=[("archival_memory_search", {"query": "tea"})]),
+        Reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})]),
+        Reply(tool_calls=[("archival_memory_search", {"query": "coffee"})]),
+        Reply(content="Noted."),
+    )
+    await send(system, agent["id"], "I like tea. Do you know what else I drink?")
+    prompts = [system_prompt(r) for r in llm.requests[-4:]]
+    # The second step's context has three messages, the first's one: the same prompt.
+    assert prompts[0] == prompts[1] and counted(prompts[0]) == "- 1 previous messages"
+    # The memory edit has it compiled again, brought up to date; then kept again.
+    assert "Likes: tea" in prompts[2] and counted(prompts[2]) == "- 5 previous messages"
+    assert prompts[3] == prompts[2]
+
+
+def counted(prompt: str) -> str:
+    """The metadata's line on how many messages there are, up to its count."""
+    line = next(x for x in prompt.splitlines() if "previous messages" in x)
+    return line.split(" between", 1)[0]
+
+
 async def test_a_failed_memory_edit_is_a_tool_error_and_changes_nothing(
     system: System, llm: FakeOpenAI
 ) -> None:

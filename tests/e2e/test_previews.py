@@ -3,6 +3,7 @@ built by the executor's loop and not sent; the run that follows sends the same."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,16 +17,24 @@ pytestmark = pytest.mark.e2e
 
 TEA = [{"role": "user", "content": "I like tea"}]
 RECOMPILED = "- System prompt last recompiled: "
+COUNTED = re.compile(r"- \d+ previous messages between you and the user")
 
 
 def without_clock(body: dict[str, Any]) -> dict[str, Any]:
-    """The request with its system prompt's "last recompiled" line taken out (a preview
-    and the run after it compile the prompt seconds apart)."""
+    """The request with its system prompt's "last recompiled" and message count lines taken
+    out: the metadata of the prompt's compiling, which each executor replica keeps until
+    memory changes (o_executor/run/system_prompts.py), and a preview and the run after it
+    may be answered by different replicas."""
 
     def strip(text: Any) -> Any:
         if not isinstance(text, str):
             return text
-        return "\n".join(line for line in text.split("\n") if not line.startswith(RECOMPILED))
+        kept = (
+            line
+            for line in text.split("\n")
+            if not line.startswith(RECOMPILED) and not COUNTED.match(line)
+        )
+        return "\n".join(kept)
 
     out = dict(body)
     if "system" in out:  # Anthropic's

@@ -36,6 +36,7 @@ class LiveDeps:
         core: tuple[int, asyncio.Task[CoreMemory]] | None,
     ) -> None:
         self.s = service
+        self.prompts = service.prompts
         self.recorder = recorder
         self.tools = tools
         self._cancelled = cancelled

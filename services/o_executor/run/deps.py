@@ -20,6 +20,7 @@ from o_contracts.models import ToolCall, Usage
 from o_executor.llm import LLMResult
 from o_executor.model_settings import DEFAULTS, ModelSettings
 from o_executor.providers import Handle
+from o_executor.run.system_prompts import SystemPrompts
 from o_memory.core_memory import CoreMemory
 
 OnText = Callable[[str], Awaitable[None]]
@@ -72,6 +73,9 @@ class AgentGone(Exception):
 
 
 class RunDeps(Protocol):
+    # The system prompts kept per conversation (system_prompts.py).
+    prompts: SystemPrompts
+
     def start(self, event: RunStarted) -> None:
         """Record the run's start without waiting; every later record follows it."""
 

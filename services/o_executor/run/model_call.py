@@ -20,6 +20,7 @@ from o_executor.run.agent import AgentConfig
 from o_executor.run.context import Run
 from o_executor.run.deps import ModelRequest, OnText, OnToolCall
 from o_executor.run.summarize import SUMMARIZE_AT, summarize
+from o_executor.run.system_prompts import PromptMemory
 
 
 class ContextOverflow(Exception):
@@ -53,21 +54,32 @@ async def system_prompt(run: Run, recall_count: int) -> str:
     # An agent's folders follow its blocks; how many files may be open and how much of
     # each shows depend on its model's window (the memory service decides opens alike).
     max_open, char_limit = limits_of(run.agent.llm_config)
-    compiled = (
-        compile_system(
-            run.agent.system_prompt,
-            run.agent_id,
-            blocks_shown(core["blocks"], run.agent),
-            recall_count,
-            archival_count=core["archival_count"],
-            archival_tags=core["archival_tags"],
-            conversation_id=run.cmd.conversation_id,
-            directories=render_directories(core.get("directories") or [], max_open, char_limit),
-        )
-        + run.state.rules.prompt()
+    memory = PromptMemory(
+        system=run.agent.system_prompt,
+        blocks=blocks_shown(core["blocks"], run.agent),
+        directories=render_directories(core.get("directories") or [], max_open, char_limit),
+        tool_rules=run.state.rules.prompt(),
     )
+
+    def compiled() -> str:
+        return (
+            compile_system(
+                memory.system,
+                run.agent_id,
+                memory.blocks,
+                recall_count,
+                archival_count=core["archival_count"],
+                archival_tags=core["archival_tags"],
+                conversation_id=run.cmd.conversation_id,
+                directories=memory.directories,
+            )
+            + memory.tool_rules
+        )
+
+    # Compiled again only when what it says changed (run/system_prompts.py says why).
+    kept = run.deps.prompts.prompt(run.agent_id, run.cmd.conversation_id, memory, compiled)
     skills = render_skills(run.cmd.client_skills)
-    return compiled + "\n\n" + skills if skills else compiled
+    return kept + "\n\n" + skills if skills else kept
 
 
 def text_publisher(run: Run, message_id: str) -> OnText:

@@ -27,6 +27,7 @@ from o_contracts.limits import NATS_MAX_PAYLOAD
 from o_contracts.models import ToolCall
 from o_executor.llm import LLMResult
 from o_executor.run.deps import ModelRequest, Reflection, ToolOutcome
+from o_executor.run.system_prompts import SystemPrompts
 from o_executor.shadow.snapshot import Snapshot
 from o_memory.core_memory import CoreMemory
 from o_memory.tools import BlockView, MemoryToolError, apply_edit
@@ -67,6 +68,8 @@ class ShadowDeps:
         self.model = model
         self.other_tools = other_tools
         self.overlay = Overlay()
+        # (Its own: a shadow run's steps keep their prompt as a live run's do.)
+        self.prompts = SystemPrompts()
         self.blocks = copy.deepcopy(snapshot.blocks)
         self._seq = snapshot.seq
 
