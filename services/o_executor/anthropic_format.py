@@ -121,6 +121,35 @@ def to_anthropic(
     return "\n\n".join(system), turns, anthropic_tools
 
 
+# Anthropic caches a request's prefix up to a block marked so (up to four marks); a later
+# request with the same prefix reads it at a tenth of the price and sooner.
+EPHEMERAL = {"type": "ephemeral"}
+# Blocks that may not carry a mark.
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def with_cache_marks(
+    system: str, turns: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]] | str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The request marked for Anthropic's prompt cache as Letta marks it: the tools' last,
+    the system prompt, and the last block of the last turn (so the conversation so far is
+    read from the cache by the next step or turn, which only adds to it). The system prompt
+    stays the same until memory changes (run/system_prompts.py), so it and the tools before
+    it are read from the cache until then. New lists; the arguments are not changed."""
+    marked_tools = [*tools[:-1], tools[-1] | {"cache_control": EPHEMERAL}] if tools else tools
+    marked_system: list[dict[str, Any]] | str = (
+        [{"type": "text", "text": system, "cache_control": EPHEMERAL}] if system else system
+    )
+    marked_turns = list(turns)
+    if turns and turns[-1]["content"]:
+        last = turns[-1]["content"][-1]
+        empty_text = last.get("type") == "text" and not last.get("text")
+        if last.get("type") not in _UNMARKABLE and not empty_text:
+            content = [*turns[-1]["content"][:-1], last | {"cache_control": EPHEMERAL}]
+            marked_turns[-1] = turns[-1] | {"content": content}
+    return marked_system, marked_turns, marked_tools
+
+
 @dataclass(frozen=True)
 class AnthropicAnswer:
     text: str | None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from o_contracts.models import ChatMessage, ToolCall, Usage
 from o_executor import images
-from o_executor.anthropic_format import from_anthropic, to_anthropic
+from o_executor.anthropic_format import from_anthropic, to_anthropic, with_cache_marks
 from o_executor.llm_telemetry import llm_call
 from o_executor.model_settings import (
     DEFAULTS,
@@ -265,7 +265,7 @@ def anthropic_body(
     force_tool: bool,
 ) -> dict[str, Any]:
     """A Messages API request's body (streamed: with `"stream": true` added)."""
-    system, turns, anthropic_tools = to_anthropic(messages, tools)
+    system, turns, anthropic_tools = with_cache_marks(*to_anthropic(messages, tools))
     kwargs: dict[str, Any] = {"model": handle.model, "messages": turns}
     kwargs |= anthropic_params(settings, handle.model)
     if system:
@@ -348,8 +348,15 @@ async def _anthropic(
         # As for OpenAI: the SDK's client and types, without its request transform.
         message = await client.post("/v1/messages", body=kwargs, cast_to=anthropic.types.Message)
     answer = from_anthropic(list(message.content))
-    prompt = message.usage.input_tokens
-    completion = message.usage.output_tokens
+    # The prompt's tokens are those read from the cache, written to it and neither (as
+    # Letta counts them): what the window holds and the token estimates learn from.
+    usage = message.usage
+    prompt = (
+        usage.input_tokens
+        + (usage.cache_read_input_tokens or 0)
+        + (usage.cache_creation_input_tokens or 0)
+    )
+    completion = usage.output_tokens
     return LLMResult(
         content=answer.text,
         tool_calls=answer.calls,

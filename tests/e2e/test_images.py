@@ -94,7 +94,12 @@ async def test_an_anthropic_model_is_shown_base64_and_url_images(
                 "source": {"type": "base64", "media_type": "image/png", "data": BIG_B64},
             },
             {"type": "image", "source": {"type": "url", "url": URL}},
-            {"type": "text", "text": "What is in these images?"},
+            # (The conversation's last block, marked for Anthropic's prompt cache.)
+            {
+                "type": "text",
+                "text": "What is in these images?",
+                "cache_control": {"type": "ephemeral"},
+            },
         ],
     }
     check_listed(listed)

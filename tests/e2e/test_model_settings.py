@@ -15,7 +15,8 @@ import letta_client
 import pytest
 
 from tests.e2e.conftest import System
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.e2e.support import new_agent, send
+from tests.fakes.anthropic_server import FakeAnthropic, PromptCache
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.e2e
@@ -194,3 +195,30 @@ async def test_override_model_across_providers(
     assert request["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
     assert "thinking" not in request
     assert llm.requests == []
+
+
+async def test_anthropic_requests_are_marked_for_its_prompt_cache_and_read_from_it(
+    system: System, claude: FakeAnthropic
+) -> None:
+    """As Letta marks them: the tools, the system prompt and the conversation so far, each
+    step reading what the one before wrote (the system prompt stays the same while memory
+    does); the usage counts the prompt whole, read or written."""
+    agent = await new_agent(system, model="anthropic/claude-sonnet-5-5")
+    claude.push(
+        Reply(tool_calls=[("archival_memory_search", {"query": "tea"})]),
+        Reply(tool_calls=[("archival_memory_search", {"query": "coffee"})]),
+        Reply(content="Nothing on either."),
+    )
+    ran = await send(system, agent["id"], "What do I drink?")
+    asked = claude.requests[-3:]
+    for body in asked:
+        assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # The fake's cache (tests/fakes/anthropic_server.py), over these three requests again.
+    cache = PromptCache()
+    usages = [cache.usage(body) for body in asked]
+    assert usages[0][2] == 0 < usages[1][2] < usages[2][2]
+    # Each read all its predecessor wrote: the whole prompt before its own new messages.
+    assert usages[1][2] == sum(usages[0]) and usages[2][2] == sum(usages[1])
+    assert ran["usage"]["prompt_tokens"] == sum(sum(u) for u in usages)

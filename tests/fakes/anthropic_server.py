@@ -76,6 +76,45 @@ def _sse(event: str, data: JSONDict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+class PromptCache:
+    """Anthropic's prompt caching as its documentation describes it: a request's prefix
+    (its tools, then its system blocks, then its messages' blocks) up to a block marked
+    `cache_control` is written to the cache; a later request reads the longest prefix
+    written before that ends at one of its marks or up to LOOKBACK blocks before one.
+    Tokens are counted as this fake counts them (a quarter of a block's JSON)."""
+
+    LOOKBACK = 20
+
+    def __init__(self) -> None:
+        self._written: set[str] = set()
+
+    def usage(self, body: JSONDict) -> tuple[int, int, int]:
+        """(input_tokens, cache_creation_input_tokens, cache_read_input_tokens)."""
+        system = body.get("system") or []
+        blocks: list[Any] = [*(body.get("tools") or [])]
+        blocks += [{"type": "text", "text": system}] if isinstance(system, str) else system
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            blocks += [{"type": "text", "text": content}] if isinstance(content, str) else content
+        prefix = hashlib.sha256()
+        # At each block: the tokens up to and with it, and the prefix's hash.
+        at: list[tuple[int, str]] = []
+        marks: list[int] = []
+        for i, block in enumerate(blocks):
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            text = json.dumps(plain, sort_keys=True)
+            prefix.update(text.encode())
+            at.append(((at[-1][0] if at else 0) + max(1, len(text) // 4), prefix.hexdigest()))
+            if "cache_control" in block:
+                marks.append(i)
+        looked = {j for i in marks for j in range(max(0, i - self.LOOKBACK), i + 1)}
+        read = max((at[j][0] for j in looked if at[j][1] in self._written), default=0)
+        written = max((at[i][0] for i in marks), default=0)
+        self._written.update(at[i][1] for i in marks)
+        total = at[-1][0] if at else 0
+        return total - max(read, written), max(0, written - read), read
+
+
 class FakeAnthropic:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
@@ -86,6 +125,7 @@ class FakeAnthropic:
         self._queue: collections.deque[Reply] = collections.deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self.cache = PromptCache()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.app = self._build_app()
@@ -104,6 +144,7 @@ class FakeAnthropic:
             self._queue.clear()
             self.requests.clear()
             self._ids = itertools.count(1)
+            self.cache = PromptCache()
             self.default_reply = echo_reply
 
     def start(self) -> None:
@@ -151,7 +192,15 @@ class FakeAnthropic:
             args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
             call_id = f"toolu_{next(self._ids):04d}"
             content.append({"type": "tool_use", "id": call_id, "name": name, "input": args})
-        prompt = reply.prompt_tokens or max(1, len(json.dumps(body.get("messages"))) // 4)
+        if reply.prompt_tokens:  # (as scripted: nothing read from or written to the cache)
+            usage = {"input_tokens": reply.prompt_tokens}
+        else:
+            fresh, written, read = self.cache.usage(body)
+            usage = {
+                "input_tokens": fresh,
+                "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read,
+            }
         completion = reply.completion_tokens or max(1, len(json.dumps(content)) // 4)
         return {
             "id": f"msg_{uuid.uuid4().hex[:24]}",
@@ -161,13 +210,13 @@ class FakeAnthropic:
             "content": content,
             "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": completion},
+            "usage": usage | {"output_tokens": completion},
         }
 
     async def _stream(self, message: JSONDict, reply: Reply) -> AsyncIterator[bytes]:
         events: list[bytes] = []
         start = {**message, "content": [], "stop_reason": None}
-        start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+        start["usage"] = message["usage"] | {"output_tokens": 1}
         events.append(_sse("message_start", {"type": "message_start", "message": start}))
         for index, block in enumerate(message["content"]):
             if block["type"] == "text":
