@@ -157,13 +157,25 @@ class Usage(Value):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    # Of prompt_tokens: those the provider read from its prompt cache, and those it wrote
+    # to it (Anthropic); None where it did not say (Letta's cached_input_tokens and
+    # cache_write_tokens).
+    cached_input_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_input_tokens=_plus(self.cached_input_tokens, other.cached_input_tokens),
+            cache_write_tokens=_plus(self.cache_write_tokens, other.cache_write_tokens),
         )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A sum of counts some steps may not have (None only if none has)."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 class ToolRule(Value):

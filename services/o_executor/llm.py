@@ -221,17 +221,26 @@ async def _openai(
         for tc in (choice.message.tool_calls or [])
         if tc.type == "function"
     ]
-    usage = response.usage
     return LLMResult(
         content=choice.message.content,
         tool_calls=calls,
-        usage=Usage(
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            total_tokens=usage.total_tokens if usage else 0,
-        ),
+        usage=openai_usage(response.usage),
         finish_reason=choice.finish_reason,
         exchange=Exchange(kwargs, lambda: response.to_dict(mode="json")),
+    )
+
+
+def openai_usage(usage: Any) -> Usage:
+    """A Chat Completions response's usage (the SDK's CompletionUsage, or None)."""
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        cached_input_tokens=cached,
     )
 
 
@@ -351,17 +360,18 @@ async def _anthropic(
     # The prompt's tokens are those read from the cache, written to it and neither (as
     # Letta counts them): what the window holds and the token estimates learn from.
     usage = message.usage
-    prompt = (
-        usage.input_tokens
-        + (usage.cache_read_input_tokens or 0)
-        + (usage.cache_creation_input_tokens or 0)
-    )
+    read, written = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
+    prompt = usage.input_tokens + (read or 0) + (written or 0)
     completion = usage.output_tokens
     return LLMResult(
         content=answer.text,
         tool_calls=answer.calls,
         usage=Usage(
-            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            cached_input_tokens=read,
+            cache_write_tokens=written,
         ),
         finish_reason=message.stop_reason,
         reasoning=answer.thinking,
@@ -394,11 +404,7 @@ async def _complete_streaming(
     async for chunk in stream:
         last = chunk
         if chunk.usage is not None:
-            usage = Usage(
-                prompt_tokens=chunk.usage.prompt_tokens,
-                completion_tokens=chunk.usage.completion_tokens,
-                total_tokens=chunk.usage.total_tokens,
-            )
+            usage = openai_usage(chunk.usage)
         for choice in chunk.choices:
             if choice.finish_reason:
                 finish = choice.finish_reason

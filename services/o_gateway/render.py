@@ -413,8 +413,8 @@ def usage(u: Usage | dict[str, Any], step_count: int, run_ids: list[str]) -> dic
         "total_tokens": values.get("total_tokens", 0),
         "step_count": step_count,
         "run_ids": run_ids,
-        "cached_input_tokens": None,
-        "cache_write_tokens": None,
+        "cached_input_tokens": values.get("cached_input_tokens"),
+        "cache_write_tokens": values.get("cache_write_tokens"),
         "reasoning_tokens": None,
         "context_tokens": None,
     }

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.conftest import System
 from tests.e2e.support import merged, new_agent, parse_sse, send
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, PrefixCache, Reply
 
 pytestmark = pytest.mark.e2e
 
@@ -106,6 +106,36 @@ async def test_the_system_prompt_stays_the_same_until_memory_changes(
     # The memory edit has it compiled again, brought up to date; then kept again.
     assert "Likes: tea" in prompts[2] and counted(prompts[2]) == "- 5 previous messages"
     assert prompts[3] == prompts[2]
+
+
+async def test_the_usage_says_how_much_of_the_prompt_the_provider_had_cached(
+    system: System, llm: FakeOpenAI
+) -> None:
+    """OpenAI caches a prompt's prefix of 1,024 tokens or more by itself: the second step
+    of a tool loop, sending the first's prompt again and more, is served from it in part
+    (the fake's cache, tests/fakes/openai_server.py); a run's usage sums what each step's
+    response said, as Letta's cached_input_tokens."""
+    # (A persona long enough for a prompt over OpenAI's 1,024 tokens, as real ones are.)
+    persona = "Helpful, patient and precise; remembers what matters to the user. " * 80
+    agent = await new_agent(
+        system,
+        memory_blocks=[
+            {"label": "human", "value": "Name: Sam"},
+            {"label": "persona", "value": persona},
+        ],
+    )
+    llm.push(
+        Reply(tool_calls=[("archival_memory_search", {"query": "tea"})]),
+        Reply(content="Nothing on tea."),
+    )
+    ran = await send(system, agent["id"], "What do I drink?")
+    cache = PrefixCache()
+    cached = [cache.cached_tokens(r) for r in llm.requests[-2:]]
+    assert cached[0] == 0 and cached[1] >= PrefixCache.MIN_CACHED
+    assert ran["usage"]["cached_input_tokens"] == cached[1]
+    assert ran["usage"]["cache_write_tokens"] is None  # (OpenAI does not say)
+    run = (await system.http.get(f"/v1/runs/{ran['usage']['run_ids'][0]}")).json()
+    assert run["status"] == "completed"
 
 
 def counted(prompt: str) -> str:

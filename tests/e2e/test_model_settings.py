@@ -222,3 +222,6 @@ async def test_anthropic_requests_are_marked_for_its_prompt_cache_and_read_from_
     # Each read all its predecessor wrote: the whole prompt before its own new messages.
     assert usages[1][2] == sum(usages[0]) and usages[2][2] == sum(usages[1])
     assert ran["usage"]["prompt_tokens"] == sum(sum(u) for u in usages)
+    # And says how much of it was read from the cache, and written to it (as Letta does).
+    assert ran["usage"]["cached_input_tokens"] == sum(u[2] for u in usages) > 0
+    assert ran["usage"]["cache_write_tokens"] == sum(u[1] for u in usages) > 0

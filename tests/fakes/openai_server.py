@@ -156,6 +156,37 @@ def _message_text(message: Any) -> str:
     return " ".join(c for c in chunks if c)
 
 
+class PrefixCache:
+    """OpenAI's automatic prompt caching as its documentation describes it: a prompt of
+    MIN_CACHED tokens or more reuses the longest prefix an earlier request sent (here at
+    message boundaries, the tools first), counted in steps of STEP tokens from MIN_CACHED;
+    `cached_tokens` in the usage says how many."""
+
+    MIN_CACHED = 1024
+    STEP = 128
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def cached_tokens(self, body: Mapping[str, Any]) -> int:
+        prefix = hashlib.sha256()
+        tools = body.get("tools")
+        counted = _estimate_tokens(json.dumps(tools)) if tools else 0
+        prefix.update(json.dumps(tools, sort_keys=True).encode())
+        boundaries: list[tuple[int, str]] = []
+        messages = body.get("messages")
+        for m in messages if isinstance(messages, list) else []:
+            prefix.update(json.dumps(m, sort_keys=True).encode())
+            counted += _estimate_tokens(_message_text(m)) + 4
+            boundaries.append((counted, prefix.hexdigest()))
+        # (The last boundary is the whole prompt: a prefix is reused only with more after it.)
+        reused = max((n for n, h in boundaries[:-1] if h in self._seen), default=0)
+        self._seen.update(h for _, h in boundaries)
+        if reused < self.MIN_CACHED:
+            return 0
+        return self.MIN_CACHED + (reused - self.MIN_CACHED) // self.STEP * self.STEP
+
+
 def _prompt_tokens(body: Mapping[str, Any]) -> int:
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -314,13 +345,14 @@ class _Completion:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
 
     def usage(self) -> JSONDict:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens, "audio_tokens": 0},
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,
@@ -456,6 +488,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.models: list[str] = list(models)
         self.stream_chunk_size = stream_chunk_size
+        #: What earlier requests sent, for the usage's cached_tokens (OpenAI's prompt cache).
+        self.cache = PrefixCache()
         #: Every ``/v1/chat/completions`` request body, in arrival order.
         self.requests: list[JSONDict] = []
         #: Every ``/v1/embeddings`` request body, in arrival order.
@@ -587,6 +621,7 @@ class FakeOpenAI:
             self._queue.clear()
             self.requests.clear()
             self.embedding_requests.clear()
+            self.cache = PrefixCache()
             self._call_ids = itertools.count(1)
             self.default_reply = echo_reply
             self.embeddings_answered_up_to = None
@@ -661,6 +696,8 @@ class FakeOpenAI:
         prompt_tokens = (
             reply.prompt_tokens if reply.prompt_tokens is not None else _prompt_tokens(body)
         )
+        # (Scripted prompt tokens: nothing cached.)
+        cached = self.cache.cached_tokens(body) if reply.prompt_tokens is None else 0
         return _Completion(
             id=f"chatcmpl-{uuid.uuid4().hex[:24]}",
             created=int(time.time()),
@@ -670,6 +707,7 @@ class FakeOpenAI:
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cached_tokens=min(cached, prompt_tokens),
         )
 
     async def _stream(
