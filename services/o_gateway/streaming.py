@@ -21,6 +21,7 @@ from fastapi.responses import StreamingResponse
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from o_contracts import subjects
+from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.envelope import Envelope, MalformedMessage, decode
 from o_contracts.events import LLMResponded, RunCompleted, RunStarted, RunSteered, ToolReturned
@@ -32,6 +33,7 @@ from o_gateway import render
 from o_gateway.deltas import RunDeltas, TokenDelta
 from o_gateway.state import Gateway
 from o_gateway.tool_return_groups import StreamedReturns
+from o_runtime.commands import AwaitedReply, decode_reply, send_for_reply
 from o_runtime.eventlog import SHORT_LIVED_CONSUMER
 from o_runtime.waiting import ProjectionLag
 
@@ -63,6 +65,19 @@ def _error(run_id: str, error_type: str, message: str) -> dict[str, Any]:
         "error_type": error_type,
         "message": message,
     }
+
+
+def _refusal(run_id: str, reply: Reply) -> dict[str, Any]:
+    """A refused run's end in its stream: the HTTP API's status and detail, as the JSON route
+    would answer them (commands.refused)."""
+    detail = (reply.result or {}).get("detail") or reply.error or "rejected"
+    message = detail if isinstance(detail, str) else str(detail.get("message") or reply.error)
+    return _error(run_id, "refused", message) | {"status": reply.status, "detail": detail}
+
+
+def _heard_reply(inbox: asyncio.Queue[tuple[str, Any]], future: asyncio.Future[bytes]) -> None:
+    if not future.cancelled():
+        inbox.put_nowait(("reply", future.result()))
 
 
 @dataclass
@@ -231,9 +246,13 @@ async def stream_run(
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RUN_REPLY_TIMEOUT
+    awaited: AwaitedReply | None = None
     try:
         if command is not None:
-            await gw.eventlog.send_command(lane.commands, command)
+            # Its reply is heard too: a run the executor refuses records nothing, so only
+            # its reply says so (the conversation changed after the gateway's checks).
+            awaited = await send_for_reply(gw.eventlog, lane.commands, command)
+            awaited.future.add_done_callback(lambda f: _heard_reply(inbox, f))
         while True:
             remaining = deadline - loop.time()
             try:
@@ -246,6 +265,12 @@ async def stream_run(
                         yield sse({"message_type": "ping"})
                     continue
                 yield sse(_error(run_id, "timeout", "the run did not finish in time"), "error")
+                break
+            if kind == "reply":
+                reply = decode_reply(msg)
+                if reply.ok:
+                    continue  # (the run's events say the rest)
+                yield sse(_refusal(run_id, reply), "error")
                 break
             if kind == "tokens":
                 chunk = deltas.on_delta(TokenDelta.from_wire(msgpack.unpackb(msg.data, raw=False)))
@@ -329,6 +354,8 @@ async def stream_run(
                 break
         yield sse("[DONE]")
     finally:
+        if awaited is not None:
+            awaited.close()
         for sub in (events, tokens):
             if sub is not None:
                 with contextlib.suppress(Exception):

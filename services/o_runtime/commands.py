@@ -494,6 +494,40 @@ async def _send_again(
     await eventlog.send_command(subject, envelope, reply_to=reply_to, msg_id=again)
 
 
+def _replies_of(eventlog: EventLog) -> Replies:
+    replies = _replies.get(eventlog)
+    if replies is None:
+        replies = _replies[eventlog] = Replies(eventlog)
+    return replies
+
+
+@dataclass
+class AwaitedReply:
+    """A sent command's reply, still to come: `future` resolves with its bytes (decode_reply);
+    `close` once it is no longer wanted."""
+
+    future: asyncio.Future[bytes]
+    replies: Replies
+    reply_to: str
+
+    def close(self) -> None:
+        self.replies.forget(self.reply_to)
+
+
+async def send_for_reply(eventlog: EventLog, subject: str, envelope: Envelope[Any]) -> AwaitedReply:
+    """Send a command and go on: for a sender that follows the command's effects meanwhile
+    (a stream following its run) and still wants to hear a refusal. A command the stream
+    already holds is not sent again (its effects are followed as they are)."""
+    replies = _replies_of(eventlog)
+    reply_to, answered = await replies.expect()
+    try:
+        await eventlog.send_command(subject, envelope, reply_to=reply_to)
+    except BaseException:
+        replies.forget(reply_to)
+        raise
+    return AwaitedReply(answered, replies, reply_to)
+
+
 async def send_and_wait(
     eventlog: EventLog,
     subject: str,
@@ -514,9 +548,7 @@ async def send_and_wait(
     again the same way: if the replica that took it died, another answers now
     instead of after the consumer's ack_wait.
     """
-    replies = _replies.get(eventlog)
-    if replies is None:
-        replies = _replies[eventlog] = Replies(eventlog)
+    replies = _replies_of(eventlog)
     reply_to, answered = await replies.expect()
     try:
         sent = await eventlog.send_command(subject, envelope, reply_to=reply_to)

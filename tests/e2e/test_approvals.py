@@ -11,7 +11,8 @@ from letta_client import BadRequestError
 
 from o_contracts.approval_rules import WAITING_FOR_APPROVAL
 from tests.e2e.conftest import System
-from tests.e2e.support import new_agent, parse_sse, send
+from tests.e2e.support import new_agent, parse_sse, send, until
+from tests.e2e.test_concurrency_policy import commands, held, starts
 from tests.e2e.test_schedules import DEADLINE, create, runs_finished, schedule_events
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -327,6 +328,49 @@ async def test_a_scheduled_message_to_an_agent_waiting_for_approval_fails_in_let
     pending = (await system.http.get(f"/v1/agents/{agent['id']}")).json()["pending_approval"]
     assert pending["tool_call"]["tool_call_id"] == call_id
 
+    done = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
+    assert done.status_code == 200, done.text
+    assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"
+
+
+async def test_a_streamed_message_refused_when_its_turn_comes_ends_its_stream_with_the_refusal(
+    system: System, llm: FakeOpenAI
+) -> None:
+    agent = await new_agent(
+        system, tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}]
+    )
+    async with commands(system, agent["id"]) as sent_commands:
+        with held() as release:
+            llm.push(Reply(tool_calls=[INSERT], release=release))
+            first = asyncio.create_task(send(system, agent["id"], "I like chess"))
+            await until(llm, lambda reqs: len(reqs) == 1)
+            # Nothing waits for approval yet: the gateway admits the streamed message, and
+            # it is queued behind the run in flight, which then asks for an approval.
+            streamed = asyncio.create_task(
+                system.http.post(
+                    f"/v1/agents/{agent['id']}/messages/stream",
+                    json={"messages": [{"role": "user", "content": "hello?"}]},
+                    timeout=DEADLINE,
+                )
+            )
+            await sent_commands.wait_until(starts("hello?"))
+            release.set()
+            asked = await first
+    call_id = asked["messages"][0]["tool_call"]["tool_call_id"]
+    # Its turn comes, the executor refuses it (nothing recorded), and the stream ends with
+    # the refusal at once, in the API's status and detail.
+    # (Bounded: the stream's pings keep its connection busy, so a client's read timeout
+    # would never fire; a stream left waiting for its run would go on for ten minutes.)
+    response = await asyncio.wait_for(streamed, DEADLINE)
+    frames = parse_sse(response.text)
+    assert frames[-1] == (None, "[DONE]")
+    event, error = frames[-2]
+    assert event == "error" and error["message_type"] == "error_message"
+    assert error["status"] == 409 and error["detail"]["code"] == "PENDING_APPROVAL"
+    assert error["detail"]["pending_tool_call_ids"] == [call_id]
+    assert error["message"] == error["detail"]["message"]
+    # The call still waits, and is answered as usual.
+    llm.push(Reply(content="Saved."))
     done = await answer(system, agent["id"], tool_call_id=call_id, approve=True)
     assert done.status_code == 200, done.text
     assert await human(system, agent["id"]) == "Name: Sam\nLikes: chess"
