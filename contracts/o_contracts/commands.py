@@ -69,12 +69,6 @@ class StartRun(Command):
     # nothing left to do and records nothing; otherwise it runs them, so they are never
     # lost.
     steer: bool = False
-    # Sent before its sender read the agent (the gateway's first try for an agent it has
-    # seen: one read fewer on the run's path). Run only where the agent's concurrency
-    # default (o_contracts/concurrency.py) leaves a run to be queued behind one in flight;
-    # where it asks for another policy, refused with nothing recorded (409, `result`
-    # {"concurrency": the policy}), for the sender to decide the run's admission itself.
-    enqueue_only: bool = False
 
     @property
     def lane(self) -> Lane:

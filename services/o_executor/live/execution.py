@@ -19,7 +19,6 @@ from nats.aio.msg import Msg
 from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import DeliverCallback, StartRun, callback_command_id
-from o_contracts.concurrency import policy_for
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import (
     RunCancellationRequested,
@@ -313,17 +312,6 @@ class LiveRun:
             # A command for an agent that never was (from outside: o_runtime/admission.py):
             # refused as the HTTP API refuses it, and nothing is recorded.
             return Reply(ok=False, status=404, error=f"Agent {self.cmd.agent_id} not found")
-        if agent is not None and record is None and self.cmd.enqueue_only:
-            policy = policy_for(None, agent.concurrency, "enqueue")
-            if policy != "enqueue":
-                # Sent before its sender read the agent, whose default asks for another
-                # policy: nothing is recorded, the sender decides (StartRun.enqueue_only).
-                return Reply(
-                    ok=False,
-                    status=409,
-                    error=f"agent {self.cmd.agent_id} takes messages under {policy!r}",
-                    result={"concurrency": policy},
-                )
         recorded = RunLog()
         memory_seq = 0
         if record is not None and record.status != "created":
@@ -385,12 +373,7 @@ class LiveRun:
             return Reply(
                 ok=False, status=outcome.status, error=outcome.error, seq=outcome.seq, result=detail
             )
-        # (What the gateway renders the answer with, when it sent the command unread.)
-        result: dict[str, Any] = {
-            "stop_reason": outcome.stop_reason.value,
-            "agent_type": agent.agent_type,
-            "sleeptime": agent.enable_sleeptime,
-        }
+        result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}
         if outcome.summary is not None:
             result |= {
                 "summary": outcome.summary.summary.content,
