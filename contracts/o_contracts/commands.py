@@ -69,6 +69,14 @@ class StartRun(Command):
     # nothing left to do and records nothing; otherwise it runs them, so they are never
     # lost.
     steer: bool = False
+    # Sent before its sender read the agent (the gateway's first try for an agent it has
+    # seen: one read fewer on the run's path). Where a run of the agent is ahead of it, it
+    # waits for its turn only if the agent's concurrency default (o_contracts/
+    # concurrency.py) queues runs; under another default it is refused at once with
+    # nothing recorded and taken out of the commands stream (409, `result` {"concurrency":
+    # the policy}), for the sender to decide the run's admission itself. With no run
+    # ahead it runs whatever the default (every policy runs a message then).
+    enqueue_only: bool = False
 
     @property
     def lane(self) -> Lane:

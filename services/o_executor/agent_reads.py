@@ -15,7 +15,8 @@ from o_runtime.sandbox_settings import LOCAL_ENV_SQL, LOCAL_REQUIREMENTS_SQL
 # command.
 _AGENT_COLUMNS = (
     "a.id, a.name, a.system, a.agent_type, a.llm_config, a.tools, a.tool_rules,"
-    " a.tool_ids, a.encrypted_secrets, coalesce((SELECT jsonb_agg(jsonb_build_object("
+    " a.tool_ids, a.encrypted_secrets, a.concurrency, a.enable_sleeptime,"
+    " coalesce((SELECT jsonb_agg(jsonb_build_object("
     "'id', t.id, 'name', t.name, 'source_code', t.source_code,"
     " 'json_schema', t.json_schema, 'return_char_limit', t.return_char_limit,"
     " 'idempotent', t.idempotent, 'pip_requirements', t.pip_requirements))"

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from nats.aio.msg import Msg
@@ -148,8 +149,16 @@ class RunQueue:
                 pass  # dead-lettered by the consumer; never runs, so never blocks
             seq = int(msg.seq or 0) + 1
 
-    async def wait_turn(self, agent_id: str, command_seq: int) -> Cursor:
-        """Return once every earlier run of the agent is finished (or raise Deferred)."""
+    async def wait_turn(
+        self,
+        agent_id: str,
+        command_seq: int,
+        before_waiting: Callable[[], Awaitable[None]] | None = None,
+    ) -> Cursor:
+        """Return once every earlier run of the agent is finished (or raise Deferred).
+
+        `before_waiting` is awaited once, when an earlier run is found unfinished, before
+        the wait begins: it may raise to leave the queue (see `withdraw`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + WAIT_IN_HANDLER
         waited = False
@@ -174,6 +183,8 @@ class RunQueue:
                 if remaining <= 0:
                     raise Deferred(REDELIVER_AFTER)
                 if not waited:
+                    if before_waiting is not None:
+                        await before_waiting()
                     self._begin_waiting(counted)
                 waited = True
                 # (Looked at again after a pause whatever is heard: a cursor written by
@@ -222,6 +233,17 @@ class RunQueue:
             self._moved.add(agent_id)  # (until our next write)
             pending = await self._next_pending(agent_id, cursor.command_seq)
         return cursor, pending
+
+    async def withdraw(self, agent_id: str, command_seq: int) -> None:
+        """Take a command that will never run out of the agent's queue (refused before
+        its turn: StartRun.enqueue_only). Left in the stream it would stand before every
+        later command, none of which may run until the cursor passes it, and the cursor
+        passes only what ran. Waiters in this process look again at once; another
+        replica's look again after a pause (or when the run ahead of them ends, which
+        they wait for anyway)."""
+        with contextlib.suppress(JsNotFoundError):  # (withdrawn by an earlier delivery)
+            await self.eventlog.js.delete_msg(subjects.COMMANDS_STREAM, command_seq)
+        self._wake(agent_id)
 
     async def finish(
         self, agent_id: str, command_seq: int, event_seq: int, seen: Cursor | None = None

@@ -87,12 +87,24 @@ async def answered(
     A timeout is 504 with `unanswered` in the detail: the command is durable,
     so its effect may still come.
     """
+    reply = await replied(gw, subject, envelope, timeout, unanswered)
+    if not reply.ok:
+        raise refused(reply)
+    return reply
+
+
+async def replied(
+    gw: Any, subject: str, envelope: Envelope[Any], timeout: float, unanswered: str
+) -> Reply:
+    """Send a command and wait for its reply, a refusal as it came; a timeout is 504."""
     try:
-        reply = await send_and_wait(gw.eventlog, subject, envelope, timeout=timeout)
+        return await send_and_wait(gw.eventlog, subject, envelope, timeout=timeout)
     except CommandTimeout as exc:
         raise HTTPException(504, f"{unanswered} ({exc})") from exc
-    if not reply.ok:
-        # (A refusal whose HTTP detail is an object carries it in `result`: approval_rules.py.)
-        detail = (reply.result or {}).get("detail") or reply.error or "rejected"
-        raise HTTPException(reply.status if reply.status >= 400 else 400, detail)
-    return reply
+
+
+def refused(reply: Reply) -> HTTPException:
+    """A refusal as the HTTP error it stands for."""
+    # (A refusal whose HTTP detail is an object carries it in `result`: approval_rules.py.)
+    detail = (reply.result or {}).get("detail") or reply.error or "rejected"
+    return HTTPException(reply.status if reply.status >= 400 else 400, detail)

@@ -10,6 +10,7 @@ from fastapi import Depends, HTTPException, Request
 
 from o_contracts.ids import IdPrefix, InvalidId, parse_id
 from o_gateway.read_fence import ReadFence
+from o_gateway.seen_agents import SeenAgents
 from o_gateway.settings import GatewaySettings
 from o_runtime.eventlog import EventLog
 from o_runtime.readiness import Readiness
@@ -41,6 +42,8 @@ class Gateway:
     # Told to stop: requests still going when uvicorn gives up on them answer 503
     # (stopping.py).
     stopping: bool = False
+    # Agents a message may go to before the agent is read (seen_agents.py).
+    seen_agents: SeenAgents = field(default_factory=SeenAgents)
 
     @property
     def reads(self) -> ProjectionReads:

@@ -341,8 +341,10 @@ EXECUTOR = Role(
             subjects.EVOLUTION_COMMANDS,
             subjects.CALLBACK_COMMANDS,
         ),
-        # The run queue reads an agent's next command by subject.
+        # The run queue reads an agent's next command by subject, and takes out of the
+        # stream a run's command refused before its turn (o_executor/run_queue.withdraw).
         gets(subjects.COMMANDS_STREAM),
+        Grant(publish=(f"{JS_API}.STREAM.MSG.DELETE.{subjects.COMMANDS_STREAM}",)),
         # A memory edit in doubt after a crash: whether the memory service has handled the
         # command sent again (its consumer's ack floor: o_executor/live/tools.py).
         Grant(publish=(f"{JS_API}.CONSUMER.INFO.{subjects.COMMANDS_STREAM}.memory",)),

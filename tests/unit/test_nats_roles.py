@@ -215,6 +215,13 @@ def test_only_the_setup_role_manages_streams_and_durable_consumers(api: str) -> 
     assert {r.name for r in ROLES.values() if may_publish(r.grant, api)} == {"operator", "setup"}
 
 
+def test_only_the_executor_takes_a_command_out_of_its_stream() -> None:
+    # (A run's command refused before its turn: o_executor/run_queue.withdraw.)
+    api = f"$JS.API.STREAM.MSG.DELETE.{subjects.COMMANDS_STREAM}"
+    deleters = {r.name for r in ROLES.values() if may_publish(r.grant, api)}
+    assert deleters == {"executor", "operator", "setup"}
+
+
 def test_the_sandbox_answers_its_own_requests_and_nothing_else() -> None:
     grant = roles.TOOL_SANDBOX.grant
     assert grant.publish == ()

@@ -19,6 +19,7 @@ from nats.aio.msg import Msg
 from o_contracts import subjects
 from o_contracts.base import Reply
 from o_contracts.commands import DeliverCallback, StartRun, callback_command_id
+from o_contracts.concurrency import policy_for
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
 from o_contracts.events import (
     RunCancellationRequested,
@@ -100,6 +101,14 @@ _TAKEN_BY = (
 _HEARD = frozenset(t.type_name() for t in (RunCancellationRequested, RunQueued, RunSteerRequested))
 
 
+class _NotQueued(Exception):
+    """A command that may not wait for its turn: its reply (LiveRun._may_wait)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.error)
+        self.reply = reply
+
+
 class LiveRun:
     def __init__(
         self, service: ExecutorService, command: Envelope[StartRun], delivery: Delivery
@@ -146,7 +155,14 @@ class LiveRun:
         if written is not None and not delivery.redelivered:
             self._ahead = (written.event_seq, asyncio.create_task(self._last_and_state(written)))
         try:
-            cursor = await queue.wait_turn(self.cmd.lane.key, delivery.stream_seq)
+            cursor = await queue.wait_turn(
+                self.cmd.lane.key,
+                delivery.stream_seq,
+                before_waiting=self._may_wait if self.cmd.enqueue_only else None,
+            )
+        except _NotQueued as refusal:
+            self._drop_reads_ahead()
+            return refusal.reply
         except BaseException:
             self._drop_reads_ahead()
             raise
@@ -174,6 +190,33 @@ class LiveRun:
         )
         await self._ask_for_callback(reply)
         return self._with_answer(reply)
+
+    async def _may_wait(self) -> None:
+        """A command sent before its sender read the agent (StartRun.enqueue_only) found a
+        run ahead of it: it waits for its turn only where the agent's concurrency default
+        queues runs. Where the default asks for another policy (refuse, interrupt, roll
+        back, steer: each about the run in flight), it leaves the queue at once with
+        nothing recorded and its sender decides the run's admission (raises _NotQueued).
+        With no run ahead the default does not matter: every policy runs it."""
+        loading = self._agent
+        if loading is None:
+            loading = asyncio.create_task(self.s.load_agent_and_core(self.cmd.agent_id))
+            self._agent = loading
+        agent, _ = await asyncio.shield(loading)
+        if agent is None:
+            return  # (unknown here: its turn says so, 404 with nothing recorded)
+        policy = policy_for(None, agent.concurrency, "enqueue")
+        if policy == "enqueue":
+            return
+        await self.s.run_queue.withdraw(self.cmd.lane.key, self.delivery.stream_seq)
+        raise _NotQueued(
+            Reply(
+                ok=False,
+                status=409,
+                error=f"agent {self.cmd.agent_id} takes messages under {policy!r}",
+                result={"concurrency": policy},
+            )
+        )
 
     def _with_answer(self, reply: Reply) -> Reply:
         """The reply with the run's answer, as the runs projection of this process noted it
@@ -373,7 +416,12 @@ class LiveRun:
             return Reply(
                 ok=False, status=outcome.status, error=outcome.error, seq=outcome.seq, result=detail
             )
-        result: dict[str, Any] = {"stop_reason": outcome.stop_reason.value}
+        # (What the gateway renders the answer with, when it sent the command unread.)
+        result: dict[str, Any] = {
+            "stop_reason": outcome.stop_reason.value,
+            "agent_type": agent.agent_type,
+            "sleeptime": agent.enable_sleeptime,
+        }
         if outcome.summary is not None:
             result |= {
                 "summary": outcome.summary.summary.content,

@@ -184,6 +184,10 @@ class AgentConfig:
     evolution_primary: str | None = None
     # The agent the evolution tools act on in this run (None: the tools are absent).
     evolution_target: str | None = None
+    # Its concurrency default (o_contracts/concurrency.py; None: the route's), and
+    # whether it has a sleep-time companion: told to the gateway in a run's reply.
+    concurrency: str | None = None
+    enable_sleeptime: bool = False
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AgentConfig:
@@ -204,6 +208,8 @@ class AgentConfig:
             rollout=Rollout.from_row(row["rollout"]) if row.get("rollout") else None,
             evolution_own=_evolves_itself(row.get("own_evolution"), row.get("tools") or ()),
             evolution_primary=_primary_evolving(row.get("primary_evolution")),
+            concurrency=row.get("concurrency"),
+            enable_sleeptime=bool(row.get("enable_sleeptime")),
         )
 
     @classmethod

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from nats.aio.msg import Msg
 
 from o_contracts import approval_rules
+from o_contracts.base import Reply
 from o_contracts.commands import StartRun
 from o_contracts.concurrency import AGENT_ROUTES, Concurrency, policy_for
 from o_contracts.envelope import Envelope, MalformedMessage, decode, known_type
@@ -21,7 +22,7 @@ from o_contracts.subjects import Lane
 from o_executor import run_answers
 from o_gateway import concurrency, render, sleeptime
 from o_gateway.callbacks.accept import accepted_callback_url
-from o_gateway.commands import PRODUCER, answered
+from o_gateway.commands import PRODUCER, answered, refused, replied
 from o_gateway.conversation_reads import (
     MessageTypeName,
     agent_messages,
@@ -268,6 +269,7 @@ def start_run(
     override_settings: dict[str, Any] | None = None,
     steer: bool = False,
     callback_url: str | None = None,
+    enqueue_only: bool = False,
 ) -> Envelope[StartRun]:
     """The StartRun command; with `run_id` (a retryable request) its ids derive from it."""
     retryable = run_id is not None
@@ -294,6 +296,7 @@ def start_run(
         override_model=override_handle(body.override_model) if body.override_model else None,
         steer=steer,
         callback_url=callback_url,
+        enqueue_only=enqueue_only,
     )
     return Envelope.wrap(
         cmd,
@@ -400,11 +403,18 @@ async def send_in(
     if body.override_model:
         # (A provider registered through the API: read before the handle is checked.)
         await provider_registry.ensure_handle(body.override_model, gw.pool)
+    run_id = idempotent_run_id(lane, as_sent or body, key, "stream" if streaming else "json")
+    view = render.AssistantView.of(request_config(body))
+    if sends_first(gw, lane, body, streaming, run_id, route_policy):
+        response = await _sent_first(gw, lane, body, view, isolated_block_ids, override_settings)
+        if response is not None:
+            return response
     # An unknown agent is a 404 whatever the approvals say.
     agent, pending = await agent_and_pending(gw, lane.agent_id, lane.conversation_id)
     policy = policy_for(body.concurrency, agent.get("concurrency"), route_policy)
-    run_id = idempotent_run_id(lane, as_sent or body, key, "stream" if streaming else "json")
-    view = render.AssistantView.of(request_config(body))
+    gw.seen_agents.saw(
+        lane.agent_id, policy_for(None, agent.get("concurrency"), "enqueue") == "enqueue"
+    )
     # A background run's chunks are numbered, so that its stream can be resumed.
     numbering = Numbering() if streaming and body.background else None
     queued = False
@@ -471,14 +481,91 @@ async def send_in(
         RUN_REPLY_TIMEOUT,
         f"run {command.data.run_id} is still going",
     )
-    carried = run_answers.unpacked((reply.result or {}).get("response"))
-    response = await run_response(
-        gw, agent["agent_type"], command.data.run_id, reply.seq, view, carried=carried
+    return await _run_answered(
+        gw, lane, command, reply, agent["agent_type"], bool(agent.get("enable_sleeptime")), view
     )
-    if agent.get("enable_sleeptime"):
+
+
+def sends_first(
+    gw: Gateway,
+    lane: Lane,
+    body: SendMessageBody,
+    streaming: bool,
+    run_id: str | None,
+    route_policy: Concurrency,
+) -> bool:
+    """Whether the run's command may go before the agent is read (seen_agents.py): a plain
+    new message (no answers to tool calls, no retry of a request) on an agent route, with no
+    policy of its own, to an agent this process has read with a default that queues runs,
+    answered as JSON (a stream renders as it goes: it reads the agent first)."""
+    return (
+        not streaming
+        and run_id is None
+        and route_policy == "enqueue"
+        and body.concurrency is None
+        and gw.seen_agents.sends_first(lane.agent_id)
+        and not any(isinstance(m, ApprovalCreateBody) for m in body.messages or [])
+    )
+
+
+async def _sent_first(
+    gw: Gateway,
+    lane: Lane,
+    body: SendMessageBody,
+    view: render.AssistantView,
+    isolated_block_ids: list[str] | None,
+    override_settings: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """The run, its command sent before the agent is read; the executor holds the input
+    to the agent's rules and its reply says what the read would have. None: a run was in
+    flight and the agent's concurrency default asks for another policy than queueing
+    behind it (nothing was recorded): the caller decides the run's admission the usual
+    way."""
+    await store_images(gw, body)
+    command = start_run(
+        lane,
+        body,
+        isolated_block_ids=isolated_block_ids,
+        override_settings=override_settings,
+        enqueue_only=True,
+    )
+    run_id = command.data.run_id
+    reply = await replied(
+        gw, lane.commands, command, RUN_REPLY_TIMEOUT, f"run {run_id} is still going"
+    )
+    result = reply.result or {}
+    if not reply.ok:
+        if "concurrency" in result:
+            return None  # (its read, the usual way, notes the default)
+        if reply.status == 404:
+            gw.seen_agents.forget(lane.agent_id)
+            raise HTTPException(404, f"Agent {lane.agent_id} not found")
+        raise refused(reply)
+    agent_type, sleeptime_on = result.get("agent_type"), result.get("sleeptime")
+    if agent_type is None or sleeptime_on is None:
+        # (A reply without them: a run already finished when its command came again.)
+        agent = await gw.agent_row(lane.agent_id)
+        agent_type, sleeptime_on = agent["agent_type"], agent.get("enable_sleeptime")
+    return await _run_answered(gw, lane, command, reply, agent_type, bool(sleeptime_on), view)
+
+
+async def _run_answered(
+    gw: Gateway,
+    lane: Lane,
+    command: Envelope[StartRun],
+    reply: Reply,
+    agent_type: str,
+    sleeptime_on: bool,
+    view: render.AssistantView,
+) -> dict[str, Any]:
+    """The response to a run's request, from the executor's reply."""
+    run_id = command.data.run_id
+    carried = run_answers.unpacked((reply.result or {}).get("response"))
+    response = await run_response(gw, agent_type, run_id, reply.seq, view, carried=carried)
+    if sleeptime_on:
         # Letta's usage.run_ids of a sleep-time primary: the companion runs this turn started.
         response["usage"]["run_ids"] = await sleeptime.companion_runs(
-            gw, lane.agent_id, command.data.run_id, gw.settings.sleeptime_turn_wait
+            gw, lane.agent_id, run_id, gw.settings.sleeptime_turn_wait
         )
     return response
 
