@@ -240,7 +240,12 @@ class RunQueue:
         later command, none of which may run until the cursor passes it, and the cursor
         passes only what ran. Waiters in this process look again at once; another
         replica's look again after a pause (or when the run ahead of them ends, which
-        they wait for anyway)."""
+        they wait for anyway).
+
+        Taken out before the refusal is sent: an executor that dies between the two leaves
+        its sender without an answer until the sender's timeout (a 504, nothing recorded,
+        the message not run), where the other order could have a second delivery find its
+        turn come and run a message its sender had meanwhile admitted again."""
         with contextlib.suppress(JsNotFoundError):  # (withdrawn by an earlier delivery)
             await self.eventlog.js.delete_msg(subjects.COMMANDS_STREAM, command_seq)
         self._wake(agent_id)
