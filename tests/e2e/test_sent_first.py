@@ -5,8 +5,6 @@ exactly as when the agent is read first."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import letta_client
@@ -21,27 +19,17 @@ from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
-from tests.e2e.support import DEADLINE, new_agent, send, until
+from tests.e2e.support import DEADLINE, connected, new_agent, send, until
 from tests.e2e.test_approvals import INSERT
 from tests.e2e.test_concurrency_policy import held, said, sent
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.servers import operator
 
 pytestmark = pytest.mark.e2e
 
 
-@asynccontextmanager
-async def operator_nats(system: System) -> AsyncIterator[Any]:
-    nc = await nats.connect(system.env["NATS_URL"], **operator())
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
 async def started_runs(system: System, agent_id: str) -> list[StartRun]:
     """The agent's StartRun commands (its default conversation's), in the order sent."""
-    async with operator_nats(system) as nc:
+    async with connected(system) as nc:
         js = nc.jetstream()
         subject = subjects.executor_command_subject(agent_id)
         info = await js.stream_info(subjects.COMMANDS_STREAM)
@@ -70,7 +58,7 @@ async def started_runs(system: System, agent_id: str) -> list[StartRun]:
 
 async def events_of(system: System, agent_id: str) -> list[str]:
     """The types of the agent's events, in order."""
-    async with operator_nats(system) as nc:
+    async with connected(system) as nc:
         js = nc.jetstream()
         out: list[str] = []
         subject = subjects.agent_subject(agent_id)
@@ -163,7 +151,7 @@ async def test_a_command_sent_unread_leaves_the_queue_where_the_agents_default_d
             enqueue_only=True,
         )
         envelope = Envelope.wrap(command, aggregate_id=agent["id"], producer="test")
-        async with operator_nats(system) as nc:
+        async with connected(system) as nc:
             inbox = nc.new_inbox()
             replies = await nc.subscribe(inbox, max_msgs=1)
             await nc.jetstream().publish(
