@@ -455,8 +455,9 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         " run AS (UPDATE runs SET step_count = step_count + 1, last_seq = $9 WHERE id = $3)"
         " INSERT INTO steps (id, run_id, agent_id, step_number, model, prompt_tokens,"
         " completion_tokens, total_tokens, finish_reason, seq, created_at, step_start_ns,"
-        " llm_request_start_ns, llm_request_ns)"
-        " VALUES ($4,$3,$2,$10,$11,$12,$13,$14,$15,$9,$8,$17,$18,$19) ON CONFLICT (id) DO NOTHING",
+        " llm_request_start_ns, llm_request_ns, cached_input_tokens, cache_write_tokens)"
+        " VALUES ($4,$3,$2,$10,$11,$12,$13,$14,$15,$9,$8,$17,$18,$19,$20,$21)"
+        " ON CONFLICT (id) DO NOTHING",
         e.message.id,
         e.agent_id,
         e.run_id,
@@ -476,6 +477,8 @@ async def llm_responded(conn: asyncpg.Connection, e: LLMResponded, rec: Recorded
         e.step_start_ns,
         e.llm_request_start_ns,
         e.llm_request_ns,
+        e.usage.cached_input_tokens,
+        e.usage.cache_write_tokens,
     )
     if e.message.approval_request:
         # Only the calls that wait for an answer; the held ones run once they are answered.

@@ -134,8 +134,19 @@ async def test_the_usage_says_how_much_of_the_prompt_the_provider_had_cached(
     assert cached[0] == 0 and cached[1] >= PrefixCache.MIN_CACHED
     assert ran["usage"]["cached_input_tokens"] == cached[1]
     assert ran["usage"]["cache_write_tokens"] is None  # (OpenAI does not say)
-    run = (await system.http.get(f"/v1/runs/{ran['usage']['run_ids'][0]}")).json()
+    run_id = ran["usage"]["run_ids"][0]
+    run = (await system.http.get(f"/v1/runs/{run_id}")).json()
     assert run["status"] == "completed"
+    # Each step says its own, as Letta's steps do: a count only where there was one, and
+    # the provider's words in prompt_tokens_details.
+    steps = (await system.http.get(f"/v1/runs/{run_id}/steps", params={"order": "asc"})).json()
+    shown = [(s["cached_input_tokens"], s["prompt_tokens_details"]) for s in steps]
+    none = {"cache_read_tokens": None, "cache_creation_tokens": None}
+    assert shown == [
+        (None, {"cached_tokens": 0, **none}),
+        (cached[1], {"cached_tokens": cached[1], **none}),
+    ]
+    assert [s["cache_write_tokens"] for s in steps] == [None, None]
 
 
 def counted(prompt: str) -> str:

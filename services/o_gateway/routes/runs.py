@@ -57,6 +57,21 @@ def interruption(row: dict[str, Any]) -> dict[str, Any]:
     return {"interrupted_by": by, "rolled_back": bool(row.get("rolled_back"))} if by else {}
 
 
+def prompt_tokens_details(row: dict[str, Any], provider: str) -> dict[str, int | None]:
+    """The step's prompt cache in its provider's words, as Letta keeps them: OpenAI's
+    `cached_tokens`, Anthropic's `cache_read_tokens` and `cache_creation_tokens`; empty
+    where the provider did not say."""
+    read, written = row.get("cached_input_tokens"), row.get("cache_write_tokens")
+    if read is None and written is None:
+        return {}
+    anthropic = provider == "anthropic" or written is not None
+    return {
+        "cached_tokens": None if anthropic else read,
+        "cache_read_tokens": read if anthropic else None,
+        "cache_creation_tokens": written if anthropic else None,
+    }
+
+
 def step_json(row: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]:
     provider, _, model = (row["model"] or "").partition("/")
     return {
@@ -75,11 +90,12 @@ def step_json(row: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]
         "completion_tokens": row["completion_tokens"],
         "prompt_tokens": row["prompt_tokens"],
         "total_tokens": row["total_tokens"],
-        "cached_input_tokens": None,
-        "cache_write_tokens": None,
+        # (Letta's: a count only where the provider said more than none.)
+        "cached_input_tokens": row.get("cached_input_tokens") or None,
+        "cache_write_tokens": row.get("cache_write_tokens") or None,
         "reasoning_tokens": None,
         "completion_tokens_details": {},
-        "prompt_tokens_details": {},
+        "prompt_tokens_details": prompt_tokens_details(row, provider),
         "stop_reason": row["finish_reason"],
         "tags": row["tags"],
         "tid": None,
