@@ -8,9 +8,7 @@ import asyncio
 from typing import Any
 
 import letta_client
-import nats
 import pytest
-from nats.js.api import DeliverPolicy
 
 from o_contracts import subjects
 from o_contracts.commands import StartRun
@@ -19,7 +17,15 @@ from o_contracts.ids import new_id
 from o_contracts.models import ChatMessage
 from o_runtime.commands import REPLY_HEADER, decode_reply
 from tests.e2e.conftest import System
-from tests.e2e.support import DEADLINE, connected, new_agent, send, until
+from tests.e2e.support import (
+    DEADLINE,
+    connected,
+    event_types,
+    new_agent,
+    on_subject,
+    send,
+    until,
+)
 from tests.e2e.test_approvals import INSERT
 from tests.e2e.test_concurrency_policy import held, said, sent
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -30,51 +36,17 @@ pytestmark = pytest.mark.e2e
 async def started_runs(system: System, agent_id: str) -> list[StartRun]:
     """The agent's StartRun commands (its default conversation's), in the order sent."""
     async with connected(system) as nc:
-        js = nc.jetstream()
         subject = subjects.executor_command_subject(agent_id)
-        info = await js.stream_info(subjects.COMMANDS_STREAM)
-        out: list[StartRun] = []
-        sub = await js.subscribe(
-            subject,
-            stream=subjects.COMMANDS_STREAM,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        )
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=1.0)
-                except nats.errors.TimeoutError:
-                    break  # (nothing more after the stream's end as it stood)
-                data = decode(msg.data).data
-                if isinstance(data, StartRun):
-                    out.append(data)
-                if msg.metadata.sequence.stream >= info.state.last_seq:
-                    break
-        finally:
-            await sub.unsubscribe()
-        return out
+        commands = [
+            decode(raw).data for _, raw in await on_subject(nc, subject, subjects.COMMANDS_STREAM)
+        ]
+    return [command for command in commands if isinstance(command, StartRun)]
 
 
 async def events_of(system: System, agent_id: str) -> list[str]:
     """The types of the agent's events, in order."""
     async with connected(system) as nc:
-        js = nc.jetstream()
-        out: list[str] = []
-        subject = subjects.agent_subject(agent_id)
-        try:
-            last = (await js.get_last_msg(subjects.EVENTS_STREAM, subject)).seq or 0
-        except nats.js.errors.NotFoundError:
-            return out
-        sub = await js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL)
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=DEADLINE)
-                out.append(decode(msg.data).type)
-                if msg.metadata.sequence.stream >= last:
-                    return out
-        finally:
-            await sub.unsubscribe()
+        return [kind for _, kind in await event_types(nc, subjects.agent_subject(agent_id))]
 
 
 async def test_messages_to_an_agent_read_once_go_before_the_read_and_are_answered_alike(
