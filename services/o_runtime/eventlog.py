@@ -33,6 +33,7 @@ from o_contracts.base import Message
 from o_contracts.envelope import Envelope, decode
 from o_runtime.images import Images
 from o_runtime.nats_identity import Identity
+from o_runtime.nats_tls_records import deliveries_in_one_record
 from o_runtime.tracing import inject
 
 log = logging.getLogger(__name__)
@@ -268,6 +269,8 @@ class EventLog:
             **identity.options(),
         )
         conn.append(nc)
+        if identity.tls is not None:
+            deliveries_in_one_record(nc)
         self = cls(nc, replicas, identity.role)
         logs.append(self)
         if jetstream:
