@@ -14,8 +14,8 @@ The line's one part a client chooses is the subscription id, which nats-py numbe
 connection's counter: starting the counter at 10**(SID_DIGITS - 1) makes every id of the
 connection SID_DIGITS digits long, whatever the subject. The price is parsing that number in
 each delivery (~2.5 us in CPython); what it saves is a TLS record at each end and a write call
-in nats-server for each delivery over 512 bytes (with TLS on, nats-server spent ~0.35 ms less
-CPU a 1-step run: bench/README.md, "The thirty-third session"). Plain TCP connections keep
+in nats-server for each delivery over 512 bytes (with TLS on, nats-server spent 0.15-0.35 ms
+less CPU a 1-step run: bench/README.md, "The thirty-third session"). Plain TCP connections keep
 short ids: there `writev` sends the buffers as one segment anyway.
 """
 
