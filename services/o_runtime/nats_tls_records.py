@@ -16,7 +16,9 @@ connection SID_DIGITS digits long, whatever the subject. The price is parsing th
 each delivery (~2.5 us in CPython); what it saves is a TLS record at each end and a write call
 in nats-server for each delivery over 512 bytes (with TLS on, nats-server spent 0.15-0.35 ms
 less CPU a 1-step run: bench/README.md, "The thirty-third session"). Plain TCP connections keep
-short ids: there `writev` sends the buffers as one segment anyway.
+short ids: there `writev` sends the buffers as one segment anyway. Applied to a service's two
+connections (its event log's, o_runtime/eventlog.py, and its FastStream broker's,
+o_runtime/service.py), each before it subscribes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from o_runtime.health import serve_health
 from o_runtime.instruments import samples
 from o_runtime.liveness import liveness
 from o_runtime.logging_setup import setup_logging
+from o_runtime.nats_tls_records import deliveries_in_one_record
 from o_runtime.projector import Projection, Projector
 from o_runtime.reactor import EventReactor
 from o_runtime.readiness import Readiness, check_readiness
@@ -189,6 +190,10 @@ class Service:
         for reactor in self.reactors:
             reactor.retries = self.settings.retries
             await reactor.start()
+        connection = await self.broker.connect()
+        if identity.tls is not None:
+            # (Before its subscribers are made: their ids are numbered from here.)
+            deliveries_in_one_record(connection)
         await self.broker.start()
         if metrics.serving():
             self.sampler.start()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from faststream.nats import NatsBroker
 from nats.aio.client import Client as NATS
 
 from o_devtools.certs import Certificates, make_certificates
@@ -23,7 +24,7 @@ from o_devtools.embedded import EmbeddedNats
 from o_devtools.embedded_tls import TlsNats, client_tls
 from o_runtime.eventlog import EventLog
 from o_runtime.nats_identity import Identity
-from o_runtime.nats_tls_records import SID_DIGITS
+from o_runtime.nats_tls_records import SID_DIGITS, deliveries_in_one_record
 
 APPLICATION_DATA = 23
 # An event's size on the wire (bench.run_inventory: ~1.2 KB), past nats-server's 512-byte buffer.
@@ -166,3 +167,27 @@ async def test_a_plain_connection_keeps_short_ids(tmp_path: Path) -> None:
             await log.close()
     finally:
         plain.stop()
+
+
+async def test_a_broker_numbered_between_its_connection_and_its_start_subscribes_long(
+    server: TlsNats, certs: Certificates, publisher: NATS
+) -> None:
+    # What o_runtime/service.py does with a service's FastStream broker: connect, number, start
+    # (its subscribers are made by start).
+    broker = NatsBroker(server.url, security=client_tls(certs).security())
+    heard: asyncio.Queue[bytes] = asyncio.Queue()
+
+    @broker.subscriber("y")
+    async def on_y(body: bytes) -> None:
+        await heard.put(body)
+
+    deliveries_in_one_record(await broker.connect())
+    await broker.start()
+    try:
+        connection = await broker.connect()
+        assert connection._subs
+        assert {len(str(sid)) for sid in connection._subs} == {SID_DIGITS}
+        await publisher.publish("y", b"e" * EVENT_BYTES)
+        assert await asyncio.wait_for(heard.get(), 10) == b"e" * EVENT_BYTES
+    finally:
+        await broker.stop()
